@@ -1,0 +1,42 @@
+"""attnx: compute multi-head attention and show every step of it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttentionResult",
+    "AttentionSpec",
+    "AttnxError",
+    "__version__",
+    "compute",
+    "load_spec",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.engines import compute
+    from attnx.errors import AttnxError
+    from attnx.io import load_spec
+    from attnx.result import AttentionResult
+    from attnx.spec import AttentionSpec
+
+# The public names are resolved on first use so that `import attnx` (and `attnx --help`) stays
+# cheap: NumPy is imported only by the modules that compute.
+_LAZY = {
+    "AttentionResult": "attnx.result",
+    "AttentionSpec": "attnx.spec",
+    "AttnxError": "attnx.errors",
+    "compute": "attnx.engines",
+    "load_spec": "attnx.io",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'attnx' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

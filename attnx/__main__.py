@@ -1,0 +1,5 @@
+"""Entry point for `python -m attnx`."""
+
+from attnx.cli import main
+
+main()

@@ -1,0 +1,46 @@
+"""The attnx command line: a Typer app whose commands live one per module."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attnx import __version__
+from attnx.cli import run as run_cmd
+
+EPILOG = "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input."
+
+app = typer.Typer(
+    name="attnx",
+    help="Compute multi-head attention and show every step of it.",
+    epilog=EPILOG,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"attnx {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Compute multi-head attention and show every step of it."""
+
+
+app.command("run", epilog=EPILOG)(run_cmd.run)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="attnx")

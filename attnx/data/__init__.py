@@ -1,0 +1,1 @@
+"""Data files shipped with attnx (the built-in example)."""

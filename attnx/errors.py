@@ -1,0 +1,27 @@
+"""Domain errors of attnx: everything a user can get wrong, as one exception family."""
+
+from __future__ import annotations
+
+
+class AttnxError(Exception):
+    """Base of every error attnx reports to a user as one line.
+
+    The message is complete on its own: it says what was found, what was expected and, where a
+    location exists, starts with ``file:line:column``.
+    """
+
+
+class InputError(AttnxError):
+    """An input file or stream cannot be read or parsed."""
+
+
+class ConfigError(AttnxError):
+    """An input was read but does not describe a valid attention problem."""
+
+
+class UsageError(AttnxError):
+    """Command-line options that contradict each other or the input."""
+
+
+class EngineUnavailableError(AttnxError):
+    """The requested engine, device or dtype is not available on this machine."""

@@ -1,0 +1,1 @@
+"""Turning results into things people and programs read: Rich renderables and serializations."""

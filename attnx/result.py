@@ -1,0 +1,48 @@
+"""AttentionResult: what an engine computed, frozen, as NumPy arrays with documented axes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionResult:
+    """Every intermediate of one multi-head attention computation.
+
+    Axis order (H heads, N queries, M keys):
+
+    - ``scores``          ``[head, query, key]``  raw dot products Q_h K_h^T
+    - ``scaled``          ``[head, query, key]``  ``scores * scale``
+    - ``weights``         ``[head, query, key]``  softmax of ``scaled`` over keys
+    - ``head_outputs``    ``[head, query, d_k]``  ``weights @ V_h``
+    - ``output``          ``[query, d_model]``    head outputs concatenated along columns
+    - ``average_weights`` ``[query, key]``        mean of ``weights`` over heads
+
+    Arrays are read-only and keep the dtype the engine computed in.
+    """
+
+    tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    heads: int
+    d_model: int
+    d_k: int
+    scale: float
+    scores: np.ndarray
+    scaled: np.ndarray
+    weights: np.ndarray
+    head_outputs: np.ndarray
+    output: np.ndarray
+    average_weights: np.ndarray
+    engine: str
+    device: str
+    dtype: str
+
+    def __post_init__(self) -> None:
+        for name in ("scores", "scaled", "weights", "head_outputs", "output", "average_weights"):
+            getattr(self, name).flags.writeable = False
+
+    def head_columns(self, head: int) -> range:
+        """Columns of d_model that head ``head`` (0-based) owns."""
+        return range(head * self.d_k, (head + 1) * self.d_k)

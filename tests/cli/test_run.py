@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attnx import __version__
+from attnx.cli import app
+from tests.conftest import AVERAGE_WEIGHTS, DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, OUTPUT, TOKENS
+
+JSON_KEYS = [
+    "format_version",
+    "tokens",
+    "heads",
+    "d_model",
+    "d_k",
+    "scale",
+    "scores",
+    "scaled",
+    "weights",
+    "head_outputs",
+    "output",
+    "average_weights",
+]
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+class TestRunTable:
+    def test_builtin_example_prints_the_tutorial_numbers(self, runner: CliRunner) -> None:
+        """`attnx run` shows the worked example's weights and output rows as the tutorial prints them."""
+        result = runner.invoke(app, ["run"])
+        assert result.exit_code == 0, result.output
+        out = result.output
+        assert "Head 1 · columns 0-1 · d_k = 2" in out and "Head 2 · columns 2-3 · d_k = 2" in out
+        for row in (*HEAD1_WEIGHTS, *HEAD2_WEIGHTS, *OUTPUT, *AVERAGE_WEIGHTS):
+            assert " ".join(f"{x:.4f}" for x in row) in " ".join(out.replace("│", " ").split())
+
+    def test_show_picks_sections(self, runner: CliRunner) -> None:
+        """--show output prints only the concatenated output."""
+        result = runner.invoke(app, ["run", "--show", "output"])
+        assert result.exit_code == 0
+        assert "Concatenated output" in result.output
+        assert "weights (softmax)" not in result.output and "Head 1" not in result.output
+
+    def test_show_accepts_commas_and_repeats(self, runner: CliRunner) -> None:
+        """--show weights,output --show average prints those three sections."""
+        result = runner.invoke(app, ["run", "--show", "weights,output", "--show", "average"])
+        assert result.exit_code == 0
+        assert "weights (softmax)" in result.output and "Weights averaged" in result.output
+        assert "raw scores" not in result.output
+
+    def test_precision(self, runner: CliRunner) -> None:
+        """--precision 2 rounds table cells to two decimals."""
+        result = runner.invoke(app, ["run", "--show", "output", "--precision", "2"])
+        assert "0.41" in result.output and "0.4109" not in result.output
+
+    def test_random_input_from_flags(self, runner: CliRunner) -> None:
+        """--seed/--tokens/--d-model/--heads draw a random problem labelled by the tokens."""
+        result = runner.invoke(
+            app,
+            [
+                "run",
+                "--seed",
+                "7",
+                "--tokens",
+                "the quick brown fox",
+                "--d-model",
+                "8",
+                "--heads",
+                "2",
+                "--format",
+                "json",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert data["tokens"] == ["the", "quick", "brown", "fox"]
+        assert (data["heads"], data["d_model"], data["d_k"]) == (2, 8, 4)
+        q, k, _ = np.random.default_rng(7).standard_normal((3, 4, 8))
+        np.testing.assert_allclose(np.array(data["scores"])[1], q[:, 4:] @ k[:, 4:].T, rtol=1e-12)
+
+
+class TestRunJson:
+    def test_contract_keys_and_values(self, runner: CliRunner) -> None:
+        """--format json carries the contract keys, format_version first, unrounded values."""
+        result = runner.invoke(app, ["run", "--format", "json"])
+        assert result.exit_code == 0
+        data = json.loads(result.output)
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.0"
+        assert set(JSON_KEYS) <= set(data)
+        assert data["tokens"] == list(TOKENS)
+        assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
+        np.testing.assert_allclose(data["weights"], [HEAD1_WEIGHTS, HEAD2_WEIGHTS], atol=DECIMALS_4, rtol=0)
+        assert np.array(data["head_outputs"]).shape == (2, 5, 2)
+        assert np.array(data["output"]).shape == (5, 4)
+        # Full precision: the first weight is softmax's exact value, not a 4-decimal rounding.
+        e = np.exp([0.0, 2**-0.5, 2**-0.5, 0.0, 2**-0.5])
+        assert data["weights"][0][0][0] == pytest.approx(e[0] / e.sum(), rel=1e-15)
+
+    def test_file_and_heads_override(self, runner: CliRunner) -> None:
+        """A config file runs, and --heads on the command line overrides its heads."""
+        result = runner.invoke(app, ["run", "configs/cat-sat-on-mat.yaml", "-H", "4", "--format", "json"])
+        assert result.exit_code == 0
+        assert json.loads(result.output)["d_k"] == 1
+
+    def test_stdin(self, runner: CliRunner) -> None:
+        """- reads the input from stdin."""
+        doc = '{"heads": 1, "q": [[1.0]], "k": [[1.0]], "v": [[2.5]]}'
+        result = runner.invoke(app, ["run", "-", "--format", "json"], input=doc)
+        assert result.exit_code == 0
+        assert json.loads(result.output)["output"] == [[2.5]]
+
+    def test_float32(self, runner: CliRunner) -> None:
+        """--dtype float32 is reported and close to the float64 numbers."""
+        result = runner.invoke(app, ["run", "--format", "json", "--dtype", "float32"])
+        data = json.loads(result.output)
+        assert data["dtype"] == "float32"
+        np.testing.assert_allclose(data["output"], OUTPUT, atol=DECIMALS_4, rtol=0)
+
+
+class TestRunErrors:
+    @pytest.mark.parametrize(
+        ("name", "text", "message"),
+        [
+            ("bad.yaml", "q: [[1, 2]\nk: 1\n", r"bad\.yaml:2:\d+: invalid YAML"),
+            ("bad.json", '{"q": [[1]],\n  "k": }', r"bad\.json:2:8: invalid JSON"),
+            (
+                "key.yaml",
+                "q: [[1]]\nk: [[1]]\nv: [[1]]\nheds: 1\n",
+                r"key\.yaml:4:1: heds: unknown key \(did you mean 'heads'\?\)",
+            ),
+            ("ragged.yaml", "q: [[1, 2], [3]]\nk: [[1]]\nv: [[1]]\n", r"q\[1\]: has 1 values but row 0 has 2"),
+            ("empty.yaml", "q: [[]]\nk: [[1]]\nv: [[1]]\n", r"q\[0\]: expected a non-empty list of numbers"),
+            (
+                "cell.yaml",
+                "q: [[1, abc]]\nk: [[1, 2]]\nv: [[1, 2]]\n",
+                r"cell\.yaml:1:9: q\[0\]\[1\]: expected a number, got text 'abc'",
+            ),
+            ("shape.yaml", "q: [[1, 2]]\nk: [[1, 2, 3]]\nv: [[1, 2]]\n", r"q, k and v must have the same shape"),
+            (
+                "div.yaml",
+                "heads: 3\nq: [[1, 2, 3, 4]]\nk: [[1, 2, 3, 4]]\nv: [[1, 2, 3, 4]]\n",
+                r"d_model 4 is not divisible by heads 3; head counts that work: 1, 2, 4",
+            ),
+            ("zero.yaml", "heads: 0\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", r"heads: must be positive, got 0"),
+        ],
+    )
+    def test_bad_input_is_one_line_and_exit_2(
+        self, runner: CliRunner, tmp_path: Path, name: str, text: str, message: str
+    ) -> None:
+        """Each bad input gives exit 2 and exactly one line on stderr, nothing on stdout."""
+        result = runner.invoke(app, ["run", write(tmp_path, name, text)])
+        assert result.exit_code == 2
+        assert result.stdout == ""
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("attnx: error: ")
+        import re
+
+        assert re.search(message, lines[0]), lines[0]
+
+    def test_missing_file(self, runner: CliRunner, tmp_path: Path) -> None:
+        """A missing file is exit 2 with one line naming it."""
+        result = runner.invoke(app, ["run", str(tmp_path / "absent.yaml")])
+        assert result.exit_code == 2
+        assert result.stderr == f"attnx: error: {tmp_path / 'absent.yaml'}: no such file\n"
+
+    def test_unreadable_file(self, runner: CliRunner, tmp_path: Path) -> None:
+        """A directory in place of a file is exit 2 with one line."""
+        result = runner.invoke(app, ["run", str(tmp_path)])
+        assert result.exit_code == 2
+        assert result.stderr == f"attnx: error: {tmp_path}: is a directory, expected an input file\n"
+
+    def test_heads_flag_not_dividing(self, runner: CliRunner) -> None:
+        """--heads 3 on the 4-column example lists the head counts that work."""
+        result = runner.invoke(app, ["run", "--heads", "3"])
+        assert result.exit_code == 2
+        assert "head counts that work: 1, 2, 4" in result.stderr
+
+    def test_non_positive_heads_flag(self, runner: CliRunner) -> None:
+        """--heads 0 is a usage error (exit 2)."""
+        result = runner.invoke(app, ["run", "--heads", "0"])
+        assert result.exit_code == 2
+
+    def test_unknown_section(self, runner: CliRunner) -> None:
+        """--show with an unknown section lists the valid ones."""
+        result = runner.invoke(app, ["run", "--show", "wieghts"])
+        assert result.exit_code == 2
+        assert "unknown section 'wieghts' for --show; choose from scores, scaled" in result.stderr
+
+
+class TestEntryPoints:
+    def test_version(self, runner: CliRunner) -> None:
+        """--version prints the package version."""
+        result = runner.invoke(app, ["--version"])
+        assert result.exit_code == 0 and result.output == f"attnx {__version__}\n"
+
+    def test_python_dash_m(self) -> None:
+        """`python -m attnx run --format json` works as the console script does."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "attnx", "run", "--format", "json"], capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["heads"] == 2
+        assert proc.stderr == ""

@@ -1,0 +1,57 @@
+"""Shared fixtures: the worked example's published numbers and a CLI runner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+# The worked example of the founding tutorial ("The cat sat on mat", H = 2), as printed there
+# to four decimals. These are the textbook's numbers, not numbers attnx produced.
+TOKENS = ("The", "cat", "sat", "on", "mat")
+HEAD1_WEIGHTS = np.array(
+    [
+        [0.1237, 0.2509, 0.2509, 0.1237, 0.2509],
+        [0.3664, 0.0891, 0.3664, 0.0891, 0.0891],
+        [0.1811, 0.1811, 0.3673, 0.0893, 0.1811],
+        [0.2000, 0.2000, 0.2000, 0.2000, 0.2000],
+        [0.1237, 0.2509, 0.2509, 0.1237, 0.2509],
+    ]
+)
+HEAD2_WEIGHTS = np.array(
+    [
+        [0.1337, 0.2711, 0.1337, 0.2711, 0.1904],
+        [0.2711, 0.1337, 0.1337, 0.2711, 0.1904],
+        [0.1337, 0.2711, 0.1337, 0.2711, 0.1904],
+        [0.1811, 0.1811, 0.0893, 0.3673, 0.1811],
+        [0.2711, 0.1337, 0.1337, 0.2711, 0.1904],
+    ]
+)
+AVERAGE_WEIGHTS = np.array(
+    [
+        [0.1287, 0.2610, 0.1923, 0.1974, 0.2206],
+        [0.3188, 0.1114, 0.2500, 0.1801, 0.1397],
+        [0.1574, 0.2261, 0.2505, 0.1802, 0.1858],
+        [0.1906, 0.1906, 0.1447, 0.2837, 0.1906],
+        [0.1974, 0.1923, 0.1923, 0.1974, 0.2206],
+    ]
+)
+OUTPUT = np.array(
+    [
+        [0.2491, 0.3763, 0.2289, 0.3663],
+        [0.4109, 0.1336, 0.2289, 0.3663],
+        [0.2717, 0.2717, 0.2289, 0.3663],
+        [0.3000, 0.3000, 0.1799, 0.4579],
+        [0.2491, 0.3763, 0.2289, 0.3663],
+    ]
+)
+# With a single head (d_k = 4), the row of "cat": 0.4026 to "The", 0.0898 to itself, 0.2442 to "sat".
+SINGLE_HEAD_CAT = {"The": 0.4026, "cat": 0.0898, "sat": 0.2442}
+
+# Four decimals as printed: a value is right when it rounds to the printed figure.
+DECIMALS_4 = 0.5e-4 + 1e-12
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()

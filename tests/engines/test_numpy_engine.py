@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from attnx.engines import compute, numpy_engine
+from attnx.errors import EngineUnavailableError
+from attnx.io import Overrides, load_spec
+from attnx.spec import AttentionSpec
+from tests.conftest import (
+    AVERAGE_WEIGHTS,
+    DECIMALS_4,
+    HEAD1_WEIGHTS,
+    HEAD2_WEIGHTS,
+    OUTPUT,
+    SINGLE_HEAD_CAT,
+    TOKENS,
+)
+
+
+def reference(spec: AttentionSpec) -> dict[str, np.ndarray]:
+    """Textbook multi-head attention with an explicit loop over heads, in float64."""
+    d_k = spec.d_k
+    weights, outputs = [], []
+    for h in range(spec.heads):
+        cols = slice(h * d_k, (h + 1) * d_k)
+        scores = spec.q[:, cols] @ spec.k[:, cols].T
+        scaled = scores / math.sqrt(d_k)
+        e = np.exp(scaled - scaled.max(axis=1, keepdims=True))
+        w = e / e.sum(axis=1, keepdims=True)
+        weights.append(w)
+        outputs.append(w @ spec.v[:, cols])
+    return {"weights": np.stack(weights), "output": np.concatenate(outputs, axis=1)}
+
+
+class TestWorkedExample:
+    def test_head_weights_match_the_tutorial(self) -> None:
+        """Both 5x5 weight matrices of the H=2 worked example agree to 4 decimals."""
+        result = compute(load_spec())
+        np.testing.assert_allclose(result.weights[0], HEAD1_WEIGHTS, rtol=0, atol=DECIMALS_4)
+        np.testing.assert_allclose(result.weights[1], HEAD2_WEIGHTS, rtol=0, atol=DECIMALS_4)
+
+    def test_output_matches_the_tutorial(self) -> None:
+        """The 5x4 concatenated output agrees to 4 decimals."""
+        result = compute(load_spec())
+        np.testing.assert_allclose(result.output, OUTPUT, rtol=0, atol=DECIMALS_4)
+
+    def test_average_weights_match_the_tutorial(self) -> None:
+        """The head-averaged weights agree to 4 decimals."""
+        result = compute(load_spec())
+        np.testing.assert_allclose(result.average_weights, AVERAGE_WEIGHTS, rtol=0, atol=DECIMALS_4)
+
+    def test_single_head_row_of_cat(self) -> None:
+        """With H=1, "cat" gives 0.4026 to "The", 0.2442 to "sat" and 0.0898 to itself."""
+        result = compute(load_spec(overrides=Overrides(heads=1)))
+        row = result.weights[0, TOKENS.index("cat")]
+        for token, expected in SINGLE_HEAD_CAT.items():
+            assert abs(row[TOKENS.index(token)] - expected) < DECIMALS_4
+
+    def test_metadata(self) -> None:
+        """The result carries the sizes and the multiplier applied to the scores."""
+        result = compute(load_spec())
+        assert (result.heads, result.d_model, result.d_k) == (2, 4, 2)
+        assert result.scale == pytest.approx(1 / math.sqrt(2), rel=1e-15)
+        assert result.tokens == TOKENS
+        np.testing.assert_allclose(result.scaled, result.scores * result.scale, rtol=1e-15)
+
+
+class TestAgainstLoopReference:
+    @pytest.mark.parametrize(("n", "d_model", "heads"), [(1, 1, 1), (3, 6, 3), (7, 12, 4), (16, 64, 8)])
+    def test_random_inputs(self, n: int, d_model: int, heads: int) -> None:
+        """Batched heads equal a per-head loop to float64 rounding."""
+        rng = np.random.default_rng(n * 100 + heads)
+        q, k, v = rng.standard_normal((3, n, d_model)) * 3
+        spec = AttentionSpec(q, k, v, heads, tuple(map(str, range(n))), tuple(map(str, range(n))))
+        result, ref = compute(spec), reference(spec)
+        np.testing.assert_allclose(result.weights, ref["weights"], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(result.output, ref["output"], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0, rtol=1e-14)
+
+    def test_float32_stays_float32(self) -> None:
+        """--dtype float32 computes and returns float32 arrays close to float64."""
+        spec = load_spec(overrides=Overrides(seed=3, tokens=tuple("abcdefgh"), d_model=16, heads=4))
+        r32, r64 = compute(spec, dtype="float32"), compute(spec)
+        for name in ("scores", "scaled", "weights", "head_outputs", "output", "average_weights"):
+            assert getattr(r32, name).dtype == np.float32, name
+        np.testing.assert_allclose(r32.weights, r64.weights, rtol=1e-5, atol=1e-6)
+
+    def test_softmax_is_stable_for_huge_scores(self) -> None:
+        """Scores near the float64 limit still give finite weights that sum to one."""
+        q = np.array([[1e150, 0.0], [-1e150, 0.0]])
+        k = np.array([[1e150, 0.0], [1.0, 0.0]])
+        spec = AttentionSpec(q, k, k, 1, ("a", "b"), ("a", "b"))
+        weights = compute(spec).weights[0]
+        assert np.isfinite(weights).all()
+        np.testing.assert_allclose(weights, [[1.0, 0.0], [0.0, 1.0]])
+
+
+class TestLayout:
+    def test_split_heads_is_contiguous(self) -> None:
+        """Head h owns columns h*d_k .. (h+1)*d_k-1, and merge_heads undoes split_heads."""
+        x = np.arange(12.0).reshape(2, 6)
+        split = numpy_engine.split_heads(x, 3)
+        assert split.shape == (3, 2, 2)
+        np.testing.assert_array_equal(split[1], x[:, 2:4])
+        np.testing.assert_array_equal(numpy_engine.merge_heads(split), x)
+
+    def test_result_is_read_only(self) -> None:
+        """Nobody downstream can change what the engine computed."""
+        result = compute(load_spec())
+        with pytest.raises(ValueError, match="read-only"):
+            result.weights[0, 0, 0] = 1.0
+
+
+class TestEngineSelection:
+    def test_unknown_engine(self) -> None:
+        """An unknown engine is a domain error naming the engines there are."""
+        with pytest.raises(EngineUnavailableError, match="available: numpy"):
+            compute(load_spec(), "jax")
+
+    def test_numpy_is_cpu_only(self) -> None:
+        """Asking the NumPy engine for a GPU is a domain error."""
+        with pytest.raises(EngineUnavailableError, match="CPU only"):
+            compute(load_spec(), "numpy", device="cuda")
