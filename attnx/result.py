@@ -20,7 +20,9 @@ class AttentionResult:
     - ``output``          ``[query, d_model]``    head outputs concatenated along columns
     - ``average_weights`` ``[query, key]``        mean of ``weights`` over heads
 
-    Arrays are read-only and keep the dtype the engine computed in.
+    Arrays are read-only and keep the dtype the engine computed in. ``query_positions[i]`` is the
+    position in the original input of query row ``i`` (rows may be a selection, see
+    ``AttentionSpec.select_queries``).
     """
 
     tokens: tuple[str, ...]
@@ -38,10 +40,13 @@ class AttentionResult:
     engine: str
     device: str
     dtype: str
+    query_positions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("scores", "scaled", "weights", "head_outputs", "output", "average_weights"):
             getattr(self, name).flags.writeable = False
+        if not self.query_positions:
+            object.__setattr__(self, "query_positions", tuple(range(len(self.tokens))))
 
     def head_columns(self, head: int) -> range:
         """Columns of d_model that head ``head`` (0-based) owns."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,6 +28,9 @@ class AttentionSpec:
     Shapes: ``q`` is ``[query, d_model]``; ``k`` and ``v`` are ``[key, d_model]``. Head ``h`` owns
     the contiguous columns ``h*d_k .. (h+1)*d_k - 1`` of each. The arrays are float64 copies that
     cannot be written to. ``source`` names where the problem came from, for messages.
+
+    ``query_positions`` gives, for each row of ``q``, its position in the original problem: a spec
+    narrowed with ``select_queries`` keeps only some rows but still knows where they stood.
     """
 
     q: np.ndarray
@@ -36,6 +40,7 @@ class AttentionSpec:
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
     source: str = "<input>"
+    query_positions: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         where = self.source
@@ -65,6 +70,10 @@ class AttentionSpec:
             raise ConfigError(f"{where}: {len(self.tokens)} tokens given but q has {n} rows")
         if len(self.key_tokens) != m:
             raise ConfigError(f"{where}: {len(self.key_tokens)} key tokens given but k has {m} rows")
+        positions = tuple(range(n)) if self.query_positions is None else tuple(self.query_positions)
+        if len(positions) != n:
+            raise ConfigError(f"{where}: {len(positions)} query positions given but q has {n} rows")
+        object.__setattr__(self, "query_positions", positions)
 
     @property
     def d_model(self) -> int:
@@ -92,4 +101,21 @@ class AttentionSpec:
 
     def with_heads(self, heads: int) -> AttentionSpec:
         """The same problem split into a different number of heads (validated again)."""
-        return AttentionSpec(self.q, self.k, self.v, heads, self.tokens, self.key_tokens, self.source)
+        return replace(self, heads=heads)
+
+    def select_queries(self, rows: Sequence[int]) -> AttentionSpec:
+        """The same problem restricted to some query rows (0-based), all keys kept.
+
+        An engine then computes only those rows: tracing one token of a long input costs one row
+        of each head's weights, not the whole matrix.
+        """
+        index = list(rows)
+        bad = [i for i in index if not 0 <= i < self.n_queries]
+        if bad:
+            raise ConfigError(f"{self.source}: query {bad[0]} is out of range 0..{self.n_queries - 1}")
+        return replace(
+            self,
+            q=self.q[index],
+            tokens=tuple(self.tokens[i] for i in index),
+            query_positions=tuple(self.query_positions[i] for i in index),
+        )

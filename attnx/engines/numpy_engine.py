@@ -67,4 +67,5 @@ def attend(spec: AttentionSpec, dtype: str = "float64") -> AttentionResult:
         engine=NAME,
         device="cpu",
         dtype=dt.name,
+        query_positions=spec.query_positions,
     )

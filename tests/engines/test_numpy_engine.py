@@ -124,3 +124,21 @@ class TestEngineSelection:
         """Asking the NumPy engine for a GPU is a domain error."""
         with pytest.raises(EngineUnavailableError, match="CPU only"):
             compute(load_spec(), "numpy", device="cuda")
+
+
+class TestQuerySelection:
+    def test_selected_rows_equal_the_full_computation(self) -> None:
+        """Computing only some query rows gives exactly those rows of the full result."""
+        spec = load_spec(overrides=Overrides(seed=11, tokens=tuple("abcdefg"), d_model=12, heads=3))
+        full, part = compute(spec), compute(spec.select_queries([5, 1]))
+        assert part.tokens == ("f", "b") and part.query_positions == (5, 1)
+        np.testing.assert_array_equal(part.weights, full.weights[:, [5, 1]])
+        np.testing.assert_array_equal(part.output, full.output[[5, 1]])
+        assert part.weights.shape == (3, 2, 7)
+
+    def test_out_of_range_row(self) -> None:
+        """A query index past the end is a domain error."""
+        from attnx.errors import ConfigError
+
+        with pytest.raises(ConfigError, match=r"query 5 is out of range 0\.\.4"):
+            load_spec().select_queries([5])
