@@ -7,12 +7,28 @@ from dataclasses import dataclass
 import numpy as np
 
 
+ARRAYS = (
+    "q_heads",
+    "k_heads",
+    "v_heads",
+    "scores",
+    "scaled",
+    "weights",
+    "head_outputs",
+    "output",
+    "average_weights",
+)
+
+
 @dataclass(frozen=True, eq=False)
 class AttentionResult:
     """Every intermediate of one multi-head attention computation.
 
     Axis order (H heads, N queries, M keys):
 
+    - ``q_heads``         ``[head, query, d_k]``  each head's slice of Q, as the engine used it
+    - ``k_heads``         ``[head, key, d_k]``    each head's slice of K
+    - ``v_heads``         ``[head, key, d_k]``    each head's slice of V
     - ``scores``          ``[head, query, key]``  raw dot products Q_h K_h^T
     - ``scaled``          ``[head, query, key]``  ``scores * scale``
     - ``weights``         ``[head, query, key]``  softmax of ``scaled`` over keys
@@ -31,6 +47,9 @@ class AttentionResult:
     d_model: int
     d_k: int
     scale: float
+    q_heads: np.ndarray
+    k_heads: np.ndarray
+    v_heads: np.ndarray
     scores: np.ndarray
     scaled: np.ndarray
     weights: np.ndarray
@@ -43,7 +62,7 @@ class AttentionResult:
     query_positions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("scores", "scaled", "weights", "head_outputs", "output", "average_weights"):
+        for name in ARRAYS:
             getattr(self, name).flags.writeable = False
         if not self.query_positions:
             object.__setattr__(self, "query_positions", tuple(range(len(self.tokens))))
