@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.spec import AttentionSpec
 
 
 ARRAYS = (
@@ -66,6 +70,32 @@ class AttentionResult:
             getattr(self, name).flags.writeable = False
         if not self.query_positions:
             object.__setattr__(self, "query_positions", tuple(range(len(self.tokens))))
+
+    @classmethod
+    def assemble(
+        cls,
+        spec: AttentionSpec,
+        arrays: dict[str, np.ndarray],
+        *,
+        scale: float,
+        engine: str,
+        device: str,
+        dtype: str,
+    ) -> AttentionResult:
+        """A result for ``spec`` from an engine's arrays (one per name in ``ARRAYS``)."""
+        return cls(
+            tokens=spec.tokens,
+            key_tokens=spec.key_tokens,
+            heads=spec.heads,
+            d_model=spec.d_model,
+            d_k=spec.d_k,
+            scale=scale,
+            engine=engine,
+            device=device,
+            dtype=dtype,
+            query_positions=spec.query_positions,
+            **arrays,
+        )
 
     def head_columns(self, head: int) -> range:
         """Columns of d_model that head ``head`` (0-based) owns."""

@@ -16,6 +16,8 @@ from attnx.errors import AttnxError
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from attnx.spec import AttentionSpec
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -43,6 +45,16 @@ class Engine(str, Enum):
     """Engines that compute attention."""
 
     numpy = "numpy"
+    torch = "torch"
+
+
+class Device(str, Enum):
+    """Where the torch engine runs; auto picks CUDA, then MPS, then CPU."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+    mps = "mps"
 
 
 ConfigArg = Annotated[
@@ -68,11 +80,30 @@ DModelOpt = Annotated[
     int | None,
     typer.Option("--d-model", min=1, help="Width of the random Q, K, V (with --seed; default 8).", show_default=False),
 ]
-EngineOpt = Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes.")]
-DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Floating-point type of the computation.")]
+EngineOpt = Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")]
+DeviceOpt = Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")]
+DtypeOpt = Annotated[
+    Dtype | None,
+    typer.Option("--dtype", help="Floating-point type [default: float64; float32 on mps].", show_default=False),
+]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format on stdout.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
+
+
+def load_input(
+    config: str | None,
+    *,
+    heads: int | None = None,
+    seed: int | None = None,
+    tokens: str | None = None,
+    d_model: int | None = None,
+) -> AttentionSpec:
+    """The spec named by the shared input options (CONFIG, --heads, --seed, --tokens, --d-model)."""
+    from attnx.io import Overrides, load_spec
+
+    words = tuple(tokens.split()) if tokens is not None else None
+    return load_spec(config, Overrides(heads=heads, seed=seed, tokens=words, d_model=d_model))
 
 
 def colour_allowed(no_color: bool) -> bool:

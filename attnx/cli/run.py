@@ -8,8 +8,9 @@ import typer
 
 from attnx.cli.common import (
     ConfigArg,
+    Device,
+    DeviceOpt,
     DModelOpt,
-    Dtype,
     DtypeOpt,
     Engine,
     EngineOpt,
@@ -21,6 +22,7 @@ from attnx.cli.common import (
     SeedOpt,
     TokensOpt,
     guarded,
+    load_input,
     stdout_console,
     write_stdout,
 )
@@ -59,7 +61,8 @@ def run(
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
     engine: EngineOpt = Engine.numpy,
-    dtype: DtypeOpt = Dtype.float64,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = None,
     show: ShowOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
@@ -70,14 +73,10 @@ def run(
     With no CONFIG: the worked example "The cat sat on mat" (H = 2). --seed with --tokens: random Q, K, V.
     """
     from attnx.engines import compute
-    from attnx.io import Overrides, load_spec
 
     sections = parse_sections(show)
-    overrides = Overrides(
-        heads=heads, seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model
-    )
-    spec = load_spec(config, overrides)
-    result = compute(spec, engine.value, dtype=dtype.value)
+    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
+    result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value)
 
     if output_format is OutputFormat.json:
         from attnx.render.serialize import dumps, result_to_dict

@@ -1,33 +1,102 @@
-"""The math: one public entry point, ``compute``, over interchangeable engines."""
+"""The math: one public entry point, ``compute``, over interchangeable engines loaded on demand."""
 
 from __future__ import annotations
 
-from typing import Literal
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
 
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
 
-EngineName = Literal["numpy"]
-ENGINES: tuple[str, ...] = ("numpy",)
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("float64", "float32")
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """Where an engine lives and what to tell a user who lacks its library."""
+
+    name: str
+    module: str
+    install_hint: str
+
+
+ENGINES: dict[str, EngineEntry] = {
+    "numpy": EngineEntry("numpy", "attnx.engines.numpy_engine", 'pip install "attnx"'),
+    "torch": EngineEntry("torch", "attnx.engines.torch_engine", 'pip install "attnx[torch]"'),
+}
+
+
+def load_engine(name: str) -> ModuleType:
+    """Import engine ``name`` (its framework too, only now) or raise EngineUnavailableError.
+
+    Every engine module provides ``NAME``, ``version()``, ``devices()``, ``dtypes(device)``,
+    ``resolve_device(requested)`` and ``attend(spec, dtype, device)``.
+    """
+    entry = ENGINES.get(name)
+    if entry is None:
+        raise EngineUnavailableError(f"unknown engine {name!r}; available: {', '.join(ENGINES)}")
+    try:
+        return importlib.import_module(entry.module)
+    except ImportError as exc:
+        missing = exc.name or name
+        raise EngineUnavailableError(
+            f"the {name} engine needs {missing}, which is not installed: {entry.install_hint}"
+        ) from None
 
 
 def compute(
     spec: AttentionSpec,
     engine: str = "numpy",
     *,
-    dtype: str = "float64",
+    dtype: str | None = None,
     device: str = "auto",
 ) -> AttentionResult:
-    """Run multi-head attention for ``spec`` on ``engine`` and return every intermediate."""
-    if engine != "numpy":
-        raise EngineUnavailableError(f"unknown engine {engine!r}; available: {', '.join(ENGINES)}")
-    if device not in ("auto", "cpu"):
-        raise EngineUnavailableError(f"the numpy engine runs on the CPU only, not {device!r}")
-    from attnx.engines import numpy_engine
+    """Run multi-head attention for ``spec`` on ``engine`` and return every intermediate.
 
-    if dtype not in numpy_engine.DTYPES:
+    ``device`` is ``auto`` (CUDA, then MPS, then CPU, among those the engine can use) or a device
+    name; ``dtype`` defaults to float64, or float32 where the device has no float64 (MPS).
+    """
+    module = load_engine(engine)
+    resolved = module.resolve_device(device)
+    supported = module.dtypes(resolved)
+    chosen = dtype or supported[0]
+    if chosen not in supported:
         raise EngineUnavailableError(
-            f"dtype {dtype!r} is not supported; choose one of {', '.join(numpy_engine.DTYPES)}"
+            f"{engine} on {resolved} does not support {chosen}; supported: {', '.join(supported)}"
         )
-    return numpy_engine.attend(spec, dtype)
+    return module.attend(spec, chosen, resolved)
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """What one engine offers here: its version and, per device present, its dtypes.
+
+    ``problem`` says why the engine cannot run (its library is missing); then nothing else is set.
+    """
+
+    name: str
+    version: str | None = None
+    devices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    problem: str | None = None
+
+    @property
+    def available(self) -> bool:
+        """True when the engine's library is installed."""
+        return self.problem is None
+
+
+def engine_status(name: str) -> EngineStatus:
+    """Survey engine ``name`` (this imports its library)."""
+    try:
+        module = load_engine(name)
+    except EngineUnavailableError as exc:
+        return EngineStatus(name, problem=str(exc))
+    return EngineStatus(name, module.version(), tuple((d, tuple(module.dtypes(d))) for d in module.devices()))
+
+
+def engine_statuses() -> list[EngineStatus]:
+    """Every known engine, available or not, in a stable order."""
+    return [engine_status(name) for name in ENGINES]

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
 
@@ -16,6 +17,25 @@ DTYPES = ("float64", "float32")
 def version() -> str:
     """Version of the library behind this engine."""
     return np.__version__
+
+
+def devices() -> list[str]:
+    """Devices this engine can run on: the CPU."""
+    return ["cpu"]
+
+
+def dtypes(device: str) -> tuple[str, ...]:
+    """Dtypes supported on ``device``, the default first."""
+    return DTYPES
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` and ``cpu`` mean the CPU; anything else is unavailable to NumPy."""
+    if requested in ("auto", "cpu"):
+        return "cpu"
+    raise EngineUnavailableError(
+        f"the numpy engine runs on the CPU only, not {requested!r}; use --engine torch for {requested}"
+    )
 
 
 def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
@@ -38,7 +58,7 @@ def softmax_(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def attend(spec: AttentionSpec, dtype: str = "float64") -> AttentionResult:
+def attend(spec: AttentionSpec, dtype: str = "float64", device: str = "cpu") -> AttentionResult:
     """Compute every intermediate of multi-head attention for ``spec`` in ``dtype``."""
     dt = np.dtype(dtype)
     q = split_heads(spec.q.astype(dt), spec.heads)  # (H, N, d_k)
@@ -51,24 +71,15 @@ def attend(spec: AttentionSpec, dtype: str = "float64") -> AttentionResult:
     scaled = scores * scale  # (H, N, M)
     weights = softmax_(scaled.copy())  # (H, N, M)
     head_outputs = weights @ v  # (H, N, d_k)
-    return AttentionResult(
-        tokens=spec.tokens,
-        key_tokens=spec.key_tokens,
-        heads=spec.heads,
-        d_model=spec.d_model,
-        d_k=spec.d_k,
-        scale=float(scale),
-        q_heads=q,
-        k_heads=k,
-        v_heads=v,
-        scores=scores,
-        scaled=scaled,
-        weights=weights,
-        head_outputs=head_outputs,
-        output=merge_heads(head_outputs),
-        average_weights=weights.mean(axis=0),
-        engine=NAME,
-        device="cpu",
-        dtype=dt.name,
-        query_positions=spec.query_positions,
-    )
+    arrays = {
+        "q_heads": q,
+        "k_heads": k,
+        "v_heads": v,
+        "scores": scores,
+        "scaled": scaled,
+        "weights": weights,
+        "head_outputs": head_outputs,
+        "output": merge_heads(head_outputs),  # (N, d_model)
+        "average_weights": weights.mean(axis=0),  # (N, M)
+    }
+    return AttentionResult.assemble(spec, arrays, scale=float(scale), engine=NAME, device=device, dtype=dt.name)

@@ -36,32 +36,32 @@ def reference(spec: AttentionSpec) -> dict[str, np.ndarray]:
 
 
 class TestWorkedExample:
-    def test_head_weights_match_the_tutorial(self) -> None:
+    def test_head_weights_match_the_tutorial(self, engine: str) -> None:
         """Both 5x5 weight matrices of the H=2 worked example agree to 4 decimals."""
-        result = compute(load_spec())
+        result = compute(load_spec(), engine)
         np.testing.assert_allclose(result.weights[0], HEAD1_WEIGHTS, rtol=0, atol=DECIMALS_4)
         np.testing.assert_allclose(result.weights[1], HEAD2_WEIGHTS, rtol=0, atol=DECIMALS_4)
 
-    def test_output_matches_the_tutorial(self) -> None:
+    def test_output_matches_the_tutorial(self, engine: str) -> None:
         """The 5x4 concatenated output agrees to 4 decimals."""
-        result = compute(load_spec())
+        result = compute(load_spec(), engine)
         np.testing.assert_allclose(result.output, OUTPUT, rtol=0, atol=DECIMALS_4)
 
-    def test_average_weights_match_the_tutorial(self) -> None:
+    def test_average_weights_match_the_tutorial(self, engine: str) -> None:
         """The head-averaged weights agree to 4 decimals."""
-        result = compute(load_spec())
+        result = compute(load_spec(), engine)
         np.testing.assert_allclose(result.average_weights, AVERAGE_WEIGHTS, rtol=0, atol=DECIMALS_4)
 
-    def test_single_head_row_of_cat(self) -> None:
+    def test_single_head_row_of_cat(self, engine: str) -> None:
         """With H=1, "cat" gives 0.4026 to "The", 0.2442 to "sat" and 0.0898 to itself."""
-        result = compute(load_spec(overrides=Overrides(heads=1)))
+        result = compute(load_spec(overrides=Overrides(heads=1)), engine)
         row = result.weights[0, TOKENS.index("cat")]
         for token, expected in SINGLE_HEAD_CAT.items():
             assert abs(row[TOKENS.index(token)] - expected) < DECIMALS_4
 
-    def test_metadata(self) -> None:
+    def test_metadata(self, engine: str) -> None:
         """The result carries the sizes and the multiplier applied to the scores."""
-        result = compute(load_spec())
+        result = compute(load_spec(), engine)
         assert (result.heads, result.d_model, result.d_k) == (2, 4, 2)
         assert result.scale == pytest.approx(1 / math.sqrt(2), rel=1e-15)
         assert result.tokens == TOKENS
@@ -70,30 +70,30 @@ class TestWorkedExample:
 
 class TestAgainstLoopReference:
     @pytest.mark.parametrize(("n", "d_model", "heads"), [(1, 1, 1), (3, 6, 3), (7, 12, 4), (16, 64, 8)])
-    def test_random_inputs(self, n: int, d_model: int, heads: int) -> None:
+    def test_random_inputs(self, engine: str, n: int, d_model: int, heads: int) -> None:
         """Batched heads equal a per-head loop to float64 rounding."""
         rng = np.random.default_rng(n * 100 + heads)
         q, k, v = rng.standard_normal((3, n, d_model)) * 3
         spec = AttentionSpec(q, k, v, heads, tuple(map(str, range(n))), tuple(map(str, range(n))))
-        result, ref = compute(spec), reference(spec)
+        result, ref = compute(spec, engine), reference(spec)
         np.testing.assert_allclose(result.weights, ref["weights"], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(result.output, ref["output"], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(result.weights.sum(axis=-1), 1.0, rtol=1e-14)
 
-    def test_float32_stays_float32(self) -> None:
+    def test_float32_stays_float32(self, engine: str) -> None:
         """--dtype float32 computes and returns float32 arrays close to float64."""
         spec = load_spec(overrides=Overrides(seed=3, tokens=tuple("abcdefgh"), d_model=16, heads=4))
-        r32, r64 = compute(spec, dtype="float32"), compute(spec)
+        r32, r64 = compute(spec, engine, dtype="float32"), compute(spec, engine)
         for name in ("scores", "scaled", "weights", "head_outputs", "output", "average_weights"):
             assert getattr(r32, name).dtype == np.float32, name
         np.testing.assert_allclose(r32.weights, r64.weights, rtol=1e-5, atol=1e-6)
 
-    def test_softmax_is_stable_for_huge_scores(self) -> None:
+    def test_softmax_is_stable_for_huge_scores(self, engine: str) -> None:
         """Scores near the float64 limit still give finite weights that sum to one."""
         q = np.array([[1e150, 0.0], [-1e150, 0.0]])
         k = np.array([[1e150, 0.0], [1.0, 0.0]])
         spec = AttentionSpec(q, k, k, 1, ("a", "b"), ("a", "b"))
-        weights = compute(spec).weights[0]
+        weights = compute(spec, engine).weights[0]
         assert np.isfinite(weights).all()
         np.testing.assert_allclose(weights, [[1.0, 0.0], [0.0, 1.0]])
 
@@ -107,33 +107,44 @@ class TestLayout:
         np.testing.assert_array_equal(split[1], x[:, 2:4])
         np.testing.assert_array_equal(numpy_engine.merge_heads(split), x)
 
-    def test_result_is_read_only(self) -> None:
+    def test_result_is_read_only(self, engine: str) -> None:
         """Nobody downstream can change what the engine computed."""
-        result = compute(load_spec())
+        result = compute(load_spec(), engine)
         with pytest.raises(ValueError, match="read-only"):
             result.weights[0, 0, 0] = 1.0
 
 
 class TestEngineSelection:
+    def test_dtype_follows_request(self, engine: str) -> None:
+        """The default dtype is float64; the result reports engine, device and dtype."""
+        result = compute(load_spec(), engine)
+        assert (result.engine, result.device, result.dtype) == (engine, "cpu", "float64")
+        assert result.output.dtype == np.float64
+
     def test_unknown_engine(self) -> None:
         """An unknown engine is a domain error naming the engines there are."""
-        with pytest.raises(EngineUnavailableError, match="available: numpy"):
+        with pytest.raises(EngineUnavailableError, match="available: numpy, torch"):
             compute(load_spec(), "jax")
 
     def test_numpy_is_cpu_only(self) -> None:
         """Asking the NumPy engine for a GPU is a domain error."""
-        with pytest.raises(EngineUnavailableError, match="CPU only"):
+        with pytest.raises(EngineUnavailableError, match="CPU only, not 'cuda'; use --engine torch"):
             compute(load_spec(), "numpy", device="cuda")
+
+    def test_numpy_engine_rejects_other_dtypes(self) -> None:
+        """A dtype an engine lacks is a domain error listing the supported ones."""
+        with pytest.raises(EngineUnavailableError, match="supported: float64, float32"):
+            compute(load_spec(), "numpy", dtype="float16")
 
 
 class TestQuerySelection:
-    def test_selected_rows_equal_the_full_computation(self) -> None:
+    def test_selected_rows_equal_the_full_computation(self, engine: str) -> None:
         """Computing only some query rows gives exactly those rows of the full result."""
         spec = load_spec(overrides=Overrides(seed=11, tokens=tuple("abcdefg"), d_model=12, heads=3))
-        full, part = compute(spec), compute(spec.select_queries([5, 1]))
+        full, part = compute(spec, engine), compute(spec.select_queries([5, 1]), engine)
         assert part.tokens == ("f", "b") and part.query_positions == (5, 1)
-        np.testing.assert_array_equal(part.weights, full.weights[:, [5, 1]])
-        np.testing.assert_array_equal(part.output, full.output[[5, 1]])
+        np.testing.assert_allclose(part.weights, full.weights[:, [5, 1]], rtol=1e-14, atol=1e-16)
+        np.testing.assert_allclose(part.output, full.output[[5, 1]], rtol=1e-14, atol=1e-16)
         assert part.weights.shape == (3, 2, 7)
 
     def test_out_of_range_row(self) -> None:

@@ -1,0 +1,1 @@
+"""What is derived from results: comparisons, traces and statistics (never printed here)."""

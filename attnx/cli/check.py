@@ -1,0 +1,68 @@
+"""`attnx check`: run the input on every engine, device and dtype; compare with a float64 reference."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attnx.cli.common import (
+    EXIT_FAILURE,
+    ConfigArg,
+    DModelOpt,
+    FormatOpt,
+    HeadsOpt,
+    NoColorOpt,
+    OutputFormat,
+    SeedOpt,
+    TokensOpt,
+    guarded,
+    load_input,
+    stdout_console,
+    write_stdout,
+)
+
+RtolOpt = Annotated[
+    float | None,
+    typer.Option("--rtol", min=0.0, help="Relative tolerance [default: 1e-7 float64, 1.3e-6 float32].",
+                 show_default=False),
+]  # fmt: skip
+AtolOpt = Annotated[
+    float | None,
+    typer.Option("--atol", min=0.0, help="Absolute tolerance [default: 1e-7 float64, 1e-5·max(1,|ref|) float32].",
+                 show_default=False),
+]  # fmt: skip
+
+
+@guarded
+def check(
+    config: ConfigArg = None,
+    heads: HeadsOpt = None,
+    seed: SeedOpt = None,
+    tokens: TokensOpt = None,
+    d_model: DModelOpt = None,
+    rtol: RtolOpt = None,
+    atol: AtolOpt = None,
+    output_format: FormatOpt = OutputFormat.table,
+    no_color: NoColorOpt = False,
+) -> None:
+    """Cross-check every available engine/device/dtype against the float64 NumPy reference.
+
+    Exit 0 when every row is within tolerance, 1 when any is not.
+    """
+    from attnx.analysis.check import run_check
+    from attnx.engines import engine_statuses
+
+    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
+    report = run_check(spec, engine_statuses(), rtol=rtol, atol=atol)
+    if output_format is OutputFormat.json:
+        from attnx.render.engines import check_to_dict
+        from attnx.render.serialize import dumps
+
+        write_stdout(dumps(check_to_dict(report)))
+    else:
+        from attnx.render.engines import check_view
+
+        stdout_console(no_color).print(check_view(report, spec.source))
+    if not report.passed:
+        raise typer.Exit(EXIT_FAILURE)

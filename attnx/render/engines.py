@@ -1,0 +1,114 @@
+"""Rendering the engine survey (`attnx engines`) and the check report (`attnx check`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from attnx.analysis.check import REFERENCE, CheckReport
+from attnx.engines import EngineStatus
+from attnx.render.serialize import FORMAT_VERSION
+
+
+def engines_table(statuses: list[EngineStatus]) -> Table:
+    """One row per engine and device: version, device, dtypes (default first)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in ("engine", "version", "device", "dtypes (default first)"):
+        table.add_column(header, header_style="bold cyan", no_wrap=header != "dtypes (default first)")
+    for status in statuses:
+        if not status.available:
+            table.add_row(status.name, Text("not available", style="red"), "", Text(status.problem or "", style="dim"))
+            continue
+        for i, (device, dtypes) in enumerate(status.devices):
+            table.add_row(status.name if i == 0 else "", status.version if i == 0 else "", device, ", ".join(dtypes))
+    return table
+
+
+def engines_to_dict(statuses: list[EngineStatus]) -> dict[str, Any]:
+    """JSON of `attnx engines --format json`."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "engines": [
+            {
+                "name": status.name,
+                "available": status.available,
+                "version": status.version,
+                "devices": [{"name": device, "dtypes": list(dtypes)} for device, dtypes in status.devices],
+                "problem": status.problem,
+            }
+            for status in statuses
+        ],
+    }
+
+
+def _sci(value: float, digits: int = 1) -> str:
+    return "0" if value == 0 else f"{value:.{digits}e}"
+
+
+def _tol(value: float) -> str:
+    """Tolerances as compactly as they are exact: ``1e-07``, ``1.3e-06``."""
+    return _sci(value, 0) if float(_sci(value, 0)) == value else _sci(value)
+
+
+def check_view(report: CheckReport, source: str) -> RenderableType:
+    """The check table, the engines left out, and a one-line verdict."""
+    table = Table(
+        title=f"{source} · against {' '.join(REFERENCE)}",
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    for header in ("target", "tensor", "max abs", "max rel", "rtol", "atol", "verdict"):
+        numeric = header in ("max abs", "max rel", "rtol", "atol")
+        table.add_column(header, justify="right" if numeric else "left", header_style="bold cyan", no_wrap=True)
+    previous = None
+    for row in report.rows:
+        t, d = row.target, row.diff
+        label = f"{t.engine} {t.device} {t.dtype}"
+        verdict = Text("pass", style="green") if d.passed else Text("FAIL", style="bold red")
+        table.add_row(
+            label if label != previous else "", row.tensor,
+            _sci(d.max_abs), _sci(d.max_rel), _tol(d.tolerance.rtol), _tol(d.tolerance.atol), verdict,
+        )  # fmt: skip
+        previous = label
+    parts: list[RenderableType] = [table]
+    for status in report.unavailable:
+        parts.append(Text(f"skipped {status.name}: {status.problem}", style="yellow"))
+    total = len(report.rows)
+    if report.passed:
+        parts.append(Text(f"all {total} rows within tolerance", style="bold green"))
+    else:
+        parts.append(Text(f"{report.failures} of {total} rows beyond tolerance", style="bold red"))
+    return Group(*parts)
+
+
+def check_to_dict(report: CheckReport) -> dict[str, Any]:
+    """JSON of `attnx check --format json`."""
+    engine, device, dtype = REFERENCE
+    return {
+        "format_version": FORMAT_VERSION,
+        "reference": {"engine": engine, "device": device, "dtype": dtype},
+        "passed": report.passed,
+        "rows": [
+            {
+                "engine": row.target.engine,
+                "device": row.target.device,
+                "dtype": row.target.dtype,
+                "tensor": row.tensor,
+                "max_abs": row.diff.max_abs,
+                "max_rel": row.diff.max_rel,
+                "worst_index": list(row.diff.worst),
+                "rtol": row.diff.tolerance.rtol,
+                "atol": row.diff.tolerance.atol,
+                "passed": row.diff.passed,
+            }
+            for row in report.rows
+        ],
+        "unavailable": [{"engine": s.name, "problem": s.problem} for s in report.unavailable],
+    }
