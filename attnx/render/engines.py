@@ -16,7 +16,7 @@ from attnx.render.serialize import FORMAT_VERSION
 
 def engines_table(statuses: list[EngineStatus]) -> Table:
     """One row per engine and device: version, device, dtypes (default first)."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     for header in ("engine", "version", "device", "dtypes (default first)"):
         table.add_column(header, header_style="bold cyan", no_wrap=header != "dtypes (default first)")
     for status in statuses:
@@ -63,6 +63,7 @@ def check_view(report: CheckReport, source: str) -> RenderableType:
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
+        collapse_padding=True,
     )
     for header in ("target", "tensor", "max abs", "max rel", "rtol", "atol", "verdict"):
         numeric = header in ("max abs", "max rel", "rtol", "atol")
