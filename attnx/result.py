@@ -10,7 +10,6 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.spec import AttentionSpec
 
-
 ARRAYS = (
     "q_heads",
     "k_heads",
@@ -22,27 +21,30 @@ ARRAYS = (
     "output",
     "average_weights",
 )
+OPTIONAL_ARRAYS = ("projected", "intact_output", "intact_projected")
 
 
 @dataclass(frozen=True, eq=False)
 class AttentionResult:
     """Every intermediate of one multi-head attention computation.
 
-    Axis order (H heads, N queries, M keys):
+    Axis order (H heads, H_kv K/V heads, N queries, M keys):
 
-    - ``q_heads``         ``[head, query, d_k]``  each head's slice of Q, as the engine used it
-    - ``k_heads``         ``[head, key, d_k]``    each head's slice of K
-    - ``v_heads``         ``[head, key, d_k]``    each head's slice of V
-    - ``scores``          ``[head, query, key]``  raw dot products Q_h K_h^T
-    - ``scaled``          ``[head, query, key]``  ``scores * scale``
-    - ``weights``         ``[head, query, key]``  softmax of ``scaled`` over keys
-    - ``head_outputs``    ``[head, query, d_k]``  ``weights @ V_h``
-    - ``output``          ``[query, d_model]``    head outputs concatenated along columns
-    - ``average_weights`` ``[query, key]``        mean of ``weights`` over heads
+    - ``q_heads``          ``[head, query, d_k]``    each head's slice of Q, as the engine used it
+    - ``k_heads``          ``[kv_head, key, d_k]``   each K/V head's slice of K
+    - ``v_heads``          ``[kv_head, key, d_k]``   each K/V head's slice of V
+    - ``scores``           ``[head, query, key]``    raw dot products Q_h K_h^T
+    - ``scaled``           ``[head, query, key]``    ``scores * scale`` (before any mask)
+    - ``weights``          ``[head, query, key]``    softmax of ``scaled`` over the allowed keys
+    - ``head_outputs``     ``[head, query, d_k]``    ``weights @ V_h``
+    - ``output``           ``[query, d_model]``      head outputs concatenated (dropped heads zeroed)
+    - ``average_weights``  ``[query, key]``          mean of ``weights`` over heads
+    - ``projected``        ``[query, d_out]``        ``output @ W_o + b_o``, when W_o exists
+    - ``mask``             ``[query, key]``          True where attending is allowed; None = all
+    - ``intact_output``/``intact_projected``         the same without ablation, when heads were dropped
 
     Arrays are read-only and keep the dtype the engine computed in. ``query_positions[i]`` is the
-    position in the original input of query row ``i`` (rows may be a selection, see
-    ``AttentionSpec.select_queries``).
+    position in the original input of query row ``i`` (see ``AttentionSpec.select_queries``).
     """
 
     tokens: tuple[str, ...]
@@ -64,12 +66,25 @@ class AttentionResult:
     device: str
     dtype: str
     query_positions: tuple[int, ...] = ()
+    kv_heads: int = 0
+    layout: str = "contiguous"
+    scale_mode: str = "sqrt_dk"
+    mask: np.ndarray | None = None
+    projected: np.ndarray | None = None
+    intact_output: np.ndarray | None = None
+    intact_projected: np.ndarray | None = None
+    dropped_heads: tuple[int, ...] = ()
+    parameters: int = 0
 
     def __post_init__(self) -> None:
-        for name in ARRAYS:
-            getattr(self, name).flags.writeable = False
+        for name in (*ARRAYS, *OPTIONAL_ARRAYS, "mask"):
+            array = getattr(self, name)
+            if array is not None:
+                array.flags.writeable = False
         if not self.query_positions:
             object.__setattr__(self, "query_positions", tuple(range(len(self.tokens))))
+        if not self.kv_heads:
+            object.__setattr__(self, "kv_heads", self.heads)
 
     @classmethod
     def assemble(
@@ -82,7 +97,7 @@ class AttentionResult:
         device: str,
         dtype: str,
     ) -> AttentionResult:
-        """A result for ``spec`` from an engine's arrays (one per name in ``ARRAYS``)."""
+        """A result for ``spec`` from an engine's arrays (the names of ``ARRAYS`` and ``OPTIONAL_ARRAYS``)."""
         return cls(
             tokens=spec.tokens,
             key_tokens=spec.key_tokens,
@@ -93,10 +108,34 @@ class AttentionResult:
             engine=engine,
             device=device,
             dtype=dtype,
-            query_positions=spec.query_positions,
+            query_positions=spec.query_positions or (),
+            kv_heads=int(spec.kv_heads or spec.heads),
+            layout=spec.layout,
+            scale_mode=spec.scale if isinstance(spec.scale, str) else "number",
+            mask=spec.allowed(),
+            dropped_heads=spec.dropped_heads,
+            parameters=spec.parameters,
             **arrays,
         )
 
+    @property
+    def group_size(self) -> int:
+        """Query heads per K/V head (1 without GQA)."""
+        return self.heads // self.kv_heads
+
+    def kv_head(self, head: int) -> int:
+        """The K/V head that query head ``head`` reads (both 0-based)."""
+        return head // self.group_size
+
     def head_columns(self, head: int) -> range:
-        """Columns of d_model that head ``head`` (0-based) owns."""
+        """Columns of d_model that head ``head`` (0-based) owns in Q and in the concatenated output."""
+        if self.layout == "interleaved":
+            return range(head, self.heads * self.d_k, self.heads)
         return range(head * self.d_k, (head + 1) * self.d_k)
+
+    @property
+    def fully_masked_rows(self) -> tuple[int, ...]:
+        """Original positions of queries whose keys are all blocked (their weights are all zero)."""
+        if self.mask is None:
+            return ()
+        return tuple(self.query_positions[i] for i in np.flatnonzero(~self.mask.any(axis=1)))

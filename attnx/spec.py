@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from attnx.errors import ConfigError
+
+SCALE_MODES = ("sqrt_dk", "sqrt_d_model", "none")
+LAYOUTS = ("contiguous", "interleaved")
 
 
 def divisors(n: int) -> list[int]:
@@ -15,70 +19,212 @@ def divisors(n: int) -> list[int]:
     return [h for h in range(1, n + 1) if n % h == 0]
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.array(array, dtype=np.float64, copy=True)
+def _frozen(array: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    array = np.array(array, dtype=dtype, copy=True)
     array.flags.writeable = False
     return array
 
 
 @dataclass(frozen=True, eq=False)
+class Linear:
+    """One learned projection ``x @ weight + bias`` (``weight`` is ``[in, out]``, as the paper's W)."""
+
+    weight: np.ndarray
+    bias: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weight", _frozen(self.weight))
+        if self.bias is not None:
+            object.__setattr__(self, "bias", _frozen(self.bias))
+
+    @property
+    def d_in(self) -> int:
+        """Width of what the projection reads."""
+        return int(self.weight.shape[0])
+
+    @property
+    def d_out(self) -> int:
+        """Width of what the projection writes."""
+        return int(self.weight.shape[1])
+
+    @property
+    def parameters(self) -> int:
+        """Number of weights and biases."""
+        return int(self.weight.size + (0 if self.bias is None else self.bias.size))
+
+
+@dataclass(frozen=True, eq=False)
 class AttentionSpec:
-    """Q, K, V and the head count, checked to be mutually consistent.
+    """Everything one multi-head attention computation needs, checked to be mutually consistent.
 
-    Shapes: ``q`` is ``[query, d_model]``; ``k`` and ``v`` are ``[key, d_model]``. Head ``h`` owns
-    the contiguous columns ``h*d_k .. (h+1)*d_k - 1`` of each. The arrays are float64 copies that
-    cannot be written to. ``source`` names where the problem came from, for messages.
+    Inputs come in one of two forms:
 
-    ``query_positions`` gives, for each row of ``q``, its position in the original problem: a spec
-    narrowed with ``select_queries`` keeps only some rows but still knows where they stood.
+    - direct: ``q`` is ``[query, d_model]``; ``k`` and ``v`` are ``[key, kv_heads * d_k]``;
+    - projected: ``x`` is ``[query, d_in]`` and ``x_kv`` (default ``x``) is ``[key, d_in]``;
+      then Q = x W_q + b_q, K = x_kv W_k + b_k, V = x_kv W_v + b_v.
+
+    Head ``h`` of ``heads`` reads the columns ``head_columns(h)`` of Q (contiguous blocks, or every
+    H-th column with the ``interleaved`` layout) and K/V head ``h // (heads / kv_heads)``. ``w_o``
+    projects the concatenated heads. ``mask`` (``[query, key]``, True = may attend), ``padding``
+    (``[key]``, True = padding) and ``causal`` combine into ``allowed()``. ``dropped_heads`` (0-based)
+    are zeroed before concatenation. ``query_positions[i]`` is the original position of query row
+    ``i`` (see ``select_queries``). Arrays are float64 (bool for masks) copies that cannot be
+    written to; ``source`` names where the problem came from, for messages.
     """
 
-    q: np.ndarray
-    k: np.ndarray
-    v: np.ndarray
+    q: np.ndarray | None
+    k: np.ndarray | None
+    v: np.ndarray | None
     heads: int
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
     source: str = "<input>"
     query_positions: tuple[int, ...] | None = None
+    x: np.ndarray | None = None
+    x_kv: np.ndarray | None = None
+    w_q: Linear | None = None
+    w_k: Linear | None = None
+    w_v: Linear | None = None
+    w_o: Linear | None = None
+    kv_heads: int | None = None
+    scale: str | float = "sqrt_dk"
+    layout: str = "contiguous"
+    causal: bool = False
+    mask: np.ndarray | None = None
+    padding: np.ndarray | None = None
+    dropped_heads: tuple[int, ...] = field(default=())
 
     def __post_init__(self) -> None:
         where = self.source
-        for name in ("q", "k", "v"):
+        projected = self.x is not None
+        for name in ("q", "k", "v", "x", "x_kv"):
             array = getattr(self, name)
+            if array is None:
+                continue
             if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
                 raise ConfigError(f"{where}: {name} must be a non-empty matrix, got shape {array.shape}")
             object.__setattr__(self, name, _frozen(array))
-        (n, d_model), (m, d_k_model), (m_v, d_v_model) = self.q.shape, self.k.shape, self.v.shape
-        if d_k_model != d_model or d_v_model != d_model:
+        if projected:
+            self._check_projected(where)
+        else:
+            self._check_direct(where)
+        self._check_heads(where)
+        n, m = self.n_queries, self.n_keys
+        object.__setattr__(self, "tokens", tuple(self.tokens))
+        object.__setattr__(self, "key_tokens", tuple(self.key_tokens))
+        if len(self.tokens) != n:
+            raise ConfigError(f"{where}: {len(self.tokens)} query tokens given but there are {n} queries")
+        if len(self.key_tokens) != m:
+            raise ConfigError(f"{where}: {len(self.key_tokens)} key tokens given but there are {m} keys")
+        positions = tuple(range(n)) if self.query_positions is None else tuple(self.query_positions)
+        if len(positions) != n:
+            raise ConfigError(f"{where}: {len(positions)} query positions given but there are {n} queries")
+        object.__setattr__(self, "query_positions", positions)
+        self._check_masks(where, n, m)
+        self._check_scale_layout(where)
+        if self.w_o is not None and self.w_o.d_in != self.d_model:
             raise ConfigError(
-                f"{where}: q, k and v must have the same number of columns (d_model), "
-                f"got q {self.q.shape}, k {self.k.shape}, v {self.v.shape}"
+                f"{where}: w_o must have {self.d_model} rows (the concatenated heads), got {self.w_o.d_in}"
             )
-        if m != m_v:
-            raise ConfigError(f"{where}: k and v must have one row per key, got k {self.k.shape}, v {self.v.shape}")
-        if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads < 1:
-            raise ConfigError(f"{where}: heads must be a positive whole number, got {self.heads!r}")
+        dropped = tuple(sorted(set(self.dropped_heads)))
+        bad = [h for h in dropped if not 0 <= h < self.heads]
+        if bad:
+            raise ConfigError(f"{where}: cannot drop head {bad[0] + 1}: heads are numbered 1..{self.heads}")
+        object.__setattr__(self, "dropped_heads", dropped)
+
+    def _check_direct(self, where: str) -> None:
+        missing = [name for name in ("q", "k", "v") if getattr(self, name) is None]
+        if missing:
+            raise ConfigError(f"{where}: missing {', '.join(missing)}")
+        if any(w is not None for w in (self.w_q, self.w_k, self.w_v)) or self.x_kv is not None:
+            raise ConfigError(f"{where}: w_q, w_k, w_v and x_kv need x; with direct q, k, v leave them out")
+        assert self.q is not None and self.k is not None and self.v is not None  # for type checkers
+        if self.k.shape != self.v.shape:
+            raise ConfigError(f"{where}: k and v must have the same shape, got k {_shape(self.k)}, v {_shape(self.v)}")
+
+    def _check_projected(self, where: str) -> None:
+        if any(getattr(self, name) is not None for name in ("q", "k", "v")):
+            raise ConfigError(f"{where}: give either x with w_q, w_k, w_v or direct q, k, v, not both")
+        missing = [name for name in ("w_q", "w_k", "w_v") if getattr(self, name) is None]
+        if missing:
+            raise ConfigError(f"{where}: x needs w_q, w_k and w_v; missing {', '.join(missing)}")
+        assert self.x is not None and self.w_q and self.w_k and self.w_v  # for type checkers
+        for name, source, w in (("w_q", self.x, self.w_q), ("w_k", self.kv_source, self.w_k),
+                                ("w_v", self.kv_source, self.w_v)):  # fmt: skip
+            if w.d_in != source.shape[1]:
+                reads = "x" if name == "w_q" or self.x_kv is None else "x_kv"
+                raise ConfigError(
+                    f"{where}: {name} must have {source.shape[1]} rows ({reads} has {source.shape[1]} columns), "
+                    f"got {w.d_in}"
+                )
+            if w.bias is not None and w.bias.shape != (w.d_out,):
+                raise ConfigError(f"{where}: b_{name[2]} must have {w.d_out} values, got {w.bias.size}")
+        if self.w_k.d_out != self.w_v.d_out:
+            raise ConfigError(f"{where}: w_k and w_v must have the same number of columns")
+
+    def _check_heads(self, where: str) -> None:
+        for name in ("heads", "kv_heads"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{where}: {name} must be a positive whole number, got {value!r}")
+        d_model = self.d_model
         if d_model % self.heads:
             raise ConfigError(
                 f"{where}: d_model {d_model} is not divisible by heads {self.heads}; "
                 f"head counts that work: {', '.join(map(str, divisors(d_model)))}"
             )
-        object.__setattr__(self, "tokens", tuple(self.tokens))
-        object.__setattr__(self, "key_tokens", tuple(self.key_tokens))
-        if len(self.tokens) != n:
-            raise ConfigError(f"{where}: {len(self.tokens)} tokens given but q has {n} rows")
-        if len(self.key_tokens) != m:
-            raise ConfigError(f"{where}: {len(self.key_tokens)} key tokens given but k has {m} rows")
-        positions = tuple(range(n)) if self.query_positions is None else tuple(self.query_positions)
-        if len(positions) != n:
-            raise ConfigError(f"{where}: {len(positions)} query positions given but q has {n} rows")
-        object.__setattr__(self, "query_positions", positions)
+        kv = self.kv_heads if self.kv_heads is not None else self.heads
+        object.__setattr__(self, "kv_heads", kv)
+        if self.heads % kv:
+            raise ConfigError(
+                f"{where}: heads {self.heads} is not divisible by kv_heads {kv}; "
+                f"kv_heads that work: {', '.join(map(str, divisors(self.heads)))}"
+            )
+        if self.kv_width != kv * self.d_k:
+            raise ConfigError(
+                f"{where}: keys and values must have kv_heads × d_k = {kv} × {self.d_k} = {kv * self.d_k} "
+                f"columns, got {self.kv_width}"
+            )
+
+    def _check_masks(self, where: str, n: int, m: int) -> None:
+        if self.mask is not None:
+            mask = np.asarray(self.mask)
+            if mask.shape != (n, m):
+                raise ConfigError(f"{where}: mask must be {n} × {m} (queries × keys), got {_shape(mask)}")
+            object.__setattr__(self, "mask", _frozen(mask, bool))
+        if self.padding is not None:
+            padding = np.asarray(self.padding)
+            if padding.shape != (m,):
+                raise ConfigError(f"{where}: padding must have one flag per key ({m}), got {padding.size}")
+            object.__setattr__(self, "padding", _frozen(padding, bool))
+
+    def _check_scale_layout(self, where: str) -> None:
+        if isinstance(self.scale, str):
+            if self.scale not in SCALE_MODES:
+                raise ConfigError(f"{where}: scale must be a number or one of {', '.join(SCALE_MODES)}")
+        elif isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not math.isfinite(self.scale):
+            raise ConfigError(f"{where}: scale must be a finite number or one of {', '.join(SCALE_MODES)}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"{where}: layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+
+    @property
+    def kv_source(self) -> np.ndarray:
+        """What keys and values are projected from: ``x_kv``, else ``x``."""
+        source = self.x_kv if self.x_kv is not None else self.x
+        assert source is not None
+        return source
 
     @property
     def d_model(self) -> int:
-        """Width of Q, K and V (all heads together)."""
-        return int(self.q.shape[1])
+        """Width of Q (all heads together)."""
+        return self.w_q.d_out if self.w_q is not None else int(self.q.shape[1])  # type: ignore[union-attr]
+
+    @property
+    def kv_width(self) -> int:
+        """Width of K and V (all K/V heads together)."""
+        return self.w_k.d_out if self.w_k is not None else int(self.k.shape[1])  # type: ignore[union-attr]
 
     @property
     def d_k(self) -> int:
@@ -88,16 +234,55 @@ class AttentionSpec:
     @property
     def n_queries(self) -> int:
         """Number of query rows (N)."""
-        return int(self.q.shape[0])
+        return int((self.x if self.x is not None else self.q).shape[0])  # type: ignore[union-attr]
 
     @property
     def n_keys(self) -> int:
         """Number of key and value rows (M)."""
-        return int(self.k.shape[0])
+        return int((self.kv_source if self.x is not None else self.k).shape[0])  # type: ignore[union-attr]
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per K/V head (1 without GQA)."""
+        return self.heads // int(self.kv_heads or self.heads)
+
+    @property
+    def multiplier(self) -> float:
+        """The number the raw scores are multiplied by."""
+        if self.scale == "sqrt_dk":
+            return 1.0 / math.sqrt(self.d_k)
+        if self.scale == "sqrt_d_model":
+            return 1.0 / math.sqrt(self.d_model)
+        if self.scale == "none":
+            return 1.0
+        return float(self.scale)
+
+    @property
+    def parameters(self) -> int:
+        """Learned projection weights and biases of the layer described (0 for direct Q, K, V)."""
+        return sum(w.parameters for w in (self.w_q, self.w_k, self.w_v, self.w_o) if w is not None)
 
     def head_columns(self, head: int) -> range:
-        """Columns of d_model that head ``head`` (0-based) reads."""
-        return range(head * self.d_k, (head + 1) * self.d_k)
+        """Columns of Q that head ``head`` (0-based) reads."""
+        return _columns(head, self.heads, self.d_k, self.layout)
+
+    def kv_head(self, head: int) -> int:
+        """The K/V head that query head ``head`` reads (both 0-based)."""
+        return head // self.group_size
+
+    def allowed(self) -> np.ndarray | None:
+        """``[query, key]`` booleans, True where a query may attend a key; None when all may."""
+        n, m = self.n_queries, self.n_keys
+        if not (self.causal or self.mask is not None or self.padding is not None):
+            return None
+        allowed = np.ones((n, m), dtype=bool)
+        if self.causal:  # aligned to the top-left corner, as PyTorch's is_causal
+            allowed &= np.arange(m)[None, :] <= np.asarray(self.query_positions)[:, None]
+        if self.mask is not None:
+            allowed &= self.mask
+        if self.padding is not None:
+            allowed &= ~self.padding[None, :]
+        return allowed
 
     def with_heads(self, heads: int) -> AttentionSpec:
         """The same problem split into a different number of heads (validated again)."""
@@ -113,9 +298,26 @@ class AttentionSpec:
         bad = [i for i in index if not 0 <= i < self.n_queries]
         if bad:
             raise ConfigError(f"{self.source}: query {bad[0]} is out of range 0..{self.n_queries - 1}")
-        return replace(
-            self,
-            q=self.q[index],
-            tokens=tuple(self.tokens[i] for i in index),
-            query_positions=tuple(self.query_positions[i] for i in index),
-        )
+        narrowed: dict[str, object] = {
+            "tokens": tuple(self.tokens[i] for i in index),
+            "query_positions": tuple(self.query_positions[i] for i in index),  # type: ignore[index]
+        }
+        if self.x is not None:
+            narrowed["x"] = self.x[index]
+            if self.x_kv is None:  # keys and values keep reading every row of x
+                narrowed["x_kv"] = self.x
+        else:
+            narrowed["q"] = self.q[index]  # type: ignore[index]
+        if self.mask is not None:
+            narrowed["mask"] = self.mask[index]
+        return replace(self, **narrowed)  # type: ignore[arg-type]
+
+
+def _columns(head: int, heads: int, d_k: int, layout: str) -> range:
+    if layout == "interleaved":  # column j belongs to head j mod H
+        return range(head, heads * d_k, heads)
+    return range(head * d_k, (head + 1) * d_k)
+
+
+def _shape(array: np.ndarray) -> str:
+    return " × ".join(map(str, array.shape))

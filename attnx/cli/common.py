@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec, TypeVar
 
 import typer
 
-from attnx.errors import AttnxError
+from attnx.errors import AttnxError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -48,6 +48,13 @@ class Engine(str, Enum):
     torch = "torch"
 
 
+class Layout(str, Enum):
+    """How heads own the columns of Q, K and V."""
+
+    contiguous = "contiguous"
+    interleaved = "interleaved"
+
+
 class Device(str, Enum):
     """Where the torch engine runs; auto picks CUDA, then MPS, then CPU."""
 
@@ -80,6 +87,29 @@ DModelOpt = Annotated[
     int | None,
     typer.Option("--d-model", min=1, help="Width of the random Q, K, V (with --seed; default 8).", show_default=False),
 ]
+KvHeadsOpt = Annotated[
+    int | None,
+    typer.Option("--kv-heads", min=1, help="K/V heads for GQA/MQA (divides --heads).", show_default=False),
+]
+ScaleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scale", help="Score multiplier: sqrt_dk (1/√d_k), sqrt_d_model, none, or a number.", show_default=False
+    ),
+]
+LayoutOpt = Annotated[
+    Layout | None,
+    typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H).",
+                 show_default=False),
+]  # fmt: skip
+CausalOpt = Annotated[
+    bool, typer.Option("--causal", help="Add a causal mask: each query sees itself and earlier keys.")
+]
+DropHeadOpt = Annotated[
+    list[int] | None,
+    typer.Option("--drop-head", min=1, metavar="N", help="Zero head N (1-based) before concatenation; repeatable.",
+                 show_default=False),
+]  # fmt: skip
 EngineOpt = Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")]
 DeviceOpt = Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")]
 DtypeOpt = Annotated[
@@ -98,12 +128,55 @@ def load_input(
     seed: int | None = None,
     tokens: str | None = None,
     d_model: int | None = None,
+    kv_heads: int | None = None,
+    scale: str | None = None,
+    layout: Layout | None = None,
+    causal: bool = False,
+    drop_heads: list[int] | None = None,
 ) -> AttentionSpec:
-    """The spec named by the shared input options (CONFIG, --heads, --seed, --tokens, --d-model)."""
+    """The spec named by the shared input options (CONFIG and the flags that override it)."""
     from attnx.io import Overrides, load_spec
 
-    words = tuple(tokens.split()) if tokens is not None else None
-    return load_spec(config, Overrides(heads=heads, seed=seed, tokens=words, d_model=d_model))
+    overrides = Overrides(
+        heads=heads,
+        seed=seed,
+        tokens=tuple(tokens.split()) if tokens is not None else None,
+        d_model=d_model,
+        kv_heads=kv_heads,
+        scale=parse_scale(scale) if scale is not None else None,
+        layout=layout.value if layout is not None else None,
+        causal=causal,
+        drop_heads=tuple(drop_heads or ()),
+    )
+    return load_spec(config, overrides)
+
+
+def parse_scale(text: str) -> str | float:
+    """``sqrt_dk``, ``sqrt_d_model``, ``none`` or a finite number."""
+    from attnx.spec import SCALE_MODES
+
+    if text in SCALE_MODES:
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise UsageError(f"--scale takes {', '.join(SCALE_MODES)} or a finite number, not {text!r}")
+    return value
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    sys.stderr.write(f"attnx: warning: {message}\n")
+
+
+def warn_fully_masked(rows: tuple[int, ...]) -> None:
+    """Say which queries had every key blocked (their weights and head outputs are zero)."""
+    if rows:
+        shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
+        warn(f"{len(rows)} quer{'y' if len(rows) == 1 else 'ies'} ({shown}) have every key blocked: "
+             "weights and head outputs are zero there")  # fmt: skip
 
 
 def colour_allowed(no_color: bool) -> bool:

@@ -7,28 +7,34 @@ from typing import Annotated
 import typer
 
 from attnx.cli.common import (
+    CausalOpt,
     ConfigArg,
     Device,
     DeviceOpt,
     DModelOpt,
+    DropHeadOpt,
     DtypeOpt,
     Engine,
     EngineOpt,
     FormatOpt,
     HeadsOpt,
+    KvHeadsOpt,
+    LayoutOpt,
     NoColorOpt,
     OutputFormat,
     PrecisionOpt,
+    ScaleOpt,
     SeedOpt,
     TokensOpt,
     guarded,
     load_input,
     stdout_console,
+    warn_fully_masked,
     write_stdout,
 )
 from attnx.errors import UsageError
 
-SECTIONS = ("scores", "scaled", "weights", "heads", "output", "average")
+SECTIONS = ("scores", "scaled", "weights", "heads", "output", "projected", "ablation", "average")
 
 ShowOpt = Annotated[
     list[str] | None,
@@ -60,6 +66,11 @@ def run(
     seed: SeedOpt = None,
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    scale: ScaleOpt = None,
+    layout: LayoutOpt = None,
+    causal: CausalOpt = False,
+    drop_head: DropHeadOpt = None,
     engine: EngineOpt = Engine.numpy,
     device: DeviceOpt = Device.auto,
     dtype: DtypeOpt = None,
@@ -75,8 +86,12 @@ def run(
     from attnx.engines import compute
 
     sections = parse_sections(show)
-    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
+    spec = load_input(
+        config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
+        layout=layout, causal=causal, drop_heads=drop_head,
+    )  # fmt: skip
     result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value)
+    warn_fully_masked(result.fully_masked_rows)
 
     if output_format is OutputFormat.json:
         from attnx.render.serialize import dumps, result_to_dict

@@ -1,11 +1,10 @@
-"""The NumPy engine: all heads at once with batched matmuls and an in-place stable softmax."""
+"""The NumPy engine: the shared algorithm on NumPy arrays, all heads batched, on the CPU."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from attnx.engines.core import attention
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
@@ -38,48 +37,47 @@ def resolve_device(requested: str) -> str:
     )
 
 
-def split_heads(x: np.ndarray, heads: int) -> np.ndarray:
-    """``[token, d_model]`` -> ``[head, token, d_k]``; head h gets columns h*d_k .. (h+1)*d_k-1."""
-    n, d_model = x.shape
-    return x.reshape(n, heads, d_model // heads).transpose(1, 0, 2)  # (H, n, d_k)
+class NumpyBackend:
+    """Array primitives in one NumPy dtype."""
 
+    def __init__(self, dtype: str) -> None:
+        self.dtype = np.dtype(dtype)
 
-def merge_heads(x: np.ndarray) -> np.ndarray:
-    """``[head, token, d_k]`` -> ``[token, head*d_k]``: the concatenation of the heads."""
-    h, n, d_k = x.shape
-    return x.transpose(1, 0, 2).reshape(n, h * d_k)  # (n, H*d_k)
+    def array(self, values: np.ndarray) -> np.ndarray:
+        """``values`` as this dtype (booleans stay boolean)."""
+        return values if values.dtype == bool else values.astype(self.dtype, copy=False)
 
+    def permute(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        """Reorder axes (a view)."""
+        return x.transpose(axes)
 
-def softmax_(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in place: subtract the row maximum, exponentiate, normalise."""
-    x -= x.max(axis=-1, keepdims=True)
-    np.exp(x, out=x)
-    x /= x.sum(axis=-1, keepdims=True)
-    return x
+    def softmax_masked(self, x: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+        """Stable softmax over the last axis in a fresh array, written in place step by step."""
+        w = x.copy() if allowed is None else np.where(allowed, x, -np.inf)
+        peak = w.max(axis=-1, keepdims=True)
+        if allowed is not None:
+            peak[~np.isfinite(peak)] = 0  # a row with no allowed key: exp(-inf) = 0 everywhere
+        w -= peak
+        np.exp(w, out=w)
+        total = w.sum(axis=-1, keepdims=True)
+        if allowed is not None:
+            total[total == 0] = 1  # ... and it stays all zeros
+        w /= total
+        return w
+
+    def mean0(self, x: np.ndarray) -> np.ndarray:
+        """Mean over the first axis."""
+        return x.mean(axis=0)
+
+    def to_numpy(self, x: np.ndarray) -> np.ndarray:
+        """Already NumPy."""
+        return x
 
 
 def attend(spec: AttentionSpec, dtype: str = "float64", device: str = "cpu") -> AttentionResult:
     """Compute every intermediate of multi-head attention for ``spec`` in ``dtype``."""
-    dt = np.dtype(dtype)
-    q = split_heads(spec.q.astype(dt), spec.heads)  # (H, N, d_k)
-    k = split_heads(spec.k.astype(dt), spec.heads)  # (H, M, d_k)
-    v = split_heads(spec.v.astype(dt), spec.heads)  # (H, M, d_k)
-    # The scale is kept in the array's dtype: a float64 scalar would promote float32 scores.
-    scale = dt.type(1.0 / math.sqrt(spec.d_k))
-
-    scores = q @ k.transpose(0, 2, 1)  # (H, N, M)
-    scaled = scores * scale  # (H, N, M)
-    weights = softmax_(scaled.copy())  # (H, N, M)
-    head_outputs = weights @ v  # (H, N, d_k)
-    arrays = {
-        "q_heads": q,
-        "k_heads": k,
-        "v_heads": v,
-        "scores": scores,
-        "scaled": scaled,
-        "weights": weights,
-        "head_outputs": head_outputs,
-        "output": merge_heads(head_outputs),  # (N, d_model)
-        "average_weights": weights.mean(axis=0),  # (N, M)
-    }
-    return AttentionResult.assemble(spec, arrays, scale=float(scale), engine=NAME, device=device, dtype=dt.name)
+    arrays = attention(NumpyBackend(dtype), spec)
+    # The multiplier is applied as a Python float, which keeps float32 arrays float32; report it
+    # as the dtype holds it.
+    scale = float(np.dtype(dtype).type(spec.multiplier))
+    return AttentionResult.assemble(spec, arrays, scale=scale, engine=NAME, device=device, dtype=dtype)

@@ -1,12 +1,11 @@
-"""The PyTorch engine: all heads batched on CPU, CUDA or MPS, results moved back to NumPy."""
+"""The PyTorch engine: the shared algorithm on torch tensors (CPU, CUDA, MPS), results back in NumPy."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import torch
 
+from attnx.engines.core import attention
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
@@ -47,44 +46,42 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
-    n, d_model = x.shape
-    return x.view(n, heads, d_model // heads).transpose(0, 1)  # (H, n, d_k)
+class TorchBackend:
+    """Array primitives as torch tensors of one dtype on one device."""
 
+    def __init__(self, dtype: str, device: str) -> None:
+        self.dtype = getattr(torch, dtype)
+        self.device = torch.device(device)
 
-def _numpy(x: torch.Tensor) -> np.ndarray:
-    return x.detach().to("cpu").contiguous().numpy()
+    def array(self, values: np.ndarray) -> torch.Tensor:
+        """A tensor copy of ``values`` on the device (booleans stay boolean)."""
+        dtype = torch.bool if values.dtype == bool else self.dtype
+        return torch.tensor(values, dtype=dtype, device=self.device)
+
+    def permute(self, x: torch.Tensor, axes: tuple[int, ...]) -> torch.Tensor:
+        """Reorder dimensions (a view)."""
+        return x.permute(axes)
+
+    def softmax_masked(self, x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        """torch.softmax where allowed; rows with no allowed key are zeros, not NaN."""
+        if allowed is None:
+            return torch.softmax(x, dim=-1)
+        weights = torch.softmax(x.masked_fill(~allowed, float("-inf")), dim=-1)
+        return torch.nan_to_num(weights, nan=0.0)
+
+    def mean0(self, x: torch.Tensor) -> torch.Tensor:
+        """Mean over the first dimension."""
+        return x.mean(dim=0)
+
+    def to_numpy(self, x: torch.Tensor) -> np.ndarray:
+        """A NumPy copy on the host."""
+        return x.detach().to("cpu").contiguous().numpy()
 
 
 def attend(spec: AttentionSpec, dtype: str = "float64", device: str = "cpu") -> AttentionResult:
     """Compute every intermediate of multi-head attention for ``spec`` with torch."""
-    dt = getattr(torch, dtype)
-    dev = torch.device(device)
-    n = spec.n_queries
+    backend = TorchBackend(dtype, device)
     with torch.inference_mode():
-        q, k, v = (
-            _split_heads(torch.tensor(x, dtype=dt, device=dev), spec.heads)  # (H, tokens, d_k)
-            for x in (spec.q, spec.k, spec.v)
-        )
-        # A Python float multiplies in the tensor's dtype; report the multiplier as that dtype holds it.
-        scale = 1.0 / math.sqrt(spec.d_k)
-        scores = q @ k.transpose(-2, -1)  # (H, N, M)
-        scaled = scores * scale  # (H, N, M)
-        weights = torch.softmax(scaled, dim=-1)  # (H, N, M)
-        head_outputs = weights @ v  # (H, N, d_k)
-        output = head_outputs.transpose(0, 1).reshape(n, spec.d_model)  # (N, d_model)
-        tensors = {
-            "q_heads": q,
-            "k_heads": k,
-            "v_heads": v,
-            "scores": scores,
-            "scaled": scaled,
-            "weights": weights,
-            "head_outputs": head_outputs,
-            "output": output,
-            "average_weights": weights.mean(dim=0),  # (N, M)
-        }
-        arrays = {name: _numpy(t) for name, t in tensors.items()}
-    return AttentionResult.assemble(
-        spec, arrays, scale=float(torch.tensor(scale, dtype=dt)), engine=NAME, device=str(dev), dtype=dtype
-    )
+        arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec).items()}
+        scale = float(torch.tensor(spec.multiplier, dtype=backend.dtype))
+    return AttentionResult.assemble(spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype)

@@ -10,27 +10,40 @@ from typing import Any
 import numpy as np
 
 from attnx.io.documents import Document
-from attnx.spec import AttentionSpec
+from attnx.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
 
 INPUT_VERSION = 1
-KEYS = ("version", "tokens", "heads", "q", "k", "v", "seed", "d_model")
+KEYS = (
+    "version", "tokens", "query_tokens", "key_tokens", "heads", "kv_heads",
+    "q", "k", "v", "x", "x_kv", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "w_o", "b_o",
+    "seed", "d_model", "mask", "padding", "scale", "layout",
+)  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
 
 
 @dataclass(frozen=True)
 class Overrides:
-    """Values given on the command line; each one that is not None replaces the document's key."""
+    """Values given on the command line; each one that is not None replaces the document's key.
+
+    ``causal`` adds a causal mask to whatever the document masks; ``drop_heads`` (1-based, as on
+    the command line) are zeroed before concatenation.
+    """
 
     heads: int | None = None
     seed: int | None = None
     tokens: tuple[str, ...] | None = None
     d_model: int | None = None
+    kv_heads: int | None = None
+    scale: str | float | None = None
+    layout: str | None = None
+    causal: bool = False
+    drop_heads: tuple[int, ...] = ()
 
     def apply(self, data: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``data`` with these values put in."""
         merged = dict(data)
-        for key in ("heads", "seed", "d_model"):
+        for key in ("heads", "seed", "d_model", "kv_heads", "scale", "layout"):
             if getattr(self, key) is not None:
                 merged[key] = getattr(self, key)
         if self.tokens is not None:
@@ -40,7 +53,8 @@ class Overrides:
 
 def spec_from_document(doc: Document, overrides: Overrides | None = None) -> AttentionSpec:
     """Check every key of ``doc`` against the contract and build the spec it describes."""
-    data = (overrides or Overrides()).apply(doc.data)
+    overrides = overrides or Overrides()
+    data = overrides.apply(doc.data)
     for key in data:
         if key not in KEYS:
             close = difflib.get_close_matches(key, KEYS, n=1)
@@ -52,37 +66,175 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         raise doc.error(("version",), f"unsupported input version {version!r}; this attnx reads version 1")
 
     heads = _whole(doc, data, "heads", DEFAULT_HEADS, minimum=1)
-    tokens = _tokens(doc, data)
-    given = [key for key in ("q", "k", "v") if key in data]
+    kv_heads = _whole(doc, data, "kv_heads", heads, minimum=1)
+    inputs = _inputs(doc, data)
+    n, m = inputs["n"], inputs["m"]
+    query_tokens, key_tokens = _labels(doc, data, n, m, self_attention=inputs["self_attention"])
+    causal, mask = _mask(doc, data, n, m)
+    causal = causal or overrides.causal
+    return AttentionSpec(
+        q=inputs.get("q"),
+        k=inputs.get("k"),
+        v=inputs.get("v"),
+        x=inputs.get("x"),
+        x_kv=inputs.get("x_kv"),
+        w_q=inputs.get("w_q"),
+        w_k=inputs.get("w_k"),
+        w_v=inputs.get("w_v"),
+        w_o=_linear(doc, data, "w_o", "b_o"),
+        heads=heads,
+        kv_heads=kv_heads,
+        tokens=query_tokens,
+        key_tokens=key_tokens,
+        source=doc.name,
+        scale=_scale(doc, data),
+        layout=_choice(doc, data, "layout", LAYOUTS),
+        causal=causal,
+        mask=mask,
+        padding=_flags(doc, data, "padding", m) if "padding" in data else None,
+        dropped_heads=tuple(h - 1 for h in overrides.drop_heads),
+    )
 
+
+def _inputs(doc: Document, data: dict[str, Any]) -> dict[str, Any]:
+    """The Q/K/V inputs in one of three forms (direct, projected, random), with N and M."""
+    direct = [key for key in ("q", "k", "v") if key in data]
+    projected = [key for key in ("x", "x_kv", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v") if key in data]
     if "seed" in data:
-        if given:
-            raise doc.error((given[0],), "give either q, k and v or a seed to draw them from, not both")
+        clash = direct + projected
+        if clash:
+            raise doc.error((clash[0],), "give either the inputs or a seed to draw q, k and v from, not both")
         seed = _whole(doc, data, "seed", 0, minimum=0)
-        if tokens is None:
+        if "tokens" not in data and "query_tokens" not in data:
             raise doc.error(("seed",), "a seed needs tokens, to know how many rows to draw")
+        count = len(_token_list(doc, data, "tokens" if "tokens" in data else "query_tokens"))
         d_model = _whole(doc, data, "d_model", DEFAULT_D_MODEL, minimum=1)
-        q, k, v = random_qkv(seed, len(tokens), d_model)
-    else:
-        if len(given) != 3:
-            missing = [key for key in ("q", "k", "v") if key not in data]
-            raise doc.error((), f"missing {', '.join(missing)}: give q, k and v, or a seed to draw them from")
-        q, k, v = (matrix(doc, data[key], (key,)) for key in ("q", "k", "v"))
-        if "d_model" in data:
-            d_model = _whole(doc, data, "d_model", 0, minimum=1)
-            if d_model != q.shape[1]:
-                raise doc.error(("d_model",), f"is {d_model} but q has {q.shape[1]} columns")
-        if tokens is None:
-            tokens = tuple(f"t{i}" for i in range(q.shape[0]))
-
-    if q.shape != k.shape or q.shape != v.shape:
+        q, k, v = random_qkv(seed, count, d_model)
+        return {"q": q, "k": k, "v": v, "n": count, "m": count, "self_attention": True}
+    if direct and projected:
+        raise doc.error((projected[0],), "give either x with w_q, w_k, w_v or direct q, k, v, not both")
+    if projected:
+        if "x" not in data:
+            raise doc.error((projected[0],), "projections need x (the input rows)")
+        missing = [key for key in ("w_q", "w_k", "w_v") if key not in data]
+        if missing:
+            raise doc.error((), f"missing {', '.join(missing)}: x is projected by w_q, w_k and w_v")
+        x = matrix(doc, data["x"], ("x",))
+        x_kv = matrix(doc, data["x_kv"], ("x_kv",)) if "x_kv" in data else None
+        _check_width(doc, "d_model", data, x.shape[1], "x")
+        return {
+            "x": x,
+            "x_kv": x_kv,
+            "w_q": _linear(doc, data, "w_q", "b_q"),
+            "w_k": _linear(doc, data, "w_k", "b_k"),
+            "w_v": _linear(doc, data, "w_v", "b_v"),
+            "n": x.shape[0],
+            "m": (x_kv if x_kv is not None else x).shape[0],
+            "self_attention": x_kv is None,
+        }
+    if len(direct) != 3:
+        missing = [key for key in ("q", "k", "v") if key not in data]
+        raise doc.error((), f"missing {', '.join(missing)}: give q, k and v, x with w_q, w_k and w_v, or a seed")
+    q, k, v = (matrix(doc, data[key], (key,)) for key in ("q", "k", "v"))
+    _check_width(doc, "d_model", data, q.shape[1], "q")
+    if k.shape != v.shape:
+        raise doc.error((), f"k and v must have the same shape (a row per key), got k {_shape(k)}, v {_shape(v)}")
+    if k.shape[1] != q.shape[1] and "kv_heads" not in data:
         raise doc.error(
             (),
-            f"q, k and v must have the same shape, got q {_shape(q)}, k {_shape(k)}, v {_shape(v)}",
+            f"q, k and v must have the same number of columns (d_model), got q {_shape(q)}, k {_shape(k)}, "
+            f"v {_shape(v)} (with kv_heads, k and v have kv_heads × d_k columns)",
         )
-    if len(tokens) != q.shape[0]:
-        raise doc.error(("tokens",), f"{len(tokens)} tokens given but q has {q.shape[0]} rows")
-    return AttentionSpec(q, k, v, heads, tokens, tokens, source=doc.name)
+    self_attention = k.shape[0] == q.shape[0] and "key_tokens" not in data
+    return {"q": q, "k": k, "v": v, "n": q.shape[0], "m": k.shape[0], "self_attention": self_attention}
+
+
+def _labels(
+    doc: Document, data: dict[str, Any], n: int, m: int, *, self_attention: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Query and key labels: ``tokens`` for both in self-attention, or ``query_tokens``/``key_tokens``."""
+    if "tokens" in data and "query_tokens" in data:
+        raise doc.error(("query_tokens",), "give tokens (self-attention) or query_tokens, not both")
+    query_key = "query_tokens" if "query_tokens" in data else "tokens"
+    queries = _token_list(doc, data, query_key) if query_key in data else tuple(f"t{i}" for i in range(n))
+    if len(queries) != n:
+        raise doc.error((query_key,), f"{len(queries)} tokens given but there are {n} queries")
+    if "key_tokens" in data:
+        keys = _token_list(doc, data, "key_tokens")
+    elif self_attention:
+        keys = queries
+    else:
+        keys = tuple(f"k{j}" for j in range(m))
+    if len(keys) != m:
+        where = "key_tokens" if "key_tokens" in data else query_key
+        raise doc.error((where,), f"{len(keys)} key tokens given but there are {m} keys")
+    return queries, keys
+
+
+def _mask(doc: Document, data: dict[str, Any], n: int, m: int) -> tuple[bool, np.ndarray | None]:
+    """``mask: causal`` or an N × M matrix of 1 (may attend) and 0 (blocked)."""
+    if "mask" not in data:
+        return False, None
+    value = data["mask"]
+    if value == "causal":
+        return True, None
+    if isinstance(value, str):
+        raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix of 0 and 1, got {_describe(value)}")
+    rows = value if isinstance(value, list) else None
+    if rows is None or len(rows) != n:
+        got = f"{len(rows)} rows" if rows is not None else _describe(value)
+        raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix (queries × keys), got {got}")
+    return False, np.array([_flags(doc, {"row": row}, "row", m, path=("mask", i)) for i, row in enumerate(rows)])
+
+
+def _flags(
+    doc: Document, data: dict[str, Any], key: str, count: int, path: tuple[str | int, ...] | None = None
+) -> np.ndarray:
+    """A list of ``count`` 0/1 (or boolean) flags."""
+    path = path or (key,)
+    value = data[key]
+    if not isinstance(value, list) or len(value) != count:
+        got = f"{len(value)} values" if isinstance(value, list) else _describe(value)
+        raise doc.error(path, f"expected {count} flags (0 or 1), got {got}")
+    for j, flag in enumerate(value):
+        if flag not in (0, 1) or not isinstance(flag, (int, bool)):
+            raise doc.error((*path, j), f"expected 0 or 1, got {_describe(flag)}")
+    return np.array(value, dtype=bool)
+
+
+def _linear(doc: Document, data: dict[str, Any], weight: str, bias: str) -> Linear | None:
+    if weight not in data:
+        if bias in data:
+            raise doc.error((bias,), f"a bias needs its weight {weight}")
+        return None
+    w = matrix(doc, data[weight], (weight,))
+    b = vector(doc, data[bias], (bias,)) if bias in data else None
+    if b is not None and b.shape[0] != w.shape[1]:
+        raise doc.error((bias,), f"has {b.shape[0]} values but {weight} has {w.shape[1]} columns")
+    return Linear(w, b)
+
+
+def _scale(doc: Document, data: dict[str, Any]) -> str | float:
+    value = data.get("scale", "sqrt_dk")
+    if isinstance(value, str) and value in SCALE_MODES:
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise doc.error(("scale",), f"expected a number or one of {', '.join(SCALE_MODES)}, got {_describe(value)}")
+
+
+def _choice(doc: Document, data: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
+    value = data.get(key, choices[0])
+    if value not in choices or not isinstance(value, str):
+        raise doc.error((key,), f"expected one of {', '.join(choices)}, got {_describe(value)}")
+    return value
+
+
+def _check_width(doc: Document, key: str, data: dict[str, Any], width: int, name: str) -> None:
+    if key in data:
+        d_model = _whole(doc, data, key, 0, minimum=1)
+        if d_model != width:
+            raise doc.error((key,), f"is {d_model} but {name} has {width} columns")
 
 
 def random_qkv(seed: int, n: int, d_model: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,19 +249,29 @@ def matrix(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray
         raise doc.error(path, f"expected a non-empty list of rows, got {_describe(value)}")
     width = None
     for i, row in enumerate(value):
-        if not isinstance(row, list) or not row:
-            raise doc.error((*path, i), f"expected a non-empty list of numbers, got {_describe(row)}")
+        _check_numbers(doc, row, (*path, i))
         if width is None:
             width = len(row)
         elif len(row) != width:
             raise doc.error((*path, i), f"has {len(row)} values but row 0 has {width} (ragged matrix)")
-        for j, cell in enumerate(row):
-            if type(cell) is not float and (type(cell) is not int):
-                hint = " (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)" if _looks_numeric(cell) else ""
-                raise doc.error((*path, i, j), f"expected a number, got {_describe(cell)}{hint}")
-            if type(cell) is float and not math.isfinite(cell):
-                raise doc.error((*path, i, j), f"expected a finite number, got {cell}")
     return np.asarray(value, dtype=np.float64)
+
+
+def vector(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray:
+    """A non-empty list of real, finite numbers, as float64."""
+    _check_numbers(doc, value, path)
+    return np.asarray(value, dtype=np.float64)
+
+
+def _check_numbers(doc: Document, row: Any, path: tuple[str | int, ...]) -> None:
+    if not isinstance(row, list) or not row:
+        raise doc.error(path, f"expected a non-empty list of numbers, got {_describe(row)}")
+    for j, cell in enumerate(row):
+        if type(cell) is not float and type(cell) is not int:
+            hint = " (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)" if _looks_numeric(cell) else ""
+            raise doc.error((*path, j), f"expected a number, got {_describe(cell)}{hint}")
+        if type(cell) is float and not math.isfinite(cell):
+            raise doc.error((*path, j), f"expected a finite number, got {cell}")
 
 
 def _whole(doc: Document, data: dict[str, Any], key: str, default: int, minimum: int) -> int:
@@ -122,16 +284,14 @@ def _whole(doc: Document, data: dict[str, Any], key: str, default: int, minimum:
     return value
 
 
-def _tokens(doc: Document, data: dict[str, Any]) -> tuple[str, ...] | None:
-    if "tokens" not in data:
-        return None
-    value = data["tokens"]
+def _token_list(doc: Document, data: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = data[key]
     if not isinstance(value, list) or not value:
-        raise doc.error(("tokens",), f"expected a non-empty list of strings, got {_describe(value)}")
+        raise doc.error((key,), f"expected a non-empty list of strings, got {_describe(value)}")
     out = []
     for i, token in enumerate(value):
         if isinstance(token, bool) or not isinstance(token, (str, int, float)):
-            raise doc.error(("tokens", i), f"expected a string, got {_describe(token)} (quote it)")
+            raise doc.error((key, i), f"expected a string, got {_describe(token)} (quote it)")
         out.append(str(token))
     return tuple(out)
 

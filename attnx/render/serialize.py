@@ -23,20 +23,44 @@ def to_plain(array: np.ndarray) -> Any:
 
 
 def result_to_dict(result: AttentionResult) -> dict[str, Any]:
-    """The JSON object of `attnx run --format json` (``format_version`` first)."""
+    """The JSON object of `attnx run --format json` (``format_version`` first).
+
+    ``projected`` appears when W_o exists, ``mask`` when a mask or padding applies, ``ablation``
+    when heads were dropped; ``fully_masked_rows`` is always present (often empty).
+    """
+    from attnx.analysis.ablation import ablation
+
     out: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "tokens": list(result.tokens),
+        "key_tokens": list(result.key_tokens),
         "heads": result.heads,
+        "kv_heads": result.kv_heads,
         "d_model": result.d_model,
         "d_k": result.d_k,
         "scale": result.scale,
+        "scale_mode": result.scale_mode,
+        "layout": result.layout,
+        "parameters": result.parameters,
         "engine": result.engine,
         "device": result.device,
         "dtype": result.dtype,
     }
     for name in TENSORS:
         out[name] = to_plain(getattr(result, name))
+    if result.projected is not None:
+        out["projected"] = to_plain(result.projected)
+    if result.mask is not None:
+        out["mask"] = result.mask.tolist()
+    out["fully_masked_rows"] = list(result.fully_masked_rows)
+    shift = ablation(result)
+    if shift is not None:
+        out["ablation"] = {
+            "dropped_heads": [h + 1 for h in shift.dropped_heads],
+            "compared": shift.compared,
+            "shift_per_token": to_plain(shift.per_token),
+            "shift_overall": shift.overall,
+        }
     return out
 
 

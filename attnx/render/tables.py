@@ -13,6 +13,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from attnx.analysis.ablation import Ablation, ablation
 from attnx.render.numbers import fmt
 from attnx.result import AttentionResult
 
@@ -25,6 +26,8 @@ class Section(str, Enum):
     weights = "weights"
     heads = "heads"
     output = "output"
+    projected = "projected"
+    ablation = "ablation"
     average = "average"
 
 
@@ -39,8 +42,12 @@ def matrix_table(
     precision: int,
     *,
     emphasise_row_max: bool = False,
+    blocked: np.ndarray | None = None,
 ) -> Table:
-    """One labelled matrix; with ``emphasise_row_max`` the largest value of each row is bold."""
+    """One labelled matrix; with ``emphasise_row_max`` the largest value of each row is bold.
+
+    Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``.
+    """
     table = Table(
         title=title,
         title_justify="left",
@@ -53,10 +60,13 @@ def matrix_table(
     table.add_column("", style="bold cyan", no_wrap=True)
     for label in col_labels:
         table.add_column(label, justify="right", no_wrap=True, header_style="bold cyan")
-    for label, row in zip(row_labels, matrix, strict=True):
-        top = int(np.argmax(row)) if emphasise_row_max and row.size else -1
+    for i, (label, row) in enumerate(zip(row_labels, matrix, strict=True)):
+        top = int(np.argmax(row)) if emphasise_row_max and row.size and row.max() > 0 else -1
         cells = [
-            Text(fmt(float(value), precision), style="bold yellow" if j == top else "") for j, value in enumerate(row)
+            Text("·", style="dim")
+            if blocked is not None and blocked[i, j]
+            else Text(fmt(float(value), precision), style="bold yellow" if j == top else "")
+            for j, value in enumerate(row)
         ]
         table.add_row(label, *cells)
     return table
@@ -64,15 +74,24 @@ def matrix_table(
 
 def _head_sections(result: AttentionResult, head: int, sections: set[Section], precision: int) -> list[Table]:
     rows, keys = result.tokens, result.key_tokens
+    blocked = None if result.mask is None else ~result.mask
     tables = []
     if Section.scores in sections:
         tables.append(matrix_table("raw scores Q·Kᵀ", result.scores[head], rows, keys, precision))
     if Section.scaled in sections:
-        title = f"scaled scores (× {fmt(result.scale, precision)})"
+        title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
         tables.append(matrix_table(title, result.scaled[head], rows, keys, precision))
     if Section.weights in sections:
         tables.append(
-            matrix_table("weights (softmax)", result.weights[head], rows, keys, precision, emphasise_row_max=True)
+            matrix_table(
+                "weights (softmax)",
+                result.weights[head],
+                rows,
+                keys,
+                precision,
+                emphasise_row_max=True,
+                blocked=blocked,
+            )
         )
     if Section.heads in sections:
         cols = [f"d{c}" for c in result.head_columns(head)]
@@ -80,10 +99,27 @@ def _head_sections(result: AttentionResult, head: int, sections: set[Section], p
     return tables
 
 
+def describe_columns(cols: range) -> str:
+    """``range(0, 2)`` -> ``"0-1"``; ``range(1, 8, 2)`` -> ``"1,3,5,7"``."""
+    if cols.step == 1:
+        return f"{cols.start}-{cols.stop - 1}" if len(cols) > 1 else str(cols.start)
+    shown = list(cols) if len(cols) <= 6 else [*cols[:3], "...", cols[-1]]
+    return ",".join(map(str, shown))
+
+
 def head_title(result: AttentionResult, head: int) -> str:
-    """``"Head 1 · columns 0-1 · d_k = 2"``: heads are numbered from 1 for people."""
-    cols = result.head_columns(head)
-    return f"Head {head + 1} · columns {cols.start}-{cols.stop - 1} · d_k = {result.d_k}"
+    """``"Head 1 · columns 0-1 · d_k = 2"``: heads are numbered from 1 for people.
+
+    With grouped K/V heads the title also says which K/V head this head reads and who shares it.
+    """
+    title = f"Head {head + 1} · columns {describe_columns(result.head_columns(head))} · d_k = {result.d_k}"
+    if result.kv_heads != result.heads:
+        kv = result.kv_head(head)
+        first, last = kv * result.group_size + 1, (kv + 1) * result.group_size
+        title += f" · K/V head {kv + 1} (shared by heads {first}-{last})" if last > first else f" · K/V head {kv + 1}"
+    if head in result.dropped_heads:
+        title += " · DROPPED"
+    return title
 
 
 def run_view(result: AttentionResult, sections: Iterable[Section], precision: int) -> RenderableType:
@@ -100,6 +136,16 @@ def run_view(result: AttentionResult, sections: Iterable[Section], precision: in
         title = f"Concatenated output ({result.heads} head{'s' if result.heads > 1 else ''} × d_k {result.d_k})"
         parts.append(Rule(style="dim"))
         parts.append(matrix_table(title, result.output, result.tokens, cols, precision))
+    if Section.projected in chosen and result.projected is not None:
+        cols = [f"d{c}" for c in range(result.projected.shape[1])]
+        parts.append(Rule(style="dim"))
+        parts.append(matrix_table("Projected output (output · W_o + b_o)", result.projected, result.tokens, cols,
+                                  precision))  # fmt: skip
+    if Section.ablation in chosen:
+        shift = ablation(result)
+        if shift is not None:
+            parts.append(Rule(style="dim"))
+            parts.append(ablation_table(shift, result.tokens, precision))
     if Section.average in chosen:
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))
@@ -111,10 +157,39 @@ def run_view(result: AttentionResult, sections: Iterable[Section], precision: in
     return Group(*parts)
 
 
+def ablation_table(shift: Ablation, tokens: Sequence[str], precision: int) -> Table:
+    """How far each token's output moved when the dropped heads were zeroed."""
+    dropped = ", ".join(str(h + 1) for h in shift.dropped_heads)
+    title = f"Ablation · head{'s' if len(shift.dropped_heads) > 1 else ''} {dropped} dropped"
+    table = matrix_table(title, shift.per_token[:, None], tokens, [f"L2 shift of {shift.compared}"], precision)
+    table.add_section()
+    table.add_row("all", Text(fmt(shift.overall, precision), style="bold"))
+    return table
+
+
+SCALE_LABELS = {"sqrt_dk": "1/√d_k", "sqrt_d_model": "1/√d_model", "none": "none", "number": "given"}
+
+
 def summary_line(result: AttentionResult, source: str) -> Text:
-    """Two lines naming the problem: its source, then sizes, scale and engine."""
-    return Text(
-        f"{source}\n{len(result.tokens)} tokens · d_model {result.d_model} · {result.heads} heads × d_k {result.d_k}"
-        f" · scale 1/√{result.d_k} = {fmt(result.scale, 4)} · {result.engine} {result.dtype} {result.device}",
-        style="dim",
-    )
+    """Two or three lines naming the problem: its source; sizes, scale and engine; masks and layout."""
+    n, m = len(result.tokens), len(result.key_tokens)
+    sizes = f"{n} tokens" if result.tokens == result.key_tokens else f"{n} queries × {m} keys"
+    heads = f"{result.heads} heads × d_k {result.d_k}"
+    if result.kv_heads != result.heads:
+        heads += f" ({result.kv_heads} K/V heads)"
+    lines = [
+        f"{source} · {result.engine} {result.dtype} {result.device}",
+        f"{sizes} · d_model {result.d_model} · {heads} · scale {SCALE_LABELS[result.scale_mode]} = "
+        f"{fmt(result.scale, 4)}",
+    ]
+    extras = []
+    if result.layout != "contiguous":
+        extras.append(f"layout {result.layout}")
+    if result.mask is not None:
+        blocked = int((~result.mask).sum())
+        extras.append(f"mask: {blocked} of {result.mask.size} query-key pairs blocked (·)")
+    if result.parameters:
+        extras.append(f"{result.parameters:,} parameters")
+    if extras:
+        lines.append(" · ".join(extras))
+    return Text("\n".join(lines), style="dim")

@@ -146,7 +146,11 @@ class TestRunErrors:
                 "q: [[1, abc]]\nk: [[1, 2]]\nv: [[1, 2]]\n",
                 r"cell\.yaml:1:9: q\[0\]\[1\]: expected a number, got text 'abc'",
             ),
-            ("shape.yaml", "q: [[1, 2]]\nk: [[1, 2, 3]]\nv: [[1, 2]]\n", r"q, k and v must have the same shape"),
+            (
+                "shape.yaml",
+                "q: [[1, 2]]\nk: [[1, 2, 3]]\nv: [[1, 2, 3]]\n",
+                r"q, k and v must have the same number of columns \(d_model\), got q 1x2, k 1x3, v 1x3",
+            ),
             (
                 "div.yaml",
                 "heads: 3\nq: [[1, 2, 3, 4]]\nk: [[1, 2, 3, 4]]\nv: [[1, 2, 3, 4]]\n",

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from attnx.engines import compute, numpy_engine
+from attnx.engines.core import merge_heads, split_heads
 from attnx.errors import EngineUnavailableError
 from attnx.io import Overrides, load_spec
 from attnx.spec import AttentionSpec
@@ -99,13 +100,15 @@ class TestAgainstLoopReference:
 
 
 class TestLayout:
-    def test_split_heads_is_contiguous(self) -> None:
-        """Head h owns columns h*d_k .. (h+1)*d_k-1, and merge_heads undoes split_heads."""
+    @pytest.mark.parametrize(("layout", "columns"), [("contiguous", [2, 3]), ("interleaved", [1, 4])])
+    def test_split_and_merge_heads(self, layout: str, columns: list[int]) -> None:
+        """Head 1 of 3 owns columns 2-3 (contiguous) or 1 and 4 (interleaved); merge undoes split."""
+        ops = numpy_engine.NumpyBackend("float64")
         x = np.arange(12.0).reshape(2, 6)
-        split = numpy_engine.split_heads(x, 3)
+        split = split_heads(ops, x, 3, layout)
         assert split.shape == (3, 2, 2)
-        np.testing.assert_array_equal(split[1], x[:, 2:4])
-        np.testing.assert_array_equal(numpy_engine.merge_heads(split), x)
+        np.testing.assert_array_equal(split[1], x[:, columns])
+        np.testing.assert_array_equal(merge_heads(ops, split, layout), x)
 
     def test_result_is_read_only(self, engine: str) -> None:
         """Nobody downstream can change what the engine computed."""

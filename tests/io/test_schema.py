@@ -76,7 +76,7 @@ class TestInvalidInputs:
             ("q: [[.nan]]\nk: [[1]]\nv: [[1]]\n", "q[0][0]: expected a finite number, got nan"),
             (
                 "q: [[1, 2]]\nk: [[1, 2], [3, 4]]\nv: [[1, 2]]\n",
-                "q, k and v must have the same shape, got q 1x2, k 2x2, v 1x2",
+                "k and v must have the same shape (a row per key), got k 2x2, v 1x2",
             ),
             (
                 "heads: 3\nq: [[1, 2]]\nk: [[1, 2]]\nv: [[1, 2]]\n",
@@ -85,10 +85,13 @@ class TestInvalidInputs:
             ("heads: 0\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", "in.yaml:1:8: heads: must be positive, got 0"),
             ("heads: -2\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", "heads: must be positive, got -2"),
             ("heads: two\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", "heads: expected a whole number, got text 'two'"),
-            ("q: [[1]]\nk: [[1]]\n", "missing v: give q, k and v, or a seed"),
-            ("seed: 1\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", "give either q, k and v or a seed"),
+            ("q: [[1]]\nk: [[1]]\n", "missing v: give q, k and v, x with w_q, w_k and w_v, or a seed"),
+            ("seed: 1\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", "q: give either the inputs or a seed to draw q, k and v from"),
             ("seed: 1\n", "a seed needs tokens"),
-            ("tokens: [a]\nq: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\n", "tokens: 1 tokens given but q has 2 rows"),
+            (
+                "tokens: [a]\nq: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\n",
+                "tokens: 1 tokens given but there are 2 queries",
+            ),
             (
                 "tokens: [a, no]\nq: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\n",
                 "tokens[1]: expected a string, got a boolean (false) (quote it)",
