@@ -175,8 +175,11 @@ def warn_fully_masked(rows: tuple[int, ...]) -> None:
     """Say which queries had every key blocked (their weights and head outputs are zero)."""
     if rows:
         shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
-        warn(f"{len(rows)} quer{'y' if len(rows) == 1 else 'ies'} ({shown}) have every key blocked: "
-             "weights and head outputs are zero there")  # fmt: skip
+        one = len(rows) == 1
+        warn(
+            f"{len(rows)} quer{'y' if one else 'ies'} ({shown}) {'has' if one else 'have'} every key blocked: "
+            "weights and head outputs are zero there"
+        )
 
 
 def colour_allowed(no_color: bool) -> bool:
