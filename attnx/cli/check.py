@@ -8,12 +8,16 @@ import typer
 
 from attnx.cli.common import (
     EXIT_FAILURE,
+    CausalOpt,
     ConfigArg,
     DModelOpt,
     FormatOpt,
     HeadsOpt,
+    KvHeadsOpt,
+    LayoutOpt,
     NoColorOpt,
     OutputFormat,
+    ScaleOpt,
     SeedOpt,
     TokensOpt,
     guarded,
@@ -41,6 +45,10 @@ def check(
     seed: SeedOpt = None,
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    scale: ScaleOpt = None,
+    layout: LayoutOpt = None,
+    causal: CausalOpt = False,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     output_format: FormatOpt = OutputFormat.table,
@@ -53,7 +61,10 @@ def check(
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses
 
-    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
+    spec = load_input(
+        config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
+        layout=layout, causal=causal,
+    )  # fmt: skip
     report = run_check(spec, engine_statuses(), rtol=rtol, atol=atol)
     if output_format is OutputFormat.json:
         from attnx.render.engines import check_to_dict

@@ -174,7 +174,7 @@ def summary_line(result: AttentionResult, source: str) -> Text:
     """Two or three lines naming the problem: its source; sizes, scale and engine; masks and layout."""
     n, m = len(result.tokens), len(result.key_tokens)
     sizes = f"{n} tokens" if result.tokens == result.key_tokens else f"{n} queries × {m} keys"
-    heads = f"{result.heads} heads × d_k {result.d_k}"
+    heads = f"{result.heads} head{'s' if result.heads > 1 else ''} × d_k {result.d_k}"
     if result.kv_heads != result.heads:
         heads += f" ({result.kv_heads} K/V heads)"
     lines = [
