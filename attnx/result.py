@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 ARRAYS = (
     "q_heads",
     "k_heads",
