@@ -8,6 +8,7 @@ import typer
 
 from attnx import __version__
 from attnx.cli import run as run_cmd
+from attnx.cli import trace as trace_cmd
 
 EPILOG = "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input."
 
@@ -39,6 +40,7 @@ def _root(
 
 
 app.command("run", epilog=EPILOG)(run_cmd.run)
+app.command("trace", epilog=EPILOG)(trace_cmd.trace)
 
 
 def main() -> None:
