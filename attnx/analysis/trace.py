@@ -147,41 +147,59 @@ def select_keys(weights: np.ndarray, limit: int | None) -> np.ndarray:
     return np.sort(np.argsort(-weights, kind="stable")[:limit])
 
 
+# Masks, grouped K/V heads and an output projection come with a later issue. These three functions
+# are the only places a trace reads them, from the result's attributes where they exist.
+
+
 def masked_keys(result: AttentionResult, head: int, row: int) -> np.ndarray:
     """Which keys the query in ``row`` may not attend to in ``head`` (True = masked).
 
-    Results carry no mask yet: every key is visible. This is the one place a trace learns about
-    masks, from a ``mask`` attribute broadcastable to ``[head, query, key]`` where one exists.
+    Reads ``result.mask`` where it exists: True where attending is allowed (as SDPA's boolean
+    ``attn_mask``), ``[query, key]`` or ``[head, query, key]``; None or absent means every key.
     """
     mask = getattr(result, "mask", None)
     if mask is None:
         return np.zeros(len(result.key_tokens), dtype=bool)
-    return np.broadcast_to(mask, result.weights.shape)[head, row]
+    return ~np.broadcast_to(mask, result.weights.shape)[head, row]
+
+
+def kv_head(result: AttentionResult, head: int) -> int:
+    """The index into ``k_heads``/``v_heads`` that query head ``head`` reads (itself without GQA)."""
+    shared = getattr(result, "kv_head", None)
+    return head if shared is None else int(shared(head))
+
+
+def projected_output(result: AttentionResult, row: int) -> np.ndarray | None:
+    """The output of ``row`` after the output projection, or None where the result has none."""
+    projected = getattr(result, "projected", None)
+    return None if projected is None else projected[row]
 
 
 def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None, keys: int | None) -> HeadTrace:
     q = result.q_heads[head, row]  # (d_k,)
+    kv = kv_head(result, head)
+    k, v = result.k_heads[kv], result.v_heads[kv]  # (M, d_k)
     weights = result.weights[head, row]  # (M,)
     masked = masked_keys(result, head, row)
     top = weights.max()
     shown = select_keys(weights, keys)
     lines = []
     for j in shown:
-        products = q * result.k_heads[head, j]  # (d_k,)
+        products = q * k[j]  # (d_k,)
         picked, remainder = select_terms(products, terms)
         lines.append(
             KeyLine(
                 index=int(j),
                 token=result.key_tokens[j],
-                key=result.k_heads[head, j],
-                value=result.v_heads[head, j],
+                key=k[j],
+                value=v[j],
                 products=products,
                 terms=picked,
                 remainder=remainder,
                 raw=float(result.scores[head, row, j]),
                 scaled=float(result.scaled[head, row, j]),
                 weight=float(weights[j]),
-                contribution=weights[j] * result.v_heads[head, j],
+                contribution=weights[j] * v[j],
                 masked=bool(masked[j]),
                 is_top=bool(weights[j] == top > 0),
             )
@@ -193,7 +211,7 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
         rest = KeySummary(
             count=int(others.sum()),
             weight=float(weights[others].sum()),
-            contribution=weights[others] @ result.v_heads[head, others],  # (d_k,)
+            contribution=weights[others] @ v[others],  # (d_k,)
             masked=int(masked[others].sum()),
         )
     return HeadTrace(
@@ -230,5 +248,5 @@ def build_trace(
         n_keys=len(result.key_tokens),
         heads=tuple(_trace_head(result, h, row, terms, keys) for h in chosen),
         output=result.output[row],
-        projected=None,
+        projected=projected_output(result, row),
     )

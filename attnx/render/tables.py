@@ -82,12 +82,8 @@ def _head_sections(result: AttentionResult, head: int, sections: set[Section], p
 
 def head_title(result: AttentionResult, head: int) -> str:
     """``"Head 1 · columns 0-1 · d_k = 2"``: heads are numbered from 1 for people."""
-    return head_label(head, result.head_columns(head), result.d_k)
-
-
-def head_label(head: int, columns: range, d_k: int) -> str:
-    """``head_title`` from its parts: the 0-based head, the columns it owns and its d_k."""
-    return f"Head {head + 1} · columns {columns.start}-{columns.stop - 1} · d_k = {d_k}"
+    cols = result.head_columns(head)
+    return f"Head {head + 1} · columns {cols.start}-{cols.stop - 1} · d_k = {result.d_k}"
 
 
 def run_view(result: AttentionResult, sections: Iterable[Section], precision: int) -> RenderableType:
@@ -116,13 +112,9 @@ def run_view(result: AttentionResult, sections: Iterable[Section], precision: in
 
 
 def summary_line(result: AttentionResult, source: str) -> Text:
-    """Two lines naming the problem: its source, then sizes, scale and engine.
-
-    Tokens are counted as keys: a result may hold only some query rows (see ``select_queries``).
-    """
+    """Two lines naming the problem: its source, then sizes, scale and engine."""
     return Text(
-        f"{source}\n{len(result.key_tokens)} tokens · d_model {result.d_model}"
-        f" · {result.heads} heads × d_k {result.d_k} · scale 1/√{result.d_k} = {fmt(result.scale, 4)}"
-        f" · {result.engine} {result.dtype} {result.device}",
+        f"{source}\n{len(result.tokens)} tokens · d_model {result.d_model} · {result.heads} heads × d_k {result.d_k}"
+        f" · scale 1/√{result.d_k} = {fmt(result.scale, 4)} · {result.engine} {result.dtype} {result.device}",
         style="dim",
     )

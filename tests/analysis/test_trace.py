@@ -10,7 +10,9 @@ import pytest
 from attnx.analysis.trace import (
     Trace,
     build_trace,
+    kv_head,
     masked_keys,
+    projected_output,
     resolve_head,
     resolve_query,
     select_keys,
@@ -199,11 +201,21 @@ class TestReadsTheResult:
         np.testing.assert_array_equal(trace.heads[1].output, full.head_outputs[1, 3])
 
     def test_mask_is_read_from_the_result(self) -> None:
-        """A result with a ``mask`` [head, query, key] (True = masked) marks those keys masked."""
-        mask = np.array([[[False, True, False]], [[True, False, False]]])
-        stand_in = types.SimpleNamespace(mask=mask, weights=np.zeros((2, 1, 3)), key_tokens=("a", "b", "c"))
-        assert masked_keys(stand_in, 0, 0).tolist() == [False, True, False]
+        """A result ``mask`` (True = may attend, [query, key] or per head) marks the other keys masked."""
+        allowed = np.array([[True, False, True]])
+        stand_in = types.SimpleNamespace(mask=allowed, weights=np.zeros((2, 1, 3)), key_tokens=("a", "b", "c"))
+        assert masked_keys(stand_in, 1, 0).tolist() == [False, True, False]
+        stand_in.mask = np.array([[[True, True, False]], [[False, True, True]]])
         assert masked_keys(stand_in, 1, 0).tolist() == [True, False, False]
+
+    def test_grouped_kv_heads_and_projection_are_read_where_they_exist(self) -> None:
+        """Query head 3 of a result whose K/V heads are shared in pairs reads K/V head 1; a projection is read."""
+        shared = types.SimpleNamespace(kv_head=lambda head: head // 2, projected=np.arange(6.0).reshape(2, 3))
+        assert [kv_head(shared, h) for h in range(4)] == [0, 0, 1, 1]
+        assert projected_output(shared, 1).tolist() == [3.0, 4.0, 5.0]
+        result = compute(load_spec())
+        assert [kv_head(result, h) for h in range(2)] == [0, 1]
+        assert projected_output(result, 0) is None
 
 
 class TestResolveQuery:
