@@ -113,9 +113,8 @@ def trace(
 
         write_stdout(dumps(trace_to_dict(explained)))
         return
-    from attnx.render.tables import summary_line
-    from attnx.render.trace import trace_view
+    from attnx.render.trace import source_line, trace_view
 
     console = stdout_console(no_color)
-    console.print(summary_line(result, spec.source))
+    console.print(source_line(result, spec.source))
     console.print(trace_view(explained, precision, term_limit))

@@ -16,7 +16,7 @@ from rich.text import Text
 from attnx.analysis.trace import HeadTrace, KeyLine, Trace
 from attnx.render.numbers import fmt, fmt_row
 from attnx.render.serialize import FORMAT_VERSION, to_plain
-from attnx.render.tables import head_label
+from attnx.result import AttentionResult
 
 TOP_STYLE = "bold yellow"
 MASKED_STYLE = "dim strike"
@@ -184,7 +184,7 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
         arithmetic_table(head, token, precision, entries),
     )
     return Group(
-        Rule(head_label(head.head, head.columns, head.d_k), align="left", style="dim"),
+        Rule(head_label(head), align="left", style="dim"),
         Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}"),
         Fitted(keys_table(head, trace.scale, precision, entries), split),
         Text(""),
@@ -196,6 +196,16 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
     )
 
 
+def head_label(head: HeadTrace) -> str:
+    """``"Head 1 · columns 0-1 · d_k = 2"``, worded as `attnx run` titles its heads (counted from 1)."""
+    return f"Head {head.head + 1} · columns {head.columns.start}-{head.columns.stop - 1} · d_k = {head.d_k}"
+
+
+def source_line(result: AttentionResult, source: str) -> Text:
+    """Where the problem came from and what computed it: ``"built-in example (…) · numpy float64 cpu"``."""
+    return Text(f"{source} · {result.engine} {result.dtype} {result.device}", style="dim")
+
+
 def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:
     """Everything `attnx trace` prints: each traced head, then the concatenated (and projected) output.
 
@@ -205,7 +215,8 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
         which = f"head {trace.heads[0].head + 1} of {trace.n_heads}"
     else:
         which = f"{trace.n_heads} head{'s' if trace.n_heads > 1 else ''}"
-    title = f"Trace of {trace.token!r} (query {trace.query}) · {trace.n_keys} keys · {which}"
+    sizes = f"{trace.n_keys} keys · d_model {len(trace.output)} · {which}"
+    title = f"Trace of {trace.token!r} (query {trace.query}) · {sizes}"
     parts: list[RenderableType] = [Text(title, style="bold")]
     parts += [head_view(head, trace, precision, entries) for head in trace.heads]
     parts.append(Rule(style="dim"))

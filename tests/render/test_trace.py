@@ -97,7 +97,7 @@ class TestTraceView:
     def test_worked_example_cat(self) -> None:
         """The trace of "cat" shows the head headers, query slices, term-by-term rows, outputs."""
         text = squeeze(render(worked_trace("cat")))
-        assert "Trace of 'cat' (query 1) · 5 keys · 2 heads" in text
+        assert "Trace of 'cat' (query 1) · 5 keys · d_model 4 · 2 heads" in text
         assert "Head 1 · columns 0-1 · d_k = 2" in text and "Head 2 · columns 2-3 · d_k = 2" in text
         assert "Q_h[cat] = [0.0000, 2.0000]" in text and "Q_h[cat] = [0.0000, 1.0000]" in text
         assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 no 0.3664 ◀ max" in text
