@@ -80,6 +80,12 @@ class TestTraceTable:
         assert [len(product.findall(line)) for line in lines] == [16, 16]
         assert not any("more:" in line for line in lines)
 
+    def test_long_example_config(self, runner: CliRunner) -> None:
+        """configs/random-long-sentence.yaml traces "fox" with elided terms and collapsed keys."""
+        data = trace_json(runner, "configs/random-long-sentence.yaml", "-t", "fox")
+        assert (data["query"], data["n_keys"], len(data["heads"])) == (3, 24, 4)
+        assert all(head["d_k"] == 16 and head["rest"]["count"] == 14 for head in data["heads"])
+
     def test_precision(self, runner: CliRunner) -> None:
         """--precision 2 rounds the numbers to two decimals."""
         result = runner.invoke(app, ["trace", "-t", "cat", "-p", "2", "--no-color"])
