@@ -16,6 +16,8 @@ from attnx.errors import AttnxError
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from attnx.spec import AttentionSpec
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -73,6 +75,23 @@ DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Floating-point type of
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format on stdout.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
+
+
+def load_input(
+    config: str | None,
+    *,
+    heads: int | None = None,
+    seed: int | None = None,
+    tokens: str | None = None,
+    d_model: int | None = None,
+) -> AttentionSpec:
+    """The spec named by the shared input options (CONFIG and the flags that override it)."""
+    from attnx.io import Overrides, load_spec
+
+    overrides = Overrides(
+        heads=heads, seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model
+    )
+    return load_spec(config, overrides)
 
 
 def colour_allowed(no_color: bool) -> bool:

@@ -21,6 +21,7 @@ from attnx.cli.common import (
     SeedOpt,
     TokensOpt,
     guarded,
+    load_input,
     stdout_console,
     write_stdout,
 )
@@ -70,13 +71,9 @@ def run(
     With no CONFIG: the worked example "The cat sat on mat" (H = 2). --seed with --tokens: random Q, K, V.
     """
     from attnx.engines import compute
-    from attnx.io import Overrides, load_spec
 
     sections = parse_sections(show)
-    overrides = Overrides(
-        heads=heads, seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model
-    )
-    spec = load_spec(config, overrides)
+    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
     result = compute(spec, engine.value, dtype=dtype.value)
 
     if output_format is OutputFormat.json:

@@ -21,6 +21,7 @@ from attnx.cli.common import (
     SeedOpt,
     TokensOpt,
     guarded,
+    load_input,
     stdout_console,
     write_stdout,
 )
@@ -94,13 +95,9 @@ def trace(
     """
     from attnx.analysis.trace import build_trace, resolve_head, resolve_query
     from attnx.engines import compute
-    from attnx.io import Overrides, load_spec
 
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
-    overrides = Overrides(
-        heads=heads, seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model
-    )
-    spec = load_spec(config, overrides)
+    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
     row = resolve_query(spec.tokens, token=token, query=query)
     chosen = resolve_head(head, spec.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.
