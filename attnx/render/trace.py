@@ -25,8 +25,10 @@ UNBOUNDED = 1_000_000  # a width to measure a table's natural width with
 
 
 def fmt_factor(value: float, precision: int) -> str:
-    """A factor of a product: at most ``precision`` decimals, trailing zeros dropped, negatives in
-    parentheses: ``"2.0"``, ``"0.3012"``, ``"(-1.25)"``."""
+    """A factor of a product, as short as it is exact: ``"2.0"``, ``"0.3012"``, ``"(-1.25)"``.
+
+    At most ``precision`` decimals, trailing zeros dropped (one kept), negatives in parentheses.
+    """
     text = fmt(value, precision)
     if "." in text:
         text = text.rstrip("0")
@@ -116,8 +118,11 @@ def _rest_labels(head: HeadTrace) -> list[str]:
 
 
 def keys_table(head: HeadTrace, scale: float, precision: int, entries: int | None, *, arithmetic: bool = True) -> Table:
-    """One row per shown key: raw and scaled score, masked, weight and a ``◀ max`` mark; with
-    ``arithmetic`` also the key's slice and the dot product term by term. The other keys: one row."""
+    """One row per shown key: raw and scaled score, masked, weight and a ``◀ max`` mark.
+
+    With ``arithmetic`` also the key's slice and the dot product term by term. The keys not shown
+    are one last row with their total weight.
+    """
     table = _table(f"scores (scaled = raw × {fmt(scale, precision)}) and weights")
     if arithmetic:
         _vectors(table, "K_h[key]", "Q·K term by term")
@@ -148,8 +153,10 @@ def arithmetic_table(head: HeadTrace, token: str, precision: int, entries: int |
 
 
 def output_table(head: HeadTrace, token: str, precision: int, entries: int | None, *, stacked: bool = False) -> Table:
-    """The head output as the weighted sum of the value rows, one contribution per key; ``stacked``
-    puts each value row above its contribution in one column, for narrow consoles."""
+    """The head output as the weighted sum of the value rows, one contribution per key.
+
+    ``stacked`` puts each value row above its contribution in one column, for narrow consoles.
+    """
     table = _table(f"head output O_h[{token}] = Σ weight × V_h[key]")
     _numbers(table, "weight")
     _vectors(table, *(["V_h[key], then weight × V_h[key]"] if stacked else ["V_h[key]", "weight × V_h[key]"]))
