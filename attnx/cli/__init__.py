@@ -10,6 +10,7 @@ from attnx import __version__
 from attnx.cli import check as check_cmd
 from attnx.cli import engines as engines_cmd
 from attnx.cli import run as run_cmd
+from attnx.cli import trace as trace_cmd
 
 EPILOG = "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input."
 
@@ -41,6 +42,7 @@ def _root(
 
 
 app.command("run", epilog=EPILOG)(run_cmd.run)
+app.command("trace", epilog=EPILOG)(trace_cmd.trace)
 app.command("check", epilog=EPILOG)(check_cmd.check)
 app.command("engines", epilog=EPILOG)(engines_cmd.engines)
 

@@ -1,0 +1,252 @@
+"""The trace of one query token: each head's arithmetic, read from a result and broken into terms."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnx.errors import UsageError
+from attnx.result import AttentionResult
+
+DEFAULT_TERMS = 8
+DEFAULT_KEYS = 10
+# How many tokens an "unknown token" message lists before it says how many more there are.
+LISTED_TOKENS = 20
+
+
+@dataclass(frozen=True, eq=False)
+class KeyLine:
+    """One key as query ``Q_h[token]`` sees it in one head.
+
+    ``products[i]`` is ``q[i] * key[i]``. ``terms`` are the indices of the products a reader is
+    shown, in index order; ``remainder`` is the sum of the others (0.0 when all are shown), so the
+    shown products plus ``remainder`` add up to ``raw``. ``contribution`` is ``weight * value``.
+    """
+
+    index: int
+    token: str
+    key: np.ndarray
+    value: np.ndarray
+    products: np.ndarray
+    terms: tuple[int, ...]
+    remainder: float
+    raw: float
+    scaled: float
+    weight: float
+    contribution: np.ndarray
+    masked: bool
+    is_top: bool
+
+    @property
+    def elided(self) -> int:
+        """How many products ``remainder`` stands for."""
+        return len(self.products) - len(self.terms)
+
+
+@dataclass(frozen=True, eq=False)
+class KeySummary:
+    """The keys a trace does not show one by one, as one row: how many, and their totals."""
+
+    count: int
+    weight: float
+    contribution: np.ndarray
+    masked: int
+
+
+@dataclass(frozen=True, eq=False)
+class HeadTrace:
+    """One head's part of a trace: the key lines shown, the rest summed up, and the head output.
+
+    The contributions of ``keys`` plus ``rest.contribution`` add up to ``output``.
+    """
+
+    head: int
+    columns: range
+    d_k: int
+    query: np.ndarray
+    keys: tuple[KeyLine, ...]
+    rest: KeySummary | None
+    output: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """How the output of one query token was computed, head by head.
+
+    ``query`` is the token's position in the input (0-based), ``heads`` the traced heads in order,
+    ``output`` the concatenated output of all heads (``[d_model]``) and ``projected`` the output
+    after an output projection, where the result has one (None until then).
+    """
+
+    token: str
+    query: int
+    scale: float
+    n_heads: int
+    n_keys: int
+    heads: tuple[HeadTrace, ...]
+    output: np.ndarray
+    projected: np.ndarray | None = None
+
+
+def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | None = None) -> int:
+    """The query row (0-based) picked by ``token`` or by ``query``; exactly one must be given."""
+    if token is not None and query is not None:
+        raise UsageError(f"give --token or --query, not both (got --token {token!r} and --query {query})")
+    if query is not None:
+        if not 0 <= query < len(tokens):
+            raise UsageError(f"query {query} is out of range; the input has queries 0..{len(tokens) - 1}")
+        return query
+    if token is None:
+        raise UsageError(f"pick the query to trace with --token or --query; tokens: {_listing(tokens)}")
+    found = [i for i, t in enumerate(tokens) if t == token]
+    if len(found) > 1:
+        raise UsageError(f"token {token!r} appears at queries {', '.join(map(str, found))}; pick one with --query")
+    if not found:
+        close = difflib.get_close_matches(token, list(dict.fromkeys(tokens)), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UsageError(f"token {token!r} is not in the input{hint}; tokens: {_listing(tokens)}")
+    return found[0]
+
+
+def _listing(tokens: Sequence[str]) -> str:
+    shown = ", ".join(tokens[:LISTED_TOKENS])
+    more = len(tokens) - LISTED_TOKENS
+    return f"{shown}, … ({more} more)" if more > 0 else shown
+
+
+def resolve_head(head: int | None, n_heads: int) -> tuple[int, ...] | None:
+    """The 0-based head picked by ``head``, counted from 1 as people count; None means every head."""
+    if head is None:
+        return None
+    if not 1 <= head <= n_heads:
+        raise UsageError(f"head {head} is out of range; heads are numbered 1..{n_heads}")
+    return (head - 1,)
+
+
+def select_terms(products: np.ndarray, limit: int | None) -> tuple[tuple[int, ...], float]:
+    """Indices of the products to show (in index order) and the sum of the others.
+
+    Up to ``limit`` products (None: no limit) all are shown; past it, the ``limit`` largest in
+    absolute value, ties going to the lower index.
+    """
+    if limit is None or len(products) <= limit:
+        return tuple(range(len(products))), 0.0
+    largest = np.argsort(-np.abs(products), kind="stable")[:limit]
+    rest = np.ones(len(products), dtype=bool)
+    rest[largest] = False
+    return tuple(sorted(int(i) for i in largest)), float(products[rest].sum())
+
+
+def select_keys(weights: np.ndarray, limit: int | None) -> np.ndarray:
+    """Indices of the ``limit`` keys of largest weight (None: all), in key order; ties to the lower index."""
+    if limit is None or len(weights) <= limit:
+        return np.arange(len(weights))
+    return np.sort(np.argsort(-weights, kind="stable")[:limit])
+
+
+# Masks, grouped K/V heads and an output projection come with a later issue. These three functions
+# are the only places a trace reads them, from the result's attributes where they exist.
+
+
+def masked_keys(result: AttentionResult, head: int, row: int) -> np.ndarray:
+    """Which keys the query in ``row`` may not attend to in ``head`` (True = masked).
+
+    Reads ``result.mask`` where it exists: True where attending is allowed (as SDPA's boolean
+    ``attn_mask``), ``[query, key]`` or ``[head, query, key]``; None or absent means every key.
+    """
+    mask = getattr(result, "mask", None)
+    if mask is None:
+        return np.zeros(len(result.key_tokens), dtype=bool)
+    return ~np.broadcast_to(mask, result.weights.shape)[head, row]
+
+
+def kv_head(result: AttentionResult, head: int) -> int:
+    """The index into ``k_heads``/``v_heads`` that query head ``head`` reads (itself without GQA)."""
+    shared = getattr(result, "kv_head", None)
+    return head if shared is None else int(shared(head))
+
+
+def projected_output(result: AttentionResult, row: int) -> np.ndarray | None:
+    """The output of ``row`` after the output projection, or None where the result has none."""
+    projected = getattr(result, "projected", None)
+    return None if projected is None else projected[row]
+
+
+def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None, keys: int | None) -> HeadTrace:
+    q = result.q_heads[head, row]  # (d_k,)
+    kv = kv_head(result, head)
+    k, v = result.k_heads[kv], result.v_heads[kv]  # (M, d_k)
+    weights = result.weights[head, row]  # (M,)
+    masked = masked_keys(result, head, row)
+    top = weights.max()
+    shown = select_keys(weights, keys)
+    lines = []
+    for j in shown:
+        products = q * k[j]  # (d_k,)
+        picked, remainder = select_terms(products, terms)
+        lines.append(
+            KeyLine(
+                index=int(j),
+                token=result.key_tokens[j],
+                key=k[j],
+                value=v[j],
+                products=products,
+                terms=picked,
+                remainder=remainder,
+                raw=float(result.scores[head, row, j]),
+                scaled=float(result.scaled[head, row, j]),
+                weight=float(weights[j]),
+                contribution=weights[j] * v[j],
+                masked=bool(masked[j]),
+                is_top=bool(weights[j] == top > 0),
+            )
+        )
+    rest = None
+    if len(shown) < len(weights):
+        others = np.ones(len(weights), dtype=bool)
+        others[shown] = False
+        rest = KeySummary(
+            count=int(others.sum()),
+            weight=float(weights[others].sum()),
+            contribution=weights[others] @ v[others],  # (d_k,)
+            masked=int(masked[others].sum()),
+        )
+    return HeadTrace(
+        head=head,
+        columns=result.head_columns(head),
+        d_k=result.d_k,
+        query=q,
+        keys=tuple(lines),
+        rest=rest,
+        output=result.head_outputs[head, row],
+    )
+
+
+def build_trace(
+    result: AttentionResult,
+    row: int = 0,
+    *,
+    heads: Sequence[int] | None = None,
+    terms: int | None = DEFAULT_TERMS,
+    keys: int | None = DEFAULT_KEYS,
+) -> Trace:
+    """The trace of query ``row`` of ``result`` (row 0: a result computed for one selected query).
+
+    Everything is read from ``result``; only the products ``q[i] * k[i]`` of each shown key and the
+    contributions ``weight * value`` are derived. ``heads`` are 0-based (None: all). ``terms`` bounds
+    the products shown per dot product and ``keys`` the keys shown per head (None: no bound).
+    """
+    chosen = range(result.heads) if heads is None else heads
+    return Trace(
+        token=result.tokens[row],
+        query=result.query_positions[row],
+        scale=result.scale,
+        n_heads=result.heads,
+        n_keys=len(result.key_tokens),
+        heads=tuple(_trace_head(result, h, row, terms, keys) for h in chosen),
+        output=result.output[row],
+        projected=projected_output(result, row),
+    )

@@ -1,0 +1,117 @@
+"""`attnx trace`: explain how one query token's attention was computed, head by head."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attnx.cli.common import (
+    ConfigArg,
+    DModelOpt,
+    Dtype,
+    DtypeOpt,
+    Engine,
+    EngineOpt,
+    FormatOpt,
+    HeadsOpt,
+    NoColorOpt,
+    OutputFormat,
+    PrecisionOpt,
+    SeedOpt,
+    TokensOpt,
+    guarded,
+    load_input,
+    stdout_console,
+    write_stdout,
+)
+from attnx.errors import UsageError
+
+TokenOpt = Annotated[
+    str | None, typer.Option("--token", "-t", help="The query token to trace (must appear once).", show_default=False)
+]
+QueryOpt = Annotated[
+    int | None,
+    typer.Option("--query", "-q", help="The query to trace by position, counted from 0.", show_default=False),
+]
+HeadOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--head",
+        help="Trace only head N, counted from 1 as in the tables (1..H). Default: every head.",
+        show_default=False,
+    ),
+]
+TermsOpt = Annotated[
+    str,
+    typer.Option(
+        "--terms",
+        metavar="N|all",
+        help="Products written out per dot product (the largest; the rest summed), and entries shown per vector.",
+    ),
+]
+KeysOpt = Annotated[
+    str,
+    typer.Option(
+        "--keys", metavar="N|all", help="Keys shown per head (the largest weights; the rest summed in one row)."
+    ),
+]
+
+
+def parse_limit(value: str, option: str) -> int | None:
+    """``"all"`` -> None, ``"8"`` -> 8; anything else is a usage error naming ``option``."""
+    if value.strip().lower() == "all":
+        return None
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise UsageError(f"{option} expects a whole number of at least 1 or 'all', got {value!r}")
+    return limit
+
+
+@guarded
+def trace(
+    config: ConfigArg = None,
+    token: TokenOpt = None,
+    query: QueryOpt = None,
+    head: HeadOpt = None,
+    terms: TermsOpt = "8",
+    keys: KeysOpt = "10",
+    heads: HeadsOpt = None,
+    seed: SeedOpt = None,
+    tokens: TokensOpt = None,
+    d_model: DModelOpt = None,
+    engine: EngineOpt = Engine.numpy,
+    dtype: DtypeOpt = Dtype.float64,
+    precision: PrecisionOpt = 4,
+    output_format: FormatOpt = OutputFormat.table,
+    no_color: NoColorOpt = False,
+) -> None:
+    """Explain one query token step by step: per head, the dot products term by term, weights and output.
+
+    Pick the token with --token cat or --query 1. With no CONFIG: the worked example "The cat sat on mat".
+    """
+    from attnx.analysis.trace import build_trace, resolve_head, resolve_query
+    from attnx.engines import compute
+
+    term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
+    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
+    row = resolve_query(spec.tokens, token=token, query=query)
+    chosen = resolve_head(head, spec.heads)
+    # Only this query's row of each head is computed: a trace stays cheap on long inputs.
+    result = compute(spec.select_queries([row]), engine.value, dtype=dtype.value)
+    explained = build_trace(result, heads=chosen, terms=term_limit, keys=key_limit)
+
+    if output_format is OutputFormat.json:
+        from attnx.render.serialize import dumps
+        from attnx.render.trace import trace_to_dict
+
+        write_stdout(dumps(trace_to_dict(explained)))
+        return
+    from attnx.render.trace import source_line, trace_view
+
+    console = stdout_console(no_color)
+    console.print(source_line(result, spec.source))
+    console.print(trace_view(explained, precision, term_limit))

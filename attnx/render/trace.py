@@ -1,0 +1,290 @@
+"""Showing a trace: Rich renderables with the arithmetic written out, and the same trace as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from attnx.analysis.trace import HeadTrace, KeyLine, Trace
+from attnx.render.numbers import fmt, fmt_row
+from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.result import AttentionResult
+
+TOP_STYLE = "bold yellow"
+MASKED_STYLE = "dim strike"
+TOP_MARK = "◀ max"
+UNBOUNDED = 1_000_000  # a width to measure a table's natural width with
+
+
+def fmt_factor(value: float, precision: int) -> str:
+    """A factor of a product, as short as it is exact: ``"2.0"``, ``"0.3012"``, ``"(-1.25)"``.
+
+    At most ``precision`` decimals, trailing zeros dropped (one kept), negatives in parentheses.
+    """
+    text = fmt(value, precision)
+    if "." in text:
+        text = text.rstrip("0")
+        text += "0" if text.endswith(".") else ""
+    return f"({text})" if text.startswith("-") else text
+
+
+def fmt_vector(values: np.ndarray, precision: int, limit: int | None = None) -> str:
+    """``fmt_row``, with the middle of a vector longer than ``limit`` (None: no limit) left out as ``…``."""
+    if limit is None or len(values) <= limit:
+        return fmt_row(list(values), precision)
+    head, tail = (limit + 1) // 2, limit // 2
+    cells = [fmt(float(v), precision) for v in values[:head]]
+    cells.append(f"… {len(values) - limit} more …")
+    cells += [fmt(float(v), precision) for v in values[len(values) - tail :]]
+    return "[" + ", ".join(cells) + "]"
+
+
+def dot_terms(query: np.ndarray, line: KeyLine, precision: int) -> str:
+    """The dot product ``Q_h[token]·K_h[key]`` term by term: ``"0.0×0.0 + 2.0×1.0"``.
+
+    Elided products are one last term, ``… (56 more: 0.1234)``, carrying their sum.
+    """
+    terms = [
+        f"{fmt_factor(float(query[i]), precision)}×{fmt_factor(float(line.key[i]), precision)}" for i in line.terms
+    ]
+    if line.elided:
+        terms.append(f"… ({line.elided} more: {fmt(line.remainder, precision)})")
+    return " + ".join(terms)
+
+
+def dot_product(query: np.ndarray, line: KeyLine, precision: int) -> str:
+    """``dot_terms`` and the raw score they add up to: ``"0.0×0.0 + 2.0×1.0 = 2.0000"``."""
+    return f"{dot_terms(query, line, precision)} = {fmt(line.raw, precision)}"
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """``wide`` where its natural width fits the console, else ``narrow`` (the same content, stacked)."""
+
+    wide: RenderableType
+    narrow: RenderableType
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """Pick the layout for the width at hand."""
+        natural = Measurement.get(console, options.update(max_width=UNBOUNDED), self.wide).maximum
+        yield self.wide if natural <= options.max_width else self.narrow
+
+
+def _table(title: str) -> Table:
+    """A titled table with one label column per key (``#``, ``key``); the caller adds the rest."""
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+        min_width=len(title),
+    )
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("key", style="bold cyan", no_wrap=True)
+    return table
+
+
+def _numbers(table: Table, *headers: str) -> None:
+    for header in headers:
+        table.add_column(Text(header), justify="right", no_wrap=True)
+
+
+def _vectors(table: Table, *headers: str) -> None:
+    for header in headers:  # vectors and sums of terms wrap between their entries
+        table.add_column(Text(header), min_width=12)
+
+
+def _row_style(line: KeyLine) -> str:
+    return MASKED_STYLE if line.masked else TOP_STYLE if line.is_top else ""
+
+
+def _labels(line: KeyLine) -> list[str]:
+    return [str(line.index), line.token]
+
+
+def _rest_labels(head: HeadTrace) -> list[str]:
+    return ["", f"… {head.rest.count} more" if head.rest else ""]
+
+
+def keys_table(head: HeadTrace, scale: float, precision: int, entries: int | None, *, arithmetic: bool = True) -> Table:
+    """One row per shown key: raw and scaled score, masked, weight and a ``◀ max`` mark.
+
+    With ``arithmetic`` also the key's slice and the dot product term by term. The keys not shown
+    are one last row with their total weight.
+    """
+    table = _table(f"scores (scaled = raw × {fmt(scale, precision)}) and weights")
+    if arithmetic:
+        _vectors(table, "K_h[key]", "Q·K term by term")
+    _numbers(table, "raw", "scaled", "masked", "weight")
+    table.add_column("", no_wrap=True)
+    for line in head.keys:
+        cells = _labels(line)
+        if arithmetic:
+            cells += [fmt_vector(line.key, precision, entries), dot_product(head.query, line, precision)]
+        cells += [fmt(line.raw, precision), fmt(line.scaled, precision), "yes" if line.masked else "no"]
+        cells += [fmt(line.weight, precision), TOP_MARK if line.is_top else ""]
+        table.add_row(*map(Text, cells), style=_row_style(line))
+    if head.rest is not None:
+        cells = _rest_labels(head) + [""] * (2 * arithmetic + 2)
+        cells += [str(head.rest.masked) if head.rest.masked else "no", fmt(head.rest.weight, precision), ""]
+        table.add_row(*map(Text, cells), style="italic")
+    return table
+
+
+def arithmetic_table(head: HeadTrace, token: str, precision: int, entries: int | None) -> Table:
+    """Each shown key's slice above its dot product with the query, term by term."""
+    table = _table(f"dot products Q_h[{token}]·K_h[key], term by term")
+    _vectors(table, "K_h[key], then Q·K")
+    for line in head.keys:
+        block = f"{fmt_vector(line.key, precision, entries)}\n{dot_product(head.query, line, precision)}"
+        table.add_row(*map(Text, [*_labels(line), block]), style=_row_style(line))
+    return table
+
+
+def output_table(head: HeadTrace, token: str, precision: int, entries: int | None, *, stacked: bool = False) -> Table:
+    """The head output as the weighted sum of the value rows, one contribution per key.
+
+    ``stacked`` puts each value row above its contribution in one column, for narrow consoles.
+    """
+    table = _table(f"head output O_h[{token}] = Σ weight × V_h[key]")
+    _numbers(table, "weight")
+    _vectors(table, *(["V_h[key], then weight × V_h[key]"] if stacked else ["V_h[key]", "weight × V_h[key]"]))
+
+    def vectors(value: str, contribution: str) -> list[str]:
+        if not stacked:
+            return [value, contribution]
+        return [f"{value}\n{contribution}" if value else contribution]
+
+    for line in head.keys:
+        value, contribution = (fmt_vector(v, precision, entries) for v in (line.value, line.contribution))
+        cells = [*_labels(line), fmt(line.weight, precision), *vectors(value, contribution)]
+        table.add_row(*map(Text, cells), style=_row_style(line))
+    total = sum(line.weight for line in head.keys)
+    if head.rest is not None:
+        total += head.rest.weight
+        contribution = fmt_vector(head.rest.contribution, precision, entries)
+        cells = [*_rest_labels(head), fmt(head.rest.weight, precision), *vectors("", contribution)]
+        table.add_row(*map(Text, cells), style="italic")
+    table.add_section()
+    output = fmt_vector(head.output, precision, entries)
+    table.add_row(*map(Text, ["", f"O_h[{token}]", fmt(total, precision), *vectors("", output)]), style="bold")
+    return table
+
+
+def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:
+    """One head of a trace: its header, the query slice, the keys and the weighted sum of values."""
+    token = trace.token
+    split = Group(
+        keys_table(head, trace.scale, precision, entries, arithmetic=False),
+        Text(""),
+        arithmetic_table(head, token, precision, entries),
+    )
+    return Group(
+        Rule(head_label(head), align="left", style="dim"),
+        Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}"),
+        Fitted(keys_table(head, trace.scale, precision, entries), split),
+        Text(""),
+        Fitted(
+            output_table(head, token, precision, entries),
+            output_table(head, token, precision, entries, stacked=True),
+        ),
+        Text(""),
+    )
+
+
+def head_label(head: HeadTrace) -> str:
+    """``"Head 1 · columns 0-1 · d_k = 2"``, worded as `attnx run` titles its heads (counted from 1)."""
+    return f"Head {head.head + 1} · columns {head.columns.start}-{head.columns.stop - 1} · d_k = {head.d_k}"
+
+
+def source_line(result: AttentionResult, source: str) -> Text:
+    """Where the problem came from and what computed it: ``"built-in example (…) · numpy float64 cpu"``."""
+    return Text(f"{source} · {result.engine} {result.dtype} {result.device}", style="dim")
+
+
+def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:
+    """Everything `attnx trace` prints: each traced head, then the concatenated (and projected) output.
+
+    Vectors longer than ``entries`` (None: no limit) are shown with their middle left out.
+    """
+    if len(trace.heads) == 1 and trace.n_heads > 1:
+        which = f"head {trace.heads[0].head + 1} of {trace.n_heads}"
+    else:
+        which = f"{trace.n_heads} head{'s' if trace.n_heads > 1 else ''}"
+    sizes = f"{trace.n_keys} keys · d_model {len(trace.output)} · {which}"
+    title = f"Trace of {trace.token!r} (query {trace.query}) · {sizes}"
+    parts: list[RenderableType] = [Text(title, style="bold")]
+    parts += [head_view(head, trace, precision, entries) for head in trace.heads]
+    parts.append(Rule(style="dim"))
+    concatenated = f"concatenated output O[{trace.token}] = {fmt_vector(trace.output, precision, entries)}"
+    parts.append(Text(concatenated, style="bold"))
+    if trace.projected is not None:
+        projected = f"projected output O[{trace.token}]·W_O = {fmt_vector(trace.projected, precision, entries)}"
+        parts.append(Text(projected, style="bold"))
+    return Group(*parts)
+
+
+def _number(value: float) -> float | None:
+    return to_plain(np.asarray(value))
+
+
+def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
+    keys = [
+        {
+            "index": line.index,
+            "token": line.token,
+            "k": to_plain(line.key),
+            "v": to_plain(line.value),
+            "products": to_plain(line.products),
+            "raw": _number(line.raw),
+            "scaled": _number(line.scaled),
+            "masked": line.masked,
+            "weight": _number(line.weight),
+            "contribution": to_plain(line.contribution),
+            "top": line.is_top,
+        }
+        for line in head.keys
+    ]
+    rest = None
+    if head.rest is not None:
+        rest = {
+            "count": head.rest.count,
+            "weight": _number(head.rest.weight),
+            "contribution": to_plain(head.rest.contribution),
+            "masked": head.rest.masked,
+        }
+    return {
+        "head": head.head + 1,
+        "columns": list(head.columns),
+        "d_k": head.d_k,
+        "q": to_plain(head.query),
+        "keys": keys,
+        "rest": rest,
+        "output": to_plain(head.output),
+    }
+
+
+def trace_to_dict(trace: Trace) -> dict[str, Any]:
+    """The JSON object of `attnx trace --format json` (``format_version`` first; heads counted from 1)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "token": trace.token,
+        "query": trace.query,
+        "n_heads": trace.n_heads,
+        "n_keys": trace.n_keys,
+        "scale": _number(trace.scale),
+        "heads": [_head_to_dict(head) for head in trace.heads],
+        "output": to_plain(trace.output),
+        "projected": None if trace.projected is None else to_plain(trace.projected),
+    }

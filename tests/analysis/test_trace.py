@@ -1,0 +1,268 @@
+from __future__ import annotations
+
+import re
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+from attnx.analysis.trace import (
+    Trace,
+    build_trace,
+    kv_head,
+    masked_keys,
+    projected_output,
+    resolve_head,
+    resolve_query,
+    select_keys,
+    select_terms,
+)
+from attnx.engines import compute
+from attnx.errors import UsageError
+from attnx.io import load_spec
+from attnx.spec import AttentionSpec
+from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
+
+
+def worked_trace(token: str, **kwargs: Any) -> Trace:
+    """The trace of ``token`` in the worked example, computed for that query row only."""
+    spec = load_spec()
+    return build_trace(compute(spec.select_queries([TOKENS.index(token)])), **kwargs)
+
+
+def random_spec(n: int, d_model: int, heads: int, seed: int = 0) -> AttentionSpec:
+    """Random Q, K, V with tokens t0 .. t{n-1}."""
+    q, k, v = np.random.default_rng(seed).standard_normal((3, n, d_model)) * 2
+    tokens = tuple(f"t{i}" for i in range(n))
+    return AttentionSpec(q, k, v, heads, tokens, tokens)
+
+
+def assert_lines_add_up(trace: Trace) -> None:
+    """Every key line's shown products plus its remainder give its raw score."""
+    for head in trace.heads:
+        for line in head.keys:
+            shown = float(line.products[list(line.terms)].sum())
+            assert shown + line.remainder == pytest.approx(line.raw, rel=1e-12, abs=1e-12)
+
+
+class TestWorkedExample:
+    @pytest.mark.parametrize("token", ["The", "cat"])
+    def test_each_head_matches_the_tutorial(self, token: str) -> None:
+        """Query slice, dot products, scaled scores, weights and head outputs are the tutorial's numbers."""
+        trace = worked_trace(token)
+        assert (trace.token, trace.query) == (token, TOKENS.index(token))
+        assert len(trace.heads) == 2
+        for head, (query, rows, output) in zip(trace.heads, TRACES[token], strict=True):
+            assert head.query.tolist() == query
+            assert [line.token for line in head.keys] == [row[0] for row in rows]
+            for line, (_, _, dot, scaled, weight) in zip(head.keys, rows, strict=True):
+                assert line.raw == dot
+                assert abs(line.scaled - scaled) < DECIMALS_4
+                assert abs(line.weight - weight) < DECIMALS_4
+            np.testing.assert_allclose(head.output, output, rtol=0, atol=DECIMALS_4)
+
+    def test_head_1_of_cat(self) -> None:
+        """Head 1 of "cat": weights 0.3664, 0.0891, 0.3664, 0.0891, 0.0891 and output [0.4109, 0.1336]."""
+        head = worked_trace("cat").heads[0]
+        weights = [line.weight for line in head.keys]
+        np.testing.assert_allclose(weights, [0.3664, 0.0891, 0.3664, 0.0891, 0.0891], rtol=0, atol=DECIMALS_4)
+        np.testing.assert_allclose(head.output, [0.4109, 0.1336], rtol=0, atol=DECIMALS_4)
+
+    def test_contributions_are_weighted_value_rows(self) -> None:
+        """Head 1 of "cat": "The" contributes 0.3664 × [1, 0] and "mat" 0.0891 × [0.5, 0.5]."""
+        head = worked_trace("cat").heads[0]
+        np.testing.assert_allclose(head.keys[0].contribution, [0.3664, 0.0], rtol=0, atol=DECIMALS_4)
+        np.testing.assert_allclose(head.keys[4].contribution, [0.0445, 0.0445], rtol=0, atol=DECIMALS_4)
+        np.testing.assert_allclose(sum(line.contribution for line in head.keys), head.output, rtol=1e-14)
+
+    @pytest.mark.parametrize("token", ["The", "cat"])
+    def test_concatenated_output(self, token: str) -> None:
+        """The concatenated output is the tutorial's output row of the token."""
+        trace = worked_trace(token)
+        np.testing.assert_allclose(trace.output, OUTPUT[TOKENS.index(token)], rtol=0, atol=DECIMALS_4)
+        assert trace.projected is None
+
+    def test_products_add_up(self) -> None:
+        """With d_k = 2 every product is shown and the two add up to the dot product."""
+        for token in TOKENS:
+            trace = worked_trace(token)
+            assert all(line.terms == (0, 1) and line.remainder == 0.0 for h in trace.heads for line in h.keys)
+            assert_lines_add_up(trace)
+
+    def test_dims(self) -> None:
+        """Each head says which columns it owns and its d_k."""
+        trace = worked_trace("cat")
+        assert [h.columns for h in trace.heads] == [range(0, 2), range(2, 4)]
+        assert [h.d_k for h in trace.heads] == [2, 2]
+        assert (trace.n_heads, trace.n_keys, trace.scale) == (2, 5, pytest.approx(2**-0.5))
+
+    def test_top_keys_include_ties(self) -> None:
+        """In head 1 "cat" ties "The" and "sat", in head 2 "The" and "on": all of them are marked."""
+        trace = worked_trace("cat")
+        assert [line.token for line in trace.heads[0].keys if line.is_top] == ["The", "sat"]
+        assert [line.token for line in trace.heads[1].keys if line.is_top] == ["The", "on"]
+
+    def test_nothing_masked_without_a_mask(self) -> None:
+        """Results carry no mask yet, so no key is masked."""
+        assert not any(line.masked for head in worked_trace("The").heads for line in head.keys)
+
+    def test_heads_restrict(self) -> None:
+        """heads=(1,) traces the second head only; the concatenated output still has every head."""
+        trace = worked_trace("cat", heads=(1,))
+        assert [h.head for h in trace.heads] == [1]
+        assert trace.output.shape == (4,)
+
+
+class TestTerms:
+    def test_all_terms_up_to_the_limit(self) -> None:
+        """Up to the limit every product is shown, in order, with nothing left over."""
+        assert select_terms(np.array([3.0, -1.0, 2.0]), 3) == ((0, 1, 2), 0.0)
+        assert select_terms(np.array([3.0, -1.0, 2.0]), None) == ((0, 1, 2), 0.0)
+
+    def test_largest_in_index_order_and_the_rest_summed(self) -> None:
+        """Past the limit: the largest |products| in index order, the others summed."""
+        terms, remainder = select_terms(np.array([0.1, -5.0, 0.2, 4.0, -0.3]), 2)
+        assert terms == (1, 3)
+        assert remainder == pytest.approx(0.1 + 0.2 - 0.3, abs=1e-15)
+
+    def test_ties_go_to_the_lower_index(self) -> None:
+        """Equal magnitudes keep the earlier product."""
+        assert select_terms(np.array([1.0, -1.0, 1.0]), 2) == ((0, 1), 1.0)
+
+    def test_elided_lines_add_up_on_a_wide_head(self) -> None:
+        """With d_k = 64, eight terms are shown and the other 56 summed: each line still adds up."""
+        spec = random_spec(12, 128, 2, seed=3)
+        trace = build_trace(compute(spec.select_queries([5])), keys=None)
+        lines = [line for head in trace.heads for line in head.keys]
+        assert len(lines) == 24
+        assert all(len(line.terms) == 8 and line.elided == 56 for line in lines)
+        assert_lines_add_up(trace)
+        for line in lines:  # the shown ones are the largest in magnitude
+            shown = np.abs(line.products[list(line.terms)])
+            assert shown.min() >= np.delete(np.abs(line.products), line.terms).max()
+
+    def test_all_terms(self) -> None:
+        """terms=None shows all 64 products."""
+        trace = build_trace(compute(random_spec(4, 64, 1).select_queries([0])), terms=None)
+        assert all(line.terms == tuple(range(64)) and line.remainder == 0.0 for line in trace.heads[0].keys)
+        assert_lines_add_up(trace)
+
+
+class TestKeys:
+    def test_top_weights_in_key_order(self) -> None:
+        """The ten keys of largest weight are shown in key order."""
+        weights = np.array([0.05, 0.3, 0.01, 0.2, 0.02, 0.4, 0.02])
+        assert select_keys(weights, 3).tolist() == [1, 3, 5]
+        assert select_keys(weights, None).tolist() == list(range(7))
+
+    def test_fifty_keys_collapse_and_still_add_up(self) -> None:
+        """With 50 keys: 10 shown, one summary of 40; contributions and weights add up per head."""
+        spec = random_spec(50, 16, 4, seed=11)
+        result = compute(spec.select_queries([17]))
+        trace = build_trace(result)
+        for head in trace.heads:
+            weights = result.weights[head.head, 0]
+            shown = [line.index for line in head.keys]
+            assert shown == sorted(np.argsort(-weights)[:10].tolist())
+            assert head.rest is not None and head.rest.count == 40 and head.rest.masked == 0
+            total = sum(line.contribution for line in head.keys) + head.rest.contribution
+            np.testing.assert_allclose(total, head.output, rtol=1e-12, atol=1e-14)
+            assert sum(line.weight for line in head.keys) + head.rest.weight == pytest.approx(1.0, rel=1e-12)
+            assert [line.index for line in head.keys if line.is_top] == [int(np.argmax(weights))]
+
+    def test_all_keys(self) -> None:
+        """keys=None shows all 50 keys and no summary."""
+        trace = build_trace(compute(random_spec(50, 8, 2).select_queries([0])), keys=None)
+        assert all(len(head.keys) == 50 and head.rest is None for head in trace.heads)
+
+
+class TestReadsTheResult:
+    def test_selected_row_equals_the_full_computation(self) -> None:
+        """Tracing one selected query gives the numbers of that row of the full result."""
+        spec = random_spec(9, 12, 3, seed=5)
+        full = compute(spec)
+        trace = build_trace(compute(spec.select_queries([4])), keys=None)
+        assert trace.query == 4
+        np.testing.assert_allclose(trace.output, full.output[4], rtol=1e-12)
+        for head in trace.heads:
+            h = head.head
+            np.testing.assert_allclose([line.raw for line in head.keys], full.scores[h, 4], rtol=1e-12)
+            np.testing.assert_allclose([line.scaled for line in head.keys], full.scaled[h, 4], rtol=1e-12)
+            np.testing.assert_allclose([line.weight for line in head.keys], full.weights[h, 4], rtol=1e-12)
+            np.testing.assert_allclose(head.output, full.head_outputs[h, 4], rtol=1e-12)
+
+    def test_row_of_a_full_result(self) -> None:
+        """build_trace on a full result reads the row it is given."""
+        spec = random_spec(6, 4, 2, seed=8)
+        full = compute(spec)
+        trace = build_trace(full, 3)
+        assert (trace.token, trace.query) == ("t3", 3)
+        np.testing.assert_array_equal(trace.heads[1].output, full.head_outputs[1, 3])
+
+    def test_mask_is_read_from_the_result(self) -> None:
+        """A result ``mask`` (True = may attend, [query, key] or per head) marks the other keys masked."""
+        allowed = np.array([[True, False, True]])
+        stand_in = types.SimpleNamespace(mask=allowed, weights=np.zeros((2, 1, 3)), key_tokens=("a", "b", "c"))
+        assert masked_keys(stand_in, 1, 0).tolist() == [False, True, False]
+        stand_in.mask = np.array([[[True, True, False]], [[False, True, True]]])
+        assert masked_keys(stand_in, 1, 0).tolist() == [True, False, False]
+
+    def test_grouped_kv_heads_and_projection_are_read_where_they_exist(self) -> None:
+        """Query head 3 of a result whose K/V heads are shared in pairs reads K/V head 1; a projection is read."""
+        shared = types.SimpleNamespace(kv_head=lambda head: head // 2, projected=np.arange(6.0).reshape(2, 3))
+        assert [kv_head(shared, h) for h in range(4)] == [0, 0, 1, 1]
+        assert projected_output(shared, 1).tolist() == [3.0, 4.0, 5.0]
+        result = compute(load_spec())
+        assert [kv_head(result, h) for h in range(2)] == [0, 1]
+        assert projected_output(result, 0) is None
+
+
+class TestResolveQuery:
+    def test_token_and_query(self) -> None:
+        """A token that appears once, or an index in range, picks that row."""
+        assert resolve_query(TOKENS, token="cat") == 1
+        assert resolve_query(TOKENS, query=4) == 4
+
+    def test_duplicate_token(self) -> None:
+        """A token that appears twice lists its positions and suggests --query."""
+        with pytest.raises(UsageError, match=r"^token 'the' appears at queries 0, 3; pick one with --query$"):
+            resolve_query(("the", "cat", "saw", "the", "dog"), token="the")
+
+    def test_unknown_token(self) -> None:
+        """An unknown token lists the tokens there are, with the closest one."""
+        message = "token 'the' is not in the input (did you mean 'The'?); tokens: The, cat, sat, on, mat"
+        with pytest.raises(UsageError, match=f"^{re.escape(message)}$"):
+            resolve_query(TOKENS, token="the")
+
+    def test_unknown_token_among_many(self) -> None:
+        """Past 20 tokens the list stops and says how many more there are."""
+        tokens = tuple(f"w{i}" for i in range(100))
+        with pytest.raises(UsageError, match=r"tokens: w0, w1, .*, w19, … \(80 more\)$"):
+            resolve_query(tokens, token="zzz")
+
+    @pytest.mark.parametrize("query", [5, -1])
+    def test_query_out_of_range(self, query: int) -> None:
+        """A query outside 0..N-1 says the valid range."""
+        with pytest.raises(UsageError, match=rf"^query {query} is out of range; the input has queries 0\.\.4$"):
+            resolve_query(TOKENS, query=query)
+
+    def test_one_of_token_and_query(self) -> None:
+        """Neither or both of --token and --query is a usage error."""
+        with pytest.raises(UsageError, match="pick the query to trace with --token or --query; tokens: The, cat"):
+            resolve_query(TOKENS)
+        with pytest.raises(UsageError, match="give --token or --query, not both"):
+            resolve_query(TOKENS, token="cat", query=1)
+
+
+class TestResolveHead:
+    def test_counted_from_one(self) -> None:
+        """--head 2 is the 0-based head 1; no --head means every head."""
+        assert resolve_head(2, 2) == (1,)
+        assert resolve_head(None, 2) is None
+
+    @pytest.mark.parametrize("head", [0, 3])
+    def test_out_of_range(self, head: int) -> None:
+        """A head outside 1..H says the valid range."""
+        with pytest.raises(UsageError, match=rf"^head {head} is out of range; heads are numbered 1\.\.2$"):
+            resolve_head(head, 2)

@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import attnx.engines
+from attnx.cli import app
+from attnx.result import AttentionResult
+from attnx.spec import AttentionSpec
+from tests.conftest import DECIMALS_4, OUTPUT, TRACES
+
+RANDOM = ["--seed", "4", "--tokens", " ".join(f"w{i}" for i in range(30)), "--d-model", "32", "--heads", "2"]
+
+
+def squeeze(text: str) -> str:
+    """Runs of spaces as one space, lines kept."""
+    return "\n".join(" ".join(line.split()) for line in text.splitlines())
+
+
+def trace_json(runner: CliRunner, *args: str) -> dict:
+    """Run `attnx trace ... --format json` and parse its stdout."""
+    result = runner.invoke(app, ["trace", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+class TestTraceTable:
+    @pytest.mark.parametrize("token", ["The", "cat"])
+    def test_worked_example(self, runner: CliRunner, token: str) -> None:
+        """`attnx trace --token T` prints each of the tutorial's dot products with its weight, and the outputs."""
+        result = runner.invoke(app, ["trace", "--token", token, "--no-color"], env={"COLUMNS": "120"})
+        assert result.exit_code == 0, result.output
+        text = squeeze(result.stdout)
+        for _, rows, output in TRACES[token]:
+            for key, terms, dot, scaled, weight in rows:
+                assert f"{key} " in text and f"{terms} = {dot:.4f} {dot:.4f} {scaled:.4f} no {weight:.4f}" in text
+            assert f"O_h[{token}] 1.0000 [{output[0]:.4f}, {output[1]:.4f}]" in text
+
+    def test_query_picks_the_same_row(self, runner: CliRunner) -> None:
+        """--query 1 prints exactly what --token cat prints."""
+        by_token = runner.invoke(app, ["trace", "--token", "cat", "--no-color"])
+        by_query = runner.invoke(app, ["trace", "-q", "1", "--no-color"])
+        assert by_token.exit_code == by_query.exit_code == 0
+        assert by_token.stdout == by_query.stdout
+
+    def test_head_restricts(self, runner: CliRunner) -> None:
+        """--head 2 prints head 2 only."""
+        result = runner.invoke(app, ["trace", "-t", "cat", "--head", "2", "--no-color"])
+        assert result.exit_code == 0
+        assert "Head 2 · columns 2-3" in result.stdout and "Head 1 ·" not in result.stdout
+        assert "head 2 of 2" in result.stdout
+
+    def test_keys_collapse_and_all(self, runner: CliRunner) -> None:
+        """By default 10 keys of 30 are shown with '… 20 more'; --keys all shows every key."""
+        summary = re.compile(r"… (\d+) more(?! …)")
+        default = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--no-color"], env={"COLUMNS": "200"})
+        assert default.exit_code == 0
+        assert summary.findall(default.stdout) == ["20"] * 4  # two heads, two tables each
+        every = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--keys", "all", "--no-color"])
+        assert every.exit_code == 0 and summary.findall(every.stdout) == []
+        two = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--keys", "2", "--no-color"])
+        assert summary.findall(two.stdout) == ["28"] * 4
+
+    def test_terms_elide_and_all(self, runner: CliRunner) -> None:
+        """With d_k = 16, eight products per dot product by default; --terms all writes all sixteen."""
+        product = re.compile(r"[\d)]×[\d(]")
+        args = ["trace", *RANDOM, "-t", "w3", "--keys", "1", "--no-color"]
+        default = runner.invoke(app, args, env={"COLUMNS": "400"})
+        lines = [line for line in default.stdout.splitlines() if product.search(line)]
+        assert [len(product.findall(line)) for line in lines] == [8, 8]
+        assert all("… (8 more: " in line for line in lines)
+        every = runner.invoke(app, [*args, "--terms", "all"], env={"COLUMNS": "400"})
+        lines = [line for line in every.stdout.splitlines() if product.search(line)]
+        assert [len(product.findall(line)) for line in lines] == [16, 16]
+        assert not any("more:" in line for line in lines)
+
+    def test_long_example_config(self, runner: CliRunner) -> None:
+        """configs/random-long-sentence.yaml traces "fox" with elided terms and collapsed keys."""
+        data = trace_json(runner, "configs/random-long-sentence.yaml", "-t", "fox")
+        assert (data["query"], data["n_keys"], len(data["heads"])) == (3, 24, 4)
+        assert all(head["d_k"] == 16 and head["rest"]["count"] == 14 for head in data["heads"])
+
+    def test_precision(self, runner: CliRunner) -> None:
+        """--precision 2 rounds the numbers to two decimals."""
+        result = runner.invoke(app, ["trace", "-t", "cat", "-p", "2", "--no-color"])
+        assert "O[cat] = [0.41, 0.13, 0.23, 0.37]" in result.stdout
+
+    def test_computes_one_query_row(self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The engine is asked for the traced query's row only, not the whole matrix."""
+        seen: list[AttentionSpec] = []
+        compute = attnx.engines.compute
+
+        def spy(spec: AttentionSpec, *args: object, **kwargs: object) -> AttentionResult:
+            seen.append(spec)
+            return compute(spec, *args, **kwargs)
+
+        monkeypatch.setattr(attnx.engines, "compute", spy)
+        result = runner.invoke(app, ["trace", *RANDOM, "-q", "12", "--format", "json"])
+        assert result.exit_code == 0
+        assert [(s.n_queries, s.n_keys, s.query_positions) for s in seen] == [(1, 30, (12,))]
+
+
+class TestTraceJson:
+    def test_worked_example(self, runner: CliRunner) -> None:
+        """--format json carries per head the dims, slices, per-key arithmetic and outputs."""
+        data = trace_json(runner, "--token", "cat")
+        assert next(iter(data)) == "format_version" and (data["token"], data["query"]) == ("cat", 1)
+        for head, (query, rows, output) in zip(data["heads"], TRACES["cat"], strict=True):
+            assert head["q"] == query and head["d_k"] == 2
+            assert [key["raw"] for key in head["keys"]] == [row[2] for row in rows]
+            np.testing.assert_allclose([key["weight"] for key in head["keys"]], [r[4] for r in rows], atol=DECIMALS_4)
+            np.testing.assert_allclose(head["output"], output, rtol=0, atol=DECIMALS_4)
+        assert [head["columns"] for head in data["heads"]] == [[0, 1], [2, 3]]
+        np.testing.assert_allclose(data["output"], OUTPUT[1], rtol=0, atol=DECIMALS_4)
+
+    def test_agrees_with_run(self, runner: CliRunner) -> None:
+        """Trace and run print the same scores, weights and outputs for the same query.
+
+        Equal to float64 rounding, not bit for bit: the engine computes the traced row alone, and a
+        one-row matrix product may round its last bit differently from the full one.
+        """
+        run = json.loads(runner.invoke(app, ["run", *RANDOM, "--format", "json"]).stdout)
+        trace = trace_json(runner, *RANDOM, "-q", "9", "--keys", "all")
+        for h, head in enumerate(trace["heads"]):
+            for name, tensor in (("raw", "scores"), ("scaled", "scaled"), ("weight", "weights")):
+                got = [key[name] for key in head["keys"]]
+                np.testing.assert_allclose(got, run[tensor][h][9], rtol=1e-13, atol=0)
+            np.testing.assert_allclose(head["output"], run["head_outputs"][h][9], rtol=1e-13, atol=0)
+        np.testing.assert_allclose(trace["output"], run["output"][9], rtol=1e-13, atol=0)
+
+    def test_head_and_keys(self, runner: CliRunner) -> None:
+        """--head 2 --keys 3 gives one head, three keys and the summary of the other 27."""
+        data = trace_json(runner, *RANDOM, "-t", "w0", "--head", "2", "--keys", "3")
+        (head,) = data["heads"]
+        assert head["head"] == 2 and len(head["keys"]) == 3 and head["rest"]["count"] == 27
+
+
+class TestTraceErrors:
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (
+                ["--seed", "1", "--tokens", "the cat saw the dog", "-t", "the"],
+                "token 'the' appears at queries 0, 3; pick one with --query",
+            ),
+            (["-t", "dog"], "token 'dog' is not in the input; tokens: The, cat, sat, on, mat"),
+            (["-q", "5"], "query 5 is out of range; the input has queries 0..4"),
+            (["-t", "cat", "--head", "3"], "head 3 is out of range; heads are numbered 1..2"),
+            (["-t", "cat", "--head", "0"], "head 0 is out of range; heads are numbered 1..2"),
+            ([], "pick the query to trace with --token or --query; tokens: The, cat, sat, on, mat"),
+            (["-t", "cat", "-q", "1"], "give --token or --query, not both (got --token 'cat' and --query 1)"),
+            (["-t", "cat", "--terms", "none"], "--terms expects a whole number of at least 1 or 'all', got 'none'"),
+            (["-t", "cat", "--keys", "0"], "--keys expects a whole number of at least 1 or 'all', got '0'"),
+        ],
+    )
+    def test_one_line_and_exit_2(self, runner: CliRunner, args: list[str], message: str) -> None:
+        """Each mistake is exit 2 with exactly one line on stderr and nothing on stdout."""
+        result = runner.invoke(app, ["trace", *args])
+        assert result.exit_code == 2
+        assert result.stdout == ""
+        assert result.stderr == f"attnx: error: {message}\n"
+
+
+class TestStartup:
+    def test_module_does_not_import_numpy(self) -> None:
+        """Importing the command line, trace included, leaves NumPy (and torch) unimported."""
+        code = "import sys, attnx.cli.trace; print('numpy' in sys.modules, 'torch' in sys.modules)"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert proc.stdout == "False False\n"
+
+    def test_help_counts_heads_from_one(self, runner: CliRunner) -> None:
+        """The help of --head says heads are counted from 1."""
+        result = runner.invoke(app, ["trace", "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0
+        assert "counted from 1" in squeeze(result.stdout)

@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from attnx.analysis.trace import Trace, build_trace
+from attnx.engines import compute
+from attnx.io import load_spec
+from attnx.render.numbers import fmt
+from attnx.render.serialize import dumps
+from attnx.render.trace import dot_product, dot_terms, fmt_factor, fmt_vector, trace_to_dict, trace_view
+from attnx.spec import AttentionSpec
+from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
+
+
+def worked_trace(token: str) -> Trace:
+    """The trace of ``token`` in the worked example."""
+    return build_trace(compute(load_spec().select_queries([TOKENS.index(token)])))
+
+
+def wide_trace(keys: int | None = 10, terms: int | None = 8) -> Trace:
+    """A trace with d_k = 16 over 30 keys: terms are elided and keys collapse by default."""
+    q, k, v = np.random.default_rng(2).standard_normal((3, 30, 32))
+    tokens = tuple(f"w{i}" for i in range(30))
+    spec = AttentionSpec(q, k, v, 2, tokens, tokens)
+    return build_trace(compute(spec.select_queries([7])), keys=keys, terms=terms)
+
+
+def render(trace: Trace, width: int = 100, precision: int = 4, entries: int | None = 8) -> str:
+    """Plain text of ``trace_view`` on a console ``width`` columns wide."""
+    console = Console(width=width, color_system=None, record=True, file=io.StringIO())
+    console.print(trace_view(trace, precision, entries))
+    return console.export_text()
+
+
+def squeeze(text: str) -> str:
+    """Runs of spaces as one space, lines kept."""
+    return "\n".join(" ".join(line.split()) for line in text.splitlines())
+
+
+class TestNumbers:
+    @pytest.mark.parametrize(
+        ("value", "precision", "text"),
+        [
+            (2.0, 4, "2.0"),
+            (0.5, 4, "0.5"),
+            (0.30125, 4, "0.3013"),
+            (-1.25, 4, "(-1.25)"),
+            (-1e-9, 4, "0.0"),
+            (3, 0, "3"),
+        ],
+    )
+    def test_factor(self, value: float, precision: int, text: str) -> None:
+        """Factors drop trailing zeros (one decimal kept) and put negatives in parentheses."""
+        assert fmt_factor(value, precision) == text
+
+    def test_vector_elides_its_middle(self) -> None:
+        """A vector longer than the limit keeps its first and last entries and says how many are left out."""
+        values = np.arange(10.0)
+        assert fmt_vector(values, 1, 4) == "[0.0, 1.0, … 6 more …, 8.0, 9.0]"
+        assert fmt_vector(values[:3], 1, 4) == "[0.0, 1.0, 2.0]"
+        assert fmt_vector(values, 0, None) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+
+
+class TestDotTerms:
+    @pytest.mark.parametrize("token", ["The", "cat"])
+    def test_the_tutorial_strings(self, token: str) -> None:
+        """Each dot product is written term by term exactly as the tutorial writes it."""
+        for head, (_, rows, _) in zip(worked_trace(token).heads, TRACES[token], strict=True):
+            for line, (_, terms, dot, _, _) in zip(head.keys, rows, strict=True):
+                assert dot_terms(head.query, line, 4) == terms
+                assert dot_product(head.query, line, 4) == f"{terms} = {dot:.4f}"
+
+    def test_elided_terms_end_with_their_sum(self) -> None:
+        """Past eight terms the line ends with how many are left out and their sum, then the raw score."""
+        head = wide_trace().heads[0]
+        line = head.keys[0]
+        text = dot_product(head.query, line, 4)
+        assert text.count("×") == 8
+        assert text.endswith(f" + … (8 more: {fmt(line.remainder, 4)}) = {fmt(line.raw, 4)}")
+
+    def test_precision_drives_the_factors(self) -> None:
+        """At precision 2 the factors have at most two decimals."""
+        head = wide_trace().heads[0]
+        decimals = re.findall(r"\d+\.(\d+)", dot_terms(head.query, head.keys[0], 2).split("…")[0])
+        assert len(decimals) == 16 and all(len(d) <= 2 for d in decimals)
+
+
+class TestTraceView:
+    def test_worked_example_cat(self) -> None:
+        """The trace of "cat" shows the head headers, query slices, term-by-term rows, outputs."""
+        text = squeeze(render(worked_trace("cat")))
+        assert "Trace of 'cat' (query 1) · 5 keys · d_model 4 · 2 heads" in text
+        assert "Head 1 · columns 0-1 · d_k = 2" in text and "Head 2 · columns 2-3 · d_k = 2" in text
+        assert "Q_h[cat] = [0.0000, 2.0000]" in text and "Q_h[cat] = [0.0000, 1.0000]" in text
+        assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 no 0.3664 ◀ max" in text
+        assert "1 cat [1.0000, 0.0000] 0.0×1.0 + 2.0×0.0 = 0.0000 0.0000 0.0000 no 0.0891" in text
+        assert "4 mat 0.1904 [0.5000, 0.5000] [0.0952, 0.0952]" in text
+        assert "O_h[cat] 1.0000 [0.4109, 0.1336]" in text and "O_h[cat] 1.0000 [0.2289, 0.3663]" in text
+        assert "concatenated output O[cat] = [0.4109, 0.1336, 0.2289, 0.3663]" in text
+
+    def test_top_mark_on_every_tied_key(self) -> None:
+        """ "The" ties three keys in head 1: each of their rows carries the mark."""
+        lines = [line for line in render(worked_trace("The")).splitlines() if "◀ max" in line]
+        assert [line.split()[1] for line in lines] == ["cat", "sat", "mat", "cat", "on"]
+
+    def test_collapsed_keys(self) -> None:
+        """With 30 keys, 10 rows and one '… 20 more' row with their total weight and contribution."""
+        trace = wide_trace()
+        text = render(trace, width=200)
+        rest = trace.heads[0].rest
+        assert rest is not None
+        assert "… 20 more" in text and f"{rest.weight:.4f}" in text
+        assert fmt_vector(rest.contribution, 4, 8) in text
+
+    def test_wide_heads_split_their_table(self) -> None:
+        """Where the one-table layout does not fit, the dot products get a table of their own."""
+        trace = worked_trace("cat")
+        assert "dot products Q_h[cat]·K_h[key], term by term" not in render(trace, width=100)
+        narrow = squeeze(render(trace, width=60))
+        assert "dot products Q_h[cat]·K_h[key], term by term" in narrow
+        assert "0.0×0.0 + 2.0×1.0 = 2.0000" in narrow
+        assert max(len(line) for line in render(trace, width=60).splitlines()) <= 60
+
+    def test_masked_key(self) -> None:
+        """A masked key says so in its row."""
+        trace = worked_trace("cat")
+        head = trace.heads[0]
+        masked = dataclasses.replace(head, keys=(dataclasses.replace(head.keys[0], masked=True), *head.keys[1:]))
+        text = squeeze(render(dataclasses.replace(trace, heads=(masked,))))
+        assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 yes 0.3664" in text
+
+    def test_tokens_are_not_markup(self) -> None:
+        """A token that looks like Rich markup is printed as it is."""
+        spec = AttentionSpec(np.eye(2), np.eye(2), np.eye(2), 1, ("[bold]", "x"), ("[bold]", "x"))
+        text = render(build_trace(compute(spec)))
+        assert "Q_h[[bold]] = [1.0000, 0.0000]" in text and "0  [bold]" in text
+
+    def test_styles(self) -> None:
+        """On a colour console the top key's row is bold yellow."""
+        console = Console(width=100, color_system="truecolor", force_terminal=True, record=True, file=io.StringIO())
+        console.print(trace_view(worked_trace("cat"), 4))
+        assert "\x1b[1;33m" in console.export_text(styles=True)
+
+
+class TestTraceToDict:
+    def test_shape_and_values(self) -> None:
+        """format_version first; per head the dims, query slice, per key the arithmetic; the output."""
+        data = json.loads(dumps(trace_to_dict(worked_trace("cat"))))
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.0"
+        assert (data["token"], data["query"], data["n_heads"], data["n_keys"]) == ("cat", 1, 2, 5)
+        assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
+        head = data["heads"][0]
+        assert (head["head"], head["columns"], head["d_k"], head["q"]) == (1, [0, 1], 2, [0.0, 2.0])
+        the = head["keys"][0]
+        assert the["token"] == "The" and the["k"] == [0.0, 1.0] and the["products"] == [0.0, 2.0]
+        assert (the["raw"], the["masked"], the["top"]) == (2.0, False, True)
+        assert the["scaled"] == pytest.approx(math.sqrt(2), rel=1e-15)
+        assert abs(the["weight"] - 0.3664) < DECIMALS_4
+        np.testing.assert_allclose(the["contribution"], [the["weight"], 0.0], rtol=1e-15)
+        assert head["rest"] is None
+        np.testing.assert_allclose(head["output"], [0.4109, 0.1336], rtol=0, atol=DECIMALS_4)
+        np.testing.assert_allclose(data["output"], OUTPUT[1], rtol=0, atol=DECIMALS_4)
+        assert data["projected"] is None
+
+    def test_rest_and_all_products(self) -> None:
+        """The summary of the collapsed keys is there, and products list every term whatever --terms says."""
+        data = trace_to_dict(wide_trace())
+        head = data["heads"][1]
+        assert head["head"] == 2 and len(head["keys"]) == 10 and head["rest"]["count"] == 20
+        assert all(len(key["products"]) == 16 for key in head["keys"])
+        total = np.sum([key["contribution"] for key in head["keys"]], axis=0) + head["rest"]["contribution"]
+        np.testing.assert_allclose(total, head["output"], rtol=1e-12)
+
+    def test_non_finite_numbers_are_null(self) -> None:
+        """A NaN raw score is written as null and the text is strict JSON."""
+        trace = worked_trace("cat")
+        head = trace.heads[0]
+        broken = dataclasses.replace(head, keys=(dataclasses.replace(head.keys[0], raw=math.nan), *head.keys[1:]))
+        data = trace_to_dict(dataclasses.replace(trace, heads=(broken,)))
+        assert data["heads"][0]["keys"][0]["raw"] is None
+        json.loads(dumps(data))
