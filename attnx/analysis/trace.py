@@ -60,10 +60,15 @@ class KeySummary:
 class HeadTrace:
     """One head's part of a trace: the key lines shown, the rest summed up, and the head output.
 
-    The contributions of ``keys`` plus ``rest.contribution`` add up to ``output``.
+    The contributions of ``keys`` plus ``rest.contribution`` add up to ``output``. ``kv_head`` is
+    the K/V head read; ``shared_with`` the query heads sharing it (empty without GQA); ``dropped``
+    says the head was zeroed before concatenation (ablation).
     """
 
     head: int
+    kv_head: int
+    shared_with: tuple[int, ...]
+    dropped: bool
     columns: range
     d_k: int
     query: np.ndarray
@@ -78,7 +83,7 @@ class Trace:
 
     ``query`` is the token's position in the input (0-based), ``heads`` the traced heads in order,
     ``output`` the concatenated output of all heads (``[d_model]``) and ``projected`` the output
-    after an output projection, where the result has one (None until then).
+    after the output projection W_o, where the input has one (else None).
     """
 
     token: str
@@ -147,40 +152,19 @@ def select_keys(weights: np.ndarray, limit: int | None) -> np.ndarray:
     return np.sort(np.argsort(-weights, kind="stable")[:limit])
 
 
-# Masks, grouped K/V heads and an output projection come with a later issue. These three functions
-# are the only places a trace reads them, from the result's attributes where they exist.
-
-
-def masked_keys(result: AttentionResult, head: int, row: int) -> np.ndarray:
-    """Which keys the query in ``row`` may not attend to in ``head`` (True = masked).
-
-    Reads ``result.mask`` where it exists: True where attending is allowed (as SDPA's boolean
-    ``attn_mask``), ``[query, key]`` or ``[head, query, key]``; None or absent means every key.
-    """
-    mask = getattr(result, "mask", None)
-    if mask is None:
+def masked_keys(result: AttentionResult, row: int) -> np.ndarray:
+    """Which keys the query in ``row`` may not attend to (True = masked; ``result.mask`` is True where allowed)."""
+    if result.mask is None:
         return np.zeros(len(result.key_tokens), dtype=bool)
-    return ~np.broadcast_to(mask, result.weights.shape)[head, row]
-
-
-def kv_head(result: AttentionResult, head: int) -> int:
-    """The index into ``k_heads``/``v_heads`` that query head ``head`` reads (itself without GQA)."""
-    shared = getattr(result, "kv_head", None)
-    return head if shared is None else int(shared(head))
-
-
-def projected_output(result: AttentionResult, row: int) -> np.ndarray | None:
-    """The output of ``row`` after the output projection, or None where the result has none."""
-    projected = getattr(result, "projected", None)
-    return None if projected is None else projected[row]
+    return ~result.mask[row]
 
 
 def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None, keys: int | None) -> HeadTrace:
     q = result.q_heads[head, row]  # (d_k,)
-    kv = kv_head(result, head)
+    kv = result.kv_head(head)
     k, v = result.k_heads[kv], result.v_heads[kv]  # (M, d_k)
     weights = result.weights[head, row]  # (M,)
-    masked = masked_keys(result, head, row)
+    masked = masked_keys(result, row)
     top = weights.max()
     shown = select_keys(weights, keys)
     lines = []
@@ -214,8 +198,12 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
             contribution=weights[others] @ v[others],  # (d_k,)
             masked=int(masked[others].sum()),
         )
+    group = result.group_size
     return HeadTrace(
         head=head,
+        kv_head=kv,
+        shared_with=tuple(range(kv * group, (kv + 1) * group)) if group > 1 else (),
+        dropped=head in result.dropped_heads,
         columns=result.head_columns(head),
         d_k=result.d_k,
         query=q,
@@ -248,5 +236,5 @@ def build_trace(
         n_keys=len(result.key_tokens),
         heads=tuple(_trace_head(result, h, row, terms, keys) for h in chosen),
         output=result.output[row],
-        projected=projected_output(result, row),
+        projected=None if result.projected is None else result.projected[row],
     )

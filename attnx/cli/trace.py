@@ -7,22 +7,29 @@ from typing import Annotated
 import typer
 
 from attnx.cli.common import (
+    CausalOpt,
     ConfigArg,
+    Device,
+    DeviceOpt,
     DModelOpt,
-    Dtype,
+    DropHeadOpt,
     DtypeOpt,
     Engine,
     EngineOpt,
     FormatOpt,
     HeadsOpt,
+    KvHeadsOpt,
+    LayoutOpt,
     NoColorOpt,
     OutputFormat,
     PrecisionOpt,
+    ScaleOpt,
     SeedOpt,
     TokensOpt,
     guarded,
     load_input,
     stdout_console,
+    warn_fully_masked,
     write_stdout,
 )
 from attnx.errors import UsageError
@@ -83,8 +90,14 @@ def trace(
     seed: SeedOpt = None,
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    scale: ScaleOpt = None,
+    layout: LayoutOpt = None,
+    causal: CausalOpt = False,
+    drop_head: DropHeadOpt = None,
     engine: EngineOpt = Engine.numpy,
-    dtype: DtypeOpt = Dtype.float64,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
     no_color: NoColorOpt = False,
@@ -97,11 +110,15 @@ def trace(
     from attnx.engines import compute
 
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
-    spec = load_input(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model)
+    spec = load_input(
+        config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
+        layout=layout, causal=causal, drop_heads=drop_head,
+    )  # fmt: skip
     row = resolve_query(spec.tokens, token=token, query=query)
     chosen = resolve_head(head, spec.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.
-    result = compute(spec.select_queries([row]), engine.value, dtype=dtype.value)
+    result = compute(spec.select_queries([row]), engine.value, dtype=dtype and dtype.value, device=device.value)
+    warn_fully_masked(result.fully_masked_rows)
     explained = build_trace(result, heads=chosen, terms=term_limit, keys=key_limit)
 
     if output_format is OutputFormat.json:

@@ -16,6 +16,7 @@ from rich.text import Text
 from attnx.analysis.trace import HeadTrace, KeyLine, Trace
 from attnx.render.numbers import fmt, fmt_row
 from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.render.tables import describe_columns
 from attnx.result import AttentionResult
 
 TOP_STYLE = "bold yellow"
@@ -205,7 +206,13 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
 
 def head_label(head: HeadTrace) -> str:
     """``"Head 1 · columns 0-1 · d_k = 2"``, worded as `attnx run` titles its heads (counted from 1)."""
-    return f"Head {head.head + 1} · columns {head.columns.start}-{head.columns.stop - 1} · d_k = {head.d_k}"
+    label = f"Head {head.head + 1} · columns {describe_columns(head.columns)} · d_k = {head.d_k}"
+    if head.shared_with:
+        first, last = head.shared_with[0] + 1, head.shared_with[-1] + 1
+        label += f" · K/V head {head.kv_head + 1} (shared by heads {first}-{last})"
+    if head.dropped:
+        label += " · DROPPED"
+    return label
 
 
 def source_line(result: AttentionResult, source: str) -> Text:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-import types
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,9 +10,7 @@ import pytest
 from attnx.analysis.trace import (
     Trace,
     build_trace,
-    kv_head,
     masked_keys,
-    projected_output,
     resolve_head,
     resolve_query,
     select_keys,
@@ -20,9 +18,11 @@ from attnx.analysis.trace import (
 )
 from attnx.engines import compute
 from attnx.errors import UsageError
-from attnx.io import load_spec
+from attnx.io import Overrides, load_spec
 from attnx.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
+
+CONFIGS = Path(__file__).parents[2] / "configs"
 
 
 def worked_trace(token: str, **kwargs: Any) -> Trace:
@@ -200,22 +200,34 @@ class TestReadsTheResult:
         assert (trace.token, trace.query) == ("t3", 3)
         np.testing.assert_array_equal(trace.heads[1].output, full.head_outputs[1, 3])
 
-    def test_mask_is_read_from_the_result(self) -> None:
-        """A result ``mask`` (True = may attend, [query, key] or per head) marks the other keys masked."""
-        allowed = np.array([[True, False, True]])
-        stand_in = types.SimpleNamespace(mask=allowed, weights=np.zeros((2, 1, 3)), key_tokens=("a", "b", "c"))
-        assert masked_keys(stand_in, 1, 0).tolist() == [False, True, False]
-        stand_in.mask = np.array([[[True, True, False]], [[False, True, True]]])
-        assert masked_keys(stand_in, 1, 0).tolist() == [True, False, False]
+    def test_causal_mask_marks_later_keys(self) -> None:
+        """With a causal mask, keys after the query are masked and carry zero weight."""
+        spec = load_spec(overrides=Overrides(causal=True))
+        trace = build_trace(compute(spec.select_queries([1])))
+        for head in trace.heads:
+            assert [line.masked for line in head.keys] == [False, False, True, True, True]
+            assert all(line.weight == 0.0 for line in head.keys if line.masked)
+        assert masked_keys(compute(spec), 1).tolist() == [False, False, True, True, True]
 
-    def test_grouped_kv_heads_and_projection_are_read_where_they_exist(self) -> None:
-        """Query head 3 of a result whose K/V heads are shared in pairs reads K/V head 1; a projection is read."""
-        shared = types.SimpleNamespace(kv_head=lambda head: head // 2, projected=np.arange(6.0).reshape(2, 3))
-        assert [kv_head(shared, h) for h in range(4)] == [0, 0, 1, 1]
-        assert projected_output(shared, 1).tolist() == [3.0, 4.0, 5.0]
-        result = compute(load_spec())
-        assert [kv_head(result, h) for h in range(2)] == [0, 1]
-        assert projected_output(result, 0) is None
+    def test_grouped_kv_heads_read_their_shared_head(self) -> None:
+        """With kv_heads, query heads 1-2 read K/V head 1: the key slices come from it."""
+        spec = load_spec(str(CONFIGS / "gqa.yaml"))
+        result = compute(spec.select_queries([2]))
+        trace = build_trace(result)
+        assert [h.kv_head for h in trace.heads] == [0, 0, 1, 1]
+        assert trace.heads[1].shared_with == (0, 1)
+        np.testing.assert_array_equal(trace.heads[1].keys[0].key, result.k_heads[0, 0])
+        for head in trace.heads:
+            total = sum(line.contribution for line in head.keys)
+            np.testing.assert_allclose(total, head.output, rtol=1e-12, atol=1e-15)
+
+    def test_projected_output_is_carried(self) -> None:
+        """With W_o, the trace carries the token's projected output from the result."""
+        spec = load_spec(str(CONFIGS / "projections-with-wo.yaml"))
+        full = compute(spec)
+        trace = build_trace(full, 2)
+        np.testing.assert_array_equal(trace.projected, full.projected[2])
+        assert build_trace(compute(load_spec()), 0).projected is None
 
 
 class TestResolveQuery:
