@@ -25,3 +25,7 @@ class UsageError(AttnxError):
 
 class EngineUnavailableError(AttnxError):
     """The requested engine, device or dtype is not available on this machine."""
+
+
+class OutputError(AttnxError):
+    """The output file cannot be written."""

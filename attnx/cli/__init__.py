@@ -11,8 +11,12 @@ from attnx.cli import check as check_cmd
 from attnx.cli import engines as engines_cmd
 from attnx.cli import run as run_cmd
 from attnx.cli import trace as trace_cmd
+from attnx.cli.common import DEBUG
 
-EPILOG = "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input."
+EPILOG = (
+    "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input · "
+    "130 interrupted."
+)
 
 app = typer.Typer(
     name="attnx",
@@ -37,8 +41,13 @@ def _root(
         bool,
         typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the full traceback of an unexpected error (or ATTNX_DEBUG=1).")
+    ] = False,
 ) -> None:
     """Compute multi-head attention and show every step of it."""
+    if debug:
+        DEBUG["on"] = True
 
 
 app.command("run", epilog=EPILOG)(run_cmd.run)

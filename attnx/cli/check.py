@@ -17,13 +17,13 @@ from attnx.cli.common import (
     LayoutOpt,
     NoColorOpt,
     OutputFormat,
+    OutputOpt,
     ScaleOpt,
     SeedOpt,
     TokensOpt,
+    emit,
     guarded,
     load_input,
-    stdout_console,
-    write_stdout,
 )
 
 RtolOpt = Annotated[
@@ -52,6 +52,7 @@ def check(
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     output_format: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
     no_color: NoColorOpt = False,
 ) -> None:
     """Cross-check every available engine/device/dtype against the float64 NumPy reference.
@@ -66,14 +67,19 @@ def check(
         layout=layout, causal=causal,
     )  # fmt: skip
     report = run_check(spec, engine_statuses(), rtol=rtol, atol=atol)
-    if output_format is OutputFormat.json:
-        from attnx.render.engines import check_to_dict
-        from attnx.render.serialize import dumps
+    from attnx.render import engines as render
+    from attnx.render.serialize import dumps
 
-        write_stdout(dumps(check_to_dict(report)))
-    else:
-        from attnx.render.engines import check_view
-
-        stdout_console(no_color).print(check_view(report, spec.source))
+    emit(
+        output_format,
+        {
+            OutputFormat.table: lambda: render.check_view(report, spec.source),
+            OutputFormat.json: lambda: dumps(render.check_to_dict(report)),
+            OutputFormat.jsonl: lambda: render.check_jsonl(report),
+            OutputFormat.csv: lambda: render.check_csv(report),
+        },
+        output=output,
+        no_color=no_color,
+    )
     if not report.passed:
         raise typer.Exit(EXIT_FAILURE)

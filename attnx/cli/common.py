@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec, TypeVar
 
@@ -14,7 +15,7 @@ import typer
 from attnx.errors import AttnxError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rich.console import Console
+    from rich.console import Console, RenderableType
 
     from attnx.spec import AttentionSpec
 
@@ -28,10 +29,17 @@ R = TypeVar("R")
 
 
 class OutputFormat(str, Enum):
-    """What a command writes on stdout."""
+    """What a command writes on stdout (or to --output)."""
 
     table = "table"
     json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    npy = "npy"
+    npz = "npz"
+
+
+BINARY_FORMATS = (OutputFormat.npy, OutputFormat.npz)
 
 
 class Dtype(str, Enum):
@@ -116,7 +124,18 @@ DtypeOpt = Annotated[
     Dtype | None,
     typer.Option("--dtype", help="Floating-point type [default: float64; float32 on mps].", show_default=False),
 ]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format on stdout.")]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format (stdout or --output).")]
+OutputOpt = Annotated[
+    str | None,
+    typer.Option("--output", "-o", metavar="FILE", help="Write to FILE atomically instead of stdout.",
+                 show_default=False),
+]  # fmt: skip
+TensorOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tensor", metavar="NAME", help="Tensors for csv/npy/npz (repeatable; named as the JSON keys).",
+                 show_default=False),
+]  # fmt: skip
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
 
@@ -171,9 +190,9 @@ def warn(message: str) -> None:
     sys.stderr.write(f"attnx: warning: {message}\n")
 
 
-def warn_fully_masked(rows: tuple[int, ...]) -> None:
+def warn_fully_masked(rows: tuple[int, ...], quiet: bool = False) -> None:
     """Say which queries had every key blocked (their weights and head outputs are zero)."""
-    if rows:
+    if rows and not quiet:
         shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
         one = len(rows) == 1
         warn(
@@ -200,6 +219,65 @@ def write_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
+Producer = Callable[[], "str | bytes | RenderableType"]
+
+
+def check_destination(output_format: OutputFormat, output: str | None) -> None:
+    """Refuse binary output to a terminal before any work is done."""
+    if output_format in BINARY_FORMATS and output is None and sys.stdout.isatty():
+        raise UsageError(
+            f"--format {output_format.value} is binary; write it with --output FILE or redirect stdout to a file"
+        )
+
+
+def emit(
+    output_format: OutputFormat,
+    producers: Mapping[OutputFormat, Producer],
+    *,
+    output: str | None = None,
+    no_color: bool = False,
+) -> None:
+    """Produce ``output_format`` with its producer and deliver it to stdout or, atomically, to ``output``.
+
+    A format the command has no producer for is a usage error listing the ones it has.
+    """
+    make = producers.get(output_format)
+    if make is None:
+        names = ", ".join(f.value for f in producers)
+        raise UsageError(f"--format {output_format.value} is not available for this command; choose from {names}")
+    check_destination(output_format, output)
+    payload = make()
+    if output_format is OutputFormat.table:
+        if output is None:
+            stdout_console(no_color).print(payload)
+            return
+        payload = render_plain(payload)
+    data = payload if isinstance(payload, bytes) else str(payload).encode("utf-8")
+    if output is not None:
+        from attnx.io.output import atomic_write
+
+        atomic_write(output, data)
+    elif isinstance(payload, bytes):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+    else:
+        write_stdout(str(payload))
+
+
+def render_plain(renderable: RenderableType) -> str:
+    """A renderable as plain text (no ANSI), at the width of COLUMNS or 100, for files."""
+    from rich.console import Console
+
+    width = int(os.environ.get("COLUMNS", "0") or 0) or 100
+    console = Console(file=io.StringIO(), color_system=None, width=width, highlight=False)
+    console.print(renderable)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+DEBUG = {"on": bool(os.environ.get("ATTNX_DEBUG"))}
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print one line on stderr and leave with ``code``."""
     sys.stderr.write(f"attnx: error: {message}\n")
@@ -217,5 +295,20 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
             fail(str(exc), EXIT_USAGE)
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader went away (`attnx ... | head -1`): stop quietly, and keep Python's exit-time
+            # flush of stdout from failing again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(EXIT_OK) from None
+        except typer.Exit:
+            raise
+        except Exception as exc:
+            if DEBUG["on"]:
+                raise
+            fail(
+                f"unexpected {type(exc).__name__}: {exc} (re-run with --debug for the traceback)",
+                EXIT_FAILURE,
+            )
 
     return wrapper

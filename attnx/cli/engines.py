@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from attnx.cli.common import FormatOpt, NoColorOpt, OutputFormat, guarded, stdout_console, write_stdout
+from attnx.cli.common import FormatOpt, NoColorOpt, OutputFormat, OutputOpt, emit, guarded
 
 
 @guarded
-def engines(output_format: FormatOpt = OutputFormat.table, no_color: NoColorOpt = False) -> None:
+def engines(
+    output_format: FormatOpt = OutputFormat.table, output: OutputOpt = None, no_color: NoColorOpt = False
+) -> None:
     """List the engines, their versions, the devices present and the dtypes each supports."""
     from attnx.engines import engine_statuses
-    from attnx.render.engines import engines_table, engines_to_dict
+    from attnx.render import engines as render
     from attnx.render.serialize import dumps
 
     statuses = engine_statuses()
-    if output_format is OutputFormat.json:
-        write_stdout(dumps(engines_to_dict(statuses)))
-    else:
-        stdout_console(no_color).print(engines_table(statuses))
+    emit(
+        output_format,
+        {
+            OutputFormat.table: lambda: render.engines_table(statuses),
+            OutputFormat.json: lambda: dumps(render.engines_to_dict(statuses)),
+            OutputFormat.jsonl: lambda: render.engines_jsonl(statuses),
+            OutputFormat.csv: lambda: render.engines_csv(statuses),
+        },
+        output=output,
+        no_color=no_color,
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,17 +22,23 @@ from attnx.cli.common import (
     LayoutOpt,
     NoColorOpt,
     OutputFormat,
+    OutputOpt,
     PrecisionOpt,
+    QuietOpt,
     ScaleOpt,
     SeedOpt,
+    TensorOpt,
     TokensOpt,
+    check_destination,
+    emit,
     guarded,
     load_input,
-    stdout_console,
     warn_fully_masked,
-    write_stdout,
 )
 from attnx.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import RenderableType
 
 SECTIONS = ("scores", "scaled", "weights", "heads", "output", "projected", "ablation", "average")
 
@@ -77,6 +83,9 @@ def run(
     show: ShowOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
+    tensor: TensorOpt = None,
+    output: OutputOpt = None,
+    quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
@@ -86,20 +95,34 @@ def run(
     from attnx.engines import compute
 
     sections = parse_sections(show)
+    check_destination(output_format, output)
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
         layout=layout, causal=causal, drop_heads=drop_head,
     )  # fmt: skip
     result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value)
-    warn_fully_masked(result.fully_masked_rows)
+    warn_fully_masked(result.fully_masked_rows, quiet)
 
-    if output_format is OutputFormat.json:
-        from attnx.render.serialize import dumps, result_to_dict
+    from attnx.render import formats
+    from attnx.render.serialize import dumps, result_to_dict
 
-        write_stdout(dumps(result_to_dict(result)))
-        return
-    from attnx.render.tables import Section, run_view, summary_line
+    def table() -> RenderableType:
+        from rich.console import Group
 
-    console = stdout_console(no_color)
-    console.print(summary_line(result, spec.source))
-    console.print(run_view(result, [Section(name) for name in sections], precision))
+        from attnx.render.tables import Section, run_view, summary_line
+
+        return Group(summary_line(result, spec.source), run_view(result, [Section(n) for n in sections], precision))
+
+    emit(
+        output_format,
+        {
+            OutputFormat.table: table,
+            OutputFormat.json: lambda: dumps(result_to_dict(result)),
+            OutputFormat.jsonl: lambda: formats.to_jsonl(formats.jsonl_records(result)),
+            OutputFormat.csv: lambda: formats.to_csv(result, tensor),
+            OutputFormat.npy: lambda: formats.to_npy(result, tensor),
+            OutputFormat.npz: lambda: formats.to_npz(result, tensor),
+        },
+        output=output,
+        no_color=no_color,
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,24 +22,28 @@ from attnx.cli.common import (
     LayoutOpt,
     NoColorOpt,
     OutputFormat,
+    OutputOpt,
     PrecisionOpt,
+    QuietOpt,
     ScaleOpt,
     SeedOpt,
     TokensOpt,
+    emit,
     guarded,
     load_input,
-    stdout_console,
     warn_fully_masked,
-    write_stdout,
 )
 from attnx.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import RenderableType
 
 TokenOpt = Annotated[
     str | None, typer.Option("--token", "-t", help="The query token to trace (must appear once).", show_default=False)
 ]
 QueryOpt = Annotated[
     int | None,
-    typer.Option("--query", "-q", help="The query to trace by position, counted from 0.", show_default=False),
+    typer.Option("--query", help="The query to trace by position, counted from 0.", show_default=False),
 ]
 HeadOpt = Annotated[
     int | None,
@@ -100,6 +104,8 @@ def trace(
     dtype: DtypeOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+    quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
 ) -> None:
     """Explain one query token step by step: per head, the dot products term by term, weights and output.
@@ -118,17 +124,25 @@ def trace(
     chosen = resolve_head(head, spec.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.
     result = compute(spec.select_queries([row]), engine.value, dtype=dtype and dtype.value, device=device.value)
-    warn_fully_masked(result.fully_masked_rows)
+    warn_fully_masked(result.fully_masked_rows, quiet)
     explained = build_trace(result, heads=chosen, terms=term_limit, keys=key_limit)
 
-    if output_format is OutputFormat.json:
-        from attnx.render.serialize import dumps
-        from attnx.render.trace import trace_to_dict
+    from attnx.render import trace as render
+    from attnx.render.serialize import dumps
 
-        write_stdout(dumps(trace_to_dict(explained)))
-        return
-    from attnx.render.trace import source_line, trace_view
+    def table() -> RenderableType:
+        from rich.console import Group
 
-    console = stdout_console(no_color)
-    console.print(source_line(result, spec.source))
-    console.print(trace_view(explained, precision, term_limit))
+        return Group(render.source_line(result, spec.source), render.trace_view(explained, precision, term_limit))
+
+    emit(
+        output_format,
+        {
+            OutputFormat.table: table,
+            OutputFormat.json: lambda: dumps(render.trace_to_dict(explained)),
+            OutputFormat.jsonl: lambda: render.trace_jsonl(explained),
+            OutputFormat.csv: lambda: render.trace_csv(explained),
+        },
+        output=output,
+        no_color=no_color,
+    )

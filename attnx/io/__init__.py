@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
+from attnx.io.arrays import load_npz
 from attnx.io.documents import Document, load_document, parse_document
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.spec import AttentionSpec
@@ -26,7 +27,9 @@ def load_spec(source: str | None = None, overrides: Overrides | None = None) -> 
     example is used.
     """
     overrides = overrides or Overrides()
-    if source is not None:
+    if source is not None and source.lower().endswith(".npz"):
+        doc = load_npz(source)
+    elif source is not None:
         doc = load_document(source)
     elif overrides.seed is not None:
         doc = Document({}, "command line")

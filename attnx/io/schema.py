@@ -176,11 +176,11 @@ def _mask(doc: Document, data: dict[str, Any], n: int, m: int) -> tuple[bool, np
     if "mask" not in data:
         return False, None
     value = data["mask"]
-    if value == "causal":
+    if isinstance(value, str) and value == "causal":
         return True, None
     if isinstance(value, str):
         raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix of 0 and 1, got {_describe(value)}")
-    rows = value if isinstance(value, list) else None
+    rows = value.tolist() if isinstance(value, np.ndarray) else value if isinstance(value, list) else None
     if rows is None or len(rows) != n:
         got = f"{len(rows)} rows" if rows is not None else _describe(value)
         raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix (queries × keys), got {got}")
@@ -193,6 +193,8 @@ def _flags(
     """A list of ``count`` 0/1 (or boolean) flags."""
     path = path or (key,)
     value = data[key]
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
     if not isinstance(value, list) or len(value) != count:
         got = f"{len(value)} values" if isinstance(value, list) else _describe(value)
         raise doc.error(path, f"expected {count} flags (0 or 1), got {got}")
@@ -245,6 +247,8 @@ def random_qkv(seed: int, n: int, d_model: int) -> tuple[np.ndarray, np.ndarray,
 
 def matrix(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray:
     """A non-empty rectangular matrix of real, finite numbers, as float64."""
+    if isinstance(value, np.ndarray):
+        return _numeric_array(doc, value, path, ndim=2)
     if not isinstance(value, list) or not value:
         raise doc.error(path, f"expected a non-empty list of rows, got {_describe(value)}")
     width = None
@@ -259,8 +263,25 @@ def matrix(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray
 
 def vector(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray:
     """A non-empty list of real, finite numbers, as float64."""
+    if isinstance(value, np.ndarray):
+        return _numeric_array(doc, value, path, ndim=1)
     _check_numbers(doc, value, path)
     return np.asarray(value, dtype=np.float64)
+
+
+def _numeric_array(doc: Document, array: np.ndarray, path: tuple[str | int, ...], ndim: int) -> np.ndarray:
+    """An array from a binary input: real numbers (not booleans), the right rank, non-empty, finite."""
+    if array.dtype.kind not in "iuf":
+        raise doc.error(path, f"expected an array of numbers, got dtype {array.dtype}")
+    if array.ndim != ndim or 0 in array.shape:
+        kind = "matrix" if ndim == 2 else "vector"
+        raise doc.error(path, f"expected a non-empty {kind}, got shape {array.shape}")
+    array = array.astype(np.float64)
+    bad = ~np.isfinite(array)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise doc.error((*path, *where), f"expected a finite number, got {array[where]}")
+    return array
 
 
 def _check_numbers(doc: Document, row: Any, path: tuple[str | int, ...]) -> None:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from attnx.analysis.check import REFERENCE, CheckReport
 from attnx.engines import EngineStatus
+from attnx.render.formats import to_jsonl
 from attnx.render.serialize import FORMAT_VERSION
 
 
@@ -113,3 +114,37 @@ def check_to_dict(report: CheckReport) -> dict[str, Any]:
         ],
         "unavailable": [{"engine": s.name, "problem": s.problem} for s in report.unavailable],
     }
+
+
+def engines_jsonl(statuses: list[EngineStatus]) -> str:
+    """JSON Lines: one record per engine (as in ``engines_to_dict``)."""
+    return to_jsonl({"format_version": FORMAT_VERSION, **e} for e in engines_to_dict(statuses)["engines"])
+
+
+def engines_csv(statuses: list[EngineStatus]) -> str:
+    """One row per available engine, device and dtype: ``engine,version,device,dtype,default``."""
+    rows = [["engine", "version", "device", "dtype", "default"]]
+    for status in statuses:
+        for device, dtypes in status.devices:
+            rows += [
+                [status.name, status.version or "", device, dtype, str(int(i == 0))] for i, dtype in enumerate(dtypes)
+            ]
+    return "".join(",".join(row) + "\n" for row in rows)
+
+
+def check_jsonl(report: CheckReport) -> str:
+    """JSON Lines: one record per checked row (as in ``check_to_dict``)."""
+    return to_jsonl({"format_version": FORMAT_VERSION, **row} for row in check_to_dict(report)["rows"])
+
+
+CHECK_METRICS = ("max_abs", "max_rel", "rtol", "atol", "passed")
+
+
+def check_csv(report: CheckReport) -> str:
+    """Tidy CSV: ``engine,device,dtype,tensor,metric,value`` (``passed`` is 1 or 0)."""
+    lines = ["engine,device,dtype,tensor,metric,value\n"]
+    for row in check_to_dict(report)["rows"]:
+        for metric in CHECK_METRICS:
+            value = float(row[metric])
+            lines.append(f"{row['engine']},{row['device']},{row['dtype']},{row['tensor']},{metric},{value!r}\n")
+    return "".join(lines)

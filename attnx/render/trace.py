@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.trace import HeadTrace, KeyLine, Trace
+from attnx.render.formats import to_jsonl
 from attnx.render.numbers import fmt, fmt_row
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import describe_columns
@@ -295,3 +298,31 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
         "output": to_plain(trace.output),
         "projected": None if trace.projected is None else to_plain(trace.projected),
     }
+
+
+def trace_jsonl(trace: Trace) -> str:
+    """JSON Lines: one record per traced head (its dict from ``trace_to_dict``), then the outputs."""
+    data = trace_to_dict(trace)
+    common = {"format_version": FORMAT_VERSION, "token": trace.token, "query": trace.query}
+    records = [{**common, "record": "head", **head} for head in data["heads"]]
+    records.append({**common, "record": "output", "output": data["output"], "projected": data["projected"]})
+    return to_jsonl(records)
+
+
+TRACE_QUANTITIES = ("raw", "scaled", "weight", "masked")
+
+
+def trace_csv(trace: Trace) -> str:
+    """Tidy CSV: ``head,key,key_token,quantity,value`` for the raw/scaled score, weight and mask of shown keys.
+
+    Heads are counted from 1, as ``--head``; keys by their 0-based index.
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["head", "key", "key_token", "quantity", "value"])
+    for head in trace.heads:
+        for line in head.keys:
+            values = (line.raw, line.scaled, line.weight, float(line.masked))
+            for quantity, value in zip(TRACE_QUANTITIES, values, strict=True):
+                writer.writerow([head.head + 1, line.index, line.token, quantity, repr(float(value))])
+    return buffer.getvalue()

@@ -45,7 +45,7 @@ class TestTraceTable:
     def test_query_picks_the_same_row(self, runner: CliRunner) -> None:
         """--query 1 prints exactly what --token cat prints."""
         by_token = runner.invoke(app, ["trace", "--token", "cat", "--no-color"])
-        by_query = runner.invoke(app, ["trace", "-q", "1", "--no-color"])
+        by_query = runner.invoke(app, ["trace", "--query", "1", "--no-color"])
         assert by_token.exit_code == by_query.exit_code == 0
         assert by_token.stdout == by_query.stdout
 
@@ -101,7 +101,7 @@ class TestTraceTable:
             return compute(spec, *args, **kwargs)
 
         monkeypatch.setattr(attnx.engines, "compute", spy)
-        result = runner.invoke(app, ["trace", *RANDOM, "-q", "12", "--format", "json"])
+        result = runner.invoke(app, ["trace", *RANDOM, "--query", "12", "--format", "json"])
         assert result.exit_code == 0
         assert [(s.n_queries, s.n_keys, s.query_positions) for s in seen] == [(1, 30, (12,))]
 
@@ -126,7 +126,7 @@ class TestTraceJson:
         one-row matrix product may round its last bit differently from the full one.
         """
         run = json.loads(runner.invoke(app, ["run", *RANDOM, "--format", "json"]).stdout)
-        trace = trace_json(runner, *RANDOM, "-q", "9", "--keys", "all")
+        trace = trace_json(runner, *RANDOM, "--query", "9", "--keys", "all")
         for h, head in enumerate(trace["heads"]):
             for name, tensor in (("raw", "scores"), ("scaled", "scaled"), ("weight", "weights")):
                 got = [key[name] for key in head["keys"]]
@@ -150,11 +150,11 @@ class TestTraceErrors:
                 "token 'the' appears at queries 0, 3; pick one with --query",
             ),
             (["-t", "dog"], "token 'dog' is not in the input; tokens: The, cat, sat, on, mat"),
-            (["-q", "5"], "query 5 is out of range; the input has queries 0..4"),
+            (["--query", "5"], "query 5 is out of range; the input has queries 0..4"),
             (["-t", "cat", "--head", "3"], "head 3 is out of range; heads are numbered 1..2"),
             (["-t", "cat", "--head", "0"], "head 0 is out of range; heads are numbered 1..2"),
             ([], "pick the query to trace with --token or --query; tokens: The, cat, sat, on, mat"),
-            (["-t", "cat", "-q", "1"], "give --token or --query, not both (got --token 'cat' and --query 1)"),
+            (["-t", "cat", "--query", "1"], "give --token or --query, not both (got --token 'cat' and --query 1)"),
             (["-t", "cat", "--terms", "none"], "--terms expects a whole number of at least 1 or 'all', got 'none'"),
             (["-t", "cat", "--keys", "0"], "--keys expects a whole number of at least 1 or 'all', got '0'"),
         ],

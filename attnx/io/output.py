@@ -1,0 +1,39 @@
+"""Writing output files atomically: a temp file in the same folder, fsync, then os.replace."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from attnx.errors import OutputError
+
+
+def atomic_write(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` all at once.
+
+    Readers see the old file or the new one, never a truncated one; an interruption (Ctrl-C, an
+    error) leaves the old file as it was and removes the temp file. Only a hard kill between the
+    write and the rename can leave a ``.NAME.*.tmp`` file behind, and even then the old file is intact.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise OutputError(f"{target}: is a directory, expected a file to write")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from None
+        raise

@@ -1,0 +1,58 @@
+"""Reading back a result that attnx wrote as JSON (`attnx run --format json`), for comparisons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attnx.errors import InputError
+from attnx.io.documents import load_document
+
+# Tensors a JSON result may carry, with their rank; comparisons work on these.
+RESULT_TENSORS = {
+    "scores": 3,
+    "scaled": 3,
+    "weights": 3,
+    "head_outputs": 3,
+    "output": 2,
+    "average_weights": 2,
+    "projected": 2,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class SavedResult:
+    """The tensors and metadata of a JSON result; ``null`` numbers come back as NaN."""
+
+    source: str
+    meta: dict[str, Any]
+    tensors: dict[str, np.ndarray]
+
+
+def is_result_document(data: dict[str, Any]) -> bool:
+    """True for a JSON object written by `attnx run --format json` (not an input)."""
+    return "format_version" in data and "weights" in data
+
+
+def load_result(source: str) -> SavedResult:
+    """Read a JSON result of format version 1.x from ``source`` (a path or ``-``)."""
+    doc = load_document(source)
+    data = doc.data
+    version = str(data.get("format_version", ""))
+    if not version.startswith("1."):
+        raise InputError(f"{doc.name}: not an attnx JSON result of format 1.x (format_version {version or 'missing'})")
+    tensors = {}
+    for name, rank in RESULT_TENSORS.items():
+        if name not in data:
+            continue
+        try:
+            array = np.array(data[name], dtype=np.float64)  # null -> NaN
+        except (TypeError, ValueError):
+            raise InputError(f"{doc.name}: {name}: not a numeric array") from None
+        if array.ndim != rank:
+            raise InputError(f"{doc.name}: {name}: expected {rank} dimensions, got {array.ndim}")
+        tensors[name] = array
+    meta = {key: value for key, value in data.items() if key not in RESULT_TENSORS}
+    return SavedResult(doc.name, meta, tensors)

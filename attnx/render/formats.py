@@ -1,0 +1,127 @@
+"""Machine formats of a run: tidy CSV, JSON Lines, NPY and NPZ, named as the JSON keys."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from attnx.errors import UsageError
+from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.result import AttentionResult
+
+# The axes of every tensor a run can export, in the JSON key's index order.
+TENSOR_AXES: dict[str, tuple[str, ...]] = {
+    "scores": ("head", "query", "key"),
+    "scaled": ("head", "query", "key"),
+    "weights": ("head", "query", "key"),
+    "head_outputs": ("head", "query", "dim"),
+    "output": ("query", "dim"),
+    "average_weights": ("query", "key"),
+    "projected": ("query", "dim"),
+    "mask": ("query", "key"),
+}
+AXIS_ORDER = ("head", "query", "key", "dim")
+
+
+def result_tensors(result: AttentionResult) -> dict[str, np.ndarray]:
+    """Every tensor the result holds, named as its JSON key (``projected`` and ``mask`` when present)."""
+    out = {name: getattr(result, name) for name in TENSOR_AXES if getattr(result, name) is not None}
+    return out
+
+
+def pick(result: AttentionResult, names: Sequence[str] | None) -> dict[str, np.ndarray]:
+    """The tensors named (all when ``names`` is empty), checked against what the result holds."""
+    available = result_tensors(result)
+    if not names:
+        return available
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        raise UsageError(f"no tensor {unknown[0]!r} in this result; choose from {', '.join(available)}")
+    return {name: available[name] for name in dict.fromkeys(names)}
+
+
+def to_csv(result: AttentionResult, names: Sequence[str] | None = None) -> str:
+    """Tidy long form: one number per row; the header names the axes, then labels, then ``value``.
+
+    Indices are 0-based; ``query_token``/``key_token`` carry the labels of ``query``/``key``.
+    """
+    tensors = pick(result, names)
+    axes = [axis for axis in AXIS_ORDER if any(axis in TENSOR_AXES[name] for name in tensors)]
+    labels = [f"{axis}_token" for axis in ("query", "key") if axis in axes]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["tensor", *axes, *labels, "value"])
+    tokens = {"query": result.tokens, "key": result.key_tokens}
+    for name, array in tensors.items():
+        own = TENSOR_AXES[name]
+        values = array.astype(np.float64) if array.dtype == bool else array
+        for index in np.ndindex(array.shape):
+            at = dict(zip(own, index, strict=True))
+            cells = [at.get(axis, "") for axis in axes]
+            names_ = [tokens[label[:-6]][at[label[:-6]]] if label[:-6] in at else "" for label in labels]
+            writer.writerow([name, *cells, *names_, _number(values[index])])
+    return buffer.getvalue()
+
+
+def _number(value: Any) -> str:
+    value = float(value)
+    return repr(value) if np.isfinite(value) else ""
+
+
+def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
+    """One record per head and query, then one per query (outputs and averaged weights)."""
+    for h in range(result.heads):
+        for i, token in enumerate(result.tokens):
+            yield {
+                "format_version": FORMAT_VERSION,
+                "record": "head_query",
+                "head": h,
+                "query": i,
+                "query_token": token,
+                "scores": to_plain(result.scores[h, i]),
+                "scaled": to_plain(result.scaled[h, i]),
+                "weights": to_plain(result.weights[h, i]),
+                "head_output": to_plain(result.head_outputs[h, i]),
+            }
+    for i, token in enumerate(result.tokens):
+        record = {
+            "format_version": FORMAT_VERSION,
+            "record": "query",
+            "query": i,
+            "query_token": token,
+            "output": to_plain(result.output[i]),
+            "average_weights": to_plain(result.average_weights[i]),
+        }
+        if result.projected is not None:
+            record["projected"] = to_plain(result.projected[i])
+        yield record
+
+
+def to_jsonl(records: Iterable[dict[str, Any]]) -> str:
+    """JSON Lines: one strict JSON object per line."""
+    return "".join(json.dumps(record, allow_nan=False) + "\n" for record in records)
+
+
+def to_npy(result: AttentionResult, names: Sequence[str] | None) -> bytes:
+    """One tensor as ``.npy`` bytes; exactly one must be named."""
+    if not names or len(names) != 1:
+        raise UsageError(f"--format npy writes one tensor: name it with --tensor ({', '.join(result_tensors(result))})")
+    (array,) = pick(result, names).values()
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def to_npz(result: AttentionResult, names: Sequence[str] | None = None) -> bytes:
+    """The chosen tensors (default all) as ``.npz`` bytes, plus ``tokens`` and ``key_tokens``."""
+    arrays = dict(pick(result, names))
+    arrays["tokens"] = np.array(result.tokens, dtype=str)
+    arrays["key_tokens"] = np.array(result.key_tokens, dtype=str)
+    buffer = io.BytesIO()
+    np.savez(buffer, allow_pickle=False, **arrays)
+    return buffer.getvalue()
