@@ -56,7 +56,7 @@ def result_to_dict(result: AttentionResult) -> dict[str, Any]:
     shift = ablation(result)
     if shift is not None:
         out["ablation"] = {
-            "dropped_heads": [h + 1 for h in shift.dropped_heads],
+            "dropped_heads": list(shift.dropped_heads),
             "compared": shift.compared,
             "shift_per_token": to_plain(shift.per_token),
             "shift_overall": shift.overall,

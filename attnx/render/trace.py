@@ -275,7 +275,8 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
             "masked": head.rest.masked,
         }
     return {
-        "head": head.head + 1,
+        "head": head.head,
+        "kv_head": head.kv_head,
         "columns": list(head.columns),
         "d_k": head.d_k,
         "q": to_plain(head.query),
@@ -286,7 +287,7 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
-    """The JSON object of `attnx trace --format json` (``format_version`` first; heads counted from 1)."""
+    """The JSON object of `attnx trace --format json` (``format_version`` first; indices count from 0, heads too)."""
     return {
         "format_version": FORMAT_VERSION,
         "token": trace.token,
@@ -315,7 +316,7 @@ TRACE_QUANTITIES = ("raw", "scaled", "weight", "masked")
 def trace_csv(trace: Trace) -> str:
     """Tidy CSV: ``head,key,key_token,quantity,value`` for the raw/scaled score, weight and mask of shown keys.
 
-    Heads are counted from 1, as ``--head``; keys by their 0-based index.
+    Heads and keys are 0-based indices, as in every machine format.
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -324,5 +325,5 @@ def trace_csv(trace: Trace) -> str:
         for line in head.keys:
             values = (line.raw, line.scaled, line.weight, float(line.masked))
             for quantity, value in zip(TRACE_QUANTITIES, values, strict=True):
-                writer.writerow([head.head + 1, line.index, line.token, quantity, repr(float(value))])
+                writer.writerow([head.head, line.index, line.token, quantity, repr(float(value))])
     return buffer.getvalue()

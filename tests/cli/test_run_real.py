@@ -58,7 +58,7 @@ class TestFlags:
         output = np.array(data["output"])
         assert not output[:, 2:].any()
         shift = data["ablation"]
-        assert shift["dropped_heads"] == [2] and shift["compared"] == "output"
+        assert shift["dropped_heads"] == [1] and shift["compared"] == "output"
         head2 = np.array(data["head_outputs"])[1]
         np.testing.assert_allclose(shift["shift_per_token"], np.linalg.norm(head2, axis=1), rtol=1e-14)
         np.testing.assert_allclose(shift["shift_overall"], np.linalg.norm(head2), rtol=1e-14)

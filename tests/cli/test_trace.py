@@ -138,7 +138,7 @@ class TestTraceJson:
         """--head 2 --keys 3 gives one head, three keys and the summary of the other 27."""
         data = trace_json(runner, *RANDOM, "-t", "w0", "--head", "2", "--keys", "3")
         (head,) = data["heads"]
-        assert head["head"] == 2 and len(head["keys"]) == 3 and head["rest"]["count"] == 27
+        assert head["head"] == 1 and len(head["keys"]) == 3 and head["rest"]["count"] == 27
 
 
 class TestTraceErrors:

@@ -158,7 +158,7 @@ class TestTraceToDict:
         assert (data["token"], data["query"], data["n_heads"], data["n_keys"]) == ("cat", 1, 2, 5)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
         head = data["heads"][0]
-        assert (head["head"], head["columns"], head["d_k"], head["q"]) == (1, [0, 1], 2, [0.0, 2.0])
+        assert (head["head"], head["columns"], head["d_k"], head["q"]) == (0, [0, 1], 2, [0.0, 2.0])
         the = head["keys"][0]
         assert the["token"] == "The" and the["k"] == [0.0, 1.0] and the["products"] == [0.0, 2.0]
         assert (the["raw"], the["masked"], the["top"]) == (2.0, False, True)
@@ -174,7 +174,7 @@ class TestTraceToDict:
         """The summary of the collapsed keys is there, and products list every term whatever --terms says."""
         data = trace_to_dict(wide_trace())
         head = data["heads"][1]
-        assert head["head"] == 2 and len(head["keys"]) == 10 and head["rest"]["count"] == 20
+        assert head["head"] == 1 and len(head["keys"]) == 10 and head["rest"]["count"] == 20
         assert all(len(key["products"]) == 16 for key in head["keys"])
         total = np.sum([key["contribution"] for key in head["keys"]], axis=0) + head["rest"]["contribution"]
         np.testing.assert_allclose(total, head["output"], rtol=1e-12)

@@ -1,0 +1,324 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attnx.cli import app
+from attnx.engines import compute
+from attnx.io import Overrides, load_spec
+from attnx.io.results import load_result
+from attnx.render.formats import TENSOR_AXES
+
+ATTNX = [sys.executable, "-m", "attnx"]
+ANSI = "\x1b["
+
+
+def invoke(runner: CliRunner, *args: str, input: str | None = None):
+    result = runner.invoke(app, list(args), input=input)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM", "COLUMNS")}
+    return {**env, **extra}
+
+
+@pytest.fixture(scope="module")
+def worked():
+    return compute(load_spec())
+
+
+class TestRunFormats:
+    def test_jsonl_records_match_the_result(self, runner: CliRunner, worked) -> None:
+        """jsonl: one record per head and query, then per query; values equal the result's."""
+        lines = invoke(runner, "run", "-f", "jsonl").stdout.splitlines()
+        records = [json.loads(line) for line in lines]
+        assert len(records) == 2 * 5 + 5
+        head_query = [r for r in records if r["record"] == "head_query"]
+        for r in head_query:
+            assert r["format_version"] == "1.0"
+            np.testing.assert_array_equal(r["weights"], worked.weights[r["head"], r["query"]])
+            np.testing.assert_array_equal(r["head_output"], worked.head_outputs[r["head"], r["query"]])
+        per_query = [r for r in records if r["record"] == "query"]
+        np.testing.assert_array_equal([r["output"] for r in per_query], worked.output)
+
+    def test_csv_is_tidy_and_complete(self, runner: CliRunner, worked) -> None:
+        """csv: header names the axes and ends in value; every number of the chosen tensors, once."""
+        text = invoke(runner, "run", "-f", "csv", "--tensor", "weights", "--tensor", "output").stdout
+        rows = list(csv.DictReader(io.StringIO(text)))
+        header = text.splitlines()[0].split(",")
+        assert header == ["tensor", "head", "query", "key", "dim", "query_token", "key_token", "value"]
+        weights = [r for r in rows if r["tensor"] == "weights"]
+        assert len(weights) == worked.weights.size
+        for r in weights:
+            assert float(r["value"]) == worked.weights[int(r["head"]), int(r["query"]), int(r["key"])]
+            assert r["query_token"] == worked.tokens[int(r["query"])] and r["dim"] == ""
+        outputs = [r for r in rows if r["tensor"] == "output"]
+        assert {(int(r["query"]), int(r["dim"])) for r in outputs} == set(np.ndindex(worked.output.shape))
+        assert all(float(r["value"]) == worked.output[int(r["query"]), int(r["dim"])] for r in outputs)
+
+    def test_csv_weights_only_header(self, runner: CliRunner) -> None:
+        """For weights alone the axes are tensor,head,query,key (labels before value)."""
+        header = invoke(runner, "run", "-f", "csv", "--tensor", "weights").stdout.splitlines()[0]
+        assert header == "tensor,head,query,key,query_token,key_token,value"
+
+    def test_npy_one_tensor(self, runner: CliRunner, worked) -> None:
+        """npy writes the one tensor named by --tensor."""
+        data = runner.invoke(app, ["run", "-f", "npy", "--tensor", "weights"]).stdout_bytes
+        np.testing.assert_array_equal(np.load(io.BytesIO(data)), worked.weights)
+
+    def test_npy_needs_exactly_one_tensor(self, runner: CliRunner) -> None:
+        """npy without --tensor is exit 2 naming the tensors."""
+        result = runner.invoke(app, ["run", "-f", "npy"])
+        assert result.exit_code == 2
+        assert "--format npy writes one tensor: name it with --tensor (scores, scaled, weights" in result.stderr
+
+    def test_npz_every_tensor_named_as_json(self, runner: CliRunner, worked, tmp_path: Path) -> None:
+        """npz holds every tensor under its JSON key, plus the token labels."""
+        path = tmp_path / "run.npz"
+        invoke(runner, "run", "-f", "npz", "--output", str(path))
+        with np.load(path) as archive:
+            assert set(archive.files) == {
+                *(n for n in TENSOR_AXES if getattr(worked, n) is not None),
+                "tokens",
+                "key_tokens",
+            }
+            for name in ("scores", "scaled", "weights", "head_outputs", "output", "average_weights"):
+                np.testing.assert_array_equal(archive[name], getattr(worked, name))
+            assert archive["tokens"].tolist() == list(worked.tokens)
+
+    def test_unknown_tensor(self, runner: CliRunner) -> None:
+        """--tensor with a name the result lacks is exit 2 listing the names."""
+        result = runner.invoke(app, ["run", "-f", "csv", "--tensor", "projected"])
+        assert result.exit_code == 2
+        assert "no tensor 'projected' in this result; choose from scores" in result.stderr
+
+
+class TestOtherCommandsFormats:
+    def test_trace_formats(self, runner: CliRunner, worked) -> None:
+        """trace json, jsonl and csv carry the same weights as the result's row of "cat"."""
+        data = json.loads(invoke(runner, "trace", "-t", "cat", "-f", "json").stdout)
+        records = [json.loads(x) for x in invoke(runner, "trace", "-t", "cat", "-f", "jsonl").stdout.splitlines()]
+        rows = list(csv.DictReader(io.StringIO(invoke(runner, "trace", "-t", "cat", "-f", "csv").stdout)))
+        for h in range(2):
+            expected = worked.weights[h, 1]
+            np.testing.assert_allclose([k["weight"] for k in data["heads"][h]["keys"]], expected, rtol=1e-15)
+            np.testing.assert_allclose([k["weight"] for k in records[h]["keys"]], expected, rtol=1e-15)
+            csv_weights = [float(r["value"]) for r in rows if r["head"] == str(h) and r["quantity"] == "weight"]
+            np.testing.assert_allclose(csv_weights, expected, rtol=1e-15)
+        assert records[-1]["record"] == "output"
+        np.testing.assert_allclose(records[-1]["output"], worked.output[1], rtol=1e-15)
+
+    def test_check_formats(self, runner: CliRunner) -> None:
+        """check json, jsonl and csv describe the same rows."""
+        rows = json.loads(invoke(runner, "check", "-f", "json").stdout)["rows"]
+        records = [json.loads(x) for x in invoke(runner, "check", "-f", "jsonl").stdout.splitlines()]
+        assert [{k: v for k, v in r.items() if k != "format_version"} for r in records] == rows
+        table = list(csv.DictReader(io.StringIO(invoke(runner, "check", "-f", "csv").stdout)))
+        assert len(table) == 5 * len(rows)
+        first = [
+            r
+            for r in table
+            if (r["engine"], r["dtype"], r["tensor"]) == (rows[0]["engine"], rows[0]["dtype"], rows[0]["tensor"])
+        ]
+        assert {r["metric"]: float(r["value"]) for r in first}["max_abs"] == rows[0]["max_abs"]
+
+    def test_engines_formats(self, runner: CliRunner) -> None:
+        """engines json, jsonl and csv list the same engines."""
+        data = json.loads(invoke(runner, "engines", "-f", "json").stdout)["engines"]
+        records = [json.loads(x) for x in invoke(runner, "engines", "-f", "jsonl").stdout.splitlines()]
+        assert [r["name"] for r in records] == [e["name"] for e in data]
+        rows = list(csv.DictReader(io.StringIO(invoke(runner, "engines", "-f", "csv").stdout)))
+        assert {"engine": "numpy", "device": "cpu", "dtype": "float64", "default": "1"}.items() <= rows[0].items()
+
+    @pytest.mark.parametrize("command", [["trace", "-t", "cat"], ["check"], ["engines"]])
+    def test_binary_formats_only_for_run(self, runner: CliRunner, command: list[str]) -> None:
+        """npz is refused by commands that have no tensors to export, with the formats they have."""
+        result = runner.invoke(app, [*command, "-f", "npz"])
+        assert result.exit_code == 2
+        assert "--format npz is not available for this command; choose from table, json, jsonl, csv" in result.stderr
+
+
+class TestRoundTripAndInputs:
+    def test_json_round_trip_is_exact(self, runner: CliRunner, tmp_path: Path) -> None:
+        """A JSON result read back equals the result to full precision (random float64 input)."""
+        path = tmp_path / "r.json"
+        args = ["--seed", "5", "--tokens", "a b c d e f g", "--d-model", "12", "-H", "3"]
+        invoke(runner, "run", *args, "-f", "json", "-o", str(path))
+        saved = load_result(str(path))
+        result = compute(load_spec(overrides=Overrides(seed=5, tokens=tuple("abcdefg"), d_model=12, heads=3)))
+        for name, array in saved.tensors.items():
+            assert np.array_equal(array, getattr(result, name)), name
+        assert saved.meta["tokens"] == list("abcdefg")
+
+    def test_stdin_yaml(self, runner: CliRunner) -> None:
+        """- reads YAML from stdin as well as JSON."""
+        result = invoke(runner, "run", "-", "-f", "json", input="heads: 1\nq: [[1.0]]\nk: [[1.0]]\nv: [[4.0]]\n")
+        assert json.loads(result.stdout)["output"] == [[4.0]]
+
+    def test_npz_input_with_the_same_keys(self, runner: CliRunner, tmp_path: Path) -> None:
+        """An .npz with the YAML keys (tokens as a string array) runs like the YAML."""
+        spec = load_spec()
+        path = tmp_path / "in.npz"
+        np.savez(path, q=spec.q, k=spec.k, v=spec.v, heads=np.array(2), tokens=np.array(spec.tokens))
+        a = json.loads(invoke(runner, "run", str(path), "-f", "json").stdout)
+        b = json.loads(invoke(runner, "run", "-f", "json").stdout)
+        assert a["weights"] == b["weights"] and a["tokens"] == b["tokens"]
+
+    def test_pickled_npz_is_refused(self, runner: CliRunner, tmp_path: Path) -> None:
+        """An .npz holding pickled objects is exit 2; nothing is unpickled."""
+        path = tmp_path / "evil.npz"
+        np.savez(path, q=np.array([{"x": 1}], dtype=object))
+        result = runner.invoke(app, ["run", str(path)])
+        assert result.exit_code == 2
+        assert "holds pickled objects, which attnx never loads" in result.stderr
+
+
+class TestOutputFile:
+    def test_output_writes_file_not_stdout(self, runner: CliRunner, tmp_path: Path) -> None:
+        """--output writes the file, prints nothing, and leaves no temp file."""
+        path = tmp_path / "out.json"
+        result = invoke(runner, "run", "-f", "json", "-o", str(path))
+        assert result.stdout == ""
+        assert json.loads(path.read_text())["heads"] == 2
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+    def test_table_to_file_is_plain_text(self, runner: CliRunner, tmp_path: Path) -> None:
+        """A table written with --output has no ANSI codes, even with FORCE_COLOR."""
+        path = tmp_path / "out.txt"
+        runner.invoke(app, ["run", "-o", str(path)], env={"FORCE_COLOR": "1"})
+        text = path.read_text()
+        assert "0.3664" in text and ANSI not in text
+
+    def test_unwritable_output(self, runner: CliRunner, tmp_path: Path) -> None:
+        """An output in a missing folder is exit 2 with one line."""
+        result = runner.invoke(app, ["run", "-f", "json", "-o", str(tmp_path / "no" / "x.json")])
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"attnx: error: {tmp_path / 'no' / 'x.json'}: cannot write")
+
+    def test_binary_to_terminal_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """npz to a terminal without --output is a usage error with a hint."""
+        from attnx.cli.common import OutputFormat, check_destination
+        from attnx.errors import UsageError
+
+        monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+        with pytest.raises(UsageError, match="is binary; write it with --output FILE or redirect stdout"):
+            check_destination(OutputFormat.npz, None)
+        check_destination(OutputFormat.npz, "x.npz")  # a file is fine
+        check_destination(OutputFormat.json, None)  # text is fine
+
+
+class TestTerminals:
+    def test_no_ansi_when_piped(self) -> None:
+        """Piped output carries no ANSI escape."""
+        proc = subprocess.run([*ATTNX, "run"], capture_output=True, text=True, env=subprocess_env(), check=True)
+        assert ANSI not in proc.stdout and "0.3664" in proc.stdout
+
+    def test_force_color_and_no_color(self) -> None:
+        """FORCE_COLOR colours piped tables; NO_COLOR and --no-color win over it."""
+        forced = subprocess.run([*ATTNX, "run"], capture_output=True, text=True, env=subprocess_env(FORCE_COLOR="1"))
+        assert ANSI in forced.stdout
+        for env, extra in (
+            (subprocess_env(FORCE_COLOR="1", NO_COLOR="1"), []),
+            (subprocess_env(FORCE_COLOR="1"), ["--no-color"]),
+            (subprocess_env(FORCE_COLOR="1", TERM="dumb"), []),
+        ):
+            proc = subprocess.run([*ATTNX, "run", *extra], capture_output=True, text=True, env=env)
+            assert ANSI not in proc.stdout, extra
+
+    def test_columns_sets_the_width(self) -> None:
+        """Piped tables follow COLUMNS."""
+        proc = subprocess.run(
+            [*ATTNX, "run", "-s", "output"], capture_output=True, text=True, env=subprocess_env(COLUMNS="60")
+        )
+        assert max(len(line) for line in proc.stdout.splitlines()) <= 60
+
+
+class TestPipesAndSignals:
+    def test_closed_pipe_is_quiet(self) -> None:
+        """`attnx run --format csv | head -1` prints one line and nothing on stderr."""
+        proc = subprocess.run(
+            f"{' '.join(ATTNX)} run --seed 1 --tokens \"{' '.join(map(str, range(300)))}\" --format csv | head -1",
+            shell=True, capture_output=True, text=True, env=subprocess_env(),
+        )  # fmt: skip
+        assert proc.stdout == "tensor,head,query,key,dim,query_token,key_token,value\n"
+        assert proc.stderr == ""
+
+    def _slow_run(self, target: Path) -> subprocess.Popen:
+        tokens = " ".join(f"w{i}" for i in range(700))
+        return subprocess.Popen(
+            [*ATTNX, "run", "--seed", "1", "--tokens", tokens, "-H", "4", "--format", "csv", "--output", str(target)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+        )  # fmt: skip
+
+    def _wait_until_computing(self, proc: subprocess.Popen, seconds: float = 1.5) -> None:
+        time.sleep(seconds)
+        assert proc.poll() is None, "the run finished before it could be interrupted"
+
+    def test_ctrl_c_exits_130_and_keeps_the_old_file(self, tmp_path: Path) -> None:
+        """SIGINT mid-run: exit 130, one line on stderr, the old file intact, no temp file left."""
+        target = tmp_path / "out.csv"
+        target.write_text("previous\n")
+        proc = self._slow_run(target)
+        self._wait_until_computing(proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130
+        assert err == "attnx: error: interrupted\n"
+        assert target.read_text() == "previous\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+
+    def test_kill_keeps_the_old_file(self, tmp_path: Path) -> None:
+        """SIGKILL mid-run: the old file is still whole."""
+        target = tmp_path / "out.csv"
+        target.write_text("previous\n")
+        proc = self._slow_run(target)
+        self._wait_until_computing(proc)
+        proc.kill()
+        proc.communicate(timeout=60)
+        assert target.read_text() == "previous\n"
+
+
+class TestExitCodesAndMessages:
+    def test_help_documents_exit_codes(self, runner: CliRunner) -> None:
+        """--help lists the exit codes."""
+        text = " ".join(invoke(runner, "--help").stdout.split())
+        assert "0 success" in text and "2 bad usage or input" in text and "130 interrupted" in text
+
+    def test_unexpected_error_is_one_line_and_exit_1(self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A bug surfaces as one line with a --debug hint and exit 1, not a traceback."""
+        import attnx.engines
+        from attnx.cli import common
+
+        monkeypatch.setitem(common.DEBUG, "on", False)  # restored after the test, whatever --debug sets
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(attnx.engines, "compute", broken)
+        result = runner.invoke(app, ["run"])
+        assert result.exit_code == 1
+        assert result.stderr == "attnx: error: unexpected RuntimeError: boom (re-run with --debug for the traceback)\n"
+        debug = runner.invoke(app, ["--debug", "run"])
+        assert isinstance(debug.exception, RuntimeError)
+
+    def test_quiet_silences_warnings(self, runner: CliRunner, tmp_path: Path) -> None:
+        """-q drops the fully-masked warning; the data is unchanged."""
+        path = tmp_path / "m.yaml"
+        path.write_text("q: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\nmask: [[1, 1], [0, 0]]\n")
+        loud = runner.invoke(app, ["run", str(path), "-f", "json"])
+        quiet = runner.invoke(app, ["run", str(path), "-f", "json", "-q"])
+        assert "warning" in loud.stderr and quiet.stderr == ""
+        assert loud.stdout == quiet.stdout
