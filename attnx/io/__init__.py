@@ -16,7 +16,9 @@ BUILTIN_NAME = "cat-sat-on-mat"
 
 def builtin_document() -> Document:
     """The worked example "The cat sat on mat" (H=2), shipped inside the package."""
-    text = resources.files("attnx.data").joinpath(f"{BUILTIN_NAME}.yaml").read_text("utf-8")
+    # Shipped as JSON (the same document as configs/cat-sat-on-mat.yaml) so that `attnx run` with no
+    # file never pays for importing a YAML parser.
+    text = resources.files("attnx.data").joinpath(f"{BUILTIN_NAME}.json").read_text("utf-8")
     return parse_document(text, f"built-in example ({BUILTIN_NAME})")
 
 

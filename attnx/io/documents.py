@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from attnx.errors import ConfigError, InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import yaml
 
 STDIN = "-"
 MAX_DEPTH = 32
@@ -57,6 +59,8 @@ class Document:
 
 
 def _child(node: yaml.Node | None, part: str | int, *, key: bool = False) -> yaml.Node | None:
+    import yaml  # a node exists only if YAML was parsed, so this import is free
+
     if isinstance(node, yaml.MappingNode) and isinstance(part, str):
         for key_node, value in node.value:
             if key_node.value == part:
@@ -122,35 +126,44 @@ def _parse_json(text: str, name: str) -> Any:
         raise InputError(f"{name}: JSON nested too deeply") from None
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases and deep nesting while composing."""
+@cache
+def _loader_class() -> type:
+    """The YAML loader, built on first use: PyYAML is imported only when YAML is read."""
+    import yaml
 
-    def __init__(self, stream: str, name: str) -> None:
-        super().__init__(stream)
-        self.name = name
-        self.depth = 0
+    class _Loader(yaml.SafeLoader):
+        """SafeLoader that refuses aliases and deep nesting while composing."""
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise ConfigError(
-                f"{self.name}:{mark.line + 1}:{mark.column + 1}: YAML aliases (*name) are not accepted; "
-                "write the values out"
-            )
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            mark = self.peek_event().start_mark
-            raise ConfigError(
-                f"{self.name}:{mark.line + 1}:{mark.column + 1}: nested more than {MAX_DEPTH} levels deep"
-            )
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
+        def __init__(self, stream: str, name: str) -> None:
+            super().__init__(stream)
+            self.name = name
+            self.depth = 0
+
+        def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:  # type: ignore[override]
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise ConfigError(
+                    f"{self.name}:{mark.line + 1}:{mark.column + 1}: YAML aliases (*name) are not accepted; "
+                    "write the values out"
+                )
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise ConfigError(
+                    f"{self.name}:{mark.line + 1}:{mark.column + 1}: nested more than {MAX_DEPTH} levels deep"
+                )
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return _Loader
 
 
 def _parse_yaml(text: str, name: str) -> tuple[Any, yaml.Node | None]:
-    loader = _Loader(text, name)
+    import yaml
+
+    loader = _loader_class()(text, name)
     try:
         root = loader.get_single_node()
         return (_to_python(root, loader, name) if root is not None else None), root
@@ -164,8 +177,10 @@ def _parse_yaml(text: str, name: str) -> tuple[Any, yaml.Node | None]:
         loader.dispose()
 
 
-def _to_python(node: yaml.Node, loader: _Loader, name: str) -> Any:
+def _to_python(node: yaml.Node, loader: yaml.SafeLoader, name: str) -> Any:
     """Build plain Python values from composed nodes, refusing duplicate and non-string keys."""
+    import yaml
+
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(item, loader, name) for item in node.value]
     if isinstance(node, yaml.MappingNode):

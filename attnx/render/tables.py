@@ -7,7 +7,6 @@ from enum import Enum
 
 import numpy as np
 from rich import box
-from rich.columns import Columns
 from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.table import Table
@@ -130,7 +129,10 @@ def run_view(result: AttentionResult, sections: Iterable[Section], precision: in
     if chosen & per_head:
         for head in range(result.heads):
             parts.append(Rule(head_title(result, head), align="left", style="dim"))
-            parts.append(Columns(_head_sections(result, head, chosen, precision), padding=(1, 4)))
+            # Stacked, not laid out with rich.columns.Columns: measuring tables side by side doubles
+            # the rendering time, the largest part of `attnx run`'s start-up after imports.
+            for i, table in enumerate(_head_sections(result, head, chosen, precision)):
+                parts.extend([Text()] * (i > 0) + [table])
     if Section.output in chosen:
         cols = [f"d{c}" for c in range(result.d_model)]
         title = f"Concatenated output ({result.heads} head{'s' if result.heads > 1 else ''} × d_k {result.d_k})"

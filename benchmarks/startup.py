@@ -1,0 +1,53 @@
+"""Start-up cost of attnx commands against bare imports, measured in one run (medians, interleaved).
+
+Usage: python benchmarks/startup.py [--repeat 15]
+
+Prints the median wall time of each command and its ratio to
+`python -c "import numpy, yaml, typer, rich.console"` (the floor a NumPy CLI pays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS = {
+    "baseline: import numpy, yaml, typer, rich.console": [
+        sys.executable, "-c", "import numpy, yaml, typer, rich.console",
+    ],
+    "attnx --help": [sys.executable, "-m", "attnx", "--help"],
+    "attnx --version": [sys.executable, "-m", "attnx", "--version"],
+    "attnx run (built-in example)": [sys.executable, "-m", "attnx", "run"],
+    "attnx run --format json": [sys.executable, "-m", "attnx", "run", "--format", "json"],
+    "attnx trace --token cat": [sys.executable, "-m", "attnx", "trace", "--token", "cat"],
+}  # fmt: skip
+
+
+def wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for command in COMMANDS.values():  # warm the file cache
+        wall(command)
+    for _ in range(args.repeat):  # interleaved, so load on the machine hits every command alike
+        for name, command in COMMANDS.items():
+            times[name].append(wall(command))
+    base = statistics.median(next(iter(times.values())))
+    print(f"{'command':<52} {'median s':>9} {'× baseline':>11}")
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        print(f"{name:<52} {median:>9.3f} {median / base:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()
