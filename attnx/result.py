@@ -10,6 +10,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.spec import AttentionSpec
 
+# Every array an engine can compute; an engine asked for fewer (``needs``) leaves the rest None.
 ARRAYS = (
     "q_heads",
     "k_heads",
@@ -40,11 +41,13 @@ class AttentionResult:
     - ``output``           ``[query, d_model]``      head outputs concatenated (dropped heads zeroed)
     - ``average_weights``  ``[query, key]``          mean of ``weights`` over heads
     - ``projected``        ``[query, d_out]``        ``output @ W_o + b_o``, when W_o exists
-    - ``mask``             ``[query, key]``          True where attending is allowed; None = all
+    - ``mask``             ``[query, key]``          True where attending is allowed; None = all (or not asked for)
     - ``intact_output``/``intact_projected``         the same without ablation, when heads were dropped
 
-    Arrays are read-only and keep the dtype the engine computed in. ``query_positions[i]`` is the
-    position in the original input of query row ``i`` (see ``AttentionSpec.select_queries``).
+    Arrays are read-only and keep the dtype the engine computed in. An array that was not asked
+    for (``compute(..., needs=...)``) is None: ``output`` alone never builds an H×N×M matrix.
+    ``query_positions[i]`` is the position in the original input of query row ``i`` (see
+    ``AttentionSpec.select_queries``).
     """
 
     tokens: tuple[str, ...]
@@ -53,15 +56,15 @@ class AttentionResult:
     d_model: int
     d_k: int
     scale: float
-    q_heads: np.ndarray
-    k_heads: np.ndarray
-    v_heads: np.ndarray
-    scores: np.ndarray
-    scaled: np.ndarray
-    weights: np.ndarray
-    head_outputs: np.ndarray
+    q_heads: np.ndarray | None
+    k_heads: np.ndarray | None
+    v_heads: np.ndarray | None
+    scores: np.ndarray | None
+    scaled: np.ndarray | None
+    weights: np.ndarray | None
+    head_outputs: np.ndarray | None
     output: np.ndarray
-    average_weights: np.ndarray
+    average_weights: np.ndarray | None
     engine: str
     device: str
     dtype: str
@@ -75,6 +78,7 @@ class AttentionResult:
     intact_projected: np.ndarray | None = None
     dropped_heads: tuple[int, ...] = ()
     parameters: int = 0
+    fully_masked_rows: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (*ARRAYS, *OPTIONAL_ARRAYS, "mask"):
@@ -96,8 +100,12 @@ class AttentionResult:
         engine: str,
         device: str,
         dtype: str,
+        with_mask: bool = True,
     ) -> AttentionResult:
-        """A result for ``spec`` from an engine's arrays (the names of ``ARRAYS`` and ``OPTIONAL_ARRAYS``)."""
+        """A result for ``spec`` from an engine's arrays (names from ``ARRAYS`` and ``OPTIONAL_ARRAYS``).
+
+        ``with_mask`` keeps the ``[query, key]`` mask (an N × M array) in the result.
+        """
         return cls(
             tokens=spec.tokens,
             key_tokens=spec.key_tokens,
@@ -112,10 +120,11 @@ class AttentionResult:
             kv_heads=int(spec.kv_heads or spec.heads),
             layout=spec.layout,
             scale_mode=spec.scale if isinstance(spec.scale, str) else "number",
-            mask=spec.allowed(),
+            mask=spec.allowed() if with_mask else None,
+            fully_masked_rows=spec.fully_masked_rows(),
             dropped_heads=spec.dropped_heads,
             parameters=spec.parameters,
-            **arrays,
+            **{name: None for name in ARRAYS} | arrays,
         )
 
     @property
@@ -133,9 +142,8 @@ class AttentionResult:
             return range(head, self.heads * self.d_k, self.heads)
         return range(head * self.d_k, (head + 1) * self.d_k)
 
-    @property
-    def fully_masked_rows(self) -> tuple[int, ...]:
-        """Original positions of queries whose keys are all blocked (their weights are all zero)."""
-        if self.mask is None:
-            return ()
-        return tuple(self.query_positions[i] for i in np.flatnonzero(~self.mask.any(axis=1)))
+    def require(self, *names: str) -> None:
+        """Raise ValueError when an array a caller relies on was not computed."""
+        missing = [name for name in names if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"this result was computed without {', '.join(missing)}")

@@ -270,19 +270,45 @@ class AttentionSpec:
         """The K/V head that query head ``head`` reads (both 0-based)."""
         return head // self.group_size
 
-    def allowed(self) -> np.ndarray | None:
-        """``[query, key]`` booleans, True where a query may attend a key; None when all may."""
-        n, m = self.n_queries, self.n_keys
-        if not (self.causal or self.mask is not None or self.padding is not None):
+    @property
+    def masked(self) -> bool:
+        """True when some query-key pair may be blocked (causal, mask or padding)."""
+        return self.causal or self.mask is not None or self.padding is not None
+
+    def allowed(self, rows: slice = slice(None)) -> np.ndarray | None:
+        """``[query, key]`` booleans for query ``rows``, True where a query may attend a key; None when all may.
+
+        Engines that work in query blocks ask for one block of rows at a time, so a causal mask is
+        never built whole for long inputs.
+        """
+        if not self.masked:
             return None
-        allowed = np.ones((n, m), dtype=bool)
+        positions = np.asarray(self.query_positions)[rows]
+        allowed = np.ones((len(positions), self.n_keys), dtype=bool)
         if self.causal:  # aligned to the top-left corner, as PyTorch's is_causal
-            allowed &= np.arange(m)[None, :] <= np.asarray(self.query_positions)[:, None]
+            allowed &= np.arange(self.n_keys)[None, :] <= positions[:, None]
         if self.mask is not None:
-            allowed &= self.mask
+            allowed &= self.mask[rows]
         if self.padding is not None:
             allowed &= ~self.padding[None, :]
         return allowed
+
+    def fully_masked_rows(self, block: int = 4096) -> tuple[int, ...]:
+        """Original positions of queries whose keys are all blocked, found block by block."""
+        if not self.masked:
+            return ()
+        found: list[int] = []
+        for start in range(0, self.n_queries, block):
+            rows = slice(start, start + block)
+            allowed = self.allowed(rows)
+            found.extend(self.query_positions[start + i] for i in np.flatnonzero(~allowed.any(axis=1)))  # type: ignore[union-attr,index]
+        return tuple(found)
+
+    def key_limit(self, rows: slice = slice(None)) -> int:
+        """Keys past this index are blocked for every query in ``rows`` (causal masks end early)."""
+        if not self.causal:
+            return self.n_keys
+        return min(self.n_keys, int(np.asarray(self.query_positions)[rows].max()) + 1)
 
     def with_heads(self, heads: int) -> AttentionSpec:
         """The same problem split into a different number of heads (validated again)."""

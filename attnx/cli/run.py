@@ -54,6 +54,31 @@ ShowOpt = Annotated[
 ]
 
 
+# What each table section reads from the result: the engine computes nothing else.
+SECTION_NEEDS = {
+    "scores": {"scores"},
+    "scaled": {"scaled"},
+    "weights": {"weights"},
+    "heads": {"head_outputs"},
+    "output": {"output"},
+    "projected": {"projected"},
+    "ablation": {"output"},
+    "average": {"average_weights"},
+}
+
+
+def needs_for(output_format: OutputFormat, sections: list[str], tensors: list[str] | None) -> set[str] | None:
+    """The result arrays a run must compute for this output (None: all of them).
+
+    ``--format npy --tensor output`` needs no H × N × M matrix, so the engine never builds one.
+    """
+    if output_format is OutputFormat.table:
+        return {"mask", "output"}.union(*(SECTION_NEEDS[name] for name in sections))
+    if output_format in (OutputFormat.csv, OutputFormat.npy, OutputFormat.npz) and tensors:
+        return {"output", *tensors}
+    return None
+
+
 def parse_sections(values: list[str] | None) -> list[str]:
     """``["weights,output", "average"]`` -> ``["weights", "output", "average"]``, checked."""
     if not values:
@@ -93,14 +118,17 @@ def run(
     With no CONFIG: the worked example "The cat sat on mat" (H = 2). --seed with --tokens: random Q, K, V.
     """
     from attnx.engines import compute
+    from attnx.render.formats import check_tensor_names
 
     sections = parse_sections(show)
+    check_tensor_names(tensor)
     check_destination(output_format, output)
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
         layout=layout, causal=causal, drop_heads=drop_head,
     )  # fmt: skip
-    result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value)
+    needs = needs_for(output_format, sections, tensor)
+    result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value, needs=needs)
     warn_fully_masked(result.fully_masked_rows, quiet)
 
     from attnx.render import formats

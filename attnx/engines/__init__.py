@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -53,11 +54,15 @@ def compute(
     *,
     dtype: str | None = None,
     device: str = "auto",
+    needs: Collection[str] | None = None,
 ) -> AttentionResult:
-    """Run multi-head attention for ``spec`` on ``engine`` and return every intermediate.
+    """Run multi-head attention for ``spec`` on ``engine``.
 
     ``device`` is ``auto`` (CUDA, then MPS, then CPU, among those the engine can use) or a device
     name; ``dtype`` defaults to float64, or float32 where the device has no float64 (MPS).
+    ``needs`` names the ``AttentionResult`` arrays wanted (plus ``mask``); None means all of them.
+    ``output`` (and ``projected``) are always computed; without any H × N × M matrix in ``needs``
+    the engines take a path that never builds one.
     """
     module = load_engine(engine)
     resolved = module.resolve_device(device)
@@ -67,7 +72,7 @@ def compute(
         raise EngineUnavailableError(
             f"{engine} on {resolved} does not support {chosen}; supported: {', '.join(supported)}"
         )
-    return module.attend(spec, chosen, resolved)
+    return module.attend(spec, chosen, resolved, needs)
 
 
 @dataclass(frozen=True)

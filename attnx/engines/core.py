@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Protocol
 
 import numpy as np
 
+from attnx.result import ARRAYS, OPTIONAL_ARRAYS
 from attnx.spec import AttentionSpec, Linear
 
 Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the backend
+
+# The H × N × M arrays: the only ones whose size grows with N·M. When none is asked for, a backend
+# may take a path that never holds them whole.
+MATRICES = frozenset({"scores", "scaled", "weights", "average_weights"})
+EVERYTHING = frozenset(ARRAYS) | frozenset(OPTIONAL_ARRAYS)
 
 
 class Backend(Protocol):
@@ -28,6 +35,9 @@ class Backend(Protocol):
 
     def to_numpy(self, x: Array) -> np.ndarray:
         """A NumPy array on the host."""
+
+    def attend(self, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[str]) -> dict[str, Array]:
+        """Head outputs (and the matrices in ``keep``) from split heads; ``dense`` is always correct."""
 
 
 def split_heads(ops: Backend, x: Array, heads: int, layout: str) -> Array:
@@ -51,50 +61,59 @@ def linear(ops: Backend, x: Array, w: Linear) -> Array:
     return out + ops.array(w.bias) if w.bias is not None else out
 
 
-def attention(ops: Backend, spec: AttentionSpec) -> dict[str, Array]:
-    """Every intermediate of multi-head attention for ``spec``, as backend arrays.
+def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[str]) -> dict[str, Array]:
+    """The textbook computation on whole matrices: every intermediate, as arrays of the backend.
 
-    Keys match ``AttentionResult`` fields. With grouped K/V heads (GQA/MQA) the ``g = H / H_kv``
-    query heads of a group are stacked along the query axis and share one matmul with their K/V
-    head, so K and V are never repeated in memory.
+    With grouped K/V heads (GQA/MQA) the ``g = H / H_kv`` query heads of a group are stacked along
+    the query axis and share one matmul with their K/V head, so K and V are never repeated.
     """
+    (h, n, d_k), h_kv, m = q.shape, k.shape[0], k.shape[1]
+    g = h // h_kv
+    scores = (q.reshape(h_kv, g * n, d_k) @ ops.permute(k, (0, 2, 1))).reshape(h, n, m)  # (H, N, M)
+    scaled = scores * spec.multiplier  # (H, N, M); a Python float keeps the array's dtype
+    allowed = spec.allowed()
+    weights = ops.softmax_masked(scaled, None if allowed is None else ops.array(allowed))  # (H, N, M)
+    head_outputs = (weights.reshape(h_kv, g * n, m) @ v).reshape(h, n, d_k)  # (H, N, d_k)
+    out = {"scores": scores, "scaled": scaled, "weights": weights, "head_outputs": head_outputs}
+    if "average_weights" in keep:
+        out["average_weights"] = ops.mean0(weights)  # (N, M)
+    return {name: array for name, array in out.items() if name in keep or name == "head_outputs"}
+
+
+def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None = None) -> dict[str, Array]:
+    """The arrays named in ``needs`` (None: every one) for ``spec``, as backend arrays.
+
+    Keys match ``AttentionResult`` fields. ``output`` and ``projected`` are always computed (they
+    are N × d_model); H × N × M matrices only when asked for.
+    """
+    keep = EVERYTHING if needs is None else frozenset(needs)
     if spec.x is not None:
         x = ops.array(spec.x)
         x_kv = ops.array(spec.x_kv) if spec.x_kv is not None else x
         q, k, v = linear(ops, x, spec.w_q), linear(ops, x_kv, spec.w_k), linear(ops, x_kv, spec.w_v)  # type: ignore[arg-type]
     else:
         q, k, v = ops.array(spec.q), ops.array(spec.k), ops.array(spec.v)
-    h, h_kv, g = spec.heads, int(spec.kv_heads or spec.heads), spec.group_size
-    n, m, d_k = spec.n_queries, spec.n_keys, spec.d_k
+    h, h_kv = spec.heads, int(spec.kv_heads or spec.heads)
     q_heads = split_heads(ops, q, h, spec.layout)  # (H, N, d_k)
     k_heads = split_heads(ops, k, h_kv, spec.layout)  # (H_kv, M, d_k)
     v_heads = split_heads(ops, v, h_kv, spec.layout)  # (H_kv, M, d_k)
 
-    scores = (q_heads.reshape(h_kv, g * n, d_k) @ ops.permute(k_heads, (0, 2, 1))).reshape(h, n, m)  # (H, N, M)
-    scaled = scores * spec.multiplier  # (H, N, M); a Python float keeps the array's dtype
-    allowed = spec.allowed()
-    weights = ops.softmax_masked(scaled, None if allowed is None else ops.array(allowed))  # (H, N, M)
-    head_outputs = (weights.reshape(h_kv, g * n, m) @ v_heads).reshape(h, n, d_k)  # (H, N, d_k)
-
-    out: dict[str, Array] = {
-        "q_heads": q_heads,
-        "k_heads": k_heads,
-        "v_heads": v_heads,
-        "scores": scores,
-        "scaled": scaled,
-        "weights": weights,
-        "head_outputs": head_outputs,
-        "average_weights": ops.mean0(weights),  # (N, M)
-    }
+    out = ops.attend(q_heads, k_heads, v_heads, spec, keep)
+    for name, heads in (("q_heads", q_heads), ("k_heads", k_heads), ("v_heads", v_heads)):
+        if name in keep:
+            out[name] = heads
+    head_outputs = out["head_outputs"]
     kept = head_outputs
     if spec.dropped_heads:
-        keep = np.ones((h, 1, 1))
-        keep[list(spec.dropped_heads)] = 0.0
-        kept = head_outputs * ops.array(keep)
+        keep_heads = np.ones((h, 1, 1))
+        keep_heads[list(spec.dropped_heads)] = 0.0
+        kept = head_outputs * ops.array(keep_heads)
         out["intact_output"] = merge_heads(ops, head_outputs, spec.layout)
         if spec.w_o is not None:
             out["intact_projected"] = linear(ops, out["intact_output"], spec.w_o)
     out["output"] = merge_heads(ops, kept, spec.layout)  # (N, d_model)
     if spec.w_o is not None:
         out["projected"] = linear(ops, out["output"], spec.w_o)  # (N, d_out)
+    if "head_outputs" not in keep:
+        del out["head_outputs"]
     return out

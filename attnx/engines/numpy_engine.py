@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 
-from attnx.engines.core import attention
+from attnx.engines.core import attention, dense
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
 
 NAME = "numpy"
 DTYPES = ("float64", "float32")
+DENSE_LIMIT = 1 << 20  # H·N·M up to this is computed in one piece (about 8 MiB of float64 scores)
 
 
 def version() -> str:
@@ -69,15 +72,30 @@ class NumpyBackend:
         """Mean over the first axis."""
         return x.mean(axis=0)
 
+    def attend(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
+    ) -> dict[str, np.ndarray]:
+        """Small problems in one piece; larger ones in query blocks on all CPUs (see numpy_blocked)."""
+        (h, n, _), m = q.shape, k.shape[1]
+        if h * n * m <= DENSE_LIMIT:
+            return dense(self, q, k, v, spec, keep)
+        from attnx.engines.numpy_blocked import attend_blocked
+
+        return attend_blocked(q, k, v, spec, keep)
+
     def to_numpy(self, x: np.ndarray) -> np.ndarray:
         """Already NumPy."""
         return x
 
 
-def attend(spec: AttentionSpec, dtype: str = "float64", device: str = "cpu") -> AttentionResult:
-    """Compute every intermediate of multi-head attention for ``spec`` in ``dtype``."""
-    arrays = attention(NumpyBackend(dtype), spec)
+def attend(
+    spec: AttentionSpec, dtype: str = "float64", device: str = "cpu", needs: Collection[str] | None = None
+) -> AttentionResult:
+    """Compute multi-head attention for ``spec`` in ``dtype``: the arrays in ``needs`` (None: all)."""
+    arrays = attention(NumpyBackend(dtype), spec, needs)
     # The multiplier is applied as a Python float, which keeps float32 arrays float32; report it
     # as the dtype holds it.
     scale = float(np.dtype(dtype).type(spec.multiplier))
-    return AttentionResult.assemble(spec, arrays, scale=scale, engine=NAME, device=device, dtype=dtype)
+    return AttentionResult.assemble(
+        spec, arrays, scale=scale, engine=NAME, device=device, dtype=dtype, with_mask=needs is None or "mask" in needs
+    )

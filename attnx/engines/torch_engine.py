@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import torch
 
-from attnx.engines.core import attention
+from attnx.engines.core import MATRICES, attention, dense
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
@@ -73,15 +75,37 @@ class TorchBackend:
         """Mean over the first dimension."""
         return x.mean(dim=0)
 
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[str]
+    ) -> dict[str, torch.Tensor]:
+        """Output only: torch's fused scaled_dot_product_attention; with matrices: the dense path."""
+        if keep & MATRICES:
+            return dense(self, q, k, v, spec, keep)
+        (h, n, _), h_kv = q.shape, k.shape[0]
+        positions_are_rows = spec.query_positions == tuple(range(n))
+        mask_is_causal_only = spec.causal and spec.mask is None and spec.padding is None and positions_are_rows
+        allowed = None if mask_is_causal_only or not spec.masked else self.array(spec.allowed())
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
+        )  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
+        if spec.masked:
+            out = torch.nan_to_num(out, nan=0.0)  # rows with every key blocked are zeros, as in attnx
+        return {"head_outputs": out}
+
     def to_numpy(self, x: torch.Tensor) -> np.ndarray:
         """A NumPy copy on the host."""
         return x.detach().to("cpu").contiguous().numpy()
 
 
-def attend(spec: AttentionSpec, dtype: str = "float64", device: str = "cpu") -> AttentionResult:
-    """Compute every intermediate of multi-head attention for ``spec`` with torch."""
+def attend(
+    spec: AttentionSpec, dtype: str = "float64", device: str = "cpu", needs: Collection[str] | None = None
+) -> AttentionResult:
+    """Compute multi-head attention for ``spec`` with torch: the arrays in ``needs`` (None: all)."""
     backend = TorchBackend(dtype, device)
     with torch.inference_mode():
-        arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec).items()}
+        arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec, needs).items()}
         scale = float(torch.tensor(spec.multiplier, dtype=backend.dtype))
-    return AttentionResult.assemble(spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype)
+    return AttentionResult.assemble(
+        spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype,
+        with_mask=needs is None or "mask" in needs,
+    )  # fmt: skip

@@ -34,14 +34,26 @@ def result_tensors(result: AttentionResult) -> dict[str, np.ndarray]:
     return out
 
 
+ABSENT_BECAUSE = {"projected": "the input has no w_o", "mask": "the input has no mask or padding"}
+
+
+def check_tensor_names(names: Sequence[str] | None) -> None:
+    """Refuse a ``--tensor`` name that no result can have, before anything is computed."""
+    unknown = [name for name in names or () if name not in TENSOR_AXES]
+    if unknown:
+        raise UsageError(f"unknown tensor {unknown[0]!r} for --tensor; choose from {', '.join(TENSOR_AXES)}")
+
+
 def pick(result: AttentionResult, names: Sequence[str] | None) -> dict[str, np.ndarray]:
     """The tensors named (all when ``names`` is empty), checked against what the result holds."""
+    check_tensor_names(names)
     available = result_tensors(result)
     if not names:
         return available
-    unknown = [name for name in names if name not in available]
-    if unknown:
-        raise UsageError(f"no tensor {unknown[0]!r} in this result; choose from {', '.join(available)}")
+    absent = [name for name in names if name not in available]
+    if absent:
+        reason = ABSENT_BECAUSE.get(absent[0], "it was not computed")
+        raise UsageError(f"this result has no {absent[0]!r} ({reason})")
     return {name: available[name] for name in dict.fromkeys(names)}
 
 

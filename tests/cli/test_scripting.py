@@ -100,10 +100,13 @@ class TestRunFormats:
             assert archive["tokens"].tolist() == list(worked.tokens)
 
     def test_unknown_tensor(self, runner: CliRunner) -> None:
-        """--tensor with a name the result lacks is exit 2 listing the names."""
+        """--tensor with a name no result has is exit 2 listing the names; one this input lacks says why."""
+        result = runner.invoke(app, ["run", "-f", "csv", "--tensor", "wieghts"])
+        assert result.exit_code == 2
+        assert "unknown tensor 'wieghts' for --tensor; choose from scores, scaled, weights" in result.stderr
         result = runner.invoke(app, ["run", "-f", "csv", "--tensor", "projected"])
         assert result.exit_code == 2
-        assert "no tensor 'projected' in this result; choose from scores" in result.stderr
+        assert "this result has no 'projected' (the input has no w_o)" in result.stderr
 
 
 class TestOtherCommandsFormats:

@@ -1,0 +1,150 @@
+"""NumPy attention in query blocks spread over threads, for inputs too large to hold in one piece.
+
+Two paths, both exact up to rounding:
+
+- ``weights``: when any H × N × M matrix is asked for. Each block computes its scores, scales and
+  softmaxes them in place, and writes only the matrices asked for.
+- ``output``: when only head outputs are needed, no H × N × M array ever exists. Each block folds
+  the softmax shift into its matmul: with c_i = ‖q_i‖·max_j ‖k_j‖ ≥ max_j q_i·k_j (Cauchy–Schwarz),
+  [q_i, −c_i]·[k_j, 1] = q_i·k_j − c_i ≤ 0, so exp never overflows and needs no separate max pass;
+  a column of ones appended to V makes the same matmul return each row's softmax denominator.
+  Rows whose denominator underflows (c_i far above the true maximum, or every key masked) are
+  recomputed exactly, with the true row maximum.
+
+Blocks run on a thread pool with BLAS limited to one thread per worker (threadpoolctl): NumPy
+releases the GIL in matmul and in ufuncs, so the softmax passes run in parallel too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from attnx.spec import AttentionSpec
+
+BLOCK_BYTES = 64 << 20  # one block's H × B × M scores
+MIN_ROWS, MAX_ROWS = 32, 1024
+# A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
+TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
+
+
+def block_rows(heads: int, keys: int, itemsize: int) -> int:
+    """Query rows per block so that one block's scores take about ``BLOCK_BYTES``."""
+    rows = BLOCK_BYTES // max(1, heads * keys * itemsize)
+    return int(min(MAX_ROWS, max(MIN_ROWS, rows // MIN_ROWS * MIN_ROWS)))
+
+
+def workers() -> int:
+    """CPUs this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def run_blocks(work: Callable[[slice], None], n: int, rows: int) -> None:
+    """Call ``work`` on every block of ``rows`` query rows, on as many threads as there are CPUs."""
+    blocks = [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
+    threads = min(workers(), len(blocks))
+    if threads <= 1:
+        for block in blocks:
+            work(block)
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(work, blocks):  # re-raises a worker's exception here
+            pass
+
+
+def softmax_rows_(s: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """Softmax over the last axis of ``s`` in place; ``allowed`` (``[rows, keys]``) broadcasts over heads."""
+    if allowed is not None:
+        np.copyto(s, -np.inf, where=~allowed)
+    peak = s.max(axis=-1, keepdims=True)
+    if allowed is not None:
+        peak[~np.isfinite(peak)] = 0  # every key blocked: exp(-inf) = 0 everywhere
+    s -= peak
+    np.exp(s, out=s)
+    total = s.sum(axis=-1, keepdims=True)
+    if allowed is not None:
+        total[total == 0] = 1  # ... and the row stays zeros
+    s /= total
+    return s
+
+
+def attend_blocked(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
+) -> dict[str, np.ndarray]:
+    """Head outputs, plus the matrices in ``keep``, from split heads ``q`` (H,N,d_k), ``k``/``v`` (H_kv,M,d_k)."""
+    wanted = keep & {"scores", "scaled", "weights", "average_weights"}
+    if wanted:
+        return _weights_path(q, k, v, spec, wanted)
+    return {"head_outputs": _output_path(q, k, v, spec)}
+
+
+def _weights_path(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, wanted: frozenset[str]
+) -> dict[str, np.ndarray]:
+    (h, n, d_k), (h_kv, m, _) = q.shape, k.shape
+    g, dtype = h // h_kv, q.dtype
+    scale = dtype.type(spec.multiplier)
+    k_t = np.ascontiguousarray(k.transpose(0, 2, 1))  # (H_kv, d_k, M)
+    out = {name: np.empty((h, n, m), dtype) for name in ("scores", "scaled", "weights") if name in wanted}
+    if "average_weights" in wanted:
+        out["average_weights"] = np.empty((n, m), dtype)
+    head_outputs = np.empty((h, n, d_k), dtype)
+
+    def work(rows: slice) -> None:
+        b = rows.stop - rows.start
+        s = (q[:, rows].reshape(h_kv, g * b, d_k) @ k_t).reshape(h, b, m)  # (H, B, M)
+        if "scores" in out:
+            out["scores"][:, rows] = s
+        s *= scale
+        if "scaled" in out:
+            out["scaled"][:, rows] = s
+        softmax_rows_(s, spec.allowed(rows))
+        if "weights" in out:
+            out["weights"][:, rows] = s
+        if "average_weights" in out:
+            out["average_weights"][rows] = s.mean(axis=0)
+        head_outputs[:, rows] = (s.reshape(h_kv, g * b, m) @ v).reshape(h, b, d_k)
+
+    run_blocks(work, n, block_rows(h, m, dtype.itemsize))
+    return {**out, "head_outputs": head_outputs}
+
+
+def _output_path(q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec) -> np.ndarray:
+    (h, n, d_k), (h_kv, m, _) = q.shape, k.shape
+    g, dtype = h // h_kv, q.dtype
+    scale, tiny = dtype.type(spec.multiplier), TINY[dtype]
+    ones = np.ones((h_kv, m, 1), dtype)
+    k_aug_t = np.ascontiguousarray(np.concatenate([k, ones], axis=-1).transpose(0, 2, 1))  # (H_kv, d_k+1, M)
+    v_aug = np.concatenate([v, ones], axis=-1)  # (H_kv, M, d_k+1)
+    k_norm = np.sqrt((k.astype(np.float64) ** 2).sum(axis=-1).max(axis=-1))  # (H_kv,)
+    head_outputs = np.empty((h, n, d_k), dtype)
+
+    def work(rows: slice) -> None:
+        b, limit = rows.stop - rows.start, spec.key_limit(rows)  # keys past `limit` are causally blocked
+        qs = q[:, rows].reshape(h_kv, g * b, d_k) * scale  # (H_kv, gB, d_k)
+        shift = np.linalg.norm(qs.astype(np.float64), axis=-1) * k_norm[:, None]  # (H_kv, gB) ≥ row maxima
+        q_aug = np.concatenate([qs, -shift[..., None].astype(dtype)], axis=-1)  # (H_kv, gB, d_k+1)
+        s = q_aug @ k_aug_t[:, :, :limit]  # (H_kv, gB, limit) = scaled scores − shift ≤ 0
+        allowed = spec.allowed(rows)
+        if allowed is not None:
+            np.copyto(s.reshape(h_kv, g, b, limit), -np.inf, where=~allowed[:, :limit])
+        np.exp(s, out=s)
+        r = s @ v_aug[:, :limit]  # (H_kv, gB, d_k+1): unnormalised outputs, then the denominators
+        total = r[..., d_k:]
+        o = np.divide(r[..., :d_k], total, out=np.zeros_like(r[..., :d_k]), where=total > tiny)
+        for kv, row in np.argwhere(total[..., 0] <= tiny):  # recompute exactly (rare)
+            exact = (qs[kv, row] @ k[kv, :limit].T)[None]  # (1, limit)
+            softmax_rows_(exact, None if allowed is None else allowed[row % b, :limit][None])
+            o[kv, row] = exact[0] @ v[kv, :limit]
+        head_outputs[:, rows] = o.reshape(h, b, d_k)
+
+    run_blocks(work, n, block_rows(h, m, dtype.itemsize))
+    return head_outputs

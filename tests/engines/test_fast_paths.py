@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnx.analysis.compare import default_tolerance
+from attnx.engines import compute, numpy_blocked, numpy_engine
+from attnx.spec import AttentionSpec
+
+N, M = 300, 260  # with H = 8: 8·300·260 > DENSE_LIMIT, so the blocked paths run
+
+
+def labels(n: int) -> tuple[str, ...]:
+    return tuple(f"t{i}" for i in range(n))
+
+
+def make_spec(
+    n: int = N, m: int = M, heads: int = 8, kv_heads: int | None = None, seed: int = 0, magnitude: float = 1.0, **kw
+) -> AttentionSpec:
+    rng = np.random.default_rng(seed)
+    d_k = 8
+    q = rng.standard_normal((n, heads * d_k)) * magnitude
+    k, v = rng.standard_normal((2, m, (kv_heads or heads) * d_k)) * magnitude
+    return AttentionSpec(q, k, v, heads, labels(n), labels(m), kv_heads=kv_heads, **kw)
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 32 rows, so every test crosses many block boundaries and uses the thread pool."""
+    monkeypatch.setattr(numpy_blocked, "BLOCK_BYTES", 1)
+
+
+def dense_reference(spec: AttentionSpec, dtype: str):
+    """The same problem through the one-piece path (DENSE_LIMIT raised above its size)."""
+    import attnx.engines.numpy_engine as module
+
+    old = module.DENSE_LIMIT
+    module.DENSE_LIMIT = 1 << 62
+    try:
+        return compute(spec, "numpy", dtype=dtype)
+    finally:
+        module.DENSE_LIMIT = old
+
+
+CASES = {
+    "plain": {},
+    "causal": {"causal": True},
+    "padding": {"padding": np.arange(M) % 7 == 3},
+    "gqa": {"kv_heads": 2},
+    "interleaved": {"layout": "interleaved"},
+    "scale": {"scale": 0.05},
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", sorted(CASES))
+class TestBlockedEqualsDense:
+    def test_output_only(self, engine: str, dtype: str, case: str) -> None:
+        """needs={"output"} gives the dense path's output; no weight matrix is returned."""
+        spec = make_spec(**CASES[case])
+        fast = compute(spec, engine, dtype=dtype, needs={"output"})
+        ref = dense_reference(spec, dtype)
+        assert fast.weights is None and fast.scores is None and fast.mask is None
+        tol = default_tolerance(dtype, ref.output) if dtype == "float32" else None
+        np.testing.assert_allclose(
+            fast.output, ref.output, rtol=tol.rtol if tol else 1e-10, atol=tol.atol if tol else 1e-12
+        )
+
+    def test_weights_path(self, engine: str, dtype: str, case: str) -> None:
+        """needs with weights gives the dense path's weights, average and head outputs."""
+        spec = make_spec(seed=1, **CASES[case])
+        fast = compute(spec, engine, dtype=dtype, needs={"weights", "average_weights", "head_outputs"})
+        ref = dense_reference(spec, dtype)
+        assert fast.scores is None and fast.scaled is None
+        for name in ("weights", "average_weights", "head_outputs"):
+            tol = default_tolerance(dtype, getattr(ref, name))
+            rtol, atol = (tol.rtol, tol.atol) if dtype == "float32" else (1e-10, 1e-12)
+            np.testing.assert_allclose(getattr(fast, name), getattr(ref, name), rtol=rtol, atol=atol, err_msg=name)
+
+
+class TestBlockedDetails:
+    def test_scores_and_scaled_in_blocks(self) -> None:
+        """The weights path writes scores and scaled exactly as the dense path computes them."""
+        spec = make_spec(seed=2, causal=True)
+        fast = compute(spec, needs={"scores", "scaled"})
+        ref = dense_reference(spec, "float64")
+        np.testing.assert_allclose(fast.scores, ref.scores, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(fast.scaled, ref.scaled, rtol=1e-13, atol=1e-13)
+
+    def test_fully_masked_rows_are_zero(self, engine: str) -> None:
+        """Rows whose keys are all blocked come out as zeros on the output-only path too."""
+        mask = np.ones((N, M), dtype=bool)
+        mask[[5, 77, 299]] = False
+        spec = make_spec(seed=3, mask=mask)
+        fast = compute(spec, engine, needs={"output"})
+        assert fast.fully_masked_rows == (5, 77, 299)
+        assert not fast.output[[5, 77, 299]].any()
+        np.testing.assert_allclose(fast.output, dense_reference(spec, "float64").output, rtol=1e-10, atol=1e-12)
+
+    def test_shift_overshoot_falls_back_to_exact(self) -> None:
+        """Huge, badly aligned scores make the Cauchy–Schwarz shift overshoot; those rows are redone exactly."""
+        spec = make_spec(seed=4, magnitude=40.0)  # |q|·|k| ≫ q·k: denominators underflow
+        fast = compute(spec, needs={"output"})
+        ref = dense_reference(spec, "float64")
+        assert np.isfinite(fast.output).all()
+        np.testing.assert_allclose(fast.output, ref.output, rtol=1e-9, atol=1e-9)
+
+    def test_one_query_row_of_a_long_input(self, engine: str) -> None:
+        """A single selected query (as trace asks) equals that row of the full result."""
+        spec = make_spec(seed=5, causal=True)
+        one = compute(spec.select_queries([123]), engine)
+        full = dense_reference(spec, "float64")
+        np.testing.assert_allclose(one.weights[:, 0], full.weights[:, 123], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(one.output[0], full.output[123], rtol=1e-12, atol=1e-15)
+
+    def test_block_rows(self) -> None:
+        """Blocks hold about BLOCK_BYTES of scores, between 32 and 1024 rows, in multiples of 32."""
+        assert numpy_blocked.block_rows(8, 4096, 4) == 32  # BLOCK_BYTES is 1 in these tests
+        numpy_blocked.BLOCK_BYTES = 64 << 20
+        assert numpy_blocked.block_rows(8, 4096, 4) == 512
+        assert numpy_blocked.block_rows(8, 16384, 4) == 128
+        assert numpy_blocked.block_rows(1, 100, 8) == 1024
+        assert numpy_engine.DENSE_LIMIT == 1 << 20
