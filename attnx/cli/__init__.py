@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from attnx import __version__
+from attnx.cli import bench as bench_cmd
 from attnx.cli import check as check_cmd
 from attnx.cli import engines as engines_cmd
 from attnx.cli import run as run_cmd
@@ -54,6 +55,7 @@ app.command("run", epilog=EPILOG)(run_cmd.run)
 app.command("trace", epilog=EPILOG)(trace_cmd.trace)
 app.command("check", epilog=EPILOG)(check_cmd.check)
 app.command("engines", epilog=EPILOG)(engines_cmd.engines)
+app.command("bench", epilog=EPILOG)(bench_cmd.bench)
 
 
 def main() -> None:

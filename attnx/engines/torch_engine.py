@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import numpy as np
 import torch
@@ -85,9 +85,16 @@ class TorchBackend:
         positions_are_rows = spec.query_positions == tuple(range(n))
         mask_is_causal_only = spec.causal and spec.mask is None and spec.padding is None and positions_are_rows
         allowed = None if mask_is_causal_only or not spec.masked else self.array(spec.allowed())
+        # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs only.
         out = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
-        )  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
+            q[None],
+            k[None],
+            v[None],
+            attn_mask=allowed,
+            is_causal=mask_is_causal_only,
+            scale=spec.multiplier,
+            enable_gqa=h != h_kv,
+        )[0]  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
         if spec.masked:
             out = torch.nan_to_num(out, nan=0.0)  # rows with every key blocked are zeros, as in attnx
         return {"head_outputs": out}
@@ -109,3 +116,25 @@ def attend(
         spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype,
         with_mask=needs is None or "mask" in needs,
     )  # fmt: skip
+
+
+def sdpa_reference(spec: AttentionSpec, dtype: str = "float32", device: str = "cpu") -> Callable[[], object]:
+    """A callable running bare ``F.scaled_dot_product_attention`` on ``spec``'s Q/K/V (no attnx around it).
+
+    Benchmarks time it as the reference; the tensors are prepared here, outside the timed call.
+    """
+    backend = TorchBackend(dtype, device)
+    with torch.inference_mode():
+        q, k, v = (
+            backend.array(x).view(-1, h, spec.d_k).transpose(0, 1).contiguous()[None]  # (1, H, N, d_k)
+            for x, h in ((spec.q, spec.heads), (spec.k, spec.kv_heads), (spec.v, spec.kv_heads))
+        )
+
+    def run() -> object:
+        with torch.inference_mode():
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=spec.kv_heads != spec.heads)
+            if out.device.type == "cuda":
+                torch.cuda.synchronize()
+            return out
+
+    return run

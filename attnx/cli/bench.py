@@ -1,0 +1,112 @@
+"""`attnx bench`: time engines over a range of sequence lengths."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from attnx.cli.common import (
+    Dtype,
+    DtypeOpt,
+    FormatOpt,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    colour_allowed,
+    emit,
+    guarded,
+)
+from attnx.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.analysis.bench import BenchRow, BenchSettings
+
+LengthsOpt = Annotated[str, typer.Option("--lengths", help="Sequence lengths, comma-separated.")]
+BenchHeadsOpt = Annotated[int, typer.Option("--heads", "-H", min=1, help="Heads.")]
+BenchDModelOpt = Annotated[int, typer.Option("--d-model", min=1, help="Width of Q, K, V.")]
+EnginesOpt = Annotated[
+    str | None,
+    typer.Option("--engines", help="Engines, comma-separated [default: every available one].", show_default=False),
+]
+PathOpt = Annotated[
+    str, typer.Option("--path", help="output: head outputs only (no N×N matrices); weights: also the weights.")
+]
+RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="Timed runs per cell; the best counts.")]
+
+
+def parse_ints(text: str, option: str) -> list[int]:
+    """``"128,256"`` -> ``[128, 256]``; anything else is a usage error naming ``option``."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise UsageError(f"{option} takes positive whole numbers separated by commas, got {text!r}")
+    return values
+
+
+@guarded
+def bench(
+    lengths: LengthsOpt = "128,256,512,1024,2048",
+    heads: BenchHeadsOpt = 8,
+    d_model: BenchDModelOpt = 512,
+    engines: EnginesOpt = None,
+    dtype: DtypeOpt = Dtype.float32,
+    path: PathOpt = "output",
+    repeat: RepeatOpt = 3,
+    output_format: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+    no_color: NoColorOpt = False,
+) -> None:
+    """Time the engines on random Q/K/V over a range of sequence lengths (progress on stderr).
+
+    Prints time, the memory the full weights would take, the growth per length, GFLOP/s and the
+    ratio to bare torch SDPA (when torch is installed).
+    """
+    from attnx.analysis.bench import PATHS, BenchSettings
+    from attnx.engines import engine_statuses
+
+    available = [s.name for s in engine_statuses() if s.available]
+    chosen = [e.strip() for e in engines.split(",")] if engines else available
+    missing = [e for e in chosen if e not in available]
+    if missing:
+        raise UsageError(f"engine {missing[0]!r} is not available; available: {', '.join(available)}")
+    if path not in PATHS:
+        raise UsageError(f"--path takes {' or '.join(PATHS)}, not {path!r}")
+    sizes = parse_ints(lengths, "--lengths")
+    if d_model % heads:
+        raise UsageError(f"--d-model {d_model} is not divisible by --heads {heads}")
+    settings = BenchSettings(sizes, heads, d_model, chosen, dtype.value if dtype else "float32", path, repeat)
+    rows = run_with_progress(settings, no_color)
+
+    from attnx.render.bench import bench_table, bench_to_dict
+    from attnx.render.serialize import dumps
+
+    emit(
+        output_format,
+        {
+            OutputFormat.table: lambda: bench_table(rows, settings),
+            OutputFormat.json: lambda: dumps(bench_to_dict(rows, settings)),
+        },
+        output=output,
+        no_color=no_color,
+    )
+
+
+def run_with_progress(settings: BenchSettings, no_color: bool) -> list[BenchRow]:
+    """Run the benchmark with a Rich progress bar on stderr (shown only on a terminal)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from attnx.analysis.bench import run_bench
+
+    console = Console(stderr=True, color_system="auto" if colour_allowed(no_color) else None)
+    total = len(settings.lengths) * (len(settings.engines) + 1)
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("benchmarking", total=total)
+
+        def step(label: str) -> None:
+            progress.update(task, description=label, advance=1)
+
+        return run_bench(settings, step)

@@ -1,0 +1,127 @@
+"""attnx's engines against PyTorch's SDPA and the written-out torch form, measured in one run.
+
+Usage: python benchmarks/engines.py [--quick]
+
+Prints, for H = 8 heads of d_k = 64 in float32 (the ratios of the performance targets):
+  1. weights path  (NumPy engine asked for weights)     vs torch softmax(Q Kᵀ s) V written out
+  2. output-only   (NumPy engine asked for output)      vs F.scaled_dot_product_attention
+  3. output-only   (torch engine asked for output)      vs F.scaled_dot_product_attention
+  4. peak RSS of `attnx run --format npy --tensor output` and of `attnx trace` at N = 16384,
+     d_model = 512 (each in a fresh process).
+Each time is the best of a few repeats, taken alternately with its reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from attnx.engines import compute
+from attnx.spec import AttentionSpec
+
+H, D_K = 8, 64
+F = torch.nn.functional
+
+
+def best_pair(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Best wall time of ``a`` and of ``b``, run alternately ``repeat`` times after a warm-up."""
+    a(), b()
+    ta, tb = [], []
+    for _ in range(repeat):
+        for fn, out in ((a, ta), (b, tb)):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return min(ta), min(tb)
+
+
+def problem(n: int) -> tuple[AttentionSpec, list[torch.Tensor]]:
+    q, k, v = np.random.default_rng(n).standard_normal((3, n, H * D_K)).astype(np.float32)
+    tokens = tuple(map(str, range(n)))
+    spec = AttentionSpec(q, k, v, H, tokens, tokens)
+    # (1, H, N, d_k): SDPA's fused CPU kernel wants 4-D inputs; 3-D ones take its slow path.
+    heads = [torch.from_numpy(x).view(n, H, D_K).transpose(0, 1).contiguous()[None] for x in (q, k, v)]
+    return spec, heads
+
+
+def written_out(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(q @ k.transpose(-2, -1) * (1 / math.sqrt(D_K)), dim=-1) @ v
+
+
+def gflops(n: int, seconds: float) -> float:
+    return 4 * H * n * n * D_K / seconds / 1e9
+
+
+def peak_rss_mib(args: list[str]) -> float:
+    """Peak resident memory (VmHWM) of a fresh `python -m attnx ARGS` process, in MiB.
+
+    VmHWM starts afresh at exec; ru_maxrss would carry over this (large) benchmark process's peak.
+    """
+    code = (
+        "import sys, runpy; sys.argv = ['attnx', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('attnx', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0]\n"
+        "sys.stderr.write(hwm.split()[1])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    return int(proc.stderr.strip().splitlines()[-1]) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    args = parser.parse_args()
+    repeat = 2 if args.quick else 3
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}")
+    print(f"H={H}, d_k={D_K}, float32")
+
+    print("\n1. weights path: NumPy engine (needs weights) vs torch written out")
+    for n in (1024, 2048) if args.quick else (2048, 8192):
+        spec, tensors = problem(n)
+        ours, theirs = best_pair(
+            lambda spec=spec: compute(spec, "numpy", dtype="float32", needs={"weights"}),
+            lambda t=tensors: written_out(*t), repeat,
+        )  # fmt: skip
+        print(f"   N={n:5d}: attnx {ours:7.3f} s  torch written out {theirs:7.3f} s  → {theirs / ours:4.2f}× faster")
+
+    print("\n2. output only: NumPy engine vs torch SDPA")
+    for n in (1024, 2048) if args.quick else (1024, 4096, 8192):
+        spec, tensors = problem(n)
+        ours, theirs = best_pair(
+            lambda spec=spec: compute(spec, "numpy", dtype="float32", needs={"output"}),
+            lambda t=tensors: F.scaled_dot_product_attention(*t), repeat,
+        )  # fmt: skip
+        print(
+            f"   N={n:5d}: attnx {ours:7.3f} s ({gflops(n, ours):5.1f} GFLOP/s)  SDPA {theirs:7.3f} s "
+            f"({gflops(n, theirs):5.1f} GFLOP/s)  → {ours / theirs:4.2f}× SDPA's time"
+        )
+
+    print("\n3. output only: torch engine vs torch SDPA")
+    for n in (1024, 2048) if args.quick else (1024, 4096, 8192):
+        spec, tensors = problem(n)
+        ours, theirs = best_pair(
+            lambda spec=spec: compute(spec, "torch", dtype="float32", needs={"output"}),
+            lambda t=tensors: F.scaled_dot_product_attention(*t), repeat,
+        )  # fmt: skip
+        print(f"   N={n:5d}: attnx torch {ours:7.3f} s  SDPA {theirs:7.3f} s  → {ours / theirs:4.2f}× SDPA's time")
+
+    n = 4096 if args.quick else 16384
+    tokens = " ".join(f"w{i}" for i in range(n))
+    common = ["--seed", "0", "--tokens", tokens, "--d-model", "512", "-H", "8", "--dtype", "float32"]
+    full = H * n * n * 4 / 2**30
+    print(f"\n4. peak RSS at N={n}, H=8, d_model=512, float32 (the full weights alone: {full:.1f} GiB)")
+    rss = peak_rss_mib(["run", *common, "--format", "npy", "--tensor", "output", "--output", "/dev/null"])
+    print(f"   attnx run --format npy --tensor output: {rss:7.0f} MiB")
+    rss = peak_rss_mib(["trace", *common, "--query", str(n // 2), "--format", "json"])
+    print(f"   attnx trace --query {n // 2}:              {rss:7.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from attnx.analysis.bench import BenchSettings, run_bench
+from attnx.cli import app
+
+
+class TestRunBench:
+    def test_rows_ratios_and_memory(self) -> None:
+        """Each engine gets a row per length; ratios chain to the previous length; weights MiB is H·N²·4."""
+        rows = run_bench(BenchSettings([32, 64], heads=2, d_model=16, engines=["numpy"], repeat=1))
+        assert [(r.engine, r.length) for r in rows] == [("numpy", 32), ("numpy", 64)]
+        assert rows[0].vs_previous is None
+        assert rows[1].vs_previous == pytest.approx(rows[1].seconds / rows[0].seconds)
+        assert rows[1].matrix_mib == 2 * 64 * 64 * 4 / 2**20
+        assert rows[1].gflops == pytest.approx(4 * 64 * 64 * 16 / rows[1].seconds / 1e9)
+        assert rows[0].peak_mib is not None and rows[0].peak_mib > 0
+
+    def test_progress_is_reported(self) -> None:
+        """The progress callback hears about every timed cell, SDPA included when torch is there."""
+        seen: list[str] = []
+        run_bench(BenchSettings([16], heads=1, d_model=4, engines=["numpy"], repeat=1), seen.append)
+        assert "numpy, N=16" in seen
+
+    def test_sdpa_ratio_with_torch(self) -> None:
+        """With torch installed every row carries its ratio to bare SDPA."""
+        pytest.importorskip("torch")
+        rows = run_bench(BenchSettings([32], heads=2, d_model=16, engines=["numpy", "torch"], repeat=1))
+        assert all(r.vs_sdpa is not None and r.vs_sdpa > 0 for r in rows)
+
+
+class TestBenchCommand:
+    def test_json(self, runner: CliRunner) -> None:
+        """--format json carries the settings and one row per engine and length."""
+        result = runner.invoke(app, ["bench", "--lengths", "16,32", "--engines", "numpy", "-H", "2", "--d-model", "8",
+                                     "--repeat", "1", "--path", "weights", "--format", "json"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert data["format_version"] == "1.0" and data["settings"]["path"] == "weights"
+        assert [(r["engine"], r["length"]) for r in data["rows"]] == [("numpy", 16), ("numpy", 32)]
+
+    def test_table(self, runner: CliRunner) -> None:
+        """The table names its columns; nothing but the table reaches stdout."""
+        result = runner.invoke(app, ["bench", "--lengths", "16", "--engines", "numpy", "--repeat", "1", "-H", "1",
+                                     "--d-model", "4"])  # fmt: skip
+        assert result.exit_code == 0
+        assert "GFLOP/s" in result.stdout and "weights MiB" in result.stdout and result.stderr == ""
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["--lengths", "16,x"], "--lengths takes positive whole numbers separated by commas"),
+            (["--engines", "jax"], "engine 'jax' is not available"),
+            (["--path", "all"], "--path takes output or weights, not 'all'"),
+            (["-H", "3", "--d-model", "8"], "--d-model 8 is not divisible by --heads 3"),
+        ],
+    )
+    def test_bad_options(self, runner: CliRunner, args: list[str], message: str) -> None:
+        """Bad options are exit 2 with one line."""
+        result = runner.invoke(app, ["bench", *args])
+        assert result.exit_code == 2
+        assert message in result.stderr
