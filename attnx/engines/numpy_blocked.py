@@ -31,10 +31,13 @@ MIN_ROWS, MAX_ROWS = 32, 1024
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
 
 
-def block_rows(heads: int, keys: int, itemsize: int) -> int:
-    """Query rows per block so that one block's scores take about ``BLOCK_BYTES``."""
+def block_rows(heads: int, keys: int, itemsize: int, queries: int | None = None) -> int:
+    """Query rows per block: one block's scores take about ``BLOCK_BYTES``, and ``queries`` rows
+    split into at least one block per CPU (so that every CPU has work)."""
     rows = BLOCK_BYTES // max(1, heads * keys * itemsize)
-    return int(min(MAX_ROWS, max(MIN_ROWS, rows // MIN_ROWS * MIN_ROWS)))
+    if queries is not None:
+        rows = min(rows, -(-queries // workers()))
+    return int(min(MAX_ROWS, max(MIN_ROWS, -(-rows // MIN_ROWS) * MIN_ROWS)))
 
 
 def workers() -> int:
@@ -98,22 +101,30 @@ def _weights_path(
         out["average_weights"] = np.empty((n, m), dtype)
     head_outputs = np.empty((h, n, d_k), dtype)
 
+    # Without GQA and without raw scores asked for, each block's (pre-scaled) matmul writes straight
+    # into the weights array and the softmax runs there: no H × B × M temporary, no copy.
+    in_place = g == 1 and "weights" in out and not {"scores", "scaled"} & wanted
+    q_scaled = q * scale if in_place else q
+
     def work(rows: slice) -> None:
         b = rows.stop - rows.start
-        s = (q[:, rows].reshape(h_kv, g * b, d_k) @ k_t).reshape(h, b, m)  # (H, B, M)
-        if "scores" in out:
-            out["scores"][:, rows] = s
-        s *= scale
-        if "scaled" in out:
-            out["scaled"][:, rows] = s
+        if in_place:
+            s = np.matmul(q_scaled[:, rows], k_t, out=out["weights"][:, rows])  # (H, B, M)
+        else:
+            s = (q[:, rows].reshape(h_kv, g * b, d_k) @ k_t).reshape(h, b, m)  # (H, B, M)
+            if "scores" in out:
+                out["scores"][:, rows] = s
+            s *= scale
+            if "scaled" in out:
+                out["scaled"][:, rows] = s
         softmax_rows_(s, spec.allowed(rows))
-        if "weights" in out:
+        if "weights" in out and not in_place:
             out["weights"][:, rows] = s
         if "average_weights" in out:
             out["average_weights"][rows] = s.mean(axis=0)
         head_outputs[:, rows] = (s.reshape(h_kv, g * b, m) @ v).reshape(h, b, d_k)
 
-    run_blocks(work, n, block_rows(h, m, dtype.itemsize))
+    run_blocks(work, n, block_rows(h, m, dtype.itemsize, n))
     return {**out, "head_outputs": head_outputs}
 
 
@@ -124,14 +135,16 @@ def _output_path(q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpe
     ones = np.ones((h_kv, m, 1), dtype)
     k_aug_t = np.ascontiguousarray(np.concatenate([k, ones], axis=-1).transpose(0, 2, 1))  # (H_kv, d_k+1, M)
     v_aug = np.concatenate([v, ones], axis=-1)  # (H_kv, M, d_k+1)
-    k_norm = np.sqrt((k.astype(np.float64) ** 2).sum(axis=-1).max(axis=-1))  # (H_kv,)
+    k_norm = np.sqrt((k.astype(np.float64) ** 2).sum(axis=-1).max(axis=-1)).astype(dtype)  # (H_kv,)
     head_outputs = np.empty((h, n, d_k), dtype)
 
     def work(rows: slice) -> None:
         b, limit = rows.stop - rows.start, spec.key_limit(rows)  # keys past `limit` are causally blocked
         qs = q[:, rows].reshape(h_kv, g * b, d_k) * scale  # (H_kv, gB, d_k)
-        shift = np.linalg.norm(qs.astype(np.float64), axis=-1) * k_norm[:, None]  # (H_kv, gB) ≥ row maxima
-        q_aug = np.concatenate([qs, -shift[..., None].astype(dtype)], axis=-1)  # (H_kv, gB, d_k+1)
+        # ‖q_i‖·max‖k_j‖ ≥ every q_i·k_j; an overflow to inf only sends the row to the exact fallback.
+        with np.errstate(over="ignore"):
+            shift = np.sqrt(np.einsum("hbd,hbd->hb", qs, qs)) * k_norm[:, None]  # (H_kv, gB)
+        q_aug = np.concatenate([qs, -shift[..., None]], axis=-1)  # (H_kv, gB, d_k+1)
         s = q_aug @ k_aug_t[:, :, :limit]  # (H_kv, gB, limit) = scaled scores − shift ≤ 0
         allowed = spec.allowed(rows)
         if allowed is not None:
@@ -146,5 +159,5 @@ def _output_path(q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpe
             o[kv, row] = exact[0] @ v[kv, :limit]
         head_outputs[:, rows] = o.reshape(h, b, d_k)
 
-    run_blocks(work, n, block_rows(h, m, dtype.itemsize))
+    run_blocks(work, n, block_rows(h, m, dtype.itemsize, n))
     return head_outputs

@@ -120,4 +120,6 @@ class TestBlockedDetails:
         assert numpy_blocked.block_rows(8, 4096, 4) == 512
         assert numpy_blocked.block_rows(8, 16384, 4) == 128
         assert numpy_blocked.block_rows(1, 100, 8) == 1024
+        cpus = numpy_blocked.workers()
+        assert numpy_blocked.block_rows(1, 100, 8, queries=1024) == max(32, -(-1024 // cpus // 32) * 32)
         assert numpy_engine.DENSE_LIMIT == 1 << 20
