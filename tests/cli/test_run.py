@@ -217,3 +217,23 @@ class TestEntryPoints:
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["heads"] == 2
         assert proc.stderr == ""
+
+
+class TestNeeds:
+    def test_table_asks_only_for_shown_sections(self) -> None:
+        """A table of the output alone asks for no H × N × M matrix."""
+        from attnx.cli.common import OutputFormat
+        from attnx.cli.run import needs_for
+
+        assert needs_for(OutputFormat.table, ["output"], None) == {"mask", "output"}
+        assert needs_for(OutputFormat.table, ["weights", "average"], None) == {"mask", "output", "weights", "average_weights"}
+
+    def test_exports_ask_only_for_their_tensors(self) -> None:
+        """npy/csv/npz with --tensor ask for those tensors; json and un-narrowed exports ask for all."""
+        from attnx.cli.common import OutputFormat
+        from attnx.cli.run import needs_for
+
+        assert needs_for(OutputFormat.npy, [], ["output"]) == {"output"}
+        assert needs_for(OutputFormat.csv, [], ["weights"]) == {"output", "weights"}
+        assert needs_for(OutputFormat.json, [], ["weights"]) is None
+        assert needs_for(OutputFormat.npz, [], None) is None
