@@ -75,7 +75,7 @@ def parse_list(text: str, option: str, convert: Callable[[str], T]) -> list[T]:
     """``"1,2,4"`` -> ``[1, 2, 4]`` through ``convert``; at least two values, each valid."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if len(parts) < 2:
-        raise UsageError(f"{option} compares two values or more, comma-separated (e.g. {option} 1,2), got {text!r}")
+        raise UsageError(f"{option} compares two values or more, comma-separated, got {text!r}")
     return [convert(part) for part in parts]
 
 

@@ -152,6 +152,17 @@ class TestTwoInputs:
         assert weights["problem"] == "shapes differ: (2,5,5) vs (4,5,5)" and weights["max_abs"] is None
         assert "shapes differ" in invoke(runner, "diff", worked_json, four, code=1).stdout
 
+    def test_nan_is_null_and_fails(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+        """A null (NaN) weight in a JSON result: the difference is NaN, written as null, and fails."""
+        data = json.loads(Path(worked_json).read_text())
+        data["weights"][0][0][0] = None
+        broken = tmp_path / "broken.json"
+        broken.write_text(json.dumps(data))
+        out = json.loads(invoke(runner, "diff", str(broken), worked_json, "-f", "json", code=1).stdout)
+        weights = next(t for t in out["tensors"] if t["tensor"] == "weights")
+        assert (weights["max_abs"], weights["passed"]) == (None, False)
+        assert weights["largest"][0]["index"] == [0, 0, 0] and weights["largest"][0]["a"] is None
+
     def test_stdin_side(self, runner: CliRunner, worked_json: str) -> None:
         """`-` reads one side from stdin, input or result alike."""
         text = Path(worked_json).read_text()
