@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,6 +163,12 @@ class TestPickLabel:
         assert set(THRESHOLDS) == set(LABELS)
         with pytest.raises(TypeError):
             THRESHOLDS["self"] = 0.1  # type: ignore[index]
+
+    def test_readme_documents_every_threshold(self) -> None:
+        """The README's label table states each threshold as the code has it."""
+        readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+        for name, value in THRESHOLDS.items():
+            assert re.search(rf"\| `{re.escape(name)}` \|[^\n]*\| ≥ {value:g} \|", readme), name
 
 
 class TestSaturation:
