@@ -311,8 +311,12 @@ class AttentionSpec:
         return min(self.n_keys, int(np.asarray(self.query_positions)[rows].max()) + 1)
 
     def with_heads(self, heads: int) -> AttentionSpec:
-        """The same problem split into a different number of heads (validated again)."""
-        return replace(self, heads=heads)
+        """The same problem split into a different number of heads (validated again).
+
+        Without grouped K/V heads the K/V heads follow (every head keeps its own); with them,
+        ``kv_heads`` stays as it was.
+        """
+        return replace(self, heads=heads, kv_heads=None if self.kv_heads == self.heads else self.kv_heads)
 
     def select_queries(self, rows: Sequence[int]) -> AttentionSpec:
         """The same problem restricted to some query rows (0-based), all keys kept.

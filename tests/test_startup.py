@@ -25,7 +25,10 @@ def heavy_modules(*args: str) -> set[str]:
 
 
 class TestLazyImports:
-    @pytest.mark.parametrize("args", [["--help"], ["--version"], ["run", "--help"], ["check", "--help"]])
+    @pytest.mark.parametrize(
+        "args",
+        [["--help"], ["--version"], ["run", "--help"], ["check", "--help"], ["diff", "--help"], ["heads", "--help"]],
+    )
     def test_help_and_version_import_neither_torch_nor_numpy(self, args: list[str]) -> None:
         """Help and version pay for neither torch nor NumPy."""
         assert heavy_modules(*args) == set()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnx.analysis.compare import TensorDiff, Tolerance, compare, default_tolerance
+from attnx.analysis.compare import TensorDiff, compare, tolerance_for
 from attnx.engines import EngineStatus, compute
 from attnx.spec import AttentionSpec
 
@@ -78,7 +78,6 @@ def run_check(
             ref = getattr(reference, name)
             if ref is None:  # e.g. no W_o, so no projected output
                 continue
-            default = default_tolerance(target.dtype, ref)
-            tolerance = Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol)
+            tolerance = tolerance_for(target.dtype, ref, rtol, atol)
             rows.append(CheckRow(target, name, compare(getattr(result, name), ref, tolerance)))
     return CheckReport(tuple(rows), tuple(status for status in statuses if not status.available))

@@ -28,6 +28,12 @@ def default_tolerance(dtype: str, reference: np.ndarray) -> Tolerance:
     return Tolerance(FLOAT32_RTOL, FLOAT32_ATOL * max(1.0, magnitude))
 
 
+def tolerance_for(dtype: str, reference: np.ndarray, rtol: float | None = None, atol: float | None = None) -> Tolerance:
+    """``default_tolerance``, with ``rtol`` and ``atol`` replacing its values where given."""
+    default = default_tolerance(dtype, reference)
+    return Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol)
+
+
 @dataclass(frozen=True)
 class TensorDiff:
     """How far one tensor is from its reference.

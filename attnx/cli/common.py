@@ -265,6 +265,59 @@ def emit(
         write_stdout(str(payload))
 
 
+class View(str, Enum):
+    """How a table-format command draws attention weights: numbers in tables, or heatmaps."""
+
+    table = "table"
+    heatmap = "heatmap"
+
+
+ViewOpt = Annotated[View, typer.Option("--view", help="Weights as tables, or as heatmaps (colour, or shades).")]
+ExportOpt = Annotated[
+    str | None,
+    typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or text.",
+                 show_default=False),
+]  # fmt: skip
+
+
+def emit_view(
+    output_format: OutputFormat,
+    producers: Mapping[OutputFormat, Producer],
+    view: Callable[[bool], RenderableType],
+    *,
+    output: str | None = None,
+    export: str | None = None,
+    no_color: bool = False,
+) -> None:
+    """``emit``, where the table is ``view(colour)`` and can be saved, exactly as printed, with ``export``.
+
+    ``colour`` tells the view whether colours will be seen, so that it can fall back to shade
+    characters: on stdout, when the console shows colour; in an SVG or HTML export, unless colour is
+    turned off; never in a text file. The export goes through Rich's recording console and is
+    written atomically; an extension other than .svg, .html or .txt is a usage error.
+    """
+    from pathlib import Path
+
+    suffix = Path(export).suffix.lower() if export is not None else None
+    if export is not None and (output_format is not OutputFormat.table or output is not None):
+        raise UsageError("--export saves the table view; leave out --format and --output")
+    if suffix not in (None, ".svg", ".html", ".txt"):
+        raise UsageError(f"--export writes .svg, .html or .txt files, not {export!r}")
+    if output_format is not OutputFormat.table or output is not None:
+        emit(output_format, {OutputFormat.table: lambda: view(False), **producers}, output=output, no_color=no_color)
+        return
+    console = stdout_console(no_color)
+    console.record = export is not None
+    colour = console.color_system is not None if export is None else colour_allowed(no_color) and suffix != ".txt"
+    console.print(view(colour))
+    if export is not None:
+        from attnx.io.output import atomic_write
+
+        saved = {".svg": lambda: console.export_svg(title="attnx"), ".html": console.export_html,
+                 ".txt": console.export_text}[suffix]()  # fmt: skip
+        atomic_write(export, saved.encode("utf-8"))
+
+
 def render_plain(renderable: RenderableType) -> str:
     """A renderable as plain text (no ANSI), at the width of COLUMNS or 100, for files."""
     from rich.console import Console

@@ -16,6 +16,7 @@ from attnx.cli.common import (
     DtypeOpt,
     Engine,
     EngineOpt,
+    ExportOpt,
     FormatOpt,
     HeadsOpt,
     KvHeadsOpt,
@@ -29,8 +30,10 @@ from attnx.cli.common import (
     SeedOpt,
     TensorOpt,
     TokensOpt,
+    View,
+    ViewOpt,
     check_destination,
-    emit,
+    emit_view,
     guarded,
     load_input,
     warn_fully_masked,
@@ -110,18 +113,23 @@ def run(
     output_format: FormatOpt = OutputFormat.table,
     tensor: TensorOpt = None,
     output: OutputOpt = None,
+    view: ViewOpt = View.table,
+    export: ExportOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
 
     With no CONFIG: the worked example "The cat sat on mat" (H = 2). --seed with --tokens: random Q, K, V.
+    --view heatmap draws each head's weights as a heatmap instead.
     """
     from attnx.engines import compute
     from attnx.render.formats import check_tensor_names
 
     sections = parse_sections(show)
     check_tensor_names(tensor)
+    if view is View.heatmap and show:
+        raise UsageError("--view heatmap draws the weights of every head; leave out --show")
     check_destination(output_format, output)
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
@@ -134,23 +142,27 @@ def run(
     from attnx.render import formats
     from attnx.render.serialize import dumps, result_to_dict
 
-    def table() -> RenderableType:
+    def table(colour: bool) -> RenderableType:
         from rich.console import Group
 
+        from attnx.render.heatmap import weights_view
         from attnx.render.tables import Section, run_view, summary_line
 
+        if view is View.heatmap:
+            return Group(summary_line(result, spec.source), weights_view(result, precision, colour=colour))
         return Group(summary_line(result, spec.source), run_view(result, [Section(n) for n in sections], precision))
 
-    emit(
+    emit_view(
         output_format,
         {
-            OutputFormat.table: table,
             OutputFormat.json: lambda: dumps(result_to_dict(result)),
             OutputFormat.jsonl: lambda: formats.to_jsonl(formats.jsonl_records(result)),
             OutputFormat.csv: lambda: formats.to_csv(result, tensor),
             OutputFormat.npy: lambda: formats.to_npy(result, tensor),
             OutputFormat.npz: lambda: formats.to_npz(result, tensor),
         },
+        table,
         output=output,
+        export=export,
         no_color=no_color,
     )

@@ -8,7 +8,10 @@ from typing import Any
 import numpy as np
 
 from attnx.errors import InputError
-from attnx.io.documents import load_document
+from attnx.io.arrays import load_npz
+from attnx.io.documents import Document, load_document
+from attnx.io.schema import Overrides, spec_from_document
+from attnx.spec import AttentionSpec
 
 # Tensors a JSON result may carry, with their rank; comparisons work on these.
 RESULT_TENSORS = {
@@ -38,7 +41,22 @@ def is_result_document(data: dict[str, Any]) -> bool:
 
 def load_result(source: str) -> SavedResult:
     """Read a JSON result of format version 1.x from ``source`` (a path or ``-``)."""
-    doc = load_document(source)
+    return result_from_document(load_document(source))
+
+
+def load_input_or_result(source: str, overrides: Overrides | None = None) -> AttentionSpec | SavedResult:
+    """What ``source`` holds: an input (as ``load_spec`` reads it) or a JSON result attnx wrote.
+
+    The source is read once, so ``-`` (stdin) works for either.
+    """
+    doc = load_npz(source) if source.lower().endswith(".npz") else load_document(source)
+    if is_result_document(doc.data):
+        return result_from_document(doc)
+    return spec_from_document(doc, overrides)
+
+
+def result_from_document(doc: Document) -> SavedResult:
+    """The JSON result of format version 1.x held by an already parsed document."""
     data = doc.data
     version = str(data.get("format_version", ""))
     if not version.startswith("1."):

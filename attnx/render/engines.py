@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.check import REFERENCE, CheckReport
+from attnx.analysis.compare import TensorDiff
 from attnx.engines import EngineStatus
 from attnx.render.formats import to_jsonl
-from attnx.render.serialize import FORMAT_VERSION
+from attnx.render.serialize import FORMAT_VERSION, to_plain
 
 
 def engines_table(statuses: list[EngineStatus]) -> Table:
@@ -46,13 +48,14 @@ def engines_to_dict(statuses: list[EngineStatus]) -> dict[str, Any]:
     }
 
 
-def _sci(value: float, digits: int = 1) -> str:
+def sci(value: float, digits: int = 1) -> str:
+    """A difference in scientific notation: ``3.1e-03``; exactly ``0`` for zero."""
     return "0" if value == 0 else f"{value:.{digits}e}"
 
 
-def _tol(value: float) -> str:
+def tolerance_text(value: float) -> str:
     """Tolerances as compactly as they are exact: ``1e-07``, ``1.3e-06``."""
-    return _sci(value, 0) if float(_sci(value, 0)) == value else _sci(value)
+    return sci(value, 0) if float(sci(value, 0)) == value else sci(value)
 
 
 def check_view(report: CheckReport, source: str) -> RenderableType:
@@ -76,7 +79,7 @@ def check_view(report: CheckReport, source: str) -> RenderableType:
         verdict = Text("pass", style="green") if d.passed else Text("FAIL", style="bold red")
         table.add_row(
             label if label != previous else "", row.tensor,
-            _sci(d.max_abs), _sci(d.max_rel), _tol(d.tolerance.rtol), _tol(d.tolerance.atol), verdict,
+            sci(d.max_abs), sci(d.max_rel), tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol), verdict,
         )  # fmt: skip
         previous = label
     parts: list[RenderableType] = [table]
@@ -88,6 +91,21 @@ def check_view(report: CheckReport, source: str) -> RenderableType:
     else:
         parts.append(Text(f"{report.failures} of {total} rows beyond tolerance", style="bold red"))
     return Group(*parts)
+
+
+def diff_to_dict(diff: TensorDiff) -> dict[str, Any]:
+    """A tensor comparison as JSON keys: ``max_abs``, ``max_rel``, ``worst_index``, ``rtol``, ``atol``, ``passed``.
+
+    A NaN difference (NaN never passes) is written as null.
+    """
+    return {
+        "max_abs": to_plain(np.asarray(diff.max_abs)),
+        "max_rel": to_plain(np.asarray(diff.max_rel)),
+        "worst_index": list(diff.worst),
+        "rtol": diff.tolerance.rtol,
+        "atol": diff.tolerance.atol,
+        "passed": diff.passed,
+    }
 
 
 def check_to_dict(report: CheckReport) -> dict[str, Any]:
@@ -103,12 +121,7 @@ def check_to_dict(report: CheckReport) -> dict[str, Any]:
                 "device": row.target.device,
                 "dtype": row.target.dtype,
                 "tensor": row.tensor,
-                "max_abs": row.diff.max_abs,
-                "max_rel": row.diff.max_rel,
-                "worst_index": list(row.diff.worst),
-                "rtol": row.diff.tolerance.rtol,
-                "atol": row.diff.tolerance.atol,
-                "passed": row.diff.passed,
+                **diff_to_dict(row.diff),
             }
             for row in report.rows
         ],

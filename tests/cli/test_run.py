@@ -226,7 +226,12 @@ class TestNeeds:
         from attnx.cli.run import needs_for
 
         assert needs_for(OutputFormat.table, ["output"], None) == {"mask", "output"}
-        assert needs_for(OutputFormat.table, ["weights", "average"], None) == {"mask", "output", "weights", "average_weights"}
+        assert needs_for(OutputFormat.table, ["weights", "average"], None) == {
+            "mask",
+            "output",
+            "weights",
+            "average_weights",
+        }
 
     def test_exports_ask_only_for_their_tensors(self) -> None:
         """npy/csv/npz with --tensor ask for those tensors; json and un-narrowed exports ask for all."""

@@ -1,0 +1,249 @@
+"""Comparing configurations of one input (a sweep over one setting), and two inputs or results tensor by tensor."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from attnx.analysis.compare import TensorDiff, compare, tolerance_for
+from attnx.analysis.heads import Saturation, saturation
+from attnx.engines import compute
+from attnx.errors import ConfigError
+from attnx.io.results import RESULT_TENSORS, SavedResult
+from attnx.result import AttentionResult
+from attnx.spec import AttentionSpec
+
+# The settings a sweep can vary, with the prefix of each configuration's label ("H=2", "scale=none").
+SWEEPS = {"heads": "H", "scale": "scale", "layout": "layout", "kv_heads": "kv_heads"}
+LARGEST = 3  # how many of the largest differences a tensor comparison lists
+
+
+@dataclass(frozen=True, eq=False)
+class Variant:
+    """One configuration of a sweep: its label and value, and its result or why it has none."""
+
+    label: str
+    value: int | float | str
+    result: AttentionResult | None = None
+    saturation: Saturation | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Shift:
+    """How far the compared output moves from variant ``before`` to variant ``after`` (indices).
+
+    ``l2[i]`` and ``max_abs[i]`` are the L2 norm and the largest absolute value of query row i's
+    change; ``l2_overall`` is the L2 norm of the whole change, ``max_abs_overall`` its largest entry.
+    """
+
+    before: int
+    after: int
+    l2: np.ndarray
+    max_abs: np.ndarray
+    l2_overall: float
+    max_abs_overall: float
+
+
+@dataclass(frozen=True, eq=False)
+class Sweep:
+    """The same input at each value of one setting (``varied``, a key of ``SWEEPS``).
+
+    ``shifts`` run between consecutive computed variants, then from the first computed variant to
+    each later one not already covered. ``compared`` names the output they measure: ``projected``
+    when every computed variant has W_o, else ``output``.
+    """
+
+    source: str
+    varied: str
+    tokens: tuple[str, ...]
+    variants: tuple[Variant, ...]
+    shifts: tuple[Shift, ...]
+    compared: str
+
+
+def variant_spec(spec: AttentionSpec, varied: str, value: int | float | str) -> AttentionSpec:
+    """``spec`` with setting ``varied`` set to ``value``, the rest unchanged (validated again)."""
+    if varied == "heads":
+        return spec.with_heads(int(value))
+    return replace(spec, **{varied: value})
+
+
+def _label(varied: str, value: int | float | str) -> str:
+    return f"{SWEEPS[varied]}={value}"
+
+
+def shift(before: np.ndarray, after: np.ndarray, indices: tuple[int, int]) -> Shift:
+    """The change from ``before`` to ``after`` (both ``[query, d]``), per query row and overall."""
+    change = np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)  # (N, d)
+    size = change.size
+    return Shift(
+        before=indices[0],
+        after=indices[1],
+        l2=np.linalg.norm(change, axis=1),
+        max_abs=np.abs(change).max(axis=1) if size else np.zeros(len(change)),
+        l2_overall=float(np.linalg.norm(change)),
+        max_abs_overall=float(np.abs(change).max()) if size else 0.0,
+    )
+
+
+def sweep(
+    spec: AttentionSpec,
+    varied: str,
+    values: Sequence[int | float | str],
+    *,
+    engine: str = "numpy",
+    dtype: str | None = None,
+    device: str = "auto",
+) -> Sweep:
+    """Compute ``spec`` once per value of ``varied``; a value the input cannot take becomes a reported variant."""
+    variants = []
+    for value in dict.fromkeys(values):
+        try:
+            changed = variant_spec(spec, varied, value)
+        except ConfigError as exc:
+            reason = str(exc).removeprefix(f"{spec.source}: ")
+            variants.append(Variant(_label(varied, value), value, error=reason))
+            continue
+        result = compute(changed, engine, dtype=dtype, device=device)
+        variants.append(Variant(_label(varied, value), value, result, saturation(result)))
+    computed = [i for i, v in enumerate(variants) if v.result is not None]
+    results = [variants[i].result for i in computed]
+    compared = "projected" if results and all(r.projected is not None for r in results) else "output"
+    pairs = list(itertools.pairwise(computed))
+    pairs += [(computed[0], i) for i in computed[2:]]
+    shifts = tuple(
+        shift(getattr(variants[a].result, compared), getattr(variants[b].result, compared), (a, b)) for a, b in pairs
+    )
+    return Sweep(spec.source, varied, spec.tokens, tuple(variants), shifts, compared)
+
+
+@dataclass(frozen=True, eq=False)
+class Side:
+    """One side of a comparison: where it came from, what it is, and its tensors named as JSON keys.
+
+    ``kind`` is ``input`` (computed here) or ``result`` (a JSON result attnx wrote, read back).
+    """
+
+    source: str
+    kind: str
+    tensors: Mapping[str, np.ndarray]
+    tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    dtype: str
+
+
+def side_from_result(result: AttentionResult, source: str) -> Side:
+    """The computed ``result`` of the input ``source``, as a side (the tensors a JSON result carries)."""
+    tensors = {name: getattr(result, name) for name in RESULT_TENSORS if getattr(result, name) is not None}
+    return Side(source, "input", tensors, result.tokens, result.key_tokens, result.dtype)
+
+
+def side_from_saved(saved: SavedResult) -> Side:
+    """A JSON result read back, as a side."""
+    meta = saved.meta
+    tokens = tuple(map(str, meta.get("tokens", ())))
+    key_tokens = tuple(map(str, meta.get("key_tokens", tokens)))
+    return Side(saved.source, "result", saved.tensors, tokens, key_tokens, str(meta.get("dtype", "float64")))
+
+
+@dataclass(frozen=True)
+class Location:
+    """One element where the sides differ: its index, both values and ``|a − b|``."""
+
+    index: tuple[int, ...]
+    a: float
+    b: float
+    abs_diff: float
+
+
+@dataclass(frozen=True, eq=False)
+class TensorComparison:
+    """One tensor of A against the same tensor of B (B is the reference of relative differences).
+
+    ``problem`` is set, and ``diff`` None, when the tensor is in one side only or the shapes
+    differ; then the tensor fails. ``largest`` lists the largest differences, largest first.
+    """
+
+    name: str
+    shape_a: tuple[int, ...] | None
+    shape_b: tuple[int, ...] | None
+    diff: TensorDiff | None
+    largest: tuple[Location, ...] = ()
+    problem: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True when both sides hold the tensor, in the same shape, within tolerance."""
+        return self.diff is not None and self.diff.passed
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """Two sides compared tensor by tensor; ``weight_delta`` is ``|A − B|`` of the weights where shapes agree."""
+
+    a: Side
+    b: Side
+    rows: tuple[TensorComparison, ...]
+    weight_delta: np.ndarray | None
+
+    @property
+    def passed(self) -> bool:
+        """True when every tensor is within tolerance."""
+        return all(row.passed for row in self.rows)
+
+    @property
+    def failures(self) -> int:
+        """Number of tensors that differ (beyond tolerance, in shape, or present on one side only)."""
+        return sum(not row.passed for row in self.rows)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ",".join(map(str, shape)) + ")"
+
+
+def largest(a: np.ndarray, b: np.ndarray, count: int = LARGEST) -> tuple[Location, ...]:
+    """The ``count`` elements of largest ``|a − b|`` (NaN first), largest first; zero differences left out."""
+    diff = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    ranked = np.where(np.isnan(diff), np.inf, diff).ravel()
+    order = np.argsort(-ranked, kind="stable")[:count]
+    locations = []
+    for flat in order:
+        if ranked[flat] == 0:
+            break
+        index = tuple(int(i) for i in np.unravel_index(int(flat), diff.shape))
+        locations.append(Location(index, float(a[index]), float(b[index]), float(diff[index])))
+    return tuple(locations)
+
+
+def compare_tensor(name: str, a: np.ndarray | None, b: np.ndarray | None, dtype: str,
+                   rtol: float | None = None, atol: float | None = None) -> TensorComparison:  # fmt: skip
+    """Compare one tensor of A with B's; a missing side or a shape mismatch is a failed row, not an error."""
+    shape_a = None if a is None else tuple(a.shape)
+    shape_b = None if b is None else tuple(b.shape)
+    if a is None or b is None:
+        return TensorComparison(name, shape_a, shape_b, None, problem=f"only in {'B' if a is None else 'A'}")
+    if shape_a != shape_b:
+        problem = f"shapes differ: {_shape(a.shape)} vs {_shape(b.shape)}"
+        return TensorComparison(name, shape_a, shape_b, None, problem=problem)
+    tolerance = tolerance_for(dtype, b, rtol, atol)
+    return TensorComparison(name, shape_a, shape_b, compare(a, b, tolerance), largest(a, b))
+
+
+def compare_sides(a: Side, b: Side, *, rtol: float | None = None, atol: float | None = None) -> Comparison:
+    """Compare every tensor either side holds, in the order of ``RESULT_TENSORS``.
+
+    Tolerances default to float64's (rtol 1e-7, atol 1e-7), or float32's where either side was
+    computed in float32; ``rtol`` and ``atol`` replace them.
+    """
+    dtype = "float32" if "float32" in (a.dtype, b.dtype) else "float64"
+    names = [name for name in RESULT_TENSORS if name in a.tensors or name in b.tensors]
+    rows = tuple(compare_tensor(name, a.tensors.get(name), b.tensors.get(name), dtype, rtol, atol) for name in names)
+    wa, wb = a.tensors.get("weights"), b.tensors.get("weights")
+    delta = None
+    if wa is not None and wb is not None and wa.shape == wb.shape:
+        delta = np.abs(np.asarray(wa, dtype=np.float64) - np.asarray(wb, dtype=np.float64))
+    return Comparison(a, b, rows, delta)

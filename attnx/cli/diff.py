@@ -1,0 +1,198 @@
+"""`attnx diff`: one input under several settings side by side, or two inputs/results tensor by tensor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+
+from attnx.cli.check import AtolOpt, RtolOpt
+from attnx.cli.common import (
+    EXIT_FAILURE,
+    CausalOpt,
+    Device,
+    DeviceOpt,
+    DModelOpt,
+    DtypeOpt,
+    Engine,
+    EngineOpt,
+    ExportOpt,
+    FormatOpt,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    PrecisionOpt,
+    QuietOpt,
+    SeedOpt,
+    TokensOpt,
+    View,
+    ViewOpt,
+    emit_view,
+    guarded,
+    parse_scale,
+    warn_fully_masked,
+)
+from attnx.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import RenderableType
+
+    from attnx.analysis.diff import Side
+    from attnx.io import Overrides
+
+T = TypeVar("T")
+
+AArg = Annotated[
+    str | None,
+    typer.Argument(metavar="[A|-]", help="Input (YAML, JSON, NPZ) or a JSON result of attnx run. Default: the "
+                   "built-in example.", show_default=False),
+]  # fmt: skip
+BArg = Annotated[
+    str | None,
+    typer.Argument(metavar="[B]", help="A second input or JSON result: compare A with B tensor by tensor.",
+                   show_default=False),
+]  # fmt: skip
+SweepHeadsOpt = Annotated[
+    str | None,
+    typer.Option("--heads", metavar="H,H,...", help="Head counts to compare, e.g. 1,2,4.", show_default=False),
+]
+SweepScaleOpt = Annotated[
+    str | None,
+    typer.Option("--scale", metavar="S,S,...", help="Scales to compare: sqrt_dk, sqrt_d_model, none or numbers.",
+                 show_default=False),
+]  # fmt: skip
+SweepLayoutOpt = Annotated[
+    str | None,
+    typer.Option("--layout", metavar="L,L", help="Layouts to compare: contiguous,interleaved.", show_default=False),
+]
+SweepKvHeadsOpt = Annotated[
+    str | None, typer.Option("--kv-heads", metavar="N,N,...", help="K/V head counts to compare.", show_default=False)
+]
+
+
+def parse_list(text: str, option: str, convert: Callable[[str], T]) -> list[T]:
+    """``"1,2,4"`` -> ``[1, 2, 4]`` through ``convert``; at least two values, each valid."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) < 2:
+        raise UsageError(f"{option} compares two values or more, comma-separated, got {text!r}")
+    return [convert(part) for part in parts]
+
+
+def _count(option: str) -> Callable[[str], int]:
+    def convert(part: str) -> int:
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f"{option} takes whole numbers of at least 1, not {part!r}")
+        return int(part)
+
+    return convert
+
+
+def _layout(part: str) -> str:
+    from attnx.spec import LAYOUTS
+
+    if part not in LAYOUTS:
+        raise UsageError(f"--layout takes {', '.join(LAYOUTS)}, not {part!r}")
+    return part
+
+
+def load_side(source: str, overrides: Overrides, engine: str, dtype: str | None, device: str, quiet: bool) -> Side:
+    """One side of a comparison: a JSON result read back, or an input computed here."""
+    from attnx.analysis.diff import side_from_result, side_from_saved
+    from attnx.engines import compute
+    from attnx.io.results import SavedResult, load_input_or_result
+
+    loaded = load_input_or_result(source, overrides)
+    if isinstance(loaded, SavedResult):
+        return side_from_saved(loaded)
+    result = compute(loaded, engine, dtype=dtype, device=device)
+    warn_fully_masked(result.fully_masked_rows, quiet)
+    return side_from_result(result, loaded.source)
+
+
+@guarded
+def diff(
+    a: AArg = None,
+    b: BArg = None,
+    heads: SweepHeadsOpt = None,
+    scale: SweepScaleOpt = None,
+    layout: SweepLayoutOpt = None,
+    kv_heads: SweepKvHeadsOpt = None,
+    seed: SeedOpt = None,
+    tokens: TokensOpt = None,
+    d_model: DModelOpt = None,
+    causal: CausalOpt = False,
+    rtol: RtolOpt = None,
+    atol: AtolOpt = None,
+    engine: EngineOpt = Engine.numpy,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = None,
+    precision: PrecisionOpt = 4,
+    output_format: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+    view: ViewOpt = View.table,
+    export: ExportOpt = None,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+) -> None:
+    """Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.
+
+    A sweep shows each configuration's weights per head, its output and how far outputs move (per token L2 and
+    max abs). With two inputs or JSON results: per tensor max abs/rel difference, where the largest is, and a
+    verdict; exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
+    """
+    from attnx.io import Overrides
+
+    sweeps = {
+        name: values
+        for name, values in (
+            ("heads", heads and parse_list(heads, "--heads", _count("--heads"))),
+            ("scale", scale and parse_list(scale, "--scale", parse_scale)),
+            ("layout", layout and parse_list(layout, "--layout", _layout)),
+            ("kv_heads", kv_heads and parse_list(kv_heads, "--kv-heads", _count("--kv-heads"))),
+        )
+        if values
+    }
+    overrides = Overrides(seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model,
+                          causal=causal)  # fmt: skip
+    options = {"engine": engine.value, "dtype": dtype and dtype.value, "device": device.value}
+    from attnx.render import diff as render
+    from attnx.render.serialize import dumps
+
+    if b is not None:
+        if sweeps:
+            raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
+        if a == b == "-":
+            raise UsageError("only one of A and B can be - (stdin)")
+        from attnx.analysis.diff import compare_sides
+
+        assert a is not None  # typer fills A before B
+        sides = [load_side(source, overrides, quiet=quiet, **options) for source in (a, b)]
+        comparison = compare_sides(*sides, rtol=rtol, atol=atol)
+
+        def compared(colour: bool) -> RenderableType:
+            return render.comparison_view(comparison, precision, heatmap=view is View.heatmap, colour=colour)
+
+        emit_view(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared,
+                  output=output, export=export, no_color=no_color)  # fmt: skip
+        if not comparison.passed:
+            raise typer.Exit(EXIT_FAILURE)
+        return
+    if len(sweeps) != 1:
+        given = ", ".join(f"--{name.replace('_', '-')}" for name in sweeps) or "none"
+        raise UsageError(
+            f"give exactly one of --heads, --scale, --layout, --kv-heads (comma lists), or two inputs A B; got {given}"
+        )
+    ((varied, values),) = sweeps.items()
+    if rtol is not None or atol is not None:
+        raise UsageError("--rtol and --atol apply to two inputs A B, not to a sweep")
+    from attnx.analysis.diff import sweep
+    from attnx.io import load_spec
+
+    result = sweep(load_spec(a, overrides), varied, values, **options)
+
+    def swept(colour: bool) -> RenderableType:
+        return render.sweep_view(result, precision, heatmap=view is View.heatmap, colour=colour)
+
+    emit_view(output_format, {OutputFormat.json: lambda: dumps(render.sweep_to_dict(result))}, swept,
+              output=output, export=export, no_color=no_color)  # fmt: skip

@@ -1,0 +1,158 @@
+"""Showing head statistics (`attnx heads`): a label table, per-query tables or heatmaps, and JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from rich import box
+from rich.console import Group, RenderableType
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
+from attnx.render.heatmap import legend, scale_of, weight_heatmaps
+from attnx.render.numbers import fmt
+from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.render.tables import head_title
+from attnx.result import AttentionResult
+
+NONE = "—"
+# Column headers of the label scores; `focused` is the mean max weight, shown once as "max w (focused)".
+SCORE_HEADERS = {
+    "self": "self",
+    "previous-token": "previous",
+    "first-token": "first",
+    "induction": "induction",
+    "uniform": "uniform",
+}
+SCORE_MEANINGS = (
+    "scores: mean weight on the query's own position (self), the token before it (previous), key 0 (first), "
+    "the token after the previous occurrence of the query's token (induction); mean entropy ÷ log(visible keys) "
+    "(uniform); mean max weight (focused); over queries that see two keys or more"
+)
+
+
+def cell(value: float | None, precision: int) -> str:
+    """A number at ``precision`` decimals, or ``—`` where it is undefined (None or NaN)."""
+    return NONE if value is None or not np.isfinite(value) else fmt(float(value), precision)
+
+
+def thresholds_line() -> Text:
+    """The label rules in one line: the positional labels first, then uniform, then focused."""
+    rules = " · ".join(f"{name} ≥ {THRESHOLDS[name]:g}" for name in LABELS)
+    return Text(f"labels (best positional label, else uniform, else focused): {rules}", style="dim")
+
+
+def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
+    """One row per head: its label and score, every label's score, and the saturation numbers."""
+    table = Table(title="Heads", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, collapse_padding=True)  # fmt: skip
+    table.add_column("head", justify="right", style="bold cyan", no_wrap=True)
+    table.add_column("label", no_wrap=True, header_style="bold cyan")
+    for header in ("score", *SCORE_HEADERS.values(), "std scaled", "max w (focused)"):
+        table.add_column(header, justify="right", no_wrap=True, header_style="bold cyan")
+
+    def score(s: HeadStats, name: str) -> Text:
+        return Text(cell(s.scores[name], precision), style="bold yellow" if name == s.label else "")
+
+    for s in stats:
+        table.add_row(
+            str(s.head + 1),
+            Text(s.label or NONE, style="bold" if s.label else "dim"),
+            cell(s.label_score, precision),
+            *(score(s, name) for name in SCORE_HEADERS),
+            cell(s.scaled_std, precision),
+            score(s, "focused"),
+        )
+    return table
+
+
+def queries_table(s: HeadStats, result: AttentionResult, precision: int) -> Table:
+    """One row per query of one head: entropy, normalised entropy, effective keys, max weight, top key."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("query", style="bold cyan", no_wrap=True)
+    for header in ("keys", "entropy", "/ log keys", "eff. keys", "max w"):
+        table.add_column(header, justify="right", no_wrap=True, header_style="bold cyan")
+    table.add_column("top key", no_wrap=True, header_style="bold cyan")
+    for i, token in enumerate(result.tokens):
+        top = int(s.top_key[i])
+        table.add_row(
+            token,
+            str(int(s.visible_keys[i])),
+            cell(s.entropy[i], precision),
+            cell(s.normalized_entropy[i], precision),
+            cell(s.effective_keys[i], precision),
+            cell(s.max_weight[i], precision),
+            result.key_tokens[top] if top >= 0 else NONE,
+        )
+    return table
+
+
+def heads_view(
+    stats: Sequence[HeadStats], result: AttentionResult, precision: int, *, heatmap: bool = False, colour: bool = True
+) -> RenderableType:
+    """Everything `attnx heads` prints: the label table, then per head its queries (or its weights as heatmaps)."""
+    parts: list[RenderableType] = [labels_table(stats, precision), Text(SCORE_MEANINGS, style="dim"), thresholds_line()]
+    if heatmap:
+        scale = scale_of([result.weights])
+        parts += [Rule(style="dim"), weight_heatmaps(result, precision, colour=colour, scale=scale)]
+        parts.append(legend(scale, precision, colour))
+        return Group(*parts)
+    for s in stats:
+        label = f" · {s.label} ({fmt(s.label_score or 0.0, precision)})" if s.label else ""
+        parts.append(Rule(head_title(result, s.head) + label, align="left", style="dim"))
+        parts.append(queries_table(s, result, precision))
+    return Group(*parts)
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None else to_plain(np.asarray(value, dtype=np.float64))
+
+
+def head_to_dict(s: HeadStats, result: AttentionResult) -> dict[str, Any]:
+    """One head of `attnx heads --format json` (indices 0-based; undefined numbers null)."""
+    queries = []
+    for i, token in enumerate(result.tokens):
+        top = int(s.top_key[i])
+        queries.append(
+            {
+                "query": result.query_positions[i],
+                "token": token,
+                "visible_keys": int(s.visible_keys[i]),
+                "entropy": _number(s.entropy[i]),
+                "normalized_entropy": _number(s.normalized_entropy[i]),
+                "effective_keys": _number(s.effective_keys[i]),
+                "max_weight": _number(s.max_weight[i]),
+                "top_key": top if top >= 0 else None,
+                "top_key_token": result.key_tokens[top] if top >= 0 else None,
+            }
+        )
+    return {
+        "head": s.head,
+        "label": s.label,
+        "label_score": _number(s.label_score),
+        "scores": {name: _number(s.scores[name]) for name in LABELS},
+        "scaled_std": _number(s.scaled_std),
+        "mean_max_weight": _number(s.mean_max_weight),
+        "mean_entropy": _number(s.mean_entropy),
+        "mean_effective_keys": _number(s.mean_effective_keys),
+        "queries": queries,
+    }
+
+
+def heads_to_dict(stats: Sequence[HeadStats], result: AttentionResult) -> dict[str, Any]:
+    """The JSON object of `attnx heads --format json` (``format_version`` first)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "tokens": list(result.tokens),
+        "key_tokens": list(result.key_tokens),
+        "n_heads": result.heads,
+        "d_k": result.d_k,
+        "scale": result.scale,
+        "scale_mode": result.scale_mode,
+        "thresholds": dict(THRESHOLDS),
+        "heads": [head_to_dict(s, result) for s in stats],
+    }

@@ -1,0 +1,148 @@
+"""Heatmaps: one grid per head, each cell's number on a colour scaled by its value, or shade characters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from rich import box
+from rich.color import Color
+from rich.columns import Columns
+from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from attnx.render.numbers import fmt
+from attnx.render.tables import head_title
+from attnx.result import AttentionResult
+
+SHADES = " ░▒▓█"  # level k of 0..4 stands for a value near k/4 of the scale's top
+# Viridis at five stops: readable on dark and light backgrounds, and in print.
+PALETTE = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+DARK_TEXT_FROM = 0.6  # on cells at least this far up the scale the number is black, below it white
+
+
+@dataclass(frozen=True)
+class HeatScale:
+    """Values from 0 to ``top`` map onto the palette (or onto ``SHADES``); ``name`` says what they are."""
+
+    top: float
+    name: str = "weight"
+
+    def fraction(self, value: float) -> float:
+        """Where ``value`` sits on the scale, clipped to 0..1 (0 when the scale is empty or NaN)."""
+        if not self.top > 0 or not np.isfinite(value):
+            return 0.0
+        return float(min(1.0, max(0.0, value / self.top)))
+
+
+def scale_of(matrices: Sequence[np.ndarray], name: str = "weight") -> HeatScale:
+    """A scale from 0 to the largest finite value of ``matrices`` (one scale for everything shown)."""
+    tops = [float(np.nanmax(m)) for m in matrices if np.size(m) and not np.isnan(m).all()]
+    return HeatScale(max(tops, default=0.0), name)
+
+
+def shade(fraction: float) -> str:
+    """The shade character of a position 0..1 on the scale, rounded to the nearest quarter."""
+    return SHADES[int(fraction * 4 + 0.5)]
+
+
+def colour_at(fraction: float) -> Color:
+    """The palette colour at position 0..1, interpolated between its stops."""
+    x = fraction * (len(PALETTE) - 1)
+    i = min(int(x), len(PALETTE) - 2)
+    t = x - i
+    low, high = PALETTE[i], PALETTE[i + 1]
+    r, g, b = (round(lo + (hi - lo) * t) for lo, hi in zip(low, high, strict=True))
+    return Color.from_rgb(r, g, b)
+
+
+def cell_style(fraction: float) -> Style:
+    """Background from the palette; black or white numbers, whichever reads on it."""
+    return Style(bgcolor=colour_at(fraction), color="black" if fraction >= DARK_TEXT_FROM else "white")
+
+
+def heat_cell(value: float, scale: HeatScale, precision: int, colour: bool, width: int = 0) -> Text:
+    """One cell: `` 0.2509`` on its colour, or ``▒▒ 0.2509`` with shade characters when colour is off.
+
+    The number is right-aligned in ``width`` characters; the cell is left-justified in its column,
+    so that the colour fills the whole cell.
+    """
+    fraction = scale.fraction(value)
+    number = fmt(value, precision).rjust(width)
+    if colour:
+        return Text(f" {number}", style=cell_style(fraction))
+    return Text(f"{shade(fraction) * 2} {number}")
+
+
+def heatmap(
+    title: str,
+    matrix: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    precision: int,
+    *,
+    scale: HeatScale,
+    colour: bool,
+    blocked: np.ndarray | None = None,
+) -> Table:
+    """One labelled grid; cells where ``blocked`` is True (masked keys) are a dim ``·`` on no colour."""
+    table = Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 0),
+        min_width=len(title),
+    )
+    table.add_column("", style="bold cyan", no_wrap=True)
+    for label in col_labels:
+        table.add_column(Text(label, justify="right"), justify="left", no_wrap=True, header_style="bold cyan")
+    width = max((len(fmt(float(value), precision)) for value in np.ravel(matrix)), default=0)
+    for i, (label, row) in enumerate(zip(row_labels, matrix, strict=True)):
+        cells = [
+            Text("·".rjust(width + (1 if colour else 3)), style="dim")
+            if blocked is not None and blocked[i, j]
+            else heat_cell(float(value), scale, precision, colour, width)
+            for j, value in enumerate(row)
+        ]
+        table.add_row(label, *cells)
+    return table
+
+
+def legend(scale: HeatScale, precision: int, colour: bool) -> Text:
+    """What the colours (or shades) mean: five steps from 0 to the top of the scale."""
+    text = Text(f"{scale.name}: ", style="dim")
+    for k in range(len(SHADES)):
+        value = scale.top * k / (len(SHADES) - 1)
+        if colour:
+            text.append("  ", style=Style(bgcolor=colour_at(k / (len(SHADES) - 1))))
+        else:
+            text.append(f"'{SHADES[k]}'" if k == 0 else SHADES[k])
+        text.append(f" {fmt(value, precision)}  ")
+    text.append(f"(0 to the largest shown, {fmt(scale.top, precision)})", style="dim")
+    return text
+
+
+def weight_heatmaps(
+    result: AttentionResult, precision: int, *, colour: bool, scale: HeatScale | None = None
+) -> RenderableType:
+    """Every head's weights as a grid titled as in the tables, side by side where they fit."""
+    scale = scale or scale_of([result.weights])
+    blocked = None if result.mask is None else ~result.mask
+    grids = [
+        heatmap(head_title(result, h), result.weights[h], result.tokens, result.key_tokens, precision,
+                scale=scale, colour=colour, blocked=blocked)
+        for h in range(result.heads)
+    ]  # fmt: skip
+    return Columns(grids, padding=(1, 4))
+
+
+def weights_view(result: AttentionResult, precision: int, *, colour: bool) -> RenderableType:
+    """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
+    scale = scale_of([result.weights])
+    return Group(weight_heatmaps(result, precision, colour=colour, scale=scale), legend(scale, precision, colour))

@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from attnx.analysis.diff import Side, compare_sides, side_from_result, sweep
+from attnx.engines import compute
+from attnx.io import load_spec
+from attnx.spec import AttentionSpec
+from tests.conftest import DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, SINGLE_HEAD_CAT, TOKENS
+from tests.engines.test_engines import reference
+
+
+@pytest.fixture(scope="module")
+def worked() -> AttentionSpec:
+    return load_spec()
+
+
+class TestHeadsSweep:
+    def test_each_head_count_matches_a_per_head_loop(self, worked: AttentionSpec) -> None:
+        """H = 1, 2, 4 on the worked example: weights and outputs equal an explicit loop over heads."""
+        found = sweep(worked, "heads", [1, 2, 4])
+        assert [v.label for v in found.variants] == ["H=1", "H=2", "H=4"]
+        for variant, h in zip(found.variants, (1, 2, 4), strict=True):
+            expected = reference(worked.with_heads(h))
+            assert variant.result is not None and variant.error is None
+            np.testing.assert_allclose(variant.result.weights, expected["weights"], rtol=1e-13, atol=1e-15)
+            np.testing.assert_allclose(variant.result.output, expected["output"], rtol=1e-13, atol=1e-15)
+
+    def test_four_heads_have_width_one(self, worked: AttentionSpec) -> None:
+        """H = 4 means d_k = 1 and a multiplier of 1/√1 = 1: weights are softmax(q_i k_j) per column."""
+        (variant,) = sweep(worked, "heads", [4]).variants
+        r = variant.result
+        assert r is not None and (r.heads, r.d_k, r.scale) == (4, 1, 1.0)
+        for h in range(4):
+            scores = np.outer(worked.q[:, h], worked.k[:, h])
+            weights = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+            np.testing.assert_allclose(r.weights[h], weights, rtol=1e-13)
+        # "cat" (row 1) in head 2 reads q = 2.0 against k column 1 = [1, 0, 1, 0, 0]: e² to The and sat
+        np.testing.assert_allclose(r.weights[1, 1], np.array([math.e**2, 1, math.e**2, 1, 1]) / (3 + 2 * math.e**2))
+
+    def test_textbook_numbers(self, worked: AttentionSpec) -> None:
+        """H = 1 reproduces the tutorial's row of "cat"; H = 2 its two weight matrices."""
+        one, two = (v.result for v in sweep(worked, "heads", [1, 2]).variants)
+        assert one is not None and two is not None
+        for token, value in SINGLE_HEAD_CAT.items():
+            assert abs(one.weights[0, 1, TOKENS.index(token)] - value) < DECIMALS_4
+        np.testing.assert_allclose(two.weights[0], HEAD1_WEIGHTS, atol=DECIMALS_4)
+        np.testing.assert_allclose(two.weights[1], HEAD2_WEIGHTS, atol=DECIMALS_4)
+
+    def test_shifts_between_configurations(self, worked: AttentionSpec) -> None:
+        """Consecutive pairs, then the first against the last: per token L2 and max abs of the output change."""
+        found = sweep(worked, "heads", [1, 2, 4])
+        outputs = [reference(worked.with_heads(h))["output"] for h in (1, 2, 4)]
+        assert [(s.before, s.after) for s in found.shifts] == [(0, 1), (1, 2), (0, 2)]
+        for s in found.shifts:
+            change = outputs[s.after] - outputs[s.before]
+            np.testing.assert_allclose(s.l2, np.sqrt((change**2).sum(axis=1)), rtol=1e-12)
+            np.testing.assert_allclose(s.max_abs, np.abs(change).max(axis=1), rtol=1e-12)
+            assert s.l2_overall == pytest.approx(math.sqrt((change**2).sum()), rel=1e-12)
+            assert s.max_abs_overall == pytest.approx(np.abs(change).max(), rel=1e-12)
+        assert found.compared == "output"
+
+    def test_head_count_that_does_not_divide_is_reported(self, worked: AttentionSpec) -> None:
+        """H = 3 on d_model 4 becomes a row with the reason; the others are computed and compared."""
+        found = sweep(worked, "heads", [1, 3, 2])
+        bad = found.variants[1]
+        assert bad.result is None
+        assert bad.error == "d_model 4 is not divisible by heads 3; head counts that work: 1, 2, 4"
+        assert [(s.before, s.after) for s in found.shifts] == [(0, 2)]
+
+    def test_grouped_kv_heads_stay(self) -> None:
+        """With GQA (4 heads over 2 K/V heads) a head sweep keeps kv_heads and reports counts it cannot take."""
+        found = sweep(load_spec("configs/gqa.yaml"), "heads", [4, 2])
+        assert found.variants[0].result is not None and found.variants[0].result.kv_heads == 2
+        assert found.variants[1].error is not None and "kv_heads" in found.variants[1].error
+
+
+class TestOtherSweeps:
+    def test_scale_sweep_multipliers_and_saturation(self, worked: AttentionSpec) -> None:
+        """sqrt_dk, sqrt_d_model and none multiply by 1/√2, 1/2 and 1; saturation follows the spread."""
+        found = sweep(worked, "scale", ["sqrt_dk", "sqrt_d_model", "none"])
+        results = [v.result for v in found.variants]
+        assert [r.scale for r in results] == pytest.approx([1 / math.sqrt(2), 0.5, 1.0])
+        for v in found.variants:
+            assert v.saturation is not None and v.result is not None
+            for h in range(2):
+                assert v.saturation.scaled_std[h] == pytest.approx(v.result.scaled[h].std(), rel=1e-12)
+                assert v.saturation.mean_max_weight[h] == pytest.approx(v.result.weights[h].max(axis=1).mean())
+        stds = [v.saturation.scaled_std[0] for v in found.variants]
+        assert stds[1] < stds[0] < stds[2]
+
+    def test_layout_sweep(self, worked: AttentionSpec) -> None:
+        """Interleaved heads read columns 0,2 and 1,3: head 1's weights equal a contiguous run on those columns."""
+        found = sweep(worked, "layout", ["contiguous", "interleaved"])
+        interleaved = found.variants[1].result
+        assert interleaved is not None and interleaved.layout == "interleaved"
+        cols = [0, 2]
+        expected = reference(AttentionSpec(worked.q[:, cols], worked.k[:, cols], worked.v[:, cols], 1, TOKENS, TOKENS))
+        np.testing.assert_allclose(interleaved.weights[0], expected["weights"][0], rtol=1e-13)
+
+    def test_kv_heads_sweep_reports_widths(self, worked: AttentionSpec) -> None:
+        """Direct K/V of width 4 cannot serve one K/V head of width 2: reported, not raised."""
+        found = sweep(worked, "kv_heads", [2, 1])
+        assert found.variants[0].result is not None
+        assert found.variants[1].error == "keys and values must have kv_heads × d_k = 1 × 2 = 2 columns, got 4"
+        assert found.shifts == ()
+
+
+def side(name: str, **tensors: np.ndarray) -> Side:
+    return Side(name, "input", tensors, TOKENS, TOKENS, "float64")
+
+
+class TestCompareSides:
+    def test_identical_results_pass(self, worked: AttentionSpec) -> None:
+        """A result against itself: every tensor 0 apart, passed."""
+        result = compute(worked)
+        comparison = compare_sides(side_from_result(result, "a"), side_from_result(result, "b"))
+        assert comparison.passed and comparison.failures == 0
+        assert [row.name for row in comparison.rows] == [
+            "scores", "scaled", "weights", "head_outputs", "output", "average_weights",
+        ]  # fmt: skip
+        assert all(row.diff.max_abs == 0 for row in comparison.rows)
+
+    def test_near_equal_passes_under_default_tolerance(self, worked: AttentionSpec) -> None:
+        """Q nudged by 1e-12 moves nothing beyond float64's rtol 1e-7, atol 1e-7."""
+        nudged = dataclasses.replace(worked, q=worked.q + 1e-12)
+        comparison = compare_sides(side_from_result(compute(worked), "a"), side_from_result(compute(nudged), "b"))
+        assert comparison.passed
+        assert 0 < comparison.rows[0].diff.max_abs < 1e-11
+        assert (comparison.rows[0].diff.tolerance.rtol, comparison.rows[0].diff.tolerance.atol) == (1e-7, 1e-7)
+
+    def test_different_inputs_fail_with_locations(self) -> None:
+        """One changed weight: max abs, max rel and the largest location name it; the rest pass."""
+        a = np.full((2, 3, 3), 0.25)
+        b = a.copy()
+        b[1, 2, 0] = 0.5
+        b[0, 0, 1] = 0.26
+        comparison = compare_sides(side("a", weights=a), side("b", weights=b))
+        (row,) = comparison.rows
+        assert not comparison.passed
+        assert row.diff.max_abs == pytest.approx(0.25) and row.diff.max_rel == pytest.approx(0.5)
+        assert row.diff.worst == (1, 2, 0)
+        assert [(loc.index, loc.a, loc.b) for loc in row.largest] == [((1, 2, 0), 0.25, 0.5), ((0, 0, 1), 0.25, 0.26)]
+        np.testing.assert_allclose(comparison.weight_delta, np.abs(a - b))
+
+    def test_tolerance_flags_loosen(self) -> None:
+        """--atol 0.3 lets a 0.25 difference pass."""
+        a, b = np.zeros((1, 2, 2)), np.full((1, 2, 2), 0.25)
+        assert compare_sides(side("a", weights=a), side("b", weights=b), atol=0.3).passed
+
+    def test_shapes_that_differ_are_a_verdict(self) -> None:
+        """Two heads against four: the row says so and fails; the output still compares."""
+        a = side("a", weights=np.zeros((2, 5, 5)), output=np.zeros((5, 4)))
+        b = side("b", weights=np.zeros((4, 5, 5)), output=np.zeros((5, 4)))
+        comparison = compare_sides(a, b)
+        weights, output = comparison.rows
+        assert (weights.problem, weights.diff, weights.passed) == ("shapes differ: (2,5,5) vs (4,5,5)", None, False)
+        assert output.passed and comparison.failures == 1
+        assert comparison.weight_delta is None
+
+    def test_tensor_on_one_side_fails(self) -> None:
+        """A projected output only A has: 'only in A'."""
+        comparison = compare_sides(side("a", output=np.zeros((2, 2)), projected=np.zeros((2, 2))),
+                                   side("b", output=np.zeros((2, 2))))  # fmt: skip
+        assert [(row.name, row.problem) for row in comparison.rows] == [("output", None), ("projected", "only in A")]
+        assert not comparison.passed
+
+    def test_float32_side_uses_float32_tolerance(self, worked: AttentionSpec) -> None:
+        """float32 against float64 is held to rtol 1.3e-6 and atol 1e-5 × max(1, |B|), and passes."""
+        a = side_from_result(compute(worked, dtype="float32"), "a")
+        b = side_from_result(compute(worked), "b")
+        comparison = compare_sides(a, b)
+        assert comparison.passed
+        assert comparison.rows[0].diff.tolerance.rtol == 1.3e-6
+        assert comparison.rows[0].diff.tolerance.atol == pytest.approx(2e-5)  # scores reach 2.0
+
+    def test_nan_counts_as_largest(self) -> None:
+        """A NaN never passes and is listed first."""
+        a, b = np.array([[0.0, 0.1]]), np.array([[np.nan, 0.0]])
+        (row,) = compare_sides(side("a", output=a), side("b", output=b)).rows
+        assert not row.passed and row.largest[0].index == (0, 0)

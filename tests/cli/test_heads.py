@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from attnx.analysis.heads import THRESHOLDS
+from attnx.cli import app
+
+PATTERNS = "configs/attention-patterns.yaml"
+
+
+def invoke(runner: CliRunner, *args: str, code: int = 0):
+    result = runner.invoke(app, list(args), env={"COLUMNS": "120"})
+    assert result.exit_code == code, result.output
+    return result
+
+
+class TestHeadsCommand:
+    def test_pattern_config_labels(self, runner: CliRunner) -> None:
+        """configs/attention-patterns.yaml: its five heads are self, previous-token, first-token, uniform, induction."""
+        data = json.loads(invoke(runner, "heads", PATTERNS, "-f", "json").stdout)
+        assert next(iter(data)) == "format_version" and data["thresholds"] == dict(THRESHOLDS)
+        assert [h["label"] for h in data["heads"]] == ["self", "previous-token", "first-token", "uniform", "induction"]
+        # q and k are 4 × one-hot, d_k = 6: a match scores 16/√6; causal, so query i sees i + 1 keys
+        s = 16 / math.sqrt(6)
+        sharp = [math.exp(s) / (math.exp(s) + i) for i in range(1, 6)]  # queries 1..5
+        assert data["heads"][0]["label_score"] == pytest.approx(sum(sharp) / 5, abs=1e-12)
+        assert data["heads"][3]["label_score"] == pytest.approx(1.0, abs=1e-12)
+        # induction: queries 3, 4, 5 (the repeated a, b, c) see 4, 5, 6 keys
+        assert data["heads"][4]["label_score"] == pytest.approx(sum(sharp[2:]) / 3, abs=1e-12)
+
+    def test_per_query_json(self, runner: CliRunner) -> None:
+        """Per query: visible keys, entropy (null where undefined), top key by index and token, 0-based."""
+        data = json.loads(invoke(runner, "heads", PATTERNS, "-f", "json").stdout)
+        first = data["heads"][3]["queries"]  # the uniform head
+        assert [q["visible_keys"] for q in first] == [1, 2, 3, 4, 5, 6]
+        assert first[0]["normalized_entropy"] is None and first[0]["entropy"] == 0.0
+        assert first[5]["entropy"] == pytest.approx(math.log(6)) and first[5]["effective_keys"] == pytest.approx(6)
+        induction = data["heads"][4]["queries"]
+        assert (induction[3]["top_key"], induction[3]["top_key_token"]) == (1, "b")
+
+    def test_table(self, runner: CliRunner) -> None:
+        """The table lists labels, the score meanings and thresholds, and per-head query tables."""
+        out = invoke(runner, "heads", PATTERNS).stdout
+        assert "induction" in out and "previous-token" in out
+        assert "self ≥ 0.5 · previous-token ≥ 0.5" in out
+        assert "Head 5 · columns 24-29 · d_k = 6 · induction (0.9942)" in out
+
+    def test_worked_example_scale_diagnostics(self, runner: CliRunner) -> None:
+        """On the worked example the saturation numbers are the scaled-score std and mean max weight."""
+        data = json.loads(invoke(runner, "heads", "-f", "json").stdout)
+        head = data["heads"][0]
+        assert head["scaled_std"] == pytest.approx(math.sqrt(0.24), rel=1e-12)  # head 1: 0.4899
+        assert head["mean_max_weight"] == pytest.approx((0.2509 + 0.3664 + 0.3673 + 0.2 + 0.2509) / 5, abs=1e-4)
+
+    def test_heatmap_view_without_colour(self, runner: CliRunner) -> None:
+        """--view heatmap with NO_COLOR draws shades under the label table."""
+        result = runner.invoke(app, ["heads", "--view", "heatmap"], env={"NO_COLOR": "1", "COLUMNS": "120"})
+        assert result.exit_code == 0
+        assert "cat ██ 0.3664 ░░ 0.0891" in result.stdout and "uniform" in result.stdout
+
+    def test_unsupported_format_is_exit_2(self, runner: CliRunner) -> None:
+        """heads writes table or json; csv is a usage error naming those."""
+        assert "choose from table, json" in invoke(runner, "heads", "-f", "csv", code=2).stderr

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from attnx.cli import app
+from attnx.engines import compute
+from attnx.io import load_spec
+from attnx.render.heatmap import HeatScale, colour_at, heatmap, legend, scale_of, shade, weights_view
+
+ANSI = "\x1b["
+TOP = "#fde725"  # the palette's last stop, rgb(253, 231, 37): the largest weight shown
+BOTTOM_RGB = "48;2;68;1;84"  # the first stop as an ANSI background
+
+
+def render(renderable: object, *, colour: bool) -> str:
+    """What a console prints: truecolor ANSI when ``colour``, plain text otherwise."""
+    console = Console(
+        file=io.StringIO(), width=140, force_terminal=colour, color_system="truecolor" if colour else None
+    )
+    console.print(renderable)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+class TestShades:
+    @pytest.mark.parametrize(
+        ("fraction", "char"), [(0.0, " "), (0.12, " "), (0.13, "░"), (0.5, "▒"), (0.74, "▓"), (0.9, "█"), (1.0, "█")]
+    )
+    def test_nearest_quarter(self, fraction: float, char: str) -> None:
+        """Fractions of the scale round to the nearest of five shades."""
+        assert shade(fraction) == char
+
+    def test_scale_clips_and_guards_zero(self) -> None:
+        """Values beyond the top clip to 1; an all-zero scale maps everything to 0."""
+        assert HeatScale(0.5).fraction(0.25) == 0.5 and HeatScale(0.5).fraction(2.0) == 1.0
+        assert HeatScale(0.0).fraction(0.3) == 0.0 and HeatScale(1.0).fraction(float("nan")) == 0.0
+
+    def test_scale_of_takes_the_largest_finite_value(self) -> None:
+        """One scale for several matrices: 0 to their largest value, NaN ignored."""
+        assert scale_of([np.array([[0.1, np.nan]]), np.array([[0.7]])]).top == 0.7
+
+    def test_palette_ends(self) -> None:
+        """Position 0 is viridis' dark purple, position 1 its yellow."""
+        assert colour_at(0.0).triplet.hex == "#440154" and colour_at(1.0).triplet.hex == TOP
+
+
+@pytest.fixture(scope="module")
+def worked():
+    return compute(load_spec())
+
+
+class TestHeatmapRendering:
+    def test_with_colour(self, worked) -> None:
+        """With colour every cell keeps its number on a background; the largest weight is yellow, no shades."""
+        text = render(weights_view(worked, 4, colour=True), colour=True)
+        assert ANSI in text and "48;2;253;231;37m 0.3673" in text  # head 1, sat → sat: the top of the scale
+        assert not set("░▒▓█") & set(text)
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+        assert "Head 1 · columns 0-1 · d_k = 2" in plain and "Head 2 · columns 2-3 · d_k = 2" in plain
+        assert re.search(r"cat\s+0\.3664\s+0\.0891\s+0\.3664\s+0\.0891\s+0\.0891", plain)
+
+    def test_without_colour_shades_keep_the_pattern(self, worked) -> None:
+        """Without colour each cell carries a shade next to its number; no ANSI at all."""
+        text = render(weights_view(worked, 4, colour=False), colour=False)
+        assert ANSI not in text
+        # head 1, scale 0 to 0.3673: 0.3664 → █, 0.0891 → ░ (0.24 of the top), 0.2000 → ▒ (0.54)
+        assert "cat ██ 0.3664 ░░ 0.0891 ██ 0.3664 ░░ 0.0891 ░░ 0.0891" in text
+        assert "on  ▒▒ 0.2000 ▒▒ 0.2000 ▒▒ 0.2000 ▒▒ 0.2000 ▒▒ 0.2000" in text
+        assert "weight: ' ' 0.0000  ░ 0.0918  ▒ 0.1837  ▓ 0.2755  █ 0.3673" in text
+
+    def test_blocked_cells(self) -> None:
+        """Masked cells show a dim dot and no shade."""
+        grid = heatmap("t", np.array([[1.0, 0.0]]), ["a"], ["a", "b"], 2, scale=HeatScale(1.0), colour=False,
+                       blocked=np.array([[False, True]]))  # fmt: skip
+        assert re.search(r"a ██ 1\.00\s+·", render(grid, colour=False))
+
+    def test_legend_with_colour(self) -> None:
+        """The colour legend shows five swatches from the bottom to the top of the palette."""
+        text = render(legend(HeatScale(1.0), 2, colour=True), colour=True)
+        assert BOTTOM_RGB in text and "48;2;253;231;37" in text and " 0.50 " in text
+
+
+class TestViewsAndExports:
+    def test_run_heatmap_view_without_colour(self, runner: CliRunner) -> None:
+        """`attnx run --view heatmap` on a pipe falls back to shades; --show does not combine with it."""
+        result = runner.invoke(app, ["run", "--view", "heatmap"], env={"COLUMNS": "140"})
+        assert result.exit_code == 0, result.output
+        assert "cat ██ 0.3664 ░░ 0.0891" in result.stdout and ANSI not in result.stdout
+        refused = runner.invoke(app, ["run", "--view", "heatmap", "--show", "weights"])
+        assert refused.exit_code == 2 and "leave out --show" in refused.stderr
+
+    def test_run_heatmap_view_forced_colour(self, runner: CliRunner) -> None:
+        """FORCE_COLOR on a pipe: coloured cells, no shades."""
+        result = runner.invoke(app, ["run", "--view", "heatmap"], env={"FORCE_COLOR": "1", "COLUMNS": "140"})
+        assert result.exit_code == 0
+        assert "48;2;253;231;37" in result.stdout and "█" not in result.stdout
+
+    def test_svg_export(self, runner: CliRunner, tmp_path: Path) -> None:
+        """--export x.svg saves what was printed as an SVG, coloured: the top colour and the numbers are in it."""
+        target = tmp_path / "heatmap.svg"
+        result = runner.invoke(app, ["run", "--view", "heatmap", "--export", str(target)], env={"COLUMNS": "120"})
+        assert result.exit_code == 0, result.output
+        svg = target.read_text("utf-8")
+        assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+        assert f'fill="{TOP}"' in svg
+        assert "0.3664" in svg and "cat" in svg and "Head&#160;2" in svg
+        assert not list(tmp_path.glob(".*.tmp"))  # written atomically
+
+    def test_svg_export_without_colour_uses_shades(self, runner: CliRunner, tmp_path: Path) -> None:
+        """--no-color: the SVG carries shade characters and no palette colour."""
+        target = tmp_path / "plain.svg"
+        result = runner.invoke(app, ["run", "--view", "heatmap", "--no-color", "--export", str(target)])
+        assert result.exit_code == 0, result.output
+        svg = target.read_text("utf-8")
+        assert "██" in svg and TOP not in svg
+
+    def test_text_and_html_exports(self, runner: CliRunner, tmp_path: Path) -> None:
+        """A .txt export is the plain text with shades; .html keeps the colours."""
+        txt, html = tmp_path / "h.txt", tmp_path / "h.html"
+        assert runner.invoke(app, ["run", "--view", "heatmap", "--export", str(txt)]).exit_code == 0
+        assert "cat ██ 0.3664 ░░ 0.0891" in txt.read_text("utf-8")
+        assert runner.invoke(app, ["run", "--view", "heatmap", "--export", str(html)]).exit_code == 0
+        page = html.read_text("utf-8")
+        assert "<html" in page.lower() and TOP in page and "0.3664" in page
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["--export", "x.png"], "--export writes .svg, .html or .txt files, not 'x.png'"),
+            (["--export", "x.svg", "-f", "json"], "--export saves the table view"),
+        ],
+    )
+    def test_export_refusals(self, runner: CliRunner, args: list[str], message: str) -> None:
+        """An unknown extension, or an export of a machine format, is exit 2."""
+        result = runner.invoke(app, ["run", *args])
+        assert result.exit_code == 2 and message in result.stderr
