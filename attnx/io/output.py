@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from attnx.errors import OutputError
+
+
+def _mode_for(target: Path) -> int:
+    """The replaced file's permissions, or what a new file gets under the current umask."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def atomic_write(path: str | Path, data: bytes) -> None:
@@ -26,6 +37,7 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from None
     try:
+        os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600; a written file gets the usual mode
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

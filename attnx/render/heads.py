@@ -20,18 +20,19 @@ from attnx.render.tables import head_title
 from attnx.result import AttentionResult
 
 NONE = "—"
-# Column headers of the label scores; `focused` is the mean max weight, shown once as "max w (focused)".
+# Column headers of the label scores, short enough for 80 columns; `focused` is the mean max weight.
 SCORE_HEADERS = {
     "self": "self",
-    "previous-token": "previous",
+    "previous-token": "prev",
     "first-token": "first",
-    "induction": "induction",
-    "uniform": "uniform",
+    "induction": "induct",
+    "uniform": "unif",
 }
 SCORE_MEANINGS = (
-    "scores: mean weight on the query's own position (self), the token before it (previous), key 0 (first), "
-    "the token after the previous occurrence of the query's token (induction); mean entropy ÷ log(visible keys) "
-    "(uniform); mean max weight (focused); over queries that see two keys or more"
+    "scores (the label's own in bold): mean weight on the query's own position (self), the token before it "
+    "(prev), key 0 (first), the token after the previous occurrence of the query's token (induct); mean "
+    "entropy ÷ log(visible keys) (unif); mean max weight (max w: focused); std: of the scaled scores; over "
+    "queries that see two keys or more"
 )
 
 
@@ -52,7 +53,7 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
                   pad_edge=False, collapse_padding=True)  # fmt: skip
     table.add_column("head", justify="right", style="bold cyan", no_wrap=True)
     table.add_column("label", no_wrap=True, header_style="bold cyan")
-    for header in ("score", *SCORE_HEADERS.values(), "std scaled", "max w (focused)"):
+    for header in (*SCORE_HEADERS.values(), "std", "max w"):
         table.add_column(header, justify="right", no_wrap=True, header_style="bold cyan")
 
     def score(s: HeadStats, name: str) -> Text:
@@ -62,7 +63,6 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
         table.add_row(
             str(s.head + 1),
             Text(s.label or NONE, style="bold" if s.label else "dim"),
-            cell(s.label_score, precision),
             *(score(s, name) for name in SCORE_HEADERS),
             cell(s.scaled_std, precision),
             score(s, "focused"),

@@ -325,3 +325,21 @@ class TestExitCodesAndMessages:
         quiet = runner.invoke(app, ["run", str(path), "-f", "json", "-q"])
         assert "warning" in loud.stderr and quiet.stderr == ""
         assert loud.stdout == quiet.stdout
+
+
+class TestOutputPermissions:
+    def test_new_file_follows_umask_and_replaced_file_keeps_its_mode(self, tmp_path: Path) -> None:
+        """--output files get 0666 & ~umask when new, and keep their mode when replaced."""
+        from attnx.io.output import atomic_write
+
+        old = os.umask(0o022)
+        try:
+            atomic_write(tmp_path / "new.txt", b"x")
+            assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o644
+            kept = tmp_path / "kept.txt"
+            kept.write_text("old")
+            kept.chmod(0o600)
+            atomic_write(kept, b"new")
+            assert kept.stat().st_mode & 0o777 == 0o600 and kept.read_bytes() == b"new"
+        finally:
+            os.umask(old)
