@@ -7,6 +7,7 @@ from collections.abc import Collection
 import numpy as np
 
 from attnx.engines.core import attention, dense
+from attnx.engines.numpy_blocked import attend_blocked, softmax_rows_
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
@@ -55,18 +56,8 @@ class NumpyBackend:
         return x.transpose(axes)
 
     def softmax_masked(self, x: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
-        """Stable softmax over the last axis in a fresh array, written in place step by step."""
-        w = x.copy() if allowed is None else np.where(allowed, x, -np.inf)
-        peak = w.max(axis=-1, keepdims=True)
-        if allowed is not None:
-            peak[~np.isfinite(peak)] = 0  # a row with no allowed key: exp(-inf) = 0 everywhere
-        w -= peak
-        np.exp(w, out=w)
-        total = w.sum(axis=-1, keepdims=True)
-        if allowed is not None:
-            total[total == 0] = 1  # ... and it stays all zeros
-        w /= total
-        return w
+        """Stable softmax over the last axis, in a fresh array (``x`` is kept: it is the scaled scores)."""
+        return softmax_rows_(x.copy(), allowed)
 
     def mean0(self, x: np.ndarray) -> np.ndarray:
         """Mean over the first axis."""
@@ -79,8 +70,6 @@ class NumpyBackend:
         (h, n, _), m = q.shape, k.shape[1]
         if h * n * m <= DENSE_LIMIT:
             return dense(self, q, k, v, spec, keep)
-        from attnx.engines.numpy_blocked import attend_blocked
-
         return attend_blocked(q, k, v, spec, keep)
 
     def to_numpy(self, x: np.ndarray) -> np.ndarray:

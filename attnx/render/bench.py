@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from rich import box
 from rich.table import Table
 
 from attnx.analysis.bench import BenchRow, BenchSettings
+from attnx.render.layout import compact_table
 from attnx.render.serialize import FORMAT_VERSION
 
 
@@ -18,15 +18,9 @@ def _ratio(value: float | None) -> str:
 
 def bench_table(rows: list[BenchRow], settings: BenchSettings) -> Table:
     """Length, time, memory, growth per doubling, throughput and the ratio to torch SDPA."""
-    table = Table(
-        title=f"H={settings.heads} · d_model={settings.d_model} · {settings.dtype} · {settings.path} path "
-        f"(best of {settings.repeat})",
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
+    table = compact_table(
+        f"H={settings.heads} · d_model={settings.d_model} · {settings.dtype} · {settings.path} path "
+        f"(best of {settings.repeat})"
     )
     headers = ("engine", "length", "time ms", "weights MiB", "peak MiB", "× prev", "GFLOP/s", "× SDPA")
     for header in headers:

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from rich import box
 from rich.columns import Columns
 from rich.console import Group, RenderableType
 from rich.rule import Rule
@@ -17,6 +16,7 @@ from attnx.analysis.diff import Comparison, Location, Side, Sweep, TensorCompari
 from attnx.render.engines import diff_to_dict, sci, tolerance_text
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of, weight_heatmaps
+from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table
@@ -26,8 +26,7 @@ FLAGS = {"heads": "--heads", "scale": "--scale", "layout": "--layout", "kv_heads
 
 
 def _table(title: str | None = None) -> Table:
-    return Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
-                 pad_edge=False, collapse_padding=True)  # fmt: skip
+    return compact_table(title)
 
 
 def _columns(table: Table, *headers: str, numeric: bool = True) -> None:

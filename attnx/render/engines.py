@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -14,12 +13,13 @@ from attnx.analysis.check import REFERENCE, CheckReport
 from attnx.analysis.compare import TensorDiff
 from attnx.engines import EngineStatus
 from attnx.render.formats import to_jsonl
+from attnx.render.layout import compact_table
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 
 
 def engines_table(statuses: list[EngineStatus]) -> Table:
     """One row per engine and device: version, device, dtypes (default first)."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table = compact_table()
     for header in ("engine", "version", "device", "dtypes (default first)"):
         table.add_column(header, header_style="bold cyan", no_wrap=header != "dtypes (default first)")
     for status in statuses:
@@ -60,15 +60,7 @@ def tolerance_text(value: float) -> str:
 
 def check_view(report: CheckReport, source: str) -> RenderableType:
     """The check table, the engines left out, and a one-line verdict."""
-    table = Table(
-        title=f"{source} · against {' '.join(REFERENCE)}",
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = compact_table(f"{source} · against {' '.join(REFERENCE)}")
     for header in ("target", "tensor", "max abs", "max rel", "rtol", "atol", "verdict"):
         numeric = header in ("max abs", "max rel", "rtol", "atol")
         table.add_column(header, justify="right" if numeric else "left", header_style="bold cyan", no_wrap=True)

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from rich import box
 from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.table import Table
@@ -14,6 +13,7 @@ from rich.text import Text
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
+from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import head_title
@@ -49,8 +49,7 @@ def thresholds_line() -> Text:
 
 def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
     """One row per head: its label and score, every label's score, and the saturation numbers."""
-    table = Table(title="Heads", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
-                  pad_edge=False, collapse_padding=True)  # fmt: skip
+    table = compact_table("Heads")
     table.add_column("head", justify="right", style="bold cyan", no_wrap=True)
     table.add_column("label", no_wrap=True, header_style="bold cyan")
     for header in (*SCORE_HEADERS.values(), "std", "max w"):
@@ -72,7 +71,7 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
 
 def queries_table(s: HeadStats, result: AttentionResult, precision: int) -> Table:
     """One row per query of one head: entropy, normalised entropy, effective keys, max weight, top key."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table = compact_table()
     table.add_column("query", style="bold cyan", no_wrap=True)
     for header in ("keys", "entropy", "/ log keys", "eff. keys", "max w"):
         table.add_column(header, justify="right", no_wrap=True, header_style="bold cyan")

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from rich import box
 from rich.color import Color
 from rich.columns import Columns
 from rich.console import Group, RenderableType
@@ -14,6 +13,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
 from attnx.render.tables import head_title
 from attnx.result import AttentionResult
@@ -89,13 +89,9 @@ def heatmap(
     blocked: np.ndarray | None = None,
 ) -> Table:
     """One labelled grid; cells where ``blocked`` is True (masked keys) are a dim ``·`` on no colour."""
-    table = Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
+    table = compact_table(
+        title,
+        collapse_padding=False,
         padding=(0, 0),
         min_width=len(title),
     )

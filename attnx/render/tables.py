@@ -6,13 +6,13 @@ from collections.abc import Iterable, Sequence
 from enum import Enum
 
 import numpy as np
-from rich import box
 from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation, ablation
+from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
 from attnx.result import AttentionResult
 
@@ -47,18 +47,10 @@ def matrix_table(
 
     Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``.
     """
-    table = Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        min_width=len(title),
-    )
+    table = compact_table(title, collapse_padding=False, min_width=len(title))
     table.add_column("", style="bold cyan", no_wrap=True)
-    for label in col_labels:
-        table.add_column(label, justify="right", no_wrap=True, header_style="bold cyan")
+    for label in col_labels:  # Text, so that a token such as "[b]" is never read as Rich markup
+        table.add_column(Text(label), justify="right", no_wrap=True, header_style="bold cyan")
     for i, (label, row) in enumerate(zip(row_labels, matrix, strict=True)):
         top = int(np.argmax(row)) if emphasise_row_max and row.size and row.max() > 0 else -1
         cells = [
@@ -67,7 +59,7 @@ def matrix_table(
             else Text(fmt(float(value), precision), style="bold yellow" if j == top else "")
             for j, value in enumerate(row)
         ]
-        table.add_row(label, *cells)
+        table.add_row(Text(label), *cells)
     return table
 
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.rule import Rule
@@ -17,6 +16,7 @@ from rich.text import Text
 
 from attnx.analysis.trace import HeadTrace, KeyLine, Trace
 from attnx.render.formats import to_jsonl
+from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt, fmt_row
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import describe_columns
@@ -84,16 +84,7 @@ class Fitted:
 
 def _table(title: str) -> Table:
     """A titled table with one label column per key (``#``, ``key``); the caller adds the rest."""
-    table = Table(
-        title=Text(title),
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-        min_width=len(title),
-    )
+    table = compact_table(title, min_width=len(title))
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("key", style="bold cyan", no_wrap=True)
     return table
