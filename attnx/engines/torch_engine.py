@@ -85,15 +85,11 @@ class TorchBackend:
         positions_are_rows = spec.query_positions == tuple(range(n))
         mask_is_causal_only = spec.causal and spec.mask is None and spec.padding is None and positions_are_rows
         allowed = None if mask_is_causal_only or not spec.masked else self.array(spec.allowed())
-        # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs only.
+        # Contiguous heads with a leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D
+        # inputs; the copies are N × d_model, small beside the N × N work.
+        q, k, v = (t.contiguous()[None] for t in (q, k, v))
         out = torch.nn.functional.scaled_dot_product_attention(
-            q[None],
-            k[None],
-            v[None],
-            attn_mask=allowed,
-            is_causal=mask_is_causal_only,
-            scale=spec.multiplier,
-            enable_gqa=h != h_kv,
+            q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
         )[0]  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
         if spec.masked:
             out = torch.nan_to_num(out, nan=0.0)  # rows with every key blocked are zeros, as in attnx
