@@ -17,6 +17,7 @@ from attnx.errors import AttnxError, UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console, RenderableType
 
+    from attnx.io import Overrides
     from attnx.spec import AttentionSpec
 
 EXIT_OK = 0
@@ -138,6 +139,19 @@ TensorOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", metavar="DIR", help="A local checkpoint folder (config.json, model.safetensors, "
+                 "tokenizer.json): explore one of its layers on --text.", show_default=False),
+]  # fmt: skip
+TextOpt = Annotated[
+    str | None, typer.Option("--text", help="With --model: the text the model reads.", show_default=False)
+]
+LayerOpt = Annotated[
+    str | None,
+    typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 1 as --head [default: 1].",
+                 show_default=False),
+]  # fmt: skip
 
 
 def load_input(
@@ -152,11 +166,49 @@ def load_input(
     layout: Layout | None = None,
     causal: bool = False,
     drop_heads: list[int] | None = None,
+    model: str | None = None,
+    text: str | None = None,
+    layer: str | None = None,
+    engine: str = "numpy",
+    dtype: str | None = None,
+    device: str = "auto",
+    quiet: bool = False,
 ) -> AttentionSpec:
-    """The spec named by the shared input options (CONFIG and the flags that override it)."""
-    from attnx.io import Overrides, load_spec
+    """The spec named by the shared input options (CONFIG and the flags that override it).
 
-    overrides = Overrides(
+    With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
+    run on ``engine`` in ``dtype`` on ``device``.
+    """
+    from attnx.io import load_spec
+
+    overrides = overrides_from(
+        heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale, layout=layout,
+        causal=causal, drop_heads=drop_heads,
+    )  # fmt: skip
+    from attnx.cli.model_input import model_spec, wants_model
+
+    if wants_model(model, text, layer):
+        return model_spec(config, overrides, model=model, text=text, layer=layer, engine=engine, dtype=dtype,
+                          device=device, quiet=quiet)  # fmt: skip
+    return load_spec(config, overrides)
+
+
+def overrides_from(
+    *,
+    heads: int | None = None,
+    seed: int | None = None,
+    tokens: str | None = None,
+    d_model: int | None = None,
+    kv_heads: int | None = None,
+    scale: str | None = None,
+    layout: Layout | None = None,
+    causal: bool = False,
+    drop_heads: list[int] | None = None,
+) -> Overrides:
+    """The shared input flags as ``Overrides`` (``--tokens`` split on spaces, ``--scale`` parsed)."""
+    from attnx.io import Overrides
+
+    return Overrides(
         heads=heads,
         seed=seed,
         tokens=tuple(tokens.split()) if tokens is not None else None,
@@ -167,7 +219,6 @@ def load_input(
         causal=causal,
         drop_heads=tuple(drop_heads or ()),
     )
-    return load_spec(config, overrides)
 
 
 def parse_scale(text: str) -> str | float:
