@@ -135,11 +135,12 @@ class TestErrors:
             describe(path)
 
 
-class TestBfloat16:
-    def test_bfloat16_weights(self, tmp_path: Path) -> None:
-        """bfloat16 weights (which NumPy cannot hold) are widened to float32 and match transformers."""
-        reference = build_bert(tmp_path / "bf16", prefixed=False, dtype="bfloat16")
-        assert describe(reference.path).dtypes == ("BF16",)
+class TestHalfPrecision:
+    @pytest.mark.parametrize(("dtype", "stored"), [("float16", "F16"), ("bfloat16", "BF16")])
+    def test_half_precision_weights(self, tmp_path: Path, dtype: str, stored: str) -> None:
+        """float16 and bfloat16 weights (NumPy has no bfloat16: widened by hand) match transformers in float32."""
+        reference = build_bert(tmp_path / dtype, prefixed=False, dtype=dtype)
+        assert describe(reference.path).dtypes == (stored,)
         with open_model(reference.path, "float32") as model:
             results = list(layer_results(model, TEXT))
         for result, expected in zip(results, reference.attentions, strict=True):
