@@ -17,7 +17,6 @@ from attnx.errors import AttnxError, UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console, RenderableType
 
-    from attnx.io import Overrides
     from attnx.spec import AttentionSpec
 
 EXIT_OK = 0
@@ -179,36 +178,9 @@ def load_input(
     With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
     run on ``engine`` in ``dtype`` on ``device``.
     """
-    from attnx.io import load_spec
+    from attnx.io import Overrides, load_spec
 
-    overrides = overrides_from(
-        heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale, layout=layout,
-        causal=causal, drop_heads=drop_heads,
-    )  # fmt: skip
-    from attnx.cli.model_input import model_spec, wants_model
-
-    if wants_model(model, text, layer):
-        return model_spec(config, overrides, model=model, text=text, layer=layer, engine=engine, dtype=dtype,
-                          device=device, quiet=quiet)  # fmt: skip
-    return load_spec(config, overrides)
-
-
-def overrides_from(
-    *,
-    heads: int | None = None,
-    seed: int | None = None,
-    tokens: str | None = None,
-    d_model: int | None = None,
-    kv_heads: int | None = None,
-    scale: str | None = None,
-    layout: Layout | None = None,
-    causal: bool = False,
-    drop_heads: list[int] | None = None,
-) -> Overrides:
-    """The shared input flags as ``Overrides`` (``--tokens`` split on spaces, ``--scale`` parsed)."""
-    from attnx.io import Overrides
-
-    return Overrides(
+    overrides = Overrides(
         heads=heads,
         seed=seed,
         tokens=tuple(tokens.split()) if tokens is not None else None,
@@ -219,6 +191,12 @@ def overrides_from(
         causal=causal,
         drop_heads=tuple(drop_heads or ()),
     )
+    from attnx.cli.model_input import model_spec, wants_model
+
+    if wants_model(model, text, layer):
+        return model_spec(config, overrides, model=model, text=text, layer=layer, engine=engine, dtype=dtype,
+                          device=device, quiet=quiet)  # fmt: skip
+    return load_spec(config, overrides)
 
 
 def parse_scale(text: str) -> str | float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -85,10 +85,11 @@ def heads(
     if layer is not None and layer.strip().lower() == "all":
         if view is View.heatmap:
             raise UsageError("--layer all shows a grid of labels; --view heatmap draws one layer's weights")
-        model_view(config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-                   layout=layout, causal=causal, model=model, text=text, engine=engine.value,
-                   dtype=dtype and dtype.value, device=device.value, output_format=output_format,
-                   output=output, export=export, quiet=quiet, no_color=no_color)  # fmt: skip
+        flags = {"-H/--heads": heads, "--seed": seed, "--tokens": tokens, "--d-model": d_model,
+                 "--kv-heads": kv_heads, "--scale": scale, "--layout": layout, "--causal": causal}  # fmt: skip
+        model_view(config, model=model, text=text, engine=engine.value, dtype=dtype and dtype.value,
+                   device=device.value, output_format=output_format, output=output, export=export, quiet=quiet,
+                   no_color=no_color, input_flags=flags)  # fmt: skip
         return
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
@@ -133,14 +134,13 @@ def model_view(
     export: str | None,
     quiet: bool,
     no_color: bool,
-    **overrides: Any,
+    input_flags: dict[str, object],
 ) -> None:
     """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
-    from attnx.cli.common import overrides_from
     from attnx.cli.model_input import model_view as build
 
-    view = build(config, overrides_from(**overrides), model=model, text=text, engine=engine, dtype=dtype,
-                 device=device, quiet=quiet)  # fmt: skip
+    view = build(config, model=model, text=text, engine=engine, dtype=dtype, device=device, quiet=quiet,
+                 input_flags=input_flags)  # fmt: skip
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 

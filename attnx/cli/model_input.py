@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from attnx.errors import UsageError
@@ -41,7 +42,7 @@ def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
 
 
 def check_model_options(
-    config: str | None, overrides: Overrides, *, model: str | None, text: str | None, config_name: str = "CONFIG"
+    config: str | None, *, model: str | None, text: str | None, config_name: str = "CONFIG"
 ) -> tuple[str, str]:
     """The checkpoint folder and the text, once --model's companions are known to fit together."""
     if model is None:
@@ -50,11 +51,14 @@ def check_model_options(
         raise UsageError(f"--model replaces {config_name}: give one or the other")
     if text is None:
         raise UsageError('--model needs the text to run: --text "..."')
-    clashes = [flag for flag, value in (("--seed", overrides.seed), ("--tokens", overrides.tokens),
-                                        ("--d-model", overrides.d_model)) if value is not None]  # fmt: skip
-    if clashes:
-        raise UsageError(f"{clashes[0]} describes random inputs; with --model the input is the model's layer")
     return model, text
+
+
+def refuse(flags: Mapping[str, object], why: str) -> None:
+    """A usage error naming the first of ``flags`` (flag -> value) that was given, with ``why``."""
+    given = [flag for flag, value in flags.items() if value not in (None, False)]
+    if given:
+        raise UsageError(f"{given[0]} {why}")
 
 
 class LayerProgress:
@@ -126,7 +130,9 @@ def model_spec(
     """The spec of one layer of ``--model`` on ``--text`` (``--layer``, from 1), with the command line's overrides."""
     from attnx.models import load_model_spec
 
-    path, words = check_model_options(config, overrides, model=model, text=text, config_name=config_name)
+    path, words = check_model_options(config, model=model, text=text, config_name=config_name)
+    random = {"--seed": overrides.seed, "--tokens": overrides.tokens, "--d-model": overrides.d_model}
+    refuse(random, "describes random inputs; with --model the input is the model's layer")
     index = parse_layer(layer)
     assert index is not None  # parse_layer without allow_all never returns None
     with progress_for(f"running layers before {index + 1}", quiet) as progress:
@@ -136,7 +142,6 @@ def model_spec(
 
 def model_view(
     config: str | None,
-    overrides: Overrides,
     *,
     model: str | None,
     text: str | None,
@@ -144,18 +149,19 @@ def model_view(
     dtype: str | None = None,
     device: str = "auto",
     quiet: bool = False,
+    input_flags: Mapping[str, object] | None = None,
 ) -> ModelView:
-    """Every layer's heads of ``--model`` on ``--text``: labels and entropy, each layer computed once."""
+    """Every layer's heads of ``--model`` on ``--text``: labels and entropy, each layer computed once.
+
+    ``input_flags`` (flag -> value) are the input options of the command: any one given is refused,
+    since they change one layer's input and the model view shows the model as it is.
+    """
     from attnx.analysis.model_view import model_view as build
     from attnx.engines import resolve_dtype
     from attnx.models import layer_results, open_model
 
-    path, words = check_model_options(config, overrides, model=model, text=text)
-    changed = [flag for flag, value in (("--heads", overrides.heads), ("--kv-heads", overrides.kv_heads),
-                                        ("--scale", overrides.scale), ("--layout", overrides.layout))
-               if value is not None] + (["--causal"] if overrides.causal else [])  # fmt: skip
-    if changed:
-        raise UsageError(f"--layer all shows the model as it is; {changed[0]} changes one layer: give --layer N")
+    path, words = check_model_options(config, model=model, text=text)
+    refuse(input_flags or {}, "changes one layer's input; --layer all shows the model as it is: give --layer N")
     with open_model(path, resolve_dtype(engine, device, dtype)) as opened, progress_for("layers", quiet) as progress:
         results = layer_results(opened, words, engine=engine, device=device, progress=progress)
         return build(results, model=path, architecture=opened.architecture.name)

@@ -132,7 +132,10 @@ class TestUsageErrors:
             ),
             (["trace", "--model", "{path}", "--text", "a", "--layer", "all"], "--layer all is for `attnx heads`"),
             (["run", "--model", "{path}", "--text", "a", "--layer", "9"], "layer 9 does not exist: the model has 3"),
-            (["heads", "--model", "{path}", "--text", "a", "--layer", "all", "-H", "2"], "--layer all shows the model"),
+            (
+                ["heads", "--model", "{path}", "--text", "a", "--layer", "all", "-H", "2"],
+                "-H/--heads changes one layer's input",
+            ),
             (["heads", "--model", "{path}", "--text", "a", "--layer", "all", "--view", "heatmap"], "grid of labels"),
             (["diff", "a.yaml", "b.yaml", "--model", "{path}", "--text", "a"], "--model replaces A and B"),
             (["run", "--model", "{path}", "--text", " ".join(["cat"] * 20)], "the text is 22 tokens long"),
