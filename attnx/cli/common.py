@@ -148,7 +148,7 @@ TextOpt = Annotated[
 ]
 LayerOpt = Annotated[
     str | None,
-    typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 1 as --head [default: 1].",
+    typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 1 as --head (default 1).",
                  show_default=False),
 ]  # fmt: skip
 
