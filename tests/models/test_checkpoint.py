@@ -108,6 +108,11 @@ class TestErrors:
         with pytest.raises(ModelError, match=r"the text is 17 tokens long .* reads at most 16"):
             load_model_spec(bert.path, " ".join(["cat"] * 15), 0)
 
+    def test_empty_text(self, gpt2: Reference) -> None:
+        """A text with no tokens (GPT-2 adds no special tokens) is refused, not run."""
+        with pytest.raises(ModelError, match="the text gives no tokens"):
+            load_model_spec(gpt2.path, "", 0)
+
     def test_layer_out_of_range(self, bert: Reference) -> None:
         """Layers are named for people in the message: 1..L."""
         with pytest.raises(ModelError, match=r"layer 4 does not exist: the model has 3 layers, numbered 1\.\.3"):
