@@ -27,5 +27,9 @@ class EngineUnavailableError(AttnxError):
     """The requested engine, device or dtype is not available on this machine."""
 
 
+class ModelError(AttnxError):
+    """A model checkpoint cannot be read, or holds something attnx cannot run."""
+
+
 class OutputError(AttnxError):
     """The output file cannot be written."""

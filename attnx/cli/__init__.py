@@ -12,6 +12,7 @@ from attnx.cli import check as check_cmd
 from attnx.cli import diff as diff_cmd
 from attnx.cli import engines as engines_cmd
 from attnx.cli import heads as heads_cmd
+from attnx.cli import model as model_cmd
 from attnx.cli import run as run_cmd
 from attnx.cli import trace as trace_cmd
 from attnx.cli.common import DEBUG
@@ -58,6 +59,7 @@ app.command("trace", epilog=EPILOG)(trace_cmd.trace)
 app.command("check", epilog=EPILOG)(check_cmd.check)
 app.command("diff", epilog=EPILOG)(diff_cmd.diff)
 app.command("heads", epilog=EPILOG)(heads_cmd.heads)
+app.command("model", epilog=EPILOG)(model_cmd.model)
 app.command("engines", epilog=EPILOG)(engines_cmd.engines)
 app.command("bench", epilog=EPILOG)(bench_cmd.bench)
 

@@ -14,12 +14,15 @@ from attnx.cli.common import (
     FormatOpt,
     HeadsOpt,
     KvHeadsOpt,
+    LayerOpt,
     LayoutOpt,
+    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
     ScaleOpt,
     SeedOpt,
+    TextOpt,
     TokensOpt,
     emit,
     guarded,
@@ -49,6 +52,9 @@ def check(
     scale: ScaleOpt = None,
     layout: LayoutOpt = None,
     causal: CausalOpt = False,
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     output_format: FormatOpt = OutputFormat.table,
@@ -57,14 +63,15 @@ def check(
 ) -> None:
     """Cross-check every available engine/device/dtype against the float64 NumPy reference.
 
-    Exit 0 when every row is within tolerance, 1 when any is not.
+    Exit 0 when every row is within tolerance, 1 when any is not. With --model, the layers before --layer run on
+    the reference (numpy float64); the layer itself runs on every target.
     """
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses
 
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-        layout=layout, causal=causal,
+        layout=layout, causal=causal, model=model, text=text, layer=layer,
     )  # fmt: skip
     report = run_check(spec, engine_statuses(), rtol=rtol, atol=atol)
     from attnx.render import engines as render

@@ -138,6 +138,19 @@ TensorOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", metavar="DIR", help="A local checkpoint folder (config.json, model.safetensors, "
+                 "tokenizer.json): explore one of its layers on --text.", show_default=False),
+]  # fmt: skip
+TextOpt = Annotated[
+    str | None, typer.Option("--text", help="With --model: the text the model reads.", show_default=False)
+]
+LayerOpt = Annotated[
+    str | None,
+    typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 1 as --head (default 1).",
+                 show_default=False),
+]  # fmt: skip
 
 
 def load_input(
@@ -152,8 +165,19 @@ def load_input(
     layout: Layout | None = None,
     causal: bool = False,
     drop_heads: list[int] | None = None,
+    model: str | None = None,
+    text: str | None = None,
+    layer: str | None = None,
+    engine: str = "numpy",
+    dtype: str | None = None,
+    device: str = "auto",
+    quiet: bool = False,
 ) -> AttentionSpec:
-    """The spec named by the shared input options (CONFIG and the flags that override it)."""
+    """The spec named by the shared input options (CONFIG and the flags that override it).
+
+    With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
+    run on ``engine`` in ``dtype`` on ``device``.
+    """
     from attnx.io import Overrides, load_spec
 
     overrides = Overrides(
@@ -167,6 +191,11 @@ def load_input(
         causal=causal,
         drop_heads=tuple(drop_heads or ()),
     )
+    from attnx.cli.model_input import model_spec, wants_model
+
+    if wants_model(model, text, layer):
+        return model_spec(config, overrides, model=model, text=text, layer=layer, engine=engine, dtype=dtype,
+                          device=device, quiet=quiet)  # fmt: skip
     return load_spec(config, overrides)
 
 

@@ -19,12 +19,15 @@ from attnx.cli.common import (
     EngineOpt,
     ExportOpt,
     FormatOpt,
+    LayerOpt,
+    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
     PrecisionOpt,
     QuietOpt,
     SeedOpt,
+    TextOpt,
     TokensOpt,
     View,
     ViewOpt,
@@ -122,6 +125,9 @@ def diff(
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
     causal: CausalOpt = False,
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     engine: EngineOpt = Engine.numpy,
@@ -139,7 +145,8 @@ def diff(
 
     A sweep shows each configuration's weights per head, its output and how far outputs move (per token L2 and
     max abs). With two inputs or JSON results: per tensor max abs/rel difference, where the largest is, and a
-    verdict; exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
+    verdict; exit 0 when within --rtol/--atol, 1 when not, 2 on bad input. --model DIR --text "..." --layer L:
+    sweep layer L of a local checkpoint.
     """
     from attnx.io import Overrides
 
@@ -156,10 +163,14 @@ def diff(
     overrides = Overrides(seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model,
                           causal=causal)  # fmt: skip
     options = {"engine": engine.value, "dtype": dtype and dtype.value, "device": device.value}
+    from attnx.cli.model_input import model_spec, wants_model
     from attnx.render import diff as render
     from attnx.render.serialize import dumps
 
+    with_model = wants_model(model, text, layer)
     if b is not None:
+        if with_model:
+            raise UsageError("--model replaces A and B: with a model, diff sweeps one setting of its layer")
         if sweeps:
             raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
         if a == b == "-":
@@ -189,7 +200,12 @@ def diff(
     from attnx.analysis.diff import sweep
     from attnx.io import load_spec
 
-    result = sweep(load_spec(a, overrides), varied, values, **options)
+    base = (
+        model_spec(a, overrides, model=model, text=text, layer=layer, quiet=quiet, config_name="A", **options)
+        if with_model
+        else load_spec(a, overrides)
+    )
+    result = sweep(base, varied, values, **options)
 
     def swept(colour: bool) -> RenderableType:
         return render.sweep_view(result, precision, heatmap=view is View.heatmap, colour=colour)

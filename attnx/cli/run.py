@@ -20,7 +20,9 @@ from attnx.cli.common import (
     FormatOpt,
     HeadsOpt,
     KvHeadsOpt,
+    LayerOpt,
     LayoutOpt,
+    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
@@ -29,6 +31,7 @@ from attnx.cli.common import (
     ScaleOpt,
     SeedOpt,
     TensorOpt,
+    TextOpt,
     TokensOpt,
     View,
     ViewOpt,
@@ -105,6 +108,9 @@ def run(
     layout: LayoutOpt = None,
     causal: CausalOpt = False,
     drop_head: DropHeadOpt = None,
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
     engine: EngineOpt = Engine.numpy,
     device: DeviceOpt = Device.auto,
     dtype: DtypeOpt = None,
@@ -121,6 +127,7 @@ def run(
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
 
     With no CONFIG: the worked example "The cat sat on mat" (H = 2). --seed with --tokens: random Q, K, V.
+    --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     --view heatmap draws each head's weights as a heatmap instead.
     """
     from attnx.engines import compute
@@ -133,7 +140,8 @@ def run(
     check_destination(output_format, output)
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-        layout=layout, causal=causal, drop_heads=drop_head,
+        layout=layout, causal=causal, drop_heads=drop_head, model=model, text=text, layer=layer, engine=engine.value,
+        dtype=dtype and dtype.value, device=device.value, quiet=quiet,
     )  # fmt: skip
     needs = needs_for(output_format, sections, tensor)
     result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value, needs=needs)

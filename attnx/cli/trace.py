@@ -19,7 +19,9 @@ from attnx.cli.common import (
     FormatOpt,
     HeadsOpt,
     KvHeadsOpt,
+    LayerOpt,
     LayoutOpt,
+    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
@@ -27,6 +29,7 @@ from attnx.cli.common import (
     QuietOpt,
     ScaleOpt,
     SeedOpt,
+    TextOpt,
     TokensOpt,
     emit,
     guarded,
@@ -99,6 +102,9 @@ def trace(
     layout: LayoutOpt = None,
     causal: CausalOpt = False,
     drop_head: DropHeadOpt = None,
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
     engine: EngineOpt = Engine.numpy,
     device: DeviceOpt = Device.auto,
     dtype: DtypeOpt = None,
@@ -111,6 +117,7 @@ def trace(
     """Explain one query token step by step: per head, the dot products term by term, weights and output.
 
     Pick the token with --token cat or --query 1. With no CONFIG: the worked example "The cat sat on mat".
+    --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     """
     from attnx.analysis.trace import build_trace, resolve_head, resolve_query
     from attnx.engines import compute
@@ -118,7 +125,8 @@ def trace(
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-        layout=layout, causal=causal, drop_heads=drop_head,
+        layout=layout, causal=causal, drop_heads=drop_head, model=model, text=text, layer=layer, engine=engine.value,
+        dtype=dtype and dtype.value, device=device.value, quiet=quiet,
     )  # fmt: skip
     row = resolve_query(spec.tokens, token=token, query=query)
     chosen = resolve_head(head, spec.heads)

@@ -66,13 +66,23 @@ def compute(
     """
     module = load_engine(engine)
     resolved = module.resolve_device(device)
+    return module.attend(spec, resolve_dtype(engine, resolved, dtype), resolved, needs)
+
+
+def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -> str:
+    """The dtype ``compute`` uses for these arguments: ``dtype`` if the device supports it, else its default.
+
+    A dtype the device lacks (float64 on MPS) raises EngineUnavailableError.
+    """
+    module = load_engine(engine)
+    resolved = module.resolve_device(device)
     supported = module.dtypes(resolved)
     chosen = dtype or supported[0]
     if chosen not in supported:
         raise EngineUnavailableError(
             f"{engine} on {resolved} does not support {chosen}; supported: {', '.join(supported)}"
         )
-    return module.attend(spec, chosen, resolved, needs)
+    return chosen
 
 
 @dataclass(frozen=True)

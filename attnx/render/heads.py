@@ -129,6 +129,11 @@ def head_to_dict(s: HeadStats, result: AttentionResult) -> dict[str, Any]:
                 "top_key_token": result.key_tokens[top] if top >= 0 else None,
             }
         )
+    return {**head_summary(s), "queries": queries}
+
+
+def head_summary(s: HeadStats) -> dict[str, Any]:
+    """A head's label, scores and means, without its per-query numbers (0-based; undefined numbers null)."""
     return {
         "head": s.head,
         "label": s.label,
@@ -138,7 +143,6 @@ def head_to_dict(s: HeadStats, result: AttentionResult) -> dict[str, Any]:
         "mean_max_weight": _number(s.mean_max_weight),
         "mean_entropy": _number(s.mean_entropy),
         "mean_effective_keys": _number(s.mean_effective_keys),
-        "queries": queries,
     }
 
 

@@ -1,0 +1,44 @@
+"""The model view: every head of every layer of a model on one text, with its pattern label and entropy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from attnx.analysis.heads import HeadStats, head_stats
+from attnx.result import AttentionResult
+
+
+@dataclass(frozen=True, eq=False)
+class ModelView:
+    """``layers[l][h]``: the statistics of head ``h`` of layer ``l`` (both 0-based), as `attnx heads` has them.
+
+    The other fields say what ran: the model's folder and family, the tokens, and the first layer's
+    heads, d_k, scale, engine, device and dtype.
+    """
+
+    model: str
+    architecture: str
+    tokens: tuple[str, ...]
+    layers: tuple[tuple[HeadStats, ...], ...]
+    heads: int
+    d_k: int
+    scale: float
+    scale_mode: str
+    engine: str
+    device: str
+    dtype: str
+
+
+def model_view(results: Iterable[AttentionResult], *, model: str, architecture: str) -> ModelView:
+    """Head statistics of each layer's result, taken in order; no result is kept once read."""
+    layers: list[tuple[HeadStats, ...]] = []
+    about: dict[str, object] = {}
+    for result in results:
+        if not about:
+            about = {name: getattr(result, name) for name in ("tokens", "heads", "d_k", "scale", "scale_mode",
+                                                              "engine", "device", "dtype")}  # fmt: skip
+        layers.append(head_stats(result))
+    if not layers:
+        raise ValueError("a model view needs at least one layer")
+    return ModelView(model=model, architecture=architecture, layers=tuple(layers), **about)  # type: ignore[arg-type]

@@ -1,0 +1,43 @@
+"""`attnx model`: what a local checkpoint holds (family, layers, heads, sizes, vocabulary, maximum length)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attnx.cli.common import FormatOpt, NoColorOpt, OutputFormat, OutputOpt, emit, guarded
+
+DirArg = Annotated[
+    str,
+    typer.Argument(metavar="DIR", help="A local checkpoint folder: config.json, model.safetensors, tokenizer.json.",
+                   show_default=False),
+]  # fmt: skip
+
+
+@guarded
+def model(
+    path: DirArg,
+    output_format: FormatOpt = OutputFormat.table,
+    output: OutputOpt = None,
+    no_color: NoColorOpt = False,
+) -> None:
+    """Describe a local Hugging Face style checkpoint: family, layers, heads, d_model, vocabulary, max length.
+
+    Only config.json, the weights' header and tokenizer.json are read. Explore its heads with
+    --model DIR --text "..." on run, trace, diff, heads (--layer all: the model view) and check.
+    """
+    from attnx.models import describe
+    from attnx.render import model as render
+    from attnx.render.serialize import dumps
+
+    info = describe(path)
+    emit(
+        output_format,
+        {
+            OutputFormat.table: lambda: render.info_view(info),
+            OutputFormat.json: lambda: dumps(render.info_to_dict(info)),
+        },
+        output=output,
+        no_color=no_color,
+    )

@@ -1,0 +1,253 @@
+"""Real models: a local Hugging Face checkpoint run by attnx's own forward pass, one layer handed out as a spec.
+
+The engines know nothing about models. ``load_model_spec`` tokenizes a text, runs the model's
+layers before the one asked for (each layer's attention through ``attnx.engines.compute`` on the
+selected engine, the rest in NumPy) and returns that layer's attention as an ordinary
+``AttentionSpec``: its input x, W_q, W_k, W_v, W_o and biases, its mask and its token labels.
+Layers are counted from 0 here; the command line counts them from 1, as it counts heads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from attnx.errors import ModelError
+from attnx.models.architecture import Architecture, ModelInfo
+from attnx.models.bert import Bert
+from attnx.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
+from attnx.models.gpt2 import Gpt2
+from attnx.models.tokenize import Encoded, TextTokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from attnx.io.schema import Overrides
+    from attnx.result import AttentionResult
+    from attnx.spec import AttentionSpec
+
+__all__ = [
+    "ARCHITECTURES",
+    "ForwardPass",
+    "Model",
+    "ModelInfo",
+    "Progress",
+    "describe",
+    "layer_results",
+    "load_model_spec",
+    "open_model",
+    "with_overrides",
+]
+
+ARCHITECTURES: dict[str, type[Architecture]] = {"bert": Bert, "gpt2": Gpt2}
+SUPPORTED = "the BERT family (model_type bert, e.g. all-MiniLM-L6-v2) and the GPT-2 family (model_type gpt2)"
+
+# Called after each layer the forward pass runs: (layers done, layers to run).
+Progress = Callable[[int, int], None]
+
+
+def architecture_of(checkpoint: Checkpoint) -> type[Architecture]:
+    """The family of a checkpoint from config.json's ``model_type`` (else its ``architectures``)."""
+    model_type = checkpoint.config.get("model_type")
+    if model_type is None:
+        named = [str(a).lower() for a in checkpoint.config.get("architectures") or ()]
+        model_type = next((key for key in ARCHITECTURES for a in named if a.startswith(key)), None)
+    if model_type not in ARCHITECTURES:
+        where = checkpoint.path / CONFIG
+        raise ModelError(f"{where}: model_type {model_type!r} is not supported; attnx runs {SUPPORTED}")
+    return ARCHITECTURES[model_type]
+
+
+class Model:
+    """An open checkpoint: its family and config, its weights (read lazily) and its tokenizer.
+
+    ``dtype`` is the forward pass's working dtype (NumPy's name).
+    """
+
+    def __init__(self, path: str | Path, dtype: str = "float64") -> None:
+        self.checkpoint = Checkpoint(path)
+        try:
+            self.architecture = architecture_of(self.checkpoint)(self.checkpoint, dtype)
+            self.tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER))
+        except BaseException:
+            self.checkpoint.close()
+            raise
+
+    @property
+    def layers(self) -> int:
+        """Number of layers."""
+        return self.architecture.layers
+
+    def source(self, layer: int) -> str:
+        """How specs of layer ``layer`` (0-based) name themselves: ``"DIR (bert), layer 3 of 6"``."""
+        return f"{self.checkpoint.name} ({self.architecture.name}), layer {layer + 1} of {self.layers}"
+
+    def check_layer(self, layer: int) -> None:
+        """A layer index (0-based) out of range is a ModelError, worded for people (layers 1..L)."""
+        if not 0 <= layer < self.layers:
+            raise ModelError(
+                f"{self.checkpoint.name}: layer {layer + 1} does not exist: the model has {self.layers} layers, "
+                f"numbered 1..{self.layers}"
+            )
+
+    def encode(self, text: str) -> Encoded:
+        """``text`` as the model's tokens (special tokens included; never padded or truncated)."""
+        arch = self.architecture
+        return self.tokenizer.encode(text, max_length=arch.max_length, vocab_size=arch.vocab_size)
+
+    def run(self, text: str, *, engine: str = "numpy", device: str = "auto") -> ForwardPass:
+        """A forward pass of ``text``, about to enter layer 0."""
+        return ForwardPass(self, self.encode(text), engine=engine, device=device)
+
+    def info(self) -> ModelInfo:
+        """What the checkpoint holds (read from config.json and the weights' header only)."""
+        arch, ckpt = self.architecture, self.checkpoint
+        shapes = ckpt.shapes()
+        learned = {name: shape for name, (shape, _) in shapes.items() if not arch.is_buffer(name)}
+        return ModelInfo(
+            path=ckpt.name,
+            architecture=arch.name,
+            family=arch.family,
+            design=arch.design,
+            model_type=str(ckpt.config.get("model_type", arch.name)),
+            architectures=tuple(str(a) for a in ckpt.config.get("architectures") or ()),
+            layers=arch.layers,
+            heads=arch.heads,
+            d_model=arch.d_model,
+            d_ff=arch.d_ff,
+            vocab_size=arch.vocab_size,
+            max_length=arch.max_length,
+            activation=arch.activation_name,
+            causal=arch.causal,
+            parameters=sum(math.prod(shape) for shape in learned.values()),
+            dtypes=tuple(sorted({dtype for name, (_, dtype) in shapes.items() if name in learned})),
+            size_bytes=(ckpt.path / WEIGHTS).stat().st_size,
+            tokenizer=self.tokenizer.kind,
+            tokenizer_vocab_size=self.tokenizer.vocab_size,
+            tokenizer_settings=self.tokenizer.stored,
+        )
+
+    def close(self) -> None:
+        """Let go of the weights file."""
+        self.checkpoint.close()
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_model(path: str | Path, dtype: str = "float64") -> Model:
+    """Open the checkpoint folder ``path`` (config.json, model.safetensors, tokenizer.json)."""
+    return Model(path, dtype)
+
+
+class ForwardPass:
+    """One text going through a model layer by layer.
+
+    ``layer`` is the layer the residual stream is about to enter. ``spec()`` is that layer's
+    attention as a spec; ``step(needs)`` computes it on the engine (``needs`` as for ``compute``,
+    ``projected`` always added) and moves on. The rest of a layer (residuals, LayerNorms, MLP) runs
+    only when the next layer's spec is asked for, so the last layer's MLP never runs.
+    """
+
+    def __init__(self, model: Model, encoded: Encoded, *, engine: str = "numpy", device: str = "auto") -> None:
+        self.model = model
+        self.tokens = encoded.tokens
+        self.engine, self.device = engine, device
+        self.layer = 0
+        self._stream: np.ndarray = model.architecture.embed(encoded)  # (N, d_model)
+        self._pending: np.ndarray | None = None  # the projected attention output of layer - 1
+
+    def spec(self) -> AttentionSpec:
+        """The attention of the layer the stream is about to enter."""
+        arch = self.model.architecture
+        if self._pending is not None:
+            self._stream = arch.after_attention(self.layer - 1, self._stream, self._pending)
+            self._pending = None
+        self.model.check_layer(self.layer)
+        return arch.attention_spec(self.layer, self._stream, self.tokens, self.model.source(self.layer))
+
+    def step(self, needs: Collection[str] = ()) -> AttentionResult:
+        """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer."""
+        from attnx.engines import compute
+
+        spec = self.spec()
+        dtype = self.model.architecture.dtype.name
+        result = compute(spec, self.engine, dtype=dtype, device=self.device, needs={"projected", *needs})
+        self._pending = result.projected
+        self.layer += 1
+        return result
+
+
+def describe(path: str | Path) -> ModelInfo:
+    """What the checkpoint folder ``path`` holds: family, layers, heads, sizes, vocabulary, maximum length."""
+    with open_model(path) as model:
+        return model.info()
+
+
+def load_model_spec(
+    path: str | Path,
+    text: str,
+    layer: int,
+    *,
+    engine: str = "numpy",
+    dtype: str | None = None,
+    device: str = "auto",
+    overrides: Overrides | None = None,
+    progress: Progress | None = None,
+) -> AttentionSpec:
+    """The attention of layer ``layer`` (0-based) of the model in ``path`` on ``text``, as a spec.
+
+    The layers before it run on ``engine`` in ``dtype`` (default: the engine's); only their weights
+    and layer ``layer``'s attention weights are read. ``overrides`` (heads, scale, layout, causal,
+    dropped heads, as on the command line) apply to the returned spec only.
+    """
+    from attnx.engines import resolve_dtype
+
+    with open_model(path, resolve_dtype(engine, device, dtype)) as model:
+        model.check_layer(layer)
+        forward = model.run(text, engine=engine, device=device)
+        for done in range(layer):
+            forward.step()
+            if progress is not None:
+                progress(done + 1, layer)
+        spec = forward.spec()
+    return with_overrides(spec, overrides) if overrides is not None else spec
+
+
+def layer_results(
+    model: Model,
+    text: str,
+    *,
+    engine: str = "numpy",
+    device: str = "auto",
+    needs: Collection[str] = ("weights", "scaled", "mask"),
+    progress: Progress | None = None,
+) -> Iterator[AttentionResult]:
+    """Every layer's attention on ``text``, in order, each computed once as the forward pass goes."""
+    forward = model.run(text, engine=engine, device=device)
+    for layer in range(model.layers):
+        result = forward.step(needs)
+        if progress is not None:
+            progress(layer + 1, model.layers)
+        yield result
+
+
+def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
+    """``spec`` with the command line's heads, K/V heads, scale, layout, causal mask and dropped heads."""
+    if overrides.heads is not None:
+        spec = spec.with_heads(overrides.heads)
+    changes: dict[str, object] = {}
+    for key in ("kv_heads", "scale", "layout"):
+        if getattr(overrides, key) is not None:
+            changes[key] = getattr(overrides, key)
+    if overrides.causal:
+        changes["causal"] = True
+    if overrides.drop_heads:
+        changes["dropped_heads"] = tuple(h - 1 for h in overrides.drop_heads)
+    return replace(spec, **changes) if changes else spec  # type: ignore[arg-type]

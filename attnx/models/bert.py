@@ -1,0 +1,82 @@
+"""The BERT family (post-LayerNorm encoders such as all-MiniLM-L6-v2) in NumPy around attnx's attention."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnx.errors import ModelError
+from attnx.models.architecture import Architecture
+from attnx.models.checkpoint import CONFIG
+from attnx.models.nn import dense, layer_norm
+from attnx.models.tokenize import Encoded
+from attnx.spec import AttentionSpec, Linear
+
+
+class Bert(Architecture):
+    """BERT: embeddings (word + position + token type, then LayerNorm); per layer, attention, Add & Norm,
+    MLP, Add & Norm. torch's Linear stores ``[out, in]``, so every weight is transposed for attnx.
+    """
+
+    name = "bert"
+    family = "BERT"
+    design = "post-LayerNorm encoder"
+    prefixes = ("bert.", "")
+    probe = "embeddings.word_embeddings.weight"
+    causal = False
+
+    def read_config(self) -> None:
+        """Sizes from config.json; relative position embeddings and decoder BERTs are refused."""
+        ckpt = self.checkpoint
+        self.layers = ckpt.integer("num_hidden_layers")
+        self.heads = ckpt.integer("num_attention_heads")
+        self.d_model = ckpt.integer("hidden_size")
+        self.d_ff = ckpt.integer("intermediate_size", default=4 * self.d_model)
+        self.vocab_size = ckpt.integer("vocab_size")
+        self.max_length = ckpt.integer("max_position_embeddings", default=512)
+        self.eps = ckpt.number("layer_norm_eps", 1e-12)
+        self.act = self.activation("hidden_act", "gelu")
+        kind = ckpt.config.get("position_embedding_type", "absolute")
+        if kind != "absolute":
+            raise ModelError(f"{ckpt.path / CONFIG}: position_embedding_type {kind!r} is not supported (only absolute)")
+        if ckpt.config.get("is_decoder") or ckpt.config.get("add_cross_attention"):
+            raise ModelError(f"{ckpt.path / CONFIG}: BERT as a decoder is not supported, only the encoder")
+
+    def norm(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A LayerNorm's weight and bias (older checkpoints call them gamma and beta)."""
+        return self.weight(f"{name}.weight", f"{name}.gamma"), self.weight(f"{name}.bias", f"{name}.beta")
+
+    def linear(self, name: str) -> Linear:
+        """A torch Linear (``[out, in]``) as attnx's ``x @ W + b`` (``W`` is ``[in, out]``)."""
+        return Linear(self.checkpoint.tensor(f"{name}.weight").T, self.checkpoint.tensor(f"{name}.bias"))
+
+    def dense(self, x: np.ndarray, name: str) -> np.ndarray:
+        """``x @ weight.T + bias`` in the working dtype."""
+        return dense(x, self.weight(f"{name}.weight").T, self.weight(f"{name}.bias"))
+
+    def embed(self, encoded: Encoded) -> np.ndarray:
+        """LayerNorm(word + token type + position embeddings), ``[token, d_model]``."""
+        ckpt, n = self.checkpoint, len(encoded.ids)
+        words = ckpt.rows("embeddings.word_embeddings.weight", encoded.ids).astype(self.dtype)
+        if ckpt.has("embeddings.token_type_embeddings.weight"):
+            types = ckpt.tensor("embeddings.token_type_embeddings.weight")
+            if int(encoded.type_ids.max()) >= types.shape[0]:
+                raise ModelError(f"token type {int(encoded.type_ids.max())} is beyond the model's {types.shape[0]}")
+            words = words + types[encoded.type_ids].astype(self.dtype)
+        positions = ckpt.rows("embeddings.position_embeddings.weight", slice(0, n)).astype(self.dtype)
+        return layer_norm(words + positions, *self.norm("embeddings.LayerNorm"), self.eps)
+
+    def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+        """Self-attention on the stream entering the layer: no mask, 1/√d_k, W_o the output dense."""
+        p = f"encoder.layer.{layer}.attention."
+        return AttentionSpec(
+            q=None, k=None, v=None, heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=stream,
+            w_q=self.linear(p + "self.query"), w_k=self.linear(p + "self.key"), w_v=self.linear(p + "self.value"),
+            w_o=self.linear(p + "output.dense"),
+        )  # fmt: skip
+
+    def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
+        """Add & Norm, MLP (dense, activation, dense), Add & Norm."""
+        p = f"encoder.layer.{layer}."
+        h = layer_norm(stream + projected.astype(self.dtype), *self.norm(p + "attention.output.LayerNorm"), self.eps)
+        inner = self.act(self.dense(h, p + "intermediate.dense"))  # (N, d_ff)
+        return layer_norm(h + self.dense(inner, p + "output.dense"), *self.norm(p + "output.LayerNorm"), self.eps)

@@ -1,0 +1,84 @@
+"""The GPT-2 family (pre-LayerNorm causal decoders) in NumPy around attnx's attention."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnx.models.architecture import Architecture
+from attnx.models.nn import dense, layer_norm
+from attnx.models.tokenize import Encoded
+from attnx.spec import AttentionSpec, Linear
+
+
+class Gpt2(Architecture):
+    """GPT-2: token + position embeddings; per layer, x = ln_1(h), h += attention(x), h += MLP(ln_2(h)).
+
+    Its Conv1D weights are stored input-major (``[in, out]``), as attnx's W: ``c_attn`` is
+    ``[d, 3d]``, the q, k and v thirds side by side; ``c_proj`` is W_o.
+    """
+
+    name = "gpt2"
+    family = "GPT-2"
+    design = "pre-LayerNorm causal decoder"
+    prefixes = ("transformer.", "")
+    probe = "wte.weight"
+    causal = True
+
+    def read_config(self) -> None:
+        """Sizes and the attention scale from config.json."""
+        ckpt = self.checkpoint
+        self.layers = ckpt.integer("n_layer", "num_hidden_layers")
+        self.heads = ckpt.integer("n_head", "num_attention_heads")
+        self.d_model = ckpt.integer("n_embd", "hidden_size")
+        self.d_ff = ckpt.integer("n_inner", default=4 * self.d_model)
+        self.vocab_size = ckpt.integer("vocab_size")
+        self.max_length = ckpt.integer("n_positions", "max_position_embeddings", default=1024)
+        self.eps = ckpt.number("layer_norm_epsilon", 1e-5)
+        self.act = self.activation("activation_function", "gelu_new")
+        self.scaled = bool(ckpt.config.get("scale_attn_weights", True))
+        self.by_layer = bool(ckpt.config.get("scale_attn_by_inverse_layer_idx", False))
+
+    def scale(self, layer: int) -> str | float:
+        """1/√d_k (``scale_attn_weights``), times 1/(layer + 1) with ``scale_attn_by_inverse_layer_idx``."""
+        if not self.by_layer:
+            return "sqrt_dk" if self.scaled else "none"
+        return (1 / math.sqrt(self.d_model // self.heads) if self.scaled else 1.0) / (layer + 1)
+
+    def norm(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A LayerNorm's weight and bias."""
+        return self.weight(f"{name}.weight"), self.weight(f"{name}.bias")
+
+    def conv(self, x: np.ndarray, name: str) -> np.ndarray:
+        """A Conv1D: ``x @ weight + bias`` (the weight is already ``[in, out]``)."""
+        return dense(x, self.weight(f"{name}.weight"), self.weight(f"{name}.bias"))
+
+    def embed(self, encoded: Encoded) -> np.ndarray:
+        """Token + position embeddings, ``[token, d_model]``."""
+        words = self.checkpoint.rows("wte.weight", encoded.ids).astype(self.dtype)
+        return words + self.checkpoint.rows("wpe.weight", slice(0, len(encoded.ids))).astype(self.dtype)
+
+    def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+        """Causal self-attention on ln_1 of the stream; W_q, W_k, W_v are the thirds of ``c_attn``."""
+        p = f"h.{layer}."
+        x = layer_norm(stream, *self.norm(p + "ln_1"), self.eps)
+        weight, bias = self.checkpoint.tensor(p + "attn.c_attn.weight"), self.checkpoint.tensor(p + "attn.c_attn.bias")
+        d = self.d_model
+        w_q, w_k, w_v = (Linear(weight[:, i * d : (i + 1) * d], bias[i * d : (i + 1) * d]) for i in range(3))
+        out = self.checkpoint.tensor(p + "attn.c_proj.weight"), self.checkpoint.tensor(p + "attn.c_proj.bias")
+        return AttentionSpec(
+            q=None, k=None, v=None, heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
+            w_q=w_q, w_k=w_k, w_v=w_v, w_o=Linear(*out), causal=True, scale=self.scale(layer),
+        )  # fmt: skip
+
+    def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
+        """Residual add, then h + MLP(ln_2(h))."""
+        p = f"h.{layer}."
+        h = stream + projected.astype(self.dtype)
+        inner = self.act(self.conv(layer_norm(h, *self.norm(p + "ln_2"), self.eps), p + "mlp.c_fc"))  # (N, d_ff)
+        return h + self.conv(inner, p + "mlp.c_proj")
+
+    def is_buffer(self, name: str) -> bool:
+        """Older GPT-2 checkpoints store each layer's causal mask (``attn.bias``, ``attn.masked_bias``)."""
+        return name.endswith((".attn.bias", ".attn.masked_bias")) or super().is_buffer(name)
