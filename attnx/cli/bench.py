@@ -27,7 +27,7 @@ BenchHeadsOpt = Annotated[int, typer.Option("--heads", "-H", min=1, help="Heads.
 BenchDModelOpt = Annotated[int, typer.Option("--d-model", min=1, help="Width of Q, K, V.")]
 EnginesOpt = Annotated[
     str | None,
-    typer.Option("--engines", help="Engines, comma-separated [default: every available one].", show_default=False),
+    typer.Option("--engines", help="Engines, comma-separated (default: every available one).", show_default=False),
 ]
 PathOpt = Annotated[
     str, typer.Option("--path", help="output: head outputs only (no N×N matrices); weights: also the weights.")

@@ -31,12 +31,12 @@ from attnx.cli.common import (
 
 RtolOpt = Annotated[
     float | None,
-    typer.Option("--rtol", min=0.0, help="Relative tolerance [default: 1e-7 float64, 1.3e-6 float32].",
+    typer.Option("--rtol", min=0.0, help="Relative tolerance (default: 1e-7 float64, 1.3e-6 float32).",
                  show_default=False),
 ]  # fmt: skip
 AtolOpt = Annotated[
     float | None,
-    typer.Option("--atol", min=0.0, help="Absolute tolerance [default: 1e-7 float64, 1e-5·max(1,|ref|) float32].",
+    typer.Option("--atol", min=0.0, help="Absolute tolerance (default: 1e-7 float64, 1e-5·max(1,|ref|) float32).",
                  show_default=False),
 ]  # fmt: skip
 

@@ -122,7 +122,7 @@ EngineOpt = Annotated[Engine, typer.Option("--engine", "-e", help="Engine that c
 DeviceOpt = Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")]
 DtypeOpt = Annotated[
     Dtype | None,
-    typer.Option("--dtype", help="Floating-point type [default: float64; float32 on mps].", show_default=False),
+    typer.Option("--dtype", help="Floating-point type (default: float64; float32 on mps).", show_default=False),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format (stdout or --output).")]
 OutputOpt = Annotated[
