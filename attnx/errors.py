@@ -15,6 +15,10 @@ class InputError(AttnxError):
     """An input file or stream cannot be read or parsed."""
 
 
+class LimitError(InputError):
+    """An input is larger than a cap allows (bytes, depth, dimension, elements); the message says how to raise it."""
+
+
 class ConfigError(AttnxError):
     """An input was read but does not describe a valid attention problem."""
 
@@ -25,6 +29,10 @@ class UsageError(AttnxError):
 
 class EngineUnavailableError(AttnxError):
     """The requested engine, device or dtype is not available on this machine."""
+
+
+class NumericError(AttnxError):
+    """The numbers do not fit the chosen dtype: a score or an output overflowed to infinity or NaN."""
 
 
 class OutputError(AttnxError):
