@@ -6,6 +6,9 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
+import numpy as np
+
+from attnx.engines import guards
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
@@ -53,11 +56,15 @@ def compute(
     *,
     dtype: str | None = None,
     device: str = "auto",
+    strict: bool = True,
 ) -> AttentionResult:
     """Run multi-head attention for ``spec`` on ``engine`` and return every intermediate.
 
     ``device`` is ``auto`` (CUDA, then MPS, then CPU, among those the engine can use) or a device
     name; ``dtype`` defaults to float64, or float32 where the device has no float64 (MPS).
+    Arrays that would pass the caps of ``spec.limits`` raise LimitError before anything is
+    computed. With ``strict``, inputs beyond the dtype's range and scores or outputs that
+    overflowed raise NumericError; without it they come back as inf or NaN (for comparisons).
     """
     module = load_engine(engine)
     resolved = module.resolve_device(device)
@@ -67,7 +74,14 @@ def compute(
         raise EngineUnavailableError(
             f"{engine} on {resolved} does not support {chosen}; supported: {', '.join(supported)}"
         )
-    return module.attend(spec, chosen, resolved)
+    guards.check_sizes(spec)
+    if strict:
+        guards.check_range(spec, chosen)
+    with np.errstate(all="ignore"):  # overflow is reported by check_finite, not as RuntimeWarnings
+        result = module.attend(spec, chosen, resolved)
+    if strict:
+        guards.check_finite(spec, result)
+    return result
 
 
 @dataclass(frozen=True)
