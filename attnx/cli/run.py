@@ -20,6 +20,11 @@ from attnx.cli.common import (
     HeadsOpt,
     KvHeadsOpt,
     LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
@@ -87,6 +92,11 @@ def run(
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
 
@@ -99,6 +109,8 @@ def run(
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
         layout=layout, causal=causal, drop_heads=drop_head,
+        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
+        max_elements=max_elements,
     )  # fmt: skip
     result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value)
     warn_fully_masked(result.fully_masked_rows, quiet)
