@@ -20,6 +20,8 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # an archive with members, an empty 
 NPY_MAGIC = b"\x93NUMPY"
 MAX_MEMBERS = 64  # the input contract has 25 keys
 MAX_DIRECTORY = 64 * 1024  # bytes of the zip's central directory: room for far more than 64 members
+# Stored or deflated members only: zipfile inflates deflate in bounded steps, but bzip2 and lzma whole.
+READABLE_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 KINDS = "biufUS"  # booleans, integers, floats and text: everything an input key can hold
 
 
@@ -37,9 +39,11 @@ def parse_npz(raw: bytes, name: str, limits: Limits) -> Document:
         with zipfile.ZipFile(io.BytesIO(raw)) as archive:
             members = _members(archive, name, limits)
             data = {key: _plain(_read(archive, info)) for key, info in members.items()}
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError) as exc:
-        # RuntimeError: an encrypted member; NotImplementedError: an unknown compression method
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as exc:
+        # NotImplementedError (a RuntimeError, so caught first): a compression method zipfile does not know
         raise InputError(f"{name}: cannot read as .npz: {first_clause(exc)}") from None
+    except RuntimeError:  # zipfile's answer to an encrypted member
+        raise InputError(f"{name}: cannot read as .npz: a member is encrypted (attnx asks for no passwords)") from None
     return Document(data, name, limits=limits)
 
 
@@ -63,6 +67,12 @@ def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, z
     for info in archive.infolist():
         if not info.filename.endswith(".npy"):
             raise InputError(f"{name}: member {info.filename!r} is not an .npy array (an .npz input holds q.npy, ...)")
+        if info.compress_type not in READABLE_COMPRESSION:
+            method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}.get(info.compress_type, info.compress_type)
+            raise InputError(
+                f"{name}: member {info.filename!r} is compressed with {method}, which zipfile inflates whole before "
+                "its header can be checked; write it with numpy.savez or numpy.savez_compressed"
+            )
         key = info.filename[: -len(".npy")]
         if key in members:
             raise ConfigError(f"{name}: duplicate key {key!r} (two members named {info.filename!r})")

@@ -257,7 +257,8 @@ def _parse_yaml(text: str, name: str, limits: Limits) -> tuple[Any, yaml.Node | 
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        raise InputError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
+        reason = ", ".join(part for part in (exc.context, exc.problem) if part)
+        raise InputError(f"{where}: invalid YAML: {reason}") from None
     except yaml.reader.ReaderError as exc:
         where = _located(name, text, exc.position)
         raise InputError(f"{where}: invalid YAML: character U+{exc.character:04X} is not allowed") from None
@@ -276,6 +277,9 @@ def _to_python(node: yaml.Node, loader: _Loader) -> Any:
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                got = "a list" if isinstance(key_node, yaml.SequenceNode) else "a mapping"
+                raise ConfigError(f"{loader.located(key_node)}: keys must be strings, got {got}")
             key = loader.construct_scalar_value(key_node)
             if not isinstance(key, str):
                 raise ConfigError(f"{loader.located(key_node)}: keys must be strings, got {clip(repr(key), 40)}")

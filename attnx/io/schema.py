@@ -23,6 +23,7 @@ KEYS = (
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
 FLOAT_MAX = sys.float_info.max
+_YAML_TEXT_NUMBER = re.compile(r"[-+]?\d+[eE][-+]?\d+")  # a float without a dot, which YAML 1.1 reads as text
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters, lone surrogates
 
 
@@ -298,7 +299,7 @@ def _check_numbers(doc: Document, row: Any, path: tuple[str | int, ...]) -> None
         raise doc.error(path, f"expected a non-empty list of numbers, got {_describe(row)}")
     for j, cell in enumerate(row):
         if type(cell) is not float and type(cell) is not int:
-            hint = " (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)" if _looks_numeric(cell) else ""
+            hint = _text_hint(doc, cell)
             raise doc.error((*path, j), f"expected a number, got {_describe(cell)}{hint}")
         if not _finite(cell):
             got = cell if type(cell) is float else f"an integer of {len(str(abs(cell)))} digits"
@@ -347,12 +348,21 @@ def _shape(array: np.ndarray) -> str:
     return "x".join(map(str, array.shape))
 
 
-def _looks_numeric(value: Any) -> bool:
+def _text_hint(doc: Document, value: Any) -> str:
+    """Why a number came out as text: YAML 1.1's ``1e3`` (no dot), or quotes."""
+    if not isinstance(value, str) or not _looks_numeric(value):
+        return ""
+    if doc.root is not None and _YAML_TEXT_NUMBER.fullmatch(value.strip()):
+        return " (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)"
+    return " (a number in quotes is text: remove the quotes)"
+
+
+def _looks_numeric(value: str) -> bool:
     try:
         float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return False
-    return isinstance(value, str)
+    return True
 
 
 def _describe(value: Any) -> str:

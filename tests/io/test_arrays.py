@@ -83,6 +83,15 @@ class TestHeadersFirst:
         with pytest.raises(LimitError, match=r"^in\.npz: 2 MiB of array data exceeds the input size cap of 1 MiB; "):
             parse_npz(raw, "in.npz", Limits(max_bytes=1 << 20))
 
+    @pytest.mark.parametrize(("method", "label"), [(zipfile.ZIP_BZIP2, "bzip2"), (zipfile.ZIP_LZMA, "lzma")])
+    def test_bzip2_and_lzma_are_refused_unopened(self, method: int, label: str) -> None:
+        """zipfile inflates bzip2 and lzma members whole even to read a header, so they are refused unopened."""
+        raw = zipped({"q.npy": npy_claiming((1024, 1024), data=bytes(8 << 20))}, method)
+        assert len(raw) < 10_000
+        assert message(raw).startswith(
+            f"in.npz: member 'q.npy' is compressed with {label}, which zipfile inflates whole"
+        )
+
     def test_pickled_member_is_never_unpickled(self, tmp_path: Path) -> None:
         """An object array whose unpickling would touch a file is refused, and the file does not appear."""
         marker = tmp_path / "pickle-ran"
