@@ -68,7 +68,8 @@ def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, z
         if not info.filename.endswith(".npy"):
             raise InputError(f"{name}: member {info.filename!r} is not an .npy array (an .npz input holds q.npy, ...)")
         if info.compress_type not in READABLE_COMPRESSION:
-            method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}.get(info.compress_type, info.compress_type)
+            method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}.get(info.compress_type)
+            method = method or f"method {info.compress_type}"
             raise InputError(
                 f"{name}: member {info.filename!r} is compressed with {method}, which zipfile inflates whole before "
                 "its header can be checked; write it with numpy.savez or numpy.savez_compressed"

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -77,30 +76,28 @@ class TestCorpusFiles:
         assert (CORPUS / "npy-claims-100000x100000-in-144-bytes.npy").stat().st_size == 144
 
 
-@pytest.fixture(scope="module")
-def corpus_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[tuple[int, str, str, float], Path]]:
-    """Every corpus file through `attnx run FILE`, one process per CPU at a time, each in an empty folder."""
-    folders = {name: tmp_path_factory.mktemp("cwd") for name in EXPECTED}
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        futures = {name: pool.submit(attnx, "run", str(CORPUS / name), cwd=folders[name]) for name in EXPECTED}
-        return {name: (future.result(), folders[name]) for name, future in futures.items()}
-
-
 class TestCorpusRuns:
     """Each malformed input, run as a user would: one line on stderr, exit 2, nothing written or executed."""
 
     @pytest.mark.parametrize("name", sorted(EXPECTED))
-    def test_run(self, name: str, corpus_runs: dict[str, tuple[tuple[int, str, str, float], Path]]) -> None:
+    def test_run(self, name: str, tmp_path: Path) -> None:
         """`attnx run FILE` exits 2 within 2 s with one line naming the problem; the working folder stays empty."""
-        result, folder = corpus_runs[name]
-        assert_one_line_exit_2(result, EXPECTED[name])
-        assert list(folder.iterdir()) == []  # no output file, and no PICKLE-RAN or PYTHON-RAN
+        assert_one_line_exit_2(attnx("run", str(CORPUS / name), cwd=tmp_path), EXPECTED[name])
+        assert list(tmp_path.iterdir()) == []  # no output file, and no PICKLE-RAN or PYTHON-RAN
+
+    @pytest.mark.parametrize(
+        "name", ["yaml-nested-50000-flow.yaml", "yaml-nested-50000-block.yaml", "yaml-nested-50000-mappings.yaml"]
+    )
+    def test_nesting_with_the_yaml_cap_raised(self, name: str, tmp_path: Path) -> None:
+        """With --max-yaml-bytes 1M the 50,000-level YAML files are parsed, and the depth cap stops them at level 33."""
+        result = attnx("run", str(CORPUS / name), "--max-yaml-bytes", "1M", cwd=tmp_path)
+        assert_one_line_exit_2(result, "level 33 of nesting exceeds the depth cap of 32 levels")
 
     @pytest.mark.parametrize(
         ("name", "expected"),
         [
             ("yaml-alias-bomb.yaml", "<stdin>:2:10: YAML aliases (*name) are not accepted"),
-            ("json-nested-50000.json", "<stdin>:1:33: level 33 of nesting exceeds the depth cap of 32 levels"),
+            ("json-nested-50000-objects.json", "<stdin>:1:193: level 33 of nesting exceeds the depth cap of 32 levels"),
             ("npz-member-claims-100000x100000-in-144-bytes.npz", "<stdin>: q: the header claims a 100000 × 100000"),
             ("npy-pickled.npy", "<stdin>: a .npy file holds one array"),
             ("not-utf8-latin1.yaml", "<stdin>: not UTF-8 text (byte 0xe9 at offset 12)"),

@@ -100,18 +100,26 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
     deflate_bomb = npy_claiming((8224, 4096), data=bytes(8224 * 4096 * 8))  # within the element caps, over the byte cap
     bzip2_bomb = npy_claiming((6400, 6144), data=bytes(300 * 1024 * 1024))  # 300 MiB in under 1 KiB
     one_member = zipped([("q.npy", npy_bytes(np.eye(2)))])
+    cells = (65_536 - len("k: [[1.0]]\nv: [[1.0]]\nq: [[x]]\n")) // 2  # "1," each: the densest YAML there is
+    dense = "k: [[1.0]]\nv: [[1.0]]\nq: [[" + "1," * cells + "x]]\n"
     text: dict[str, tuple[str, str]] = {
         # YAML aliases, nesting, syntax
         "yaml-alias-bomb.yaml": ("\n".join(laughs) + "\n", "YAML aliases (*name) are not accepted"),
         "yaml-alias.yaml": (f"base: &m {Q}\nq: *m\nk: {K}\nv: {V}\n", "YAML aliases (*name) are not accepted"),
         "yaml-merge-key.yaml": (f"base: &b {{heads: 1}}\nother:\n  <<: *b\n{QKV}", "YAML aliases"),
+        # 50,000 levels take more than the 64 KiB YAML cap; test_corpus.py also runs them with that cap raised
         "yaml-nested-50000-flow.yaml": (
             "q: " + "[" * 50_000 + "]" * 50_000 + "\n",
-            "level 33 of nesting exceeds the depth cap",
+            "of YAML exceeds the YAML size cap",
         ),
-        "yaml-nested-50000-block.yaml": ("q:\n" + "- " * 50_000 + "1\n", "level 33 of nesting exceeds the depth cap"),
-        "yaml-nested-50000-mappings.yaml": ("a: {" * 50_000 + "}" * 50_000 + "\n", "level 33 of nesting exceeds"),
+        "yaml-nested-50000-block.yaml": ("q:\n" + "- " * 50_000 + "1\n", "of YAML exceeds the YAML size cap"),
+        "yaml-nested-50000-mappings.yaml": ("a: {" * 50_000 + "}" * 50_000 + "\n", "of YAML exceeds the YAML size cap"),
         "yaml-nested-33.yaml": ("q: " + "[" * 32 + "1" + "]" * 32 + "\n", "level 33 of nesting exceeds the depth cap"),
+        "yaml-dense-at-the-64-KiB-cap.yaml": (dense, f"q[0][{cells}]: expected a number, got text 'x'"),
+        "yaml-over-the-64-KiB-cap.yaml": (
+            QKV + "#" * 65_536 + "\n",
+            "64.08 KiB of YAML exceeds the YAML size cap of 64 KiB; raise it with --max-yaml-bytes",
+        ),
         "yaml-unclosed-bracket.yaml": (f"q: [[1.0, 0.0], [0.0, 1.0]\nk: {K}\nv: {V}\n", "invalid YAML"),
         "yaml-tab-indent.yaml": ("q:\n\t- [1.0]\n", "invalid YAML"),
         "yaml-bad-indent.yaml": ("q:\n  - [1.0]\n - [2.0]\n", "invalid YAML"),
@@ -340,7 +348,7 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
         ),
         "npz-unknown-compression.npz": (
             patched(one_member, 8, b"\x63\x00"),
-            "cannot read as .npz: That compression method",
+            "member 'q.npy' is compressed with method 99",
         ),
         "npz-nan-member.npz": (
             zipped(eye_members(q=npy_bytes(np.array([[1.0, np.nan]])))),

@@ -124,7 +124,7 @@ class TestNesting:
         """50,000 levels (flow, block, mappings; YAML and JSON) stop at level 33 within a second."""
         start = time.perf_counter()
         with pytest.raises(LimitError) as info:
-            parse_document(text, name, Limits())
+            parse_document(text, name, Limits(max_yaml_bytes=1 << 20))  # 50,000 levels need more than 64 KiB
         assert time.perf_counter() - start < 1.0
         assert str(info.value) == (
             f"{where}: level 33 of nesting exceeds the depth cap of 32 levels; raise it with --max-depth or ATTNX_MAX_DEPTH"
