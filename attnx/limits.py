@@ -30,21 +30,22 @@ class Limits:
     """The caps of one run. The defaults fit a 24 GiB, 2-core machine (README, "Safety and limits").
 
     - ``max_bytes``: bytes of one input (file, stdin, or the data of an .npz): parsed JSON takes about
-      8 times its text in Python objects, so 256 MiB stays near 2 GiB.
+      12 times its text in memory, so 256 MiB peaks near 3.2 GB (measured).
     - ``max_yaml_bytes``: bytes of YAML text. PyYAML's pure-Python parser (kept: it never recurses in C)
       takes up to 12 ms per KiB (0.8 s for 64 KiB of ``1,`` cells), so bad YAML is answered within
       about a second; JSON, parsed in C, and .npz carry larger inputs.
     - ``max_depth``: nesting levels of a YAML or JSON document; a valid input needs 3.
     - ``max_dimension``: length of any one axis (tokens, rows, columns).
-    - ``max_elements``: elements of any one array, inputs and the ``[head, query, key]`` scores alike;
-      64 Mi float64 elements are 512 MiB, and a run keeps three such arrays.
+    - ``max_elements``: elements of any one array, inputs and the ``[head, query, key]`` scores alike.
+      16 Mi float64 elements are 128 MiB; a run keeps three such arrays, and its JSON output takes
+      about 375 bytes per score (1.6 GB measured for 4 Mi), so about 6 GB at the cap.
     """
 
     max_bytes: int = 256 * MiB
     max_yaml_bytes: int = 64 * 1024
     max_depth: int = 32
     max_dimension: int = 1024**2
-    max_elements: int = 64 * 1024**2
+    max_elements: int = 16 * 1024**2
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **flags: str | int | None) -> Limits:

@@ -10,10 +10,10 @@ class TestDefaults:
     """The caps that apply when nothing is set."""
 
     def test_default_values(self) -> None:
-        """256 MiB of input, 64 KiB of YAML, depth 32, 1 Mi per axis, 64 Mi elements per array."""
+        """256 MiB of input, 64 KiB of YAML, depth 32, 1 Mi per axis, 16 Mi elements per array."""
         limits = Limits()
         assert (limits.max_bytes, limits.max_yaml_bytes, limits.max_depth) == (268_435_456, 65_536, 32)
-        assert (limits.max_dimension, limits.max_elements) == (1_048_576, 67_108_864)
+        assert (limits.max_dimension, limits.max_elements) == (1_048_576, 16_777_216)
 
     def test_empty_environment_gives_the_defaults(self) -> None:
         """No ATTNX_MAX_* variables and no flags: the defaults."""

@@ -68,7 +68,7 @@ class TestLimitFlags:
         """run --help shows the Input limits panel with each default and variable."""
         text = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).stdout
         assert "Input limits" in text
-        for piece in ("(default 256 MiB; or ATTNX_MAX_BYTES", "(default 32; or ATTNX_MAX_DEPTH)", "67,108,864"):
+        for piece in ("(default 256 MiB; or ATTNX_MAX_BYTES", "(default 32; or ATTNX_MAX_DEPTH)", "16,777,216"):
             assert piece in text
 
     def test_npz_on_stdin(self, runner: CliRunner) -> None:

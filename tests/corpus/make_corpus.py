@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import shutil
 import warnings
 import zipfile
@@ -97,7 +98,9 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
     huge_claim = npy_claiming((100_000, 100_000), data=b"\0" * 16)
     assert len(huge_claim) == 144
     pickled = npy_bytes(np.array([PickleTrap()], dtype=object), allow_pickle=True)
-    deflate_bomb = npy_claiming((8224, 4096), data=bytes(8224 * 4096 * 8))  # within the element caps, over the byte cap
+    # q and k at the element cap (16 Mi each), v a little more: 258 MiB in all, deflated to about 260 KB
+    deflate_bombs = {name: npy_claiming(shape, data=bytes(math.prod(shape) * 8)) for name, shape in
+                     (("q", (4096, 4096)), ("k", (4096, 4096)), ("v", (512, 4096)))}  # fmt: skip
     bzip2_bomb = npy_claiming((6400, 6144), data=bytes(300 * 1024 * 1024))  # 300 MiB in under 1 KiB
     one_member = zipped([("q.npy", npy_bytes(np.eye(2)))])
     cells = (65_536 - len("k: [[1.0]]\nv: [[1.0]]\nq: [[x]]\n")) // 2  # "1," each: the densest YAML there is
@@ -303,9 +306,9 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
             "q: the header claims a 100000 × 100000 float64 array (74.51 GiB) but the member holds 16 bytes of data",
         ),
         "npz-pickled-member.npz": (zipped(eye_members(q=pickled)), "q: holds pickled objects, which attnx never loads"),
-        "npz-zip-bomb-deflate-257-MiB.npz": (
-            zipped(eye_members(q=deflate_bomb), zipfile.ZIP_DEFLATED),
-            "257 MiB of array data exceeds the input size cap of 256 MiB; raise it with --max-bytes or ATTNX_MAX_BYTES",
+        "npz-zip-bomb-deflate-272-MiB.npz": (
+            zipped(eye_members(**deflate_bombs), zipfile.ZIP_DEFLATED),
+            "272 MiB of array data exceeds the input size cap of 256 MiB; raise it with --max-bytes or ATTNX_MAX_BYTES",
         ),
         "npz-zip-bomb-bzip2-300-MiB.npz": (
             zipped(eye_members(q=bzip2_bomb), zipfile.ZIP_BZIP2),
