@@ -1,37 +1,19 @@
 from __future__ import annotations
 
 import io
-import warnings
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy.lib import format as npy
 
 from attnx.errors import ConfigError, InputError, LimitError
 from attnx.io import load_source
 from attnx.io.arrays import parse_npz
 from attnx.limits import Limits
+from tests.corpus.make_corpus import npy_claiming, zipped
 
 EYE = {"q": np.eye(2), "k": np.eye(2), "v": np.eye(2)}
-
-
-def npy_claiming(shape: tuple[int, ...], descr: str = "<f8", data: bytes = b"", version: bytes = b"") -> bytes:
-    """An .npy header that claims ``shape`` of ``descr``, followed by ``data`` (whatever the header says)."""
-    buffer = io.BytesIO()
-    npy.write_array_header_1_0(buffer, {"descr": descr, "fortran_order": False, "shape": shape})
-    raw = buffer.getvalue()
-    return (raw[:6] + version + raw[8:] if version else raw) + data
-
-
-def zipped(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:
-    buffer = io.BytesIO()
-    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w", compression) as archive:
-        warnings.simplefilter("ignore")  # zipfile warns about duplicate names, which one test wants
-        for name, raw in members.items():
-            archive.writestr(name.split("#")[0], raw)
-    return buffer.getvalue()
 
 
 def saved(**arrays: np.ndarray) -> bytes:
@@ -63,7 +45,7 @@ class TestHeadersFirst:
         """A 144-byte .npy claiming 100000 × 100000 float64 (74.5 GiB) is refused by what it holds."""
         member = npy_claiming((100_000, 100_000), data=b"\0" * 16)
         assert len(member) == 144
-        assert message(zipped({"q.npy": member})) == (
+        assert message(zipped([("q.npy", member)])) == (
             "in.npz: q: the header claims a 100000 × 100000 float64 array (74.51 GiB) but the member holds "
             "16 bytes of data"
         )
@@ -78,7 +60,7 @@ class TestHeadersFirst:
 
     def test_zip_bomb_is_refused_before_inflating(self) -> None:
         """2 MiB of zeros deflate to a few KiB; the declared size is over a 1 MiB cap, so nothing is inflated."""
-        raw = zipped({"q.npy": npy_claiming((512, 512), data=b"\0" * (512 * 512 * 8))}, zipfile.ZIP_DEFLATED)
+        raw = zipped([("q.npy", npy_claiming((512, 512), data=b"\0" * (512 * 512 * 8)))], zipfile.ZIP_DEFLATED)
         assert len(raw) < 10_000
         with pytest.raises(LimitError, match=r"^in\.npz: 2 MiB of array data exceeds the input size cap of 1 MiB; "):
             parse_npz(raw, "in.npz", Limits(max_bytes=1 << 20))
@@ -86,7 +68,7 @@ class TestHeadersFirst:
     @pytest.mark.parametrize(("method", "label"), [(zipfile.ZIP_BZIP2, "bzip2"), (zipfile.ZIP_LZMA, "lzma")])
     def test_bzip2_and_lzma_are_refused_unopened(self, method: int, label: str) -> None:
         """zipfile inflates bzip2 and lzma members whole even to read a header, so they are refused unopened."""
-        raw = zipped({"q.npy": npy_claiming((1024, 1024), data=bytes(8 << 20))}, method)
+        raw = zipped([("q.npy", npy_claiming((1024, 1024), data=bytes(8 << 20)))], method)
         assert len(raw) < 10_000
         assert message(raw).startswith(
             f"in.npz: member 'q.npy' is compressed with {label}, which zipfile inflates whole"
@@ -98,7 +80,7 @@ class TestHeadersFirst:
         buffer = io.BytesIO()
         np.save(buffer, np.array([PickleTrap(marker)], dtype=object), allow_pickle=True)
         assert b"touch" in buffer.getvalue()  # the payload is really in the file
-        assert message(zipped({"q.npy": buffer.getvalue()})) == (
+        assert message(zipped([("q.npy", buffer.getvalue())])) == (
             "in.npz: q: holds pickled objects, which attnx never loads (dtype object)"
         )
         assert not marker.exists()
@@ -120,7 +102,7 @@ class TestHeadersFirst:
     )
     def test_bad_members(self, member: bytes, expected: str) -> None:
         """Odd dtypes, negative or bogus headers, other formats and truncation: one line each."""
-        assert message(zipped({"q.npy": member})).startswith(expected)
+        assert message(zipped([("q.npy", member)])).startswith(expected)
 
 
 class TestArchive:
@@ -133,18 +115,18 @@ class TestArchive:
 
     def test_member_that_is_not_npy(self) -> None:
         """A member without .npy is named."""
-        assert message(zipped({"notes.txt": b"hi"})).startswith("in.npz: member 'notes.txt' is not an .npy array")
+        assert message(zipped([("notes.txt", b"hi")])).startswith("in.npz: member 'notes.txt' is not an .npy array")
 
     def test_duplicate_members(self) -> None:
         """Two members of one name are a duplicate key, not last-one-wins."""
         member = npy_claiming((1,), data=b"\0" * 8)
-        assert message(zipped({"q.npy#1": member, "q.npy#2": member})) == (
+        assert message(zipped([("q.npy", member), ("q.npy", member)])) == (
             "in.npz: duplicate key 'q' (two members named 'q.npy')"
         )
 
     def test_too_many_members(self) -> None:
         """65 members are refused from the end-of-archive record, before zipfile lists them."""
-        raw = zipped({f"m{i}.npy": b"" for i in range(65)})
+        raw = zipped([(f"m{i}.npy", b"") for i in range(65)])
         assert message(raw).startswith("in.npz: the archive lists 65 members in ")
 
     @pytest.mark.parametrize("raw", [b"", b"PK\x03\x04 not really", saved(**EYE)[:-30]])
