@@ -15,6 +15,10 @@ class InputError(AttnxError):
     """An input file or stream cannot be read or parsed."""
 
 
+class LimitError(InputError):
+    """An input is larger than a cap allows (bytes, depth, dimension, elements); the message says how to raise it."""
+
+
 class ConfigError(AttnxError):
     """An input was read but does not describe a valid attention problem."""
 
@@ -29,6 +33,10 @@ class EngineUnavailableError(AttnxError):
 
 class ModelError(AttnxError):
     """A model checkpoint cannot be read, or holds something attnx cannot run."""
+
+
+class NumericError(AttnxError):
+    """The numbers do not fit the chosen dtype: a score or an output overflowed to infinity or NaN."""
 
 
 class OutputError(AttnxError):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attnx.errors import ConfigError
+from attnx.limits import Limits
 
 SCALE_MODES = ("sqrt_dk", "sqrt_d_model", "none")
 LAYOUTS = ("contiguous", "interleaved")
@@ -69,7 +70,9 @@ class AttentionSpec:
     (``[key]``, True = padding) and ``causal`` combine into ``allowed()``. ``dropped_heads`` (0-based)
     are zeroed before concatenation. ``query_positions[i]`` is the original position of query row
     ``i`` (see ``select_queries``). Arrays are float64 (bool for masks) copies that cannot be
-    written to; ``source`` names where the problem came from, for messages.
+    written to; ``source`` names where the problem came from, for messages. ``limits`` are the caps
+    the input was read under; ``compute`` checks the arrays it is about to build against them
+    (no caps when None, as for a spec built in code).
     """
 
     q: np.ndarray | None
@@ -93,6 +96,7 @@ class AttentionSpec:
     mask: np.ndarray | None = None
     padding: np.ndarray | None = None
     dropped_heads: tuple[int, ...] = field(default=())
+    limits: Limits | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         where = self.source

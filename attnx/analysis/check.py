@@ -73,7 +73,8 @@ def run_check(
     reference = compute(spec, REFERENCE[0], device=REFERENCE[1], dtype=REFERENCE[2])
     rows = []
     for target in targets(statuses):
-        result = compute(spec, target.engine, device=target.device, dtype=target.dtype)
+        # not strict: a target that overflows is a failing row (NaN never passes), not an error
+        result = compute(spec, target.engine, device=target.device, dtype=target.dtype, strict=False)
         for name in CHECKED_TENSORS:
             ref = getattr(reference, name)
             if ref is None:  # e.g. no W_o, so no projected output

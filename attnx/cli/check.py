@@ -16,6 +16,11 @@ from attnx.cli.common import (
     KvHeadsOpt,
     LayerOpt,
     LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
     ModelOpt,
     NoColorOpt,
     OutputFormat,
@@ -60,6 +65,11 @@ def check(
     output_format: FormatOpt = OutputFormat.table,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Cross-check every available engine/device/dtype against the float64 NumPy reference.
 
@@ -72,6 +82,8 @@ def check(
     spec = load_input(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
         layout=layout, causal=causal, model=model, text=text, layer=layer,
+        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
+        max_elements=max_elements,
     )  # fmt: skip
     report = run_check(spec, engine_statuses(), rtol=rtol, atol=atol)
     from attnx.render import engines as render

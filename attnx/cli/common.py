@@ -8,11 +8,12 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
 from attnx.errors import AttnxError, UsageError
+from attnx.limits import CAPS, Limits, env_name, flag_name, size_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console, RenderableType
@@ -153,6 +154,24 @@ LayerOpt = Annotated[
 ]  # fmt: skip
 
 
+def _cap_option(cap: str, what: str) -> Any:
+    """A --max-* option: its help names the default and the environment variable that also sets it."""
+    value = getattr(Limits(), cap)
+    shown = size_text(value) if CAPS[cap][1] == "bytes" else f"{value:,}"
+    suffixes = "" if cap == "max_depth" else "; K, M, G suffixes multiply by 1024"
+    return typer.Option(
+        flag_name(cap), metavar="N", rich_help_panel="Input limits", show_default=False,
+        help=f"{what} (default {shown}; or {env_name(cap)}){suffixes}.",
+    )  # fmt: skip
+
+
+MaxBytesOpt = Annotated[str | None, _cap_option("max_bytes", "Most bytes one input may have")]
+MaxYamlBytesOpt = Annotated[str | None, _cap_option("max_yaml_bytes", "Most bytes of YAML text")]
+MaxDepthOpt = Annotated[str | None, _cap_option("max_depth", "Deepest nesting of a YAML or JSON input")]
+MaxDimensionOpt = Annotated[str | None, _cap_option("max_dimension", "Longest axis of any array")]
+MaxElementsOpt = Annotated[str | None, _cap_option("max_elements", "Most elements of any array, the scores too")]
+
+
 def load_input(
     config: str | None,
     *,
@@ -172,11 +191,17 @@ def load_input(
     dtype: str | None = None,
     device: str = "auto",
     quiet: bool = False,
+    max_bytes: str | None = None,
+    max_yaml_bytes: str | None = None,
+    max_depth: str | None = None,
+    max_dimension: str | None = None,
+    max_elements: str | None = None,
 ) -> AttentionSpec:
     """The spec named by the shared input options (CONFIG and the flags that override it).
 
     With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
-    run on ``engine`` in ``dtype`` on ``device``.
+    run on ``engine`` in ``dtype`` on ``device``. The ``max_*`` flags replace the caps of
+    ``Limits.from_env()`` (defaults, then ``ATTNX_MAX_*``).
     """
     from attnx.io import Overrides, load_spec
 
@@ -191,12 +216,16 @@ def load_input(
         causal=causal,
         drop_heads=tuple(drop_heads or ()),
     )
+    limits = Limits.from_env(
+        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
+        max_elements=max_elements,
+    )  # fmt: skip
     from attnx.cli.model_input import model_spec, wants_model
 
     if wants_model(model, text, layer):
         return model_spec(config, overrides, model=model, text=text, layer=layer, engine=engine, dtype=dtype,
                           device=device, quiet=quiet)  # fmt: skip
-    return load_spec(config, overrides)
+    return load_spec(config, overrides, limits)
 
 
 def parse_scale(text: str) -> str | float:
@@ -361,8 +390,8 @@ DEBUG = {"on": bool(os.environ.get("ATTNX_DEBUG"))}
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print one line on stderr and leave with ``code``."""
-    sys.stderr.write(f"attnx: error: {message}\n")
+    """Print one line on stderr (line breaks inside ``message`` become spaces) and leave with ``code``."""
+    sys.stderr.write(f"attnx: error: {' '.join(message.splitlines())}\n")
     raise typer.Exit(code)
 
 

@@ -22,6 +22,11 @@ from attnx.cli.common import (
     KvHeadsOpt,
     LayerOpt,
     LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
     ModelOpt,
     NoColorOpt,
     OutputFormat,
@@ -123,6 +128,11 @@ def run(
     export: ExportOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
 
@@ -142,6 +152,8 @@ def run(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
         layout=layout, causal=causal, drop_heads=drop_head, model=model, text=text, layer=layer, engine=engine.value,
         dtype=dtype and dtype.value, device=device.value, quiet=quiet,
+        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
+        max_elements=max_elements,
     )  # fmt: skip
     needs = needs_for(output_format, sections, tensor)
     result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value, needs=needs)

@@ -21,6 +21,11 @@ from attnx.cli.common import (
     KvHeadsOpt,
     LayerOpt,
     LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
     ModelOpt,
     NoColorOpt,
     OutputFormat,
@@ -113,6 +118,11 @@ def trace(
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Explain one query token step by step: per head, the dot products term by term, weights and output.
 
@@ -127,6 +137,8 @@ def trace(
         config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
         layout=layout, causal=causal, drop_heads=drop_head, model=model, text=text, layer=layer, engine=engine.value,
         dtype=dtype and dtype.value, device=device.value, quiet=quiet,
+        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
+        max_elements=max_elements,
     )  # fmt: skip
     row = resolve_query(spec.tokens, token=token, query=query)
     chosen = resolve_head(head, spec.heads)

@@ -7,6 +7,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from types import ModuleType
 
+import numpy as np
+
+from attnx.engines import guards
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
@@ -55,6 +58,7 @@ def compute(
     dtype: str | None = None,
     device: str = "auto",
     needs: Collection[str] | None = None,
+    strict: bool = True,
 ) -> AttentionResult:
     """Run multi-head attention for ``spec`` on ``engine``.
 
@@ -63,10 +67,23 @@ def compute(
     ``needs`` names the ``AttentionResult`` arrays wanted (plus ``mask``); None means all of them.
     ``output`` (and ``projected``) are always computed; without any H × N × M matrix in ``needs``
     the engines take a path that never builds one.
+
+    Arrays that would pass the caps of ``spec.limits`` raise LimitError before anything is
+    computed (the H × N × M scores only when they are built). With ``strict``, inputs beyond the
+    dtype's range and scores or outputs that overflowed raise NumericError; without it they come
+    back as inf or NaN (for comparisons).
     """
     module = load_engine(engine)
     resolved = module.resolve_device(device)
-    return module.attend(spec, resolve_dtype(engine, resolved, dtype), resolved, needs)
+    chosen = resolve_dtype(engine, resolved, dtype)
+    guards.check_sizes(spec, needs)
+    if strict:
+        guards.check_range(spec, chosen)
+    with np.errstate(all="ignore"):  # overflow is reported by check_finite, not as RuntimeWarnings
+        result = module.attend(spec, chosen, resolved, needs)
+    if strict:
+        guards.check_finite(spec, result)
+    return result
 
 
 def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -> str:

@@ -52,6 +52,12 @@ def run_blocks(work: Callable[[slice], None], n: int, rows: int) -> None:
     """Call ``work`` on every block of ``rows`` query rows, on as many threads as there are CPUs."""
     blocks = [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
     threads = min(workers(), len(blocks))
+    errstate = np.geterr()  # np.errstate is per thread: the workers take the caller's
+
+    def guarded(block: slice) -> None:
+        with np.errstate(**errstate):
+            work(block)
+
     if threads <= 1:
         for block in blocks:
             work(block)
@@ -59,7 +65,7 @@ def run_blocks(work: Callable[[slice], None], n: int, rows: int) -> None:
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(work, blocks):  # re-raises a worker's exception here
+        for _ in pool.map(guarded, blocks):  # re-raises a worker's exception here
             pass
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from importlib import resources
 
-from attnx.io.arrays import load_npz
-from attnx.io.documents import Document, load_document, parse_document
+from attnx.errors import InputError
+from attnx.io.arrays import NPY_MAGIC, ZIP_MAGIC, parse_npz
+from attnx.io.documents import STDIN, Document, decode_text, parse_document, read_bytes
 from attnx.io.schema import Overrides, spec_from_document
+from attnx.limits import Limits
 from attnx.spec import AttentionSpec
 
-__all__ = ["BUILTIN_NAME", "Overrides", "builtin_document", "load_spec"]
+__all__ = ["BUILTIN_NAME", "Limits", "Overrides", "builtin_document", "load_source", "load_spec"]
 
 BUILTIN_NAME = "cat-sat-on-mat"
 
@@ -22,19 +24,43 @@ def builtin_document() -> Document:
     return parse_document(text, f"built-in example ({BUILTIN_NAME})")
 
 
-def load_spec(source: str | None = None, overrides: Overrides | None = None) -> AttentionSpec:
+def load_source(source: str, limits: Limits | None = None) -> Document:
+    """Read ``source`` (a path, or ``-`` for stdin) through the border: YAML, JSON or ``.npz``.
+
+    The kind is told by the content (an .npz is a zip archive), or by a ``.npz`` name. At most
+    ``limits.max_bytes`` are read; a lone ``.npy`` is refused unread, as it cannot hold a whole input.
+    """
+    limits = limits or Limits.from_env()
+    if source != STDIN and source.lower().endswith(".npy"):
+        raise InputError(_NPY_REFUSED.format(name=source))
+    raw, name = read_bytes(source, limits)
+    if raw.startswith(NPY_MAGIC):
+        raise InputError(_NPY_REFUSED.format(name=name))
+    if raw.startswith(ZIP_MAGIC) or name.lower().endswith(".npz"):
+        return parse_npz(raw, name, limits)
+    return parse_document(decode_text(raw, name), name, limits)
+
+
+_NPY_REFUSED = (
+    "{name}: a .npy file holds one array, but an input needs q, k and v; "
+    "save them together with numpy.savez('input.npz', q=q, k=k, v=v) and pass the .npz"
+)
+
+
+def load_spec(
+    source: str | None = None, overrides: Overrides | None = None, limits: Limits | None = None
+) -> AttentionSpec:
     """Build the spec for ``source``: a path, ``-`` for stdin, or None.
 
     With no source, a seed given in ``overrides`` draws random Q/K/V; otherwise the built-in
-    example is used.
+    example is used. ``limits`` default to ``Limits.from_env()`` (the ``ATTNX_MAX_*`` variables).
     """
     overrides = overrides or Overrides()
-    if source is not None and source.lower().endswith(".npz"):
-        doc = load_npz(source)
-    elif source is not None:
-        doc = load_document(source)
+    limits = limits or Limits.from_env()
+    if source is not None:
+        doc = load_source(source, limits)
     elif overrides.seed is not None:
-        doc = Document({}, "command line")
+        doc = Document({}, "command line", limits=limits)
     else:
         doc = builtin_document()
     return spec_from_document(doc, overrides)

@@ -1,42 +1,128 @@
-"""NumPy inputs: an .npz archive holding the same keys as a YAML input."""
+"""NumPy inputs: an .npz archive holding the same keys as a YAML input, each member checked by its header first."""
 
 from __future__ import annotations
 
+import io
+import math
+import struct
 import zipfile
-from pathlib import Path
-from typing import Any
+import zlib
+from typing import IO, Any
 
 import numpy as np
+from numpy.lib import format as npy
 
-from attnx.errors import InputError
-from attnx.io.documents import Document
+from attnx.errors import ConfigError, InputError, LimitError
+from attnx.io.documents import Document, first_clause
+from attnx.limits import Limits, size_text
+
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # an archive with members, an empty archive
+NPY_MAGIC = b"\x93NUMPY"
+MAX_MEMBERS = 64  # the input contract has 25 keys
+MAX_DIRECTORY = 64 * 1024  # bytes of the zip's central directory: room for far more than 64 members
+# Stored or deflated members only: zipfile inflates deflate in bounded steps, but bzip2 and lzma whole.
+READABLE_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+KINDS = "biufUS"  # booleans, integers, floats and text: everything an input key can hold
 
 
-def load_npz(source: str) -> Document:
-    """Read an ``.npz`` whose members are named as the input keys (``q``, ``k``, ``v``, ``tokens``, ...).
+def parse_npz(raw: bytes, name: str, limits: Limits) -> Document:
+    """The ``.npz`` archive ``raw`` as a document; member ``q.npy`` is key ``q``.
 
-    Arrays stay NumPy arrays (the schema checks them without turning them into lists); 0-d members
-    become scalars; string arrays (``tokens``) become lists of strings. Pickled objects are refused.
+    Nothing is allocated for a member before its header passed: a format 1.0 or 2.0 ``.npy`` whose
+    dtype holds booleans, numbers or text (objects would need pickle, which attnx never runs), whose
+    shape fits the dimension and element caps, and whose data is really there; all members'
+    data together fit the input size cap. Arrays stay NumPy arrays (the schema checks them without
+    turning them into lists); 0-d members become scalars; 1-d text arrays become lists of strings.
     """
-    path = Path(source)
-    if path.is_dir():
-        raise InputError(f"{source}: is a directory, expected an input file")
+    _check_directory(raw, name)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            data = {name: _plain(archive[name]) for name in archive.files}
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such file") from None
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            members = _members(archive, name, limits)
+            data = {key: _plain(_read(archive, info)) for key, info in members.items()}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as exc:
+        # NotImplementedError (a RuntimeError, so caught first): a compression method zipfile does not know
+        raise InputError(f"{name}: cannot read as .npz: {first_clause(exc)}") from None
+    except RuntimeError:  # zipfile's answer to an encrypted member
+        raise InputError(f"{name}: cannot read as .npz: a member is encrypted (attnx asks for no passwords)") from None
+    return Document(data, name, limits=limits)
+
+
+def _check_directory(raw: bytes, name: str) -> None:
+    """Refuse an archive whose central directory lists too much, before zipfile builds an entry for each."""
+    end = raw.rfind(b"PK\x05\x06", max(0, len(raw) - 22 - 65535))
+    if end < 0 or len(raw) < end + 22:
+        raise InputError(f"{name}: cannot read as .npz: not a zip archive (no end-of-archive record)")
+    entries, directory_size = struct.unpack_from("<HI", raw, end + 10)
+    if entries > MAX_MEMBERS or directory_size > MAX_DIRECTORY:
+        raise InputError(
+            f"{name}: the archive lists {entries} members in {size_text(directory_size)}; "
+            f"an input has at most {MAX_MEMBERS} (one per key)"
+        )
+
+
+def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, zipfile.ZipInfo]:
+    """Each member by key, after its header and the declared sizes passed."""
+    members: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    for info in archive.infolist():
+        if not info.filename.endswith(".npy"):
+            raise InputError(f"{name}: member {info.filename!r} is not an .npy array (an .npz input holds q.npy, ...)")
+        if info.compress_type not in READABLE_COMPRESSION:
+            method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}.get(info.compress_type)
+            method = method or f"method {info.compress_type}"
+            raise InputError(
+                f"{name}: member {info.filename!r} is compressed with {method}, which zipfile inflates whole before "
+                "its header can be checked; write it with numpy.savez or numpy.savez_compressed"
+            )
+        key = info.filename[: -len(".npy")]
+        if key in members:
+            raise ConfigError(f"{name}: duplicate key {key!r} (two members named {info.filename!r})")
+        with archive.open(info) as stream:
+            shape, dtype, header_size = _header(stream, f"{name}: {key}")
+        nbytes = math.prod(shape) * dtype.itemsize
+        dims = " × ".join(map(str, shape)) or "0-d"
+        if header_size + nbytes > info.file_size:
+            raise InputError(
+                f"{name}: {key}: the header claims a {dims} {dtype} array ({size_text(nbytes)}) but the member "
+                f"holds {size_text(max(0, info.file_size - header_size))} of data"
+            )
+        problem = limits.shape_problem(shape)
+        if problem:
+            raise LimitError(f"{name}: {key}: {problem}")
+        total += nbytes
+        if total > limits.max_bytes:
+            raise LimitError(f"{name}: {limits.exceeded('max_bytes', f'{size_text(total)} of array data')}")
+        members[key] = info
+    return members
+
+
+def _header(stream: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """Shape, dtype and header size of the ``.npy`` in ``stream``, refusing objects and odd dtypes."""
+    try:
+        version = npy.read_magic(stream)
+        if version not in ((1, 0), (2, 0)):
+            raise InputError(f"{where}: .npy format {version[0]}.{version[1]} is not read (numpy.save writes 1.0)")
+        read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+        shape, _, dtype = read(stream)
     except ValueError as exc:
-        reason = "holds pickled objects, which attnx never loads" if "pickle" in str(exc) else str(exc)
-        raise InputError(f"{source}: cannot read as .npz: {reason}") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise InputError(f"{source}: cannot read as .npz: {exc}") from None
-    return Document(data, source)
+        raise InputError(f"{where}: not a valid .npy array: {first_clause(exc)}") from None
+    if dtype.hasobject:
+        raise InputError(f"{where}: holds pickled objects, which attnx never loads (dtype {dtype})")
+    if dtype.kind not in KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise InputError(f"{where}: dtype {dtype} holds neither booleans, numbers nor text")
+    if any(size < 0 for size in shape):
+        raise InputError(f"{where}: the header claims a negative axis, shape {shape}")
+    return shape, dtype, stream.tell()
+
+
+def _read(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    with archive.open(info) as stream:
+        return npy.read_array(stream, allow_pickle=False)
 
 
 def _plain(array: np.ndarray) -> Any:
     if array.ndim == 0:
         return array.item()
     if array.dtype.kind in "US":
-        return [str(item) for item in array.tolist()]
+        return [str(item) for item in array.tolist()] if array.ndim == 1 else array.tolist()
     return array

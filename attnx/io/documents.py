@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 import sys
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnx.errors import ConfigError, InputError
+from attnx.errors import AttnxError, ConfigError, InputError, LimitError
+from attnx.io import jsontext
+from attnx.limits import Limits, size_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import yaml
 
 STDIN = "-"
-MAX_DEPTH = 32
 
 Path_ = tuple[str | int, ...]
 
@@ -33,18 +35,29 @@ class Document:
     """A parsed input document: plain Python data plus a way to locate any value in the source.
 
     ``name`` is what messages call the source (a path, ``<stdin>`` or a description). For YAML the
-    composed node tree is kept so that ``where(path)`` can answer ``file:line:column``.
+    composed node tree is kept, for JSON the text, so that ``where(path)`` can answer
+    ``file:line:column``. ``limits`` are the caps the document was read under; the schema checks
+    what it builds against them too.
     """
 
     data: dict[str, Any]
     name: str
     root: yaml.Node | None = field(default=None, repr=False)
+    text: str | None = field(default=None, repr=False)
+    limits: Limits = field(default=Limits(), repr=False)
 
     def where(self, path: Path_ = (), *, key: bool = False) -> str:
         """``name:line:column`` of the value at ``path`` (of its key, with ``key``), or just ``name``."""
+        if self.text is not None and path:
+            offset = jsontext.value_offset(self.text, path, key=key)
+            return self.name if offset is None else f"{self.name}:{jsontext.line_col(self.text, offset)}"
+        if self.root is None:
+            return self.name
+        from attnx.io.yamltext import child  # a node tree exists only if YAML was read
+
         node = self.root
         for i, part in enumerate(path):
-            node = _child(node, part, key=key and i == len(path) - 1)
+            node = child(node, part, key=key and i == len(path) - 1)
             if node is None:
                 return self.name
         if node is None or not path:
@@ -52,147 +65,138 @@ class Document:
         mark = node.start_mark
         return f"{self.name}:{mark.line + 1}:{mark.column + 1}"
 
-    def error(self, path: Path_, message: str, *, key: bool = False) -> ConfigError:
-        """A ConfigError located at ``path``: ``file:line:col: q[2][1]: message``."""
+    def error(
+        self, path: Path_, message: str, *, key: bool = False, kind: type[AttnxError] = ConfigError
+    ) -> AttnxError:
+        """An error (a ConfigError unless ``kind`` says) located at ``path``: ``file:line:col: q[2][1]: message``."""
         label = format_path(path)
-        return ConfigError(f"{self.where(path, key=key)}: {label + ': ' if label else ''}{message}")
+        return kind(f"{self.where(path, key=key)}: {label + ': ' if label else ''}{message}")
 
 
-def _child(node: yaml.Node | None, part: str | int, *, key: bool = False) -> yaml.Node | None:
-    import yaml  # a node exists only if YAML was parsed, so this import is free
+def read_bytes(source: str, limits: Limits | None = None) -> tuple[bytes, str]:
+    """The bytes of ``source`` (a path, or ``-`` for stdin) and its name, never more than ``max_bytes``.
 
-    if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-        for key_node, value in node.value:
-            if key_node.value == part:
-                return key_node if key else value
-    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-        return node.value[part]
-    return None
-
-
-def read_text(source: str) -> tuple[str, str]:
-    """Read ``source`` (a path, or ``-`` for stdin) as UTF-8 text; return ``(text, name)``."""
+    A regular file's size is checked before it is opened; stdin, pipes and devices are read up to
+    one byte past the cap, so an endless stream ends with the same error.
+    """
+    limits = limits or Limits.from_env()
     if source == STDIN:
-        name, raw = "<stdin>", sys.stdin.buffer.read()
+        name, raw = "<stdin>", sys.stdin.buffer.read(limits.max_bytes + 1)
     else:
-        name, path = source, Path(source)
-        if path.is_dir():
-            raise InputError(f"{name}: is a directory, expected an input file")
+        name = source
         try:
-            raw = path.read_bytes()
+            info = os.stat(source)
+            if stat.S_ISDIR(info.st_mode):
+                raise InputError(f"{name}: is a directory, expected an input file")
+            if stat.S_ISREG(info.st_mode):
+                limits.check_bytes(info.st_size, name)
+            with open(source, "rb") as stream:
+                raw = stream.read(limits.max_bytes + 1)
         except FileNotFoundError:
             raise InputError(f"{name}: no such file") from None
-        except OSError as exc:
-            raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise InputError(f"{name}: cannot read: {reason}") from None
+    if len(raw) > limits.max_bytes:
+        found = f"a stream longer than {size_text(limits.max_bytes)}"
+        raise LimitError(f"{name}: {limits.exceeded('max_bytes', found)}")
+    return raw, name
+
+
+def decode_text(raw: bytes, name: str) -> str:
+    """``raw`` as UTF-8 text (a byte-order mark is dropped); empty text is an error."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{name}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
     if not text.strip():
         raise InputError(f"{name}: is empty, expected a YAML or JSON mapping")
-    return text, name
+    return text
 
 
-def parse_document(text: str, name: str) -> Document:
+def read_text(source: str, limits: Limits | None = None) -> tuple[str, str]:
+    """Read ``source`` (a path, or ``-`` for stdin) as UTF-8 text; return ``(text, name)``."""
+    raw, name = read_bytes(source, limits)
+    return decode_text(raw, name), name
+
+
+def parse_document(text: str, name: str, limits: Limits | None = None) -> Document:
     """Parse YAML or JSON text (JSON when the name ends in .json or the text starts with ``{``)."""
+    limits = limits or Limits.from_env()
     if name.lower().endswith(".json") or text.lstrip().startswith("{"):
-        data, root = _parse_json(text, name), None
+        limits.check_bytes(_utf8_size(text, limits.max_bytes), name)
+        data, root, source = _parse_json(text, name, limits), None, text
     else:
-        data, root = _parse_yaml(text, name)
+        limits.check_bytes(_utf8_size(text, limits.max_yaml_bytes), name, "max_yaml_bytes")
+        from attnx.io.yamltext import parse_yaml  # PyYAML is imported only when YAML is read
+
+        (data, root), source = parse_yaml(text, name, limits), None
     if not isinstance(data, dict):
         raise ConfigError(f"{name}: expected a mapping of keys (q, k, v, heads, ...) at the top level")
-    return Document(data, name, root)
+    return Document(data, name, root, source, limits)
 
 
-def load_document(source: str) -> Document:
+def load_document(source: str, limits: Limits | None = None) -> Document:
     """Read and parse one input document."""
-    return parse_document(*read_text(source))
+    limits = limits or Limits.from_env()
+    text, name = read_text(source, limits)
+    return parse_document(text, name, limits)
 
 
-def _parse_json(text: str, name: str) -> Any:
+def _utf8_size(text: str, cap: int) -> int:
+    """Bytes of ``text`` in UTF-8, or just its length when that alone is over ``cap``."""
+    return len(text) if len(text) > cap else len(text.encode("utf-8", "surrogatepass"))
+
+
+def located(name: str, text: str, offset: int | None) -> str:
+    """``name:line:column`` of ``offset`` in ``text`` (just ``name`` without an offset)."""
+    return name if offset is None else f"{name}:{jsontext.line_col(text, offset)}"
+
+
+def depth_problem(limits: Limits, level: int) -> str:
+    """The message for nesting past the depth cap, saying how to raise it."""
+    return limits.exceeded("max_depth", f"level {level} of nesting")
+
+
+def first_clause(exc: Exception) -> str:
+    """The message of ``exc`` up to its first ``;`` (Python's hints after it are for programmers)."""
+    return str(exc).split(";")[0].strip()
+
+
+def clip(text: str, width: int = 20) -> str:
+    """``text``, cut to ``width`` characters with ``...`` when longer."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class _DuplicateKey(Exception):
+    """Stops ``json.loads`` at a repeated key; the key is located in the text afterwards."""
+
+
+def _parse_json(text: str, name: str, limits: Limits) -> Any:
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in items:
             if key in out:
-                raise ConfigError(f"{name}: duplicate key {key!r}")
+                raise _DuplicateKey(key)
             out[key] = value
         return out
 
     try:
         return json.loads(text, object_pairs_hook=pairs)
+    except _DuplicateKey as exc:
+        key = exc.args[0]
+        raise ConfigError(f"{located(name, text, jsontext.duplicate_key(text, key))}: duplicate key {key!r}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except RecursionError:
-        raise InputError(f"{name}: JSON nested too deeply") from None
+        offset, level = jsontext.too_deep(text, limits.max_depth) or (None, limits.max_depth + 1)
+        raise LimitError(f"{located(name, text, offset)}: {depth_problem(limits, level)}") from None
+    except ValueError as exc:  # an integer longer than Python converts (4300 digits)
+        digits = re.search(rf"\d{{{_int_digits() + 1},}}", text)
+        where = located(name, text, digits.start() if digits else None)
+        raise InputError(f"{where}: invalid JSON: {first_clause(exc)}") from None
 
 
-@cache
-def _loader_class() -> type:
-    """The YAML loader, built on first use: PyYAML is imported only when YAML is read."""
-    import yaml
-
-    class _Loader(yaml.SafeLoader):
-        """SafeLoader that refuses aliases and deep nesting while composing."""
-
-        def __init__(self, stream: str, name: str) -> None:
-            super().__init__(stream)
-            self.name = name
-            self.depth = 0
-
-        def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:  # type: ignore[override]
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise ConfigError(
-                    f"{self.name}:{mark.line + 1}:{mark.column + 1}: YAML aliases (*name) are not accepted; "
-                    "write the values out"
-                )
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise ConfigError(
-                    f"{self.name}:{mark.line + 1}:{mark.column + 1}: nested more than {MAX_DEPTH} levels deep"
-                )
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    return _Loader
-
-
-def _parse_yaml(text: str, name: str) -> tuple[Any, yaml.Node | None]:
-    import yaml
-
-    loader = _loader_class()(text, name)
-    try:
-        root = loader.get_single_node()
-        return (_to_python(root, loader, name) if root is not None else None), root
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        raise InputError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{name}: invalid YAML: {exc}") from None
-    finally:
-        loader.dispose()
-
-
-def _to_python(node: yaml.Node, loader: yaml.SafeLoader, name: str) -> Any:
-    """Build plain Python values from composed nodes, refusing duplicate and non-string keys."""
-    import yaml
-
-    if isinstance(node, yaml.SequenceNode):
-        return [_to_python(item, loader, name) for item in node.value]
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node)
-            mark = key_node.start_mark
-            where = f"{name}:{mark.line + 1}:{mark.column + 1}"
-            if not isinstance(key, str):
-                raise ConfigError(f"{where}: keys must be strings, got {key!r}")
-            if key in out:
-                raise ConfigError(f"{where}: duplicate key {key!r}")
-            out[key] = _to_python(value_node, loader, name)
-        return out
-    return loader.construct_object(node)
+def _int_digits() -> int:
+    """How many digits Python converts to an int (``sys.get_int_max_str_digits``, 4300 by default)."""
+    return getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from attnx.errors import InputError
-from attnx.io.arrays import load_npz
 from attnx.io.documents import Document, load_document
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.spec import AttentionSpec
@@ -49,7 +48,9 @@ def load_input_or_result(source: str, overrides: Overrides | None = None) -> Att
 
     The source is read once, so ``-`` (stdin) works for either.
     """
-    doc = load_npz(source) if source.lower().endswith(".npz") else load_document(source)
+    from attnx.io import load_source  # the package imports this module's neighbours, not this module
+
+    doc = load_source(source)
     if is_result_document(doc.data):
         return result_from_document(doc)
     return spec_from_document(doc, overrides)

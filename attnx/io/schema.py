@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import difflib
-import math
+import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from attnx.io.documents import Document
+from attnx.errors import LimitError
+from attnx.io.documents import Document, clip
 from attnx.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
 
 INPUT_VERSION = 1
@@ -20,6 +22,9 @@ KEYS = (
 )  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
+FLOAT_MAX = sys.float_info.max
+_YAML_TEXT_NUMBER = re.compile(r"[-+]?\d+[eE][-+]?\d+")  # a float without a dot, which YAML 1.1 reads as text
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters, lone surrogates
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
             raise doc.error((key,), f"unknown key{hint}; known keys: {', '.join(KEYS)}", key=True)
 
     version = data.get("version", INPUT_VERSION)
-    if version != INPUT_VERSION or isinstance(version, bool):
+    if isinstance(version, bool) or not isinstance(version, int) or version != INPUT_VERSION:
         raise doc.error(("version",), f"unsupported input version {version!r}; this attnx reads version 1")
 
     heads = _whole(doc, data, "heads", DEFAULT_HEADS, minimum=1)
@@ -93,6 +98,7 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,
         dropped_heads=tuple(h - 1 for h in overrides.drop_heads),
+        limits=doc.limits,
     )
 
 
@@ -109,6 +115,7 @@ def _inputs(doc: Document, data: dict[str, Any]) -> dict[str, Any]:
             raise doc.error(("seed",), "a seed needs tokens, to know how many rows to draw")
         count = len(_token_list(doc, data, "tokens" if "tokens" in data else "query_tokens"))
         d_model = _whole(doc, data, "d_model", DEFAULT_D_MODEL, minimum=1)
+        _check_shape(doc, ("d_model",) if "d_model" in data else ("seed",), (count, d_model))
         q, k, v = random_qkv(seed, count, d_model)
         return {"q": q, "k": k, "v": v, "n": count, "m": count, "self_attention": True}
     if direct and projected:
@@ -220,14 +227,14 @@ def _scale(doc: Document, data: dict[str, Any]) -> str | float:
     value = data.get("scale", "sqrt_dk")
     if isinstance(value, str) and value in SCALE_MODES:
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
         return float(value)
     raise doc.error(("scale",), f"expected a number or one of {', '.join(SCALE_MODES)}, got {_describe(value)}")
 
 
 def _choice(doc: Document, data: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
     value = data.get(key, choices[0])
-    if value not in choices or not isinstance(value, str):
+    if not isinstance(value, str) or value not in choices:
         raise doc.error((key,), f"expected one of {', '.join(choices)}, got {_describe(value)}")
     return value
 
@@ -251,6 +258,7 @@ def matrix(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray
         return _numeric_array(doc, value, path, ndim=2)
     if not isinstance(value, list) or not value:
         raise doc.error(path, f"expected a non-empty list of rows, got {_describe(value)}")
+    _check_shape(doc, path, (len(value), len(value[0]) if isinstance(value[0], list) else 0))
     width = None
     for i, row in enumerate(value):
         _check_numbers(doc, row, (*path, i))
@@ -265,6 +273,7 @@ def vector(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray
     """A non-empty list of real, finite numbers, as float64."""
     if isinstance(value, np.ndarray):
         return _numeric_array(doc, value, path, ndim=1)
+    _check_shape(doc, path, (len(value),) if isinstance(value, list) else ())
     _check_numbers(doc, value, path)
     return np.asarray(value, dtype=np.float64)
 
@@ -276,6 +285,7 @@ def _numeric_array(doc: Document, array: np.ndarray, path: tuple[str | int, ...]
     if array.ndim != ndim or 0 in array.shape:
         kind = "matrix" if ndim == 2 else "vector"
         raise doc.error(path, f"expected a non-empty {kind}, got shape {array.shape}")
+    _check_shape(doc, path, array.shape)
     array = array.astype(np.float64)
     bad = ~np.isfinite(array)
     if bad.any():
@@ -289,10 +299,23 @@ def _check_numbers(doc: Document, row: Any, path: tuple[str | int, ...]) -> None
         raise doc.error(path, f"expected a non-empty list of numbers, got {_describe(row)}")
     for j, cell in enumerate(row):
         if type(cell) is not float and type(cell) is not int:
-            hint = " (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)" if _looks_numeric(cell) else ""
+            hint = _text_hint(doc, cell)
             raise doc.error((*path, j), f"expected a number, got {_describe(cell)}{hint}")
-        if type(cell) is float and not math.isfinite(cell):
-            raise doc.error((*path, j), f"expected a finite number, got {cell}")
+        if not _finite(cell):
+            got = cell if type(cell) is float else f"an integer of {len(str(abs(cell)))} digits"
+            raise doc.error((*path, j), f"expected a finite number, got {got}")
+
+
+def _finite(number: float) -> bool:
+    """True for a number float64 holds (NaN, infinities and integers beyond ±1.8e308 are not)."""
+    return -FLOAT_MAX <= number <= FLOAT_MAX
+
+
+def _check_shape(doc: Document, path: tuple[str | int, ...], shape: tuple[int, ...]) -> None:
+    """Refuse, before it is built, an array whose shape passes the dimension or element cap."""
+    problem = doc.limits.shape_problem(shape)
+    if problem:
+        raise doc.error(path, problem, kind=LimitError)
 
 
 def _whole(doc: Document, data: dict[str, Any], key: str, default: int, minimum: int) -> int:
@@ -309,10 +332,14 @@ def _token_list(doc: Document, data: dict[str, Any], key: str) -> tuple[str, ...
     value = data[key]
     if not isinstance(value, list) or not value:
         raise doc.error((key,), f"expected a non-empty list of strings, got {_describe(value)}")
+    _check_shape(doc, (key,), (len(value),))
     out = []
     for i, token in enumerate(value):
         if isinstance(token, bool) or not isinstance(token, (str, int, float)):
             raise doc.error((key, i), f"expected a string, got {_describe(token)} (quote it)")
+        bad = _UNPRINTABLE.search(token) if isinstance(token, str) else None
+        if bad:
+            raise doc.error((key, i), f"control character U+{ord(bad[0]):04X} in a token (tokens are printed)")
         out.append(str(token))
     return tuple(out)
 
@@ -321,12 +348,21 @@ def _shape(array: np.ndarray) -> str:
     return "x".join(map(str, array.shape))
 
 
-def _looks_numeric(value: Any) -> bool:
+def _text_hint(doc: Document, value: Any) -> str:
+    """Why a number came out as text: YAML 1.1's ``1e3`` (no dot), or quotes."""
+    if not isinstance(value, str) or not _looks_numeric(value):
+        return ""
+    if doc.root is not None and _YAML_TEXT_NUMBER.fullmatch(value.strip()):
+        return " (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)"
+    return " (a number in quotes is text: remove the quotes)"
+
+
+def _looks_numeric(value: str) -> bool:
     try:
         float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return False
-    return isinstance(value, str)
+    return True
 
 
 def _describe(value: Any) -> str:
@@ -335,10 +371,9 @@ def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, str):
-        shown = value if len(value) <= 20 else value[:17] + "..."
-        return f"text {shown!r}"
+        return f"text {clip(value)!r}"
     if isinstance(value, list):
         return "an empty list" if not value else "a list"
     if isinstance(value, dict):
         return "a mapping"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {clip(repr(value), 40)}"

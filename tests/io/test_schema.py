@@ -3,10 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnx.errors import ConfigError
+from attnx.errors import ConfigError, LimitError
 from attnx.io import Overrides, builtin_document, load_spec
-from attnx.io.documents import parse_document
+from attnx.io.documents import Document, parse_document
 from attnx.io.schema import random_qkv, spec_from_document
+from attnx.limits import Limits
 
 
 def spec_of(text: str, overrides: Overrides | None = None):
@@ -111,5 +112,85 @@ class TestInvalidInputs:
         assert "duplicate key 'q'" in error_of('{"q": [[1]], "q": [[2]]}', "in.json")
 
     def test_deep_nesting_is_refused(self) -> None:
-        """Nesting past the depth bound is an error, not a recursion crash."""
-        assert "nested more than 32 levels deep" in error_of("q: " + "[" * 100 + "]" * 100)
+        """Nesting past the depth cap is an error that names the cap, not a recursion crash."""
+        with pytest.raises(
+            LimitError, match=r"^in\.yaml:1:35: level 33 of nesting exceeds the depth cap of 32 levels; "
+        ):
+            parse_document("q: " + "[" * 100 + "]" * 100, "in.yaml")
+
+
+class TestCapsAndCells:
+    """The schema checks shapes against the caps before building arrays, and every cell's type and range."""
+
+    def limited(self, text: str, **caps: int) -> str:
+        with pytest.raises(LimitError) as info:
+            spec_from_document(parse_document(text, "in.yaml", Limits(**caps)))
+        return str(info.value)
+
+    def test_matrix_over_the_element_cap(self) -> None:
+        """q of 3 × 4 under a cap of 10 elements is refused at q, before its cells are read."""
+        assert self.limited("q: [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, x]]\nk: [[1]]\nv: [[1]]\n", max_elements=10) == (
+            "in.yaml:1:4: q: an array of 3 × 4 (12 elements) exceeds the element cap of 10 elements per array; "
+            "raise it with --max-elements or ATTNX_MAX_ELEMENTS"
+        )
+
+    def test_tokens_over_the_dimension_cap(self) -> None:
+        """Five tokens under a dimension cap of 4."""
+        assert self.limited("seed: 1\ntokens: [a, b, c, d, e]\n", max_dimension=4).startswith(
+            "in.yaml:2:9: tokens: an axis of 5 exceeds the dimension cap of 4 per axis"
+        )
+
+    def test_seed_width_is_checked_before_drawing(self) -> None:
+        """d_model 10**9 with a seed is refused before 3 × 2 × 10**9 numbers are drawn."""
+        assert self.limited("seed: 1\ntokens: [a, b]\nd_model: 1000000000\n").startswith(
+            "in.yaml:3:10: d_model: an axis of 1,000,000,000 exceeds the dimension cap of 1,048,576 per axis"
+        )
+
+    def test_seed_width_from_the_command_line(self) -> None:
+        """--d-model on the command line meets the same cap (no place to point at in a file)."""
+        with pytest.raises(LimitError, match=r"^command line: d_model: an axis of 2,000,000 exceeds"):
+            load_spec(overrides=Overrides(seed=1, tokens=("a",), d_model=2_000_000))
+
+    @pytest.mark.parametrize(
+        ("cell", "got"),
+        [
+            (".nan", "expected a finite number, got nan"),
+            ("-.inf", "expected a finite number, got -inf"),
+            ("1" * 400, "expected a finite number, got an integer of 400 digits"),
+            ("yes", "expected a number, got a boolean (true)"),
+            ("1e3", "expected a number, got text '1e3' (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)"),
+            ("null", "expected a number, got nothing (null)"),
+        ],
+    )
+    def test_cells(self, cell: str, got: str) -> None:
+        """NaN, infinities, integers too large for float64, booleans, text and null are located errors."""
+        assert error_of(f"q: [[1, {cell}]]\nk: [[1, 1]]\nv: [[1, 1]]\n") == f"in.yaml:1:9: q[0][1]: {got}"
+
+    def test_scale_too_large_for_float64(self) -> None:
+        """An integer scale beyond float64 is refused (it used to crash math.isfinite)."""
+        assert "scale: expected a number or one of sqrt_dk, sqrt_d_model, none, got int 1111" in error_of(
+            "q: [[1]]\nk: [[1]]\nv: [[1]]\nscale: " + "1" * 400 + "\n"
+        )
+
+    @pytest.mark.parametrize("token", ['"\\e[31mred"', '"a\\x00b"', '"\\uD800"'])
+    def test_control_characters_in_tokens(self, token: str) -> None:
+        """Escape sequences, NUL and lone surrogates never reach a terminal as token labels."""
+        assert "tokens[0]: control character U+" in error_of(f"tokens: [{token}]\nq: [[1]]\nk: [[1]]\nv: [[1]]\n")
+
+    def test_arrays_for_scalar_keys(self) -> None:
+        """An .npz may hold arrays under scalar keys: they are refused, not compared elementwise."""
+        doc = Document(
+            {"q": np.eye(1), "k": np.eye(1), "v": np.eye(1), "version": np.array([]), "layout": np.ones(2)}, "in.npz"
+        )
+        with pytest.raises(ConfigError, match=r"^in\.npz: version: unsupported input version array"):
+            spec_from_document(doc)
+        doc = Document({"q": np.eye(1), "k": np.eye(1), "v": np.eye(1), "layout": np.ones(2)}, "in.npz")
+        with pytest.raises(
+            ConfigError, match=r"^in\.npz: layout: expected one of contiguous, interleaved, got ndarray"
+        ):
+            spec_from_document(doc)
+
+    def test_spec_carries_the_limits(self) -> None:
+        """The spec keeps the caps it was read under, for compute to check the arrays it builds."""
+        limits = Limits(max_elements=99)
+        assert spec_from_document(parse_document("q: [[1]]\nk: [[1]]\nv: [[1]]\n", "in.yaml", limits)).limits == limits

@@ -1,0 +1,106 @@
+"""Finding places in JSON text (a value by key path, a duplicate key, a nesting too deep) after parsing.
+
+``json.loads`` gives values without positions. These scans run only when a message needs a
+position, so a valid document pays nothing for them; none of them recurses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from json.decoder import WHITESPACE, scanstring
+
+PathPart = str | int
+
+# A string literal or a bracket: numbers, commas and colons are skipped by the regex engine.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_DECODER = json.JSONDecoder()
+
+
+def line_col(text: str, offset: int) -> str:
+    """``"line:column"`` (both from 1) of ``offset`` in ``text``."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"{line}:{column}"
+
+
+def too_deep(text: str, max_depth: int) -> tuple[int, int] | None:
+    """``(offset, level)`` of the first bracket that opens level ``max_depth + 1``, or None."""
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        token = match[0]
+        if token in ("[", "{"):
+            depth += 1
+            if depth > max_depth:
+                return match.start(), depth
+        elif token in ("]", "}"):
+            depth -= 1
+    return None
+
+
+def duplicate_key(text: str, key: str) -> int | None:
+    """Offset of the first repeat of ``key`` within one object, or None."""
+    seen: list[set[str] | None] = []  # per open bracket: the keys of an object, None for an array
+    for match in _TOKEN.finditer(text):
+        token = match[0]
+        if token in ("{", "["):
+            seen.append(set() if token == "{" else None)
+        elif token in ("}", "]"):
+            if seen:
+                seen.pop()
+        elif seen and seen[-1] is not None and text.startswith(":", _skip(text, match.end())):
+            name = json.loads(token)
+            if name == key and name in seen[-1]:
+                return match.start()
+            seen[-1].add(name)
+    return None
+
+
+def value_offset(text: str, path: tuple[PathPart, ...], *, key: bool = False) -> int | None:
+    """Offset of the value at ``path`` (``("q", 2, 1)``) in valid JSON ``text``; of its key, with ``key``.
+
+    None when the path is not there.
+    """
+    try:
+        pos: int | None = _skip(text, 0)
+        for i, part in enumerate(path):
+            if pos is None:
+                return None
+            if isinstance(part, str) and text.startswith("{", pos):
+                pos = _member(text, _skip(text, pos + 1), part, key=key and i == len(path) - 1)
+            elif isinstance(part, int) and text.startswith("[", pos):
+                pos = _item(text, _skip(text, pos + 1), part)
+            else:
+                return None
+        return pos
+    except (ValueError, RecursionError):  # not valid JSON after all: no position to give
+        return None
+
+
+def _member(text: str, pos: int | None, name: str, *, key: bool) -> int | None:
+    while pos is not None and text.startswith('"', pos):
+        found, end = scanstring(text, pos + 1)
+        value = _skip(text, _skip(text, end) + 1)  # past the colon
+        if found == name:
+            return pos if key else value
+        pos = _next(text, value)
+    return None
+
+
+def _item(text: str, pos: int | None, index: int) -> int | None:
+    for _ in range(index):
+        if pos is None or text.startswith("]", pos):
+            return None
+        pos = _next(text, pos)
+    return None if pos is None or text.startswith("]", pos) else pos
+
+
+def _next(text: str, pos: int) -> int | None:
+    """Past the value at ``pos`` and the comma after it; None at the end of its array or object."""
+    _, end = _DECODER.raw_decode(text, pos)
+    end = _skip(text, end)
+    return _skip(text, end + 1) if text.startswith(",", end) else None
+
+
+def _skip(text: str, pos: int) -> int:
+    return WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]

@@ -1,0 +1,119 @@
+"""Caps on what one input may hold, checked at the border before anything large is allocated."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from attnx.errors import LimitError, UsageError
+
+MiB = 1024**2
+DEPTH_CEILING = 200  # deeper would bring the YAML composer's recursion near Python's limit of 1000
+
+# What each cap is called in messages, and the unit its value is shown in.
+CAPS = {
+    "max_bytes": ("input size cap", "bytes"),
+    "max_yaml_bytes": ("YAML size cap", "bytes"),
+    "max_depth": ("depth cap", "levels"),
+    "max_dimension": ("dimension cap", "per axis"),
+    "max_elements": ("element cap", "elements per array"),
+}
+_SIZE = re.compile(r"\s*(\d+)\s*(?:([kmgt])(?:i?b)?|b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The caps of one run. The defaults fit a 24 GiB, 2-core machine (README, "Safety and limits").
+
+    - ``max_bytes``: bytes of one input (file, stdin, or the data of an .npz): parsed JSON takes about
+      12 times its text in memory, so 256 MiB peaks near 3.2 GB (measured).
+    - ``max_yaml_bytes``: bytes of YAML text. PyYAML's pure-Python parser (kept: it never recurses in C)
+      takes up to 12 ms per KiB (0.8 s for 64 KiB of ``1,`` cells), so bad YAML is answered within
+      about a second; JSON, parsed in C, and .npz carry larger inputs.
+    - ``max_depth``: nesting levels of a YAML or JSON document; a valid input needs 3.
+    - ``max_dimension``: length of any one axis (tokens, rows, columns).
+    - ``max_elements``: elements of any one array, inputs and the ``[head, query, key]`` scores alike.
+      16 Mi float64 elements are 128 MiB; a run keeps three such arrays, and its JSON output takes
+      about 375 bytes per score (1.6 GB measured for 4 Mi), so about 6 GB at the cap.
+    """
+
+    max_bytes: int = 256 * MiB
+    max_yaml_bytes: int = 64 * 1024
+    max_depth: int = 32
+    max_dimension: int = 1024**2
+    max_elements: int = 16 * 1024**2
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **flags: str | int | None) -> Limits:
+        """The defaults, replaced by ``ATTNX_MAX_*`` variables, replaced in turn by flags that are not None."""
+        environ = os.environ if environ is None else environ
+        values = {}
+        for name in (f.name for f in fields(cls)):
+            flag, env = flags.get(name), environ.get(env_name(name), "").strip()
+            if flag is not None:
+                values[name] = parse_cap(flag, name, flag_name(name))
+            elif env:
+                values[name] = parse_cap(env, name, env_name(name))
+        unknown = set(flags) - set(CAPS)
+        if unknown:
+            raise TypeError(f"unknown caps: {', '.join(sorted(unknown))}")
+        return cls(**values)
+
+    def exceeded(self, cap: str, found: str) -> str:
+        """``"{found} exceeds the input size cap of 256 MiB; raise it with --max-bytes or ATTNX_MAX_BYTES"``."""
+        label, unit = CAPS[cap]
+        value = getattr(self, cap)
+        shown = size_text(value) if unit == "bytes" else f"{value:,} {unit}"
+        return f"{found} exceeds the {label} of {shown}; raise it with {flag_name(cap)} or {env_name(cap)}"
+
+    def check_bytes(self, size: int, name: str, cap: str = "max_bytes") -> None:
+        """Raise LimitError when ``size`` bytes of ``name`` are over ``cap`` (``max_bytes`` or ``max_yaml_bytes``)."""
+        if size > getattr(self, cap):
+            found = size_text(size) + (" of YAML" if cap == "max_yaml_bytes" else "")
+            hint = " (write large inputs as JSON or .npz)" if cap == "max_yaml_bytes" else ""
+            raise LimitError(f"{name}: {self.exceeded(cap, found)}{hint}")
+
+    def shape_problem(self, shape: tuple[int, ...]) -> str | None:
+        """Why an array of ``shape`` must not be built (an axis or the element count over its cap), or None."""
+        for size in shape:
+            if size > self.max_dimension:
+                return self.exceeded("max_dimension", f"an axis of {size:,}")
+        total = math.prod(shape)
+        if total > self.max_elements:
+            dims = " × ".join(map(str, shape))
+            return self.exceeded("max_elements", f"an array of {dims} ({total:,} elements)")
+        return None
+
+
+def flag_name(cap: str) -> str:
+    """``max_bytes`` -> ``--max-bytes``."""
+    return "--" + cap.replace("_", "-")
+
+
+def env_name(cap: str) -> str:
+    """``max_bytes`` -> ``ATTNX_MAX_BYTES``."""
+    return "ATTNX_" + cap.upper()
+
+
+def parse_cap(value: str | int, cap: str, source: str) -> int:
+    """A positive whole number, with an optional binary suffix: ``4096``, ``64K``, ``512M``, ``1G``, ``2GiB``."""
+    match = _SIZE.fullmatch(str(value))
+    number = int(match[1]) * _UNITS[(match[2] or "").lower()] if match else 0
+    if number < 1:
+        raise UsageError(f"{source} takes a positive whole number, optionally with K, M or G, got {value!r}")
+    if cap == "max_depth" and number > DEPTH_CEILING:
+        raise UsageError(f"{source} can be at most {DEPTH_CEILING} (deeper nesting would exhaust Python's stack)")
+    return number
+
+
+def size_text(size: int) -> str:
+    """``268435456`` -> ``"256 MiB"``, ``144`` -> ``"144 bytes"``."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
+    value, power = float(size), 0
+    while value >= 1024 and power < len(units) - 1:
+        value, power = value / 1024, power + 1
+    return f"{size} byte{'' if size == 1 else 's'}" if power == 0 else f"{value:.4g} {units[power]}"

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from attnx.cli import app
+from attnx.cli.common import guarded
+from attnx.errors import ConfigError
+
+CONFIG = str(Path(__file__).parents[2] / "configs" / "cat-sat-on-mat.yaml")
+
+
+def refused(runner: CliRunner, *args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> str:
+    """stderr of a run that must end with exit 2 and exactly one line."""
+    result = runner.invoke(app, list(args), env=env, input=input)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    return result.stderr
+
+
+class TestLimitFlags:
+    """run, trace and check take --max-* flags and ATTNX_MAX_* variables; errors say which cap and how."""
+
+    def test_max_bytes_flag(self, runner: CliRunner) -> None:
+        """A file over --max-bytes is refused before it is read."""
+        size = Path(CONFIG).stat().st_size
+        assert refused(runner, "run", CONFIG, "--max-bytes", "100") == (
+            f"attnx: error: {CONFIG}: {size} bytes exceeds the input size cap of 100 bytes; "
+            "raise it with --max-bytes or ATTNX_MAX_BYTES\n"
+        )
+
+    def test_variable(self, runner: CliRunner) -> None:
+        """ATTNX_MAX_DIMENSION=4 is too small for the five tokens of the worked example."""
+        assert ":7:3: q: an axis of 5 exceeds the dimension cap of 4 per axis" in refused(
+            runner, "run", CONFIG, env={"ATTNX_MAX_DIMENSION": "4"}
+        )
+
+    @pytest.mark.parametrize("command", [["trace", "-t", "cat"], ["check"]])
+    def test_trace_and_check_take_the_flags(self, runner: CliRunner, command: list[str]) -> None:
+        """The same flag works on trace and check."""
+        assert "exceeds the YAML size cap of 100 bytes" in refused(runner, *command, CONFIG, "--max-yaml-bytes", "100")
+
+    def test_raising_a_cap_lets_the_input_through(self, runner: CliRunner) -> None:
+        """A flag beats a variable: --max-dimension 8 over ATTNX_MAX_DIMENSION=4."""
+        result = runner.invoke(
+            app, ["run", CONFIG, "--max-dimension", "8", "-f", "json"], env={"ATTNX_MAX_DIMENSION": "4"}
+        )
+        assert result.exit_code == 0, result.output
+
+    @pytest.mark.parametrize(
+        ("args", "env", "message"),
+        [
+            (["--max-elements", "lots"], None, "--max-elements takes a positive whole number"),
+            ([], {"ATTNX_MAX_BYTES": "-1"}, "ATTNX_MAX_BYTES takes a positive whole number"),
+            (["--max-depth", "1000"], None, "--max-depth can be at most 200"),
+        ],
+    )
+    def test_bad_cap_values(self, runner: CliRunner, args: list[str], env: dict[str, str] | None, message: str) -> None:
+        """A cap that is not a positive whole number is a usage error naming the flag or variable."""
+        assert refused(runner, "run", CONFIG, *args, env=env).startswith(f"attnx: error: {message}")
+
+    def test_help_lists_the_caps(self, runner: CliRunner) -> None:
+        """run --help shows the Input limits panel with each default and variable."""
+        text = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).stdout
+        assert "Input limits" in text
+        for piece in ("(default 256 MiB; or ATTNX_MAX_BYTES", "(default 32; or ATTNX_MAX_DEPTH)", "16,777,216"):
+            assert piece in text
+
+    def test_npz_on_stdin(self, runner: CliRunner) -> None:
+        """An .npz piped to - is told apart from text by its first bytes."""
+        buffer = io.BytesIO()
+        np.savez(buffer, q=np.eye(2), k=np.eye(2), v=np.eye(2))
+        result = runner.invoke(app, ["run", "-", "-f", "json"], input=buffer.getvalue())
+        assert result.exit_code == 0, result.output
+        assert '"tokens": ["t0", "t1"]' in result.stdout
+
+
+class TestOneLine:
+    """Whatever a message holds, the error is one line."""
+
+    def test_line_breaks_in_a_message_become_spaces(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """An AttnxError whose text spans lines is printed on one."""
+
+        @guarded
+        def broken() -> None:
+            raise ConfigError("first\nsecond\r\nthird")
+
+        with pytest.raises(typer.Exit) as info:
+            broken()
+        assert info.value.exit_code == 2
+        assert capsys.readouterr().err == "attnx: error: first second third\n"

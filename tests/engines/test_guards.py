@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from attnx.analysis.check import run_check
+from attnx.engines import compute, engine_statuses
+from attnx.errors import LimitError, NumericError
+from attnx.limits import Limits
+from attnx.spec import AttentionSpec, Linear
+
+
+def spec(q: list, k: list, v: list | None = None, **extra: object) -> AttentionSpec:
+    """One head, scale 1, tokens q0.. and k0..: scores are exactly q · k."""
+    v = v if v is not None else [[1.0] * len(k[0])] * len(k)
+    tokens = tuple(f"q{i}" for i in range(len(q)))
+    keys = tuple(f"k{j}" for j in range(len(k)))
+    return AttentionSpec(np.array(q), np.array(k), np.array(v), 1, tokens, keys, "in.yaml", scale="none", **extra)  # type: ignore[arg-type]
+
+
+class TestSizes:
+    """compute refuses arrays over the caps of the spec's limits before computing anything."""
+
+    def test_scores_over_the_element_cap(self) -> None:
+        """3 queries × 4 keys of scores under a cap of 10 elements."""
+        big = spec([[1.0]] * 3, [[1.0]] * 4, limits=Limits(max_elements=10))
+        with pytest.raises(LimitError, match=r"^in\.yaml: the scores: an array of 1 × 3 × 4 \(12 elements\) exceeds"):
+            compute(big)
+
+    def test_one_query_row_fits(self) -> None:
+        """A trace computes one query row, and that row fits the same cap."""
+        big = spec([[1.0]] * 3, [[1.0]] * 4, limits=Limits(max_elements=10))
+        assert compute(big.select_queries([1])).weights.shape == (1, 1, 4)
+
+    def test_no_limits_no_check(self) -> None:
+        """A spec built in code without limits is not capped."""
+        assert compute(spec([[1.0]] * 3, [[1.0]] * 4)).weights.shape == (1, 3, 4)
+
+
+class TestOverflow:
+    """Numbers that do not fit the dtype are reported where they happen, never shown as NaN."""
+
+    def test_float32_input_out_of_range(self, engine: str) -> None:
+        """1e39 cannot be a float32: refused with its place and the fix."""
+        with pytest.raises(NumericError) as info:
+            compute(spec([[1.0], [1e39]], [[1.0]]), engine, dtype="float32", device="cpu")
+        assert (
+            str(info.value) == "in.yaml: q[1][0] = 1e+39 is beyond the largest float32 (3.403e+38); use --dtype float64"
+        )
+
+    def test_float32_scores_overflow(self, engine: str) -> None:
+        """1e20 · 1e20 = 1e40 overflows float32: the score is named, and float64 is the fix."""
+        with pytest.raises(NumericError) as info:
+            compute(spec([[1.0], [1e20]], [[1e20]]), engine, dtype="float32", device="cpu")
+        assert str(info.value) == (
+            "in.yaml: the score Q·K of query 'q1' and key 'k0' in head 1 overflows float32 (beyond ±3.403e+38); "
+            "use --dtype float64"
+        )
+
+    def test_float64_scores_overflow(self, engine: str) -> None:
+        """1e200 · 1e200 overflows float64 too: then the inputs must shrink."""
+        with pytest.raises(NumericError, match=r"overflows float64 \(beyond ±1\.798e\+308\); scale the inputs down$"):
+            compute(spec([[1e200]], [[1e200]]), engine, device="cpu")
+
+    def test_scaling_overflows(self) -> None:
+        """A finite score times a huge scale: the scaled score is named."""
+        with pytest.raises(NumericError, match=r"^in\.yaml: the scaled score of query 'q0' and key 'k0' in head 1"):
+            compute(replace(spec([[1e10]], [[1e10]]), scale=1e300))
+
+    def test_projected_output_overflows(self) -> None:
+        """An output projection that overflows is named as such."""
+        overflow = spec([[1.0]], [[1.0]], [[1e300]], w_o=Linear(np.array([[1e300]])))
+        with pytest.raises(NumericError, match=r"^in\.yaml: the projected output for query 'q0' overflows float64"):
+            compute(overflow)
+
+    def test_not_strict_returns_inf_quietly(self, engine: str) -> None:
+        """strict=False (used by attnx check) gives the overflowed numbers back, without RuntimeWarnings."""
+        result = compute(spec([[1e20]], [[1e20]]), engine, dtype="float32", device="cpu", strict=False)
+        assert np.isinf(result.scores[0, 0, 0])
+
+    def test_check_reports_an_overflowing_target_as_failing(self) -> None:
+        """attnx check: float32 targets that overflow fail their rows; the float64 ones pass."""
+        report = run_check(spec([[1e20, 0.0]], [[1e20, 0.0]]), engine_statuses())
+        verdicts = {(row.target.dtype, row.tensor): row.diff.passed for row in report.rows}
+        assert verdicts[("float32", "scores")] is False and verdicts[("float64", "scores")] is True
+
+
+class TestStableSoftmax:
+    """Softmax subtracts the row maximum, so any finite scores give finite weights."""
+
+    def test_float64_extremes(self, engine: str) -> None:
+        """Scores ±2**1000 (about ±1e301) in one row: the weight goes to the largest, split between ties."""
+        big = 2.0**500
+        result = compute(spec([[big], [-big]], [[big], [-big], [big]]), engine, device="cpu")
+        assert result.scores[0, 0].tolist() == [2.0**1000, -(2.0**1000), 2.0**1000]
+        np.testing.assert_array_equal(result.weights[0], [[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]])
+
+    def test_float64_all_very_negative(self, engine: str) -> None:
+        """Every score near -2**1000 in a row still gives finite weights that sum to 1."""
+        big = 2.0**500
+        result = compute(spec([[-big]], [[big], [big * (1 - 2.0**-40)]]), engine, device="cpu")
+        assert np.all(result.scores < -1e300)
+        np.testing.assert_allclose(result.weights[0, 0].sum(), 1.0, rtol=1e-15)
+        assert np.all(np.isfinite(result.weights))
+
+    def test_float32_extremes(self, engine: str) -> None:
+        """Scores ±3e38 in float32 (close to its limit of 3.4e38) give weights 1 and 0."""
+        k = [[1.7e19], [-1.7e19]]
+        result = compute(spec([[1.76e19]], k), engine, dtype="float32", device="cpu")
+        assert np.all(np.abs(result.scores) > 2.9e38)
+        np.testing.assert_array_equal(result.weights[0, 0], [1.0, 0.0])
+
+    def test_masked_rows_stay_zero(self, engine: str) -> None:
+        """A fully masked row with extreme scores elsewhere is all zeros, never NaN."""
+        mask = np.array([[True, True], [False, False]])
+        result = compute(spec([[1e150], [1e150]], [[1e150], [-1e150]], mask=mask), engine, device="cpu")
+        np.testing.assert_array_equal(result.weights[0], [[1.0, 0.0], [0.0, 0.0]])
