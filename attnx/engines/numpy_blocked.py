@@ -138,9 +138,12 @@ def _output_path(q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpe
     (h, n, d_k), (h_kv, m, _) = q.shape, k.shape
     g, dtype = h // h_kv, q.dtype
     scale, tiny = dtype.type(spec.multiplier), TINY[dtype]
-    ones = np.ones((h_kv, m, 1), dtype)
-    k_aug_t = np.ascontiguousarray(np.concatenate([k, ones], axis=-1).transpose(0, 2, 1))  # (H_kv, d_k+1, M)
-    v_aug = np.concatenate([v, ones], axis=-1)  # (H_kv, M, d_k+1)
+    k_aug_t = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M): Kᵀ with a row of ones under it
+    k_aug_t[:, :d_k] = k.transpose(0, 2, 1)
+    k_aug_t[:, d_k] = 1
+    v_aug = np.empty((h_kv, m, d_k + 1), dtype)  # (H_kv, M, d_k+1): V with a column of ones
+    v_aug[..., :d_k] = v
+    v_aug[..., d_k] = 1
     k_norm = np.sqrt((k.astype(np.float64) ** 2).sum(axis=-1).max(axis=-1)).astype(dtype)  # (H_kv,)
     head_outputs = np.empty((h, n, d_k), dtype)
 
