@@ -9,20 +9,26 @@ Prints the median wall time of each command and its ratio to
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+# The console script, as users run it (`python -m attnx` would add runpy's import to every command).
+_SCRIPT = shutil.which("attnx", path=str(Path(sys.executable).parent)) or shutil.which("attnx")
+ATTNX = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "attnx"]
 
 COMMANDS = {
     "baseline: import numpy, yaml, typer, rich.console": [
         sys.executable, "-c", "import numpy, yaml, typer, rich.console",
     ],
-    "attnx --help": [sys.executable, "-m", "attnx", "--help"],
-    "attnx --version": [sys.executable, "-m", "attnx", "--version"],
-    "attnx run (built-in example)": [sys.executable, "-m", "attnx", "run"],
-    "attnx run --format json": [sys.executable, "-m", "attnx", "run", "--format", "json"],
-    "attnx trace --token cat": [sys.executable, "-m", "attnx", "trace", "--token", "cat"],
+    "attnx --help": [*ATTNX, "--help"],
+    "attnx --version": [*ATTNX, "--version"],
+    "attnx run (built-in example)": [*ATTNX, "run"],
+    "attnx run --format json": [*ATTNX, "run", "--format", "json"],
+    "attnx trace --token cat": [*ATTNX, "trace", "--token", "cat"],
 }  # fmt: skip
 
 

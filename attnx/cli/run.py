@@ -165,10 +165,11 @@ def run(
     def table(colour: bool) -> RenderableType:
         from rich.console import Group
 
-        from attnx.render.heatmap import weights_view
         from attnx.render.tables import Section, run_view, summary_line
 
         if view is View.heatmap:
+            from attnx.render.heatmap import weights_view
+
             return Group(summary_line(result, spec.source), weights_view(result, precision, colour=colour))
         return Group(summary_line(result, spec.source), run_view(result, [Section(n) for n in sections], precision))
 

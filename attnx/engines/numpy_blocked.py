@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -62,6 +61,8 @@ def run_blocks(work: Callable[[slice], None], n: int, rows: int) -> None:
         for block in blocks:
             work(block)
         return
+    from concurrent.futures import ThreadPoolExecutor  # imported here: small inputs never need threads
+
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from importlib import resources
+from pathlib import Path
 
 from attnx.errors import InputError
-from attnx.io.arrays import NPY_MAGIC, ZIP_MAGIC, parse_npz
 from attnx.io.documents import STDIN, Document, decode_text, parse_document, read_bytes
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.limits import Limits
@@ -20,7 +19,8 @@ def builtin_document() -> Document:
     """The worked example "The cat sat on mat" (H=2), shipped inside the package."""
     # Shipped as JSON (the same document as configs/cat-sat-on-mat.yaml) so that `attnx run` with no
     # file never pays for importing a YAML parser.
-    text = resources.files("attnx.data").joinpath(f"{BUILTIN_NAME}.json").read_text("utf-8")
+    # A plain path: importlib.resources would import zipfile on every start-up.
+    text = (Path(__file__).parent.parent / "data" / f"{BUILTIN_NAME}.json").read_text("utf-8")
     return parse_document(text, f"built-in example ({BUILTIN_NAME})")
 
 
@@ -33,6 +33,8 @@ def load_source(source: str, limits: Limits | None = None) -> Document:
     limits = limits or Limits.from_env()
     if source != STDIN and source.lower().endswith(".npy"):
         raise InputError(_NPY_REFUSED.format(name=source))
+    from attnx.io.arrays import NPY_MAGIC, ZIP_MAGIC, parse_npz  # zipfile only when a file is read
+
     raw, name = read_bytes(source, limits)
     if raw.startswith(NPY_MAGIC):
         raise InputError(_NPY_REFUSED.format(name=name))
