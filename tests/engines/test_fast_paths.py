@@ -105,6 +105,17 @@ class TestBlockedDetails:
         assert np.isfinite(fast.output).all()
         np.testing.assert_allclose(fast.output, ref.output, rtol=1e-9, atol=1e-9)
 
+    def test_shift_overshoot_on_the_weights_path(self) -> None:
+        """The weights path redoes overshooting rows exactly too: weights and outputs match the dense path."""
+        mask = np.ones((N, M), dtype=bool)
+        mask[7] = False  # a fully masked row goes through the same fallback
+        spec = make_spec(seed=6, magnitude=40.0, mask=mask)
+        fast = compute(spec, needs={"weights"})
+        ref = dense_reference(spec, "float64")
+        np.testing.assert_allclose(fast.weights, ref.weights, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(fast.output, ref.output, rtol=1e-9, atol=1e-9)
+        assert not fast.weights[:, 7].any()
+
     def test_one_query_row_of_a_long_input(self, engine: str) -> None:
         """A single selected query (as trace asks) equals that row of the full result."""
         spec = make_spec(seed=5, causal=True)
