@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -100,12 +101,18 @@ class AttentionResult:
         engine: str,
         device: str,
         dtype: str,
-        with_mask: bool = True,
+        needs: Collection[str] | None = None,
     ) -> AttentionResult:
         """A result for ``spec`` from an engine's arrays (names from ``ARRAYS`` and ``OPTIONAL_ARRAYS``).
 
-        ``with_mask`` keeps the ``[query, key]`` mask (an N × M array) in the result.
+        The ``[query, key]`` mask (an N × M array) is kept when ``needs`` is None or names ``mask``;
+        the fully masked rows are then read from it, else found block by block.
         """
+        mask = spec.allowed() if needs is None or "mask" in needs else None
+        if mask is None:
+            fully_masked = spec.fully_masked_rows()
+        else:
+            fully_masked = tuple(spec.query_positions[i] for i in np.flatnonzero(~mask.any(axis=1)))  # type: ignore[index]
         return cls(
             tokens=spec.tokens,
             key_tokens=spec.key_tokens,
@@ -120,8 +127,8 @@ class AttentionResult:
             kv_heads=int(spec.kv_heads or spec.heads),
             layout=spec.layout,
             scale_mode=spec.scale if isinstance(spec.scale, str) else "number",
-            mask=spec.allowed() if with_mask else None,
-            fully_masked_rows=spec.fully_masked_rows(),
+            mask=mask,
+            fully_masked_rows=fully_masked,
             dropped_heads=spec.dropped_heads,
             parameters=spec.parameters,
             **{name: None for name in ARRAYS} | arrays,

@@ -75,7 +75,7 @@ def compute(
     """
     module = load_engine(engine)
     resolved = module.resolve_device(device)
-    chosen = resolve_dtype(engine, resolved, dtype)
+    chosen = _dtype_on(module, resolved, dtype)
     guards.check_sizes(spec, needs)
     if strict:
         guards.check_range(spec, chosen)
@@ -92,12 +92,16 @@ def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -
     A dtype the device lacks (float64 on MPS) raises EngineUnavailableError.
     """
     module = load_engine(engine)
-    resolved = module.resolve_device(device)
-    supported = module.dtypes(resolved)
+    return _dtype_on(module, module.resolve_device(device), dtype)
+
+
+def _dtype_on(module: ModuleType, device: str, dtype: str | None) -> str:
+    """``dtype`` if the engine ``module`` supports it on the resolved ``device``, else its default there."""
+    supported = module.dtypes(device)
     chosen = dtype or supported[0]
     if chosen not in supported:
         raise EngineUnavailableError(
-            f"{engine} on {resolved} does not support {chosen}; supported: {', '.join(supported)}"
+            f"{module.NAME} on {device} does not support {chosen}; supported: {', '.join(supported)}"
         )
     return chosen
 

@@ -85,6 +85,4 @@ def attend(
     # The multiplier is applied as a Python float, which keeps float32 arrays float32; report it
     # as the dtype holds it.
     scale = float(np.dtype(dtype).type(spec.multiplier))
-    return AttentionResult.assemble(
-        spec, arrays, scale=scale, engine=NAME, device=device, dtype=dtype, with_mask=needs is None or "mask" in needs
-    )
+    return AttentionResult.assemble(spec, arrays, scale=scale, engine=NAME, device=device, dtype=dtype, needs=needs)

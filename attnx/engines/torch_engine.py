@@ -109,9 +109,8 @@ def attend(
         arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec, needs).items()}
         scale = float(torch.tensor(spec.multiplier, dtype=backend.dtype))
     return AttentionResult.assemble(
-        spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype,
-        with_mask=needs is None or "mask" in needs,
-    )  # fmt: skip
+        spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype, needs=needs
+    )
 
 
 def sdpa_reference(spec: AttentionSpec, dtype: str = "float32", device: str = "cpu") -> Callable[[], object]:
