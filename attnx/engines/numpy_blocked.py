@@ -1,43 +1,58 @@
-"""NumPy attention in query blocks spread over threads, for inputs too large to hold in one piece.
+"""NumPy attention in cache-sized tiles spread over threads, for inputs too large to compute in one piece.
 
-Two paths, both exact up to rounding:
+Work is split into blocks of query rows, one block per task; a task walks the heads one by one, so
+each head's tile of scores stays in the CPU's cache between the matmul that writes it, the softmax
+passes and the matmul that reads it. Two paths, both exact up to rounding:
 
-- ``weights``: when any H × N × M matrix is asked for. Each block computes its scores, scales and
-  softmaxes them in place, and writes only the matrices asked for.
-- ``output``: when only head outputs are needed, no H × N × M array ever exists. Each block folds
-  the softmax shift into its matmul: with c_i = ‖q_i‖·max_j ‖k_j‖ ≥ max_j q_i·k_j (Cauchy–Schwarz),
-  [q_i, −c_i]·[k_j, 1] = q_i·k_j − c_i ≤ 0, so exp never overflows and needs no separate max pass;
-  a column of ones appended to V makes the same matmul return each row's softmax denominator.
-  Rows whose denominator underflows (c_i far above the true maximum, or every key masked) are
-  recomputed exactly, with the true row maximum.
+- ``weights``: when any H × N × M matrix is asked for. Each head's ``rows × M`` tile is computed
+  where it is kept (in the weights array itself when weights are asked for).
+- ``output``: when only head outputs are needed. Keys are tiled too, and no H × N × M array, nor
+  one query row's full scores, ever exists.
 
-Blocks run on a thread pool with BLAS limited to one thread per worker (threadpoolctl): NumPy
+Both fold the softmax shift into the first matmul: with c_i = ‖q_i‖·max_j ‖k_j‖ ≥ max_j q_i·k_j
+(Cauchy–Schwarz), [q_i, −c_i]·[k_j, 1] = q_i·k_j − c_i ≤ 0, so exp never overflows and needs no
+separate max pass; and since c_i does not depend on the key, the tiles of one row share it, and
+their sums add up without any rescaling. A column of ones appended to V makes the second matmul
+return each row's softmax denominator. Rows whose denominator underflows (c_i far above the true
+maximum, or every key masked) are recomputed exactly, with the true row maximum. When raw or
+scaled scores are asked for, the tiles are scaled and softmaxed with the textbook max shift.
+
+Tasks run on a thread pool with BLAS limited to one thread per worker (threadpoolctl): NumPy
 releases the GIL in matmul and in ufuncs, so the softmax passes run in parallel too.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from attnx.spec import AttentionSpec
 
-Arrays = dict[str, np.ndarray]
-BLOCK_BYTES = 64 << 20  # one block's H × B × M scores
-MIN_ROWS, MAX_ROWS = 32, 1024
+# Query rows per task. On the output path one tile is OUTPUT_ROWS × KEY_TILE_BYTES / (rows ·
+# itemsize) keys (256 × 512 in float32); on the weights path a head's tile is WEIGHT_ROWS × M,
+# written in place. Both were the fastest sizes measured on a 2-core machine with 1 MiB of L2 per
+# core (benchmarks/engines.py).
+OUTPUT_ROWS = 256
+WEIGHT_ROWS = 128
+KEY_TILE_BYTES = 512 << 10
+ROW_STEP = 8  # task sizes are multiples of this
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
 
 
-def block_rows(heads: int, keys: int, itemsize: int, queries: int | None = None) -> int:
-    """Query rows per block: one block's scores take about ``BLOCK_BYTES``, and ``queries`` rows
-    split into at least one block per CPU (so that every CPU has work)."""
-    rows = BLOCK_BYTES // max(1, heads * keys * itemsize)
-    if queries is not None:
-        rows = min(rows, -(-queries // workers()))
-    return int(min(MAX_ROWS, max(MIN_ROWS, -(-rows // MIN_ROWS) * MIN_ROWS)))
+def block_rows(rows: int, queries: int) -> int:
+    """``rows`` query rows per task, or fewer, so that every CPU has a task (a multiple of ``ROW_STEP``)."""
+    share = -(-queries // workers())
+    return max(ROW_STEP, min(rows, -(-share // ROW_STEP) * ROW_STEP))
+
+
+def key_tile(rows: int, itemsize: int) -> int:
+    """Keys per tile on the output path: one ``rows × keys`` tile takes about ``KEY_TILE_BYTES``."""
+    return max(ROW_STEP, KEY_TILE_BYTES // (rows * itemsize) // ROW_STEP * ROW_STEP)
 
 
 def workers() -> int:
@@ -48,25 +63,31 @@ def workers() -> int:
         return os.cpu_count() or 1
 
 
+@functools.cache
+def _blas_controller() -> Any:
+    """threadpoolctl's view of the loaded BLAS libraries, built once (building it takes about 1 ms)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 def run_blocks(work: Callable[[slice], None], n: int, rows: int) -> None:
     """Call ``work`` on every block of ``rows`` query rows, on as many threads as there are CPUs."""
     blocks = [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
     threads = min(workers(), len(blocks))
-    errstate = np.geterr()  # np.errstate is per thread: the workers take the caller's
-
-    def guarded(block: slice) -> None:
-        with np.errstate(**errstate):
-            work(block)
-
     if threads <= 1:
         for block in blocks:
             work(block)
         return
     from concurrent.futures import ThreadPoolExecutor  # imported here: small inputs never need threads
 
-    from threadpoolctl import threadpool_limits
+    errstate = np.geterr()  # np.errstate is per thread: the workers take the caller's
 
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+    def guarded(block: slice) -> None:
+        with np.errstate(**errstate):
+            work(block)
+
+    with _blas_controller().limit(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(guarded, blocks):  # re-raises a worker's exception here
             pass
 
@@ -91,151 +112,183 @@ def attend_blocked(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
 ) -> dict[str, np.ndarray]:
     """Head outputs, plus the matrices in ``keep``, from split heads ``q`` (H,N,d_k), ``k``/``v`` (H_kv,M,d_k)."""
+    operands = _Operands(q, k, v, spec)
     wanted = keep & {"scores", "scaled", "weights", "average_weights"}
     if wanted:
-        return _weights_path(q, k, v, spec, wanted)
-    return {"head_outputs": _output_path(q, k, v, spec)}
+        return _weights_path(operands, wanted)
+    return {"head_outputs": _output_path(operands)}
 
 
-def _weights_path(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, wanted: frozenset[str]
-) -> dict[str, np.ndarray]:
-    (h, n, d_k), m, dtype = q.shape, k.shape[1], q.dtype
-    out = {name: np.empty((h, n, m), dtype) for name in ("scores", "scaled", "weights") if name in wanted}
-    if "average_weights" in wanted:
-        out["average_weights"] = np.empty((n, m), dtype)
-    head_outputs = np.empty((h, n, d_k), dtype)
-    if {"scores", "scaled"} & wanted:
-        work = _exact_block(q, k, v, spec, out, head_outputs)
-    else:  # only weights: the shifted-matmul softmax, written in place when there is no GQA
-        work = _shifted_block(q, k, v, spec, out, head_outputs)
-    run_blocks(work, n, block_rows(h, m, dtype.itemsize, n))
-    return {**out, "head_outputs": head_outputs}
+class _Operands:
+    """Q, K and V laid out for tiles, shared read-only by every task.
 
-
-def _exact_block(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    spec: AttentionSpec,
-    out: dict[str, np.ndarray],
-    head_outputs: np.ndarray,
-) -> Callable[[slice], None]:
-    """Blocks that also keep raw and scaled scores: matmul, scale, then a max-shifted softmax."""
-    (h, _, d_k), (h_kv, m, _) = q.shape, k.shape
-    g, scale = h // h_kv, q.dtype.type(spec.multiplier)
-    k_t = np.ascontiguousarray(k.transpose(0, 2, 1))  # (H_kv, d_k, M)
-
-    def work(rows: slice) -> None:
-        b = rows.stop - rows.start
-        s = (q[:, rows].reshape(h_kv, g * b, d_k) @ k_t).reshape(h, b, m)  # (H, B, M)
-        if "scores" in out:
-            out["scores"][:, rows] = s
-        s *= scale
-        if "scaled" in out:
-            out["scaled"][:, rows] = s
-        softmax_rows_(s, spec.allowed(rows))
-        if "weights" in out:
-            out["weights"][:, rows] = s
-        if "average_weights" in out:
-            out["average_weights"][rows] = s.mean(axis=0)
-        head_outputs[:, rows] = (s.reshape(h_kv, g * b, m) @ v).reshape(h, b, d_k)
-
-    return work
-
-
-def _shifted_block(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    spec: AttentionSpec,
-    out: dict[str, np.ndarray],
-    head_outputs: np.ndarray,
-) -> Callable[[slice], None]:
-    """Blocks whose weights come from the shifted matmul: matmul, exp, matmul, divide (no max or sum pass)."""
-    (h, _, d_k), (h_kv, m, _) = q.shape, k.shape
-    g = h // h_kv
-    shifted = _Shifted(q, k, v, spec)
-    in_place = g == 1 and "weights" in out
-
-    def work(rows: slice) -> None:
-        b = rows.stop - rows.start
-        target = out["weights"][:, rows] if in_place else None  # (H, B, M) view: the matmul writes there
-        s, r, allowed, qs = shifted.exp_scores(rows, m, target)  # s: (H_kv, gB, M) = exp(scaled − shift)
-        total = r[..., d_k:]  # (H_kv, gB, 1) softmax denominators, from V's column of ones
-        ok = total > shifted.tiny
-        s /= np.where(ok, total, 1)
-        o = r[..., :d_k] / np.where(ok, total, 1)
-        for kv, row in np.argwhere(~ok[..., 0]):  # recompute exactly (rare)
-            s[kv, row], o[kv, row] = shifted.exact_row(qs, kv, row, allowed, b, m)
-        weights = s.reshape(h, b, m)
-        if "weights" in out and not in_place:
-            out["weights"][:, rows] = weights
-        if "average_weights" in out:
-            out["average_weights"][rows] = weights.mean(axis=0)
-        head_outputs[:, rows] = o.reshape(h, b, d_k)
-
-    return work
-
-
-class _Shifted:
-    """Scores shifted by c_i = ‖q_i‖·max_j ‖k_j‖ inside the matmul, and V with a column of ones."""
+    ``k_ones`` is ``[Kᵀ ; 1]`` (H_kv, d_k+1, M) and ``v_ones`` is ``[V | 1]`` (H_kv, M, d_k+1);
+    ``shifted_queries`` makes each task's ``[Q·scale | −c]`` rows. Query head h reads K/V head
+    ``h // group``.
+    """
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec) -> None:
-        (h, _, d_k), (h_kv, m, _) = q.shape, k.shape
+        (h, _, d_k), (h_kv, m, _), dtype = q.shape, k.shape, q.dtype
         self.q, self.k, self.v, self.spec = q, k, v, spec
-        self.h_kv, self.g, self.d_k = h_kv, h // h_kv, d_k
-        dtype = q.dtype
+        self.heads, self.group, self.d_k, self.dtype = h, h // h_kv, d_k, dtype
         self.scale, self.tiny = dtype.type(spec.multiplier), TINY[dtype]
-        self.k_aug_t = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M): Kᵀ with a row of ones under it
-        self.k_aug_t[:, :d_k] = k.transpose(0, 2, 1)
-        self.k_aug_t[:, d_k] = 1
-        self.v_aug = np.empty((h_kv, m, d_k + 1), dtype)  # (H_kv, M, d_k+1): V with a column of ones
-        self.v_aug[..., :d_k] = v
-        self.v_aug[..., d_k] = 1
-        self.k_norm = np.sqrt((k.astype(np.float64) ** 2).sum(axis=-1).max(axis=-1)).astype(dtype)  # (H_kv,)
-
-    def exp_scores(
-        self, rows: slice, limit: int, out: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-        """exp(scaled − shift) over keys ``:limit`` (masked keys 0), its product with [V | 1], the mask, Q·scale."""
-        h_kv, g, d_k = self.h_kv, self.g, self.d_k
-        b = rows.stop - rows.start
-        qs = self.q[:, rows].reshape(h_kv, g * b, d_k) * self.scale  # (H_kv, gB, d_k)
-        # ‖q_i‖·max‖k_j‖ ≥ every q_i·k_j; an overflow to inf only sends the row to the exact fallback.
+        # max_j ‖k_j‖ per query head; an overflow to inf only sends rows to the exact fallback.
         with np.errstate(over="ignore"):
-            shift = np.sqrt(np.einsum("hbd,hbd->hb", qs, qs)) * self.k_norm[:, None]  # (H_kv, gB)
-        q_aug = np.concatenate([qs, -shift[..., None]], axis=-1)  # (H_kv, gB, d_k+1)
-        s = np.matmul(q_aug, self.k_aug_t[:, :, :limit], out=out)  # (H_kv, gB, limit) = scaled − shift ≤ 0
-        allowed = self.spec.allowed(rows)
-        if allowed is not None:
-            np.copyto(s.reshape(h_kv, g, b, limit), -np.inf, where=~allowed[:, :limit])
-        np.exp(s, out=s)
-        return s, s @ self.v_aug[:, :limit], allowed, qs
+            self.k_norm = np.sqrt(np.einsum("hmd,hmd->hm", k, k).max(axis=-1)).repeat(self.group)  # (H,)
+        self.k_ones = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M)
+        self.v_ones = np.empty((h_kv, m, d_k + 1), dtype)  # (H_kv, M, d_k+1)
+        run_blocks(self._fill, m, block_rows(m, m))
 
-    def exact_row(
-        self, qs: np.ndarray, kv: int, row: int, allowed: np.ndarray | None, b: int, limit: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Weights and output of one stacked query row, with the true row maximum."""
-        exact = (qs[kv, row] @ self.k[kv, :limit].T)[None]  # (1, limit)
-        softmax_rows_(exact, None if allowed is None else allowed[row % b, :limit][None])
-        return exact[0], exact[0] @ self.v[kv, :limit]
+    def _fill(self, keys: slice) -> None:
+        """Copy ``keys`` of K (transposed) and V into ``k_ones`` and ``v_ones``, with their ones."""
+        d_k = self.d_k
+        for start in range(keys.start, keys.stop, 16):  # transposed in narrow slices: whole, 2-3x slower
+            part = slice(start, min(start + 16, keys.stop))
+            self.k_ones[:, :d_k, part] = self.k[:, part].transpose(0, 2, 1)
+        self.k_ones[:, d_k, keys] = 1
+        self.v_ones[:, keys, :d_k] = self.v[:, keys]
+        self.v_ones[:, keys, d_k] = 1
+
+    def k_t(self, head: int) -> np.ndarray:
+        """Kᵀ (d_k, M) of the K/V head that query ``head`` reads (a view)."""
+        return self.k_ones[head // self.group, : self.d_k]
+
+    def shifted_queries(self, head: int, rows: slice, out: np.ndarray) -> np.ndarray:
+        """``[q_i·scale | −c_i]`` for query ``rows`` of ``head``, written into ``out`` (rows, d_k+1).
+
+        c_i = ‖q_i·scale‖·max_j ‖k_j‖ ≥ every scaled q_i·k_j (Cauchy–Schwarz).
+        """
+        qs = np.multiply(self.q[head, rows], self.scale, out=out[:, : self.d_k])
+        with np.errstate(over="ignore"):
+            np.sqrt(np.einsum("bd,bd->b", qs, qs), out=out[:, self.d_k])
+            out[:, self.d_k] *= -self.k_norm[head]
+        return out
+
+    def normalize(
+        self,
+        r: np.ndarray,
+        head: int,
+        queries: np.ndarray,
+        limit: int,
+        allowed: np.ndarray | None,
+        s: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Head output rows from ``r = exp(shifted scores) @ [V | 1]``, dividing by the last column.
+
+        ``queries`` are the shifted queries behind ``r``; ``s``, the tile of exp(shifted scores)
+        (rows × limit), becomes the weights when given. Rows whose denominator underflowed are
+        recomputed exactly, in both.
+        """
+        d_k, total = self.d_k, r[:, self.d_k :]  # (rows, 1): softmax denominators
+        ok = total > self.tiny
+        inverse = 1 / np.where(ok, total, 1)
+        out = r[:, :d_k] * inverse
+        if s is not None:
+            s *= inverse
+        bad = np.flatnonzero(~ok[:, 0])
+        if bad.size:  # rare: redo those rows with the true maximum
+            kv = head // self.group
+            exact = queries[bad, :d_k] @ self.k_ones[kv, :d_k, :limit]  # (bad, limit)
+            softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
+            out[bad] = exact @ self.v[kv, :limit]
+            if s is not None:
+                s[bad] = exact
+        return out
 
 
-def _output_path(q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec) -> np.ndarray:
-    (h, n, d_k), m = q.shape, k.shape[1]
-    shifted = _Shifted(q, k, v, spec)
-    head_outputs = np.empty((h, n, d_k), q.dtype)
+def _output_path(ops: _Operands) -> np.ndarray:
+    """Head outputs (H, N, d_k), in ``rows × keys`` tiles: no H × N × M array is ever held."""
+    spec, (h, n, d_k) = ops.spec, ops.q.shape
+    head_outputs = np.empty((h, n, d_k), ops.dtype)
+    rows_per_task = block_rows(OUTPUT_ROWS, n)
+    width = key_tile(rows_per_task, ops.dtype.itemsize)
 
     def work(rows: slice) -> None:
         b, limit = rows.stop - rows.start, spec.key_limit(rows)  # keys past `limit` are causally blocked
-        _, r, allowed, qs = shifted.exp_scores(rows, limit)
-        total = r[..., d_k:]  # (H_kv, gB, 1) softmax denominators
-        ok = total > shifted.tiny
-        o = r[..., :d_k] / np.where(ok, total, 1)
-        for kv, row in np.argwhere(~ok[..., 0]):  # recompute exactly (rare)
-            o[kv, row] = shifted.exact_row(qs, kv, row, allowed, b, limit)[1]
-        head_outputs[:, rows] = o.reshape(h, b, d_k)
+        allowed = spec.allowed(rows)  # (b, M) or None
+        blocked = None if allowed is None else ~allowed
+        scratch = np.empty(b * min(width, limit), ops.dtype)
+        part, q = np.empty((2, b, d_k + 1), ops.dtype)
+        for head in range(h):
+            kv = head // ops.group
+            ops.shifted_queries(head, rows, out=q)  # (b, d_k+1)
+            r = np.zeros((b, d_k + 1), ops.dtype)  # running exp(scores) @ [V | 1]
+            for start in range(0, limit, width):
+                stop = min(start + width, limit)
+                s = np.matmul(q, ops.k_ones[kv, :, start:stop], out=scratch[: b * (stop - start)].reshape(b, -1))
+                if blocked is not None:
+                    np.copyto(s, -np.inf, where=blocked[:, start:stop])
+                np.exp(s, out=s)  # (b, keys): exp(scaled − shift) ≤ 1
+                r += np.matmul(s, ops.v_ones[kv, start:stop], out=part)
+            head_outputs[head, rows] = ops.normalize(r, head, q, limit, allowed)
 
-    run_blocks(work, n, block_rows(h, m, q.dtype.itemsize, n))
+    run_blocks(work, n, rows_per_task)
     return head_outputs
+
+
+def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarray]:
+    """Head outputs and the matrices in ``wanted``, one ``rows × M`` tile per head at a time."""
+    spec, (h, n, d_k), m = ops.spec, ops.q.shape, ops.k.shape[1]
+    out = {name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted}
+    average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
+    head_outputs = np.empty((h, n, d_k), ops.dtype)
+    exact = bool({"scores", "scaled"} & wanted)
+    rows_per_task = block_rows(WEIGHT_ROWS, n)
+
+    def work(rows: slice) -> None:
+        b, limit = rows.stop - rows.start, spec.key_limit(rows)
+        allowed = spec.allowed(rows)  # (b, M) or None
+        scratch = None if "weights" in out else np.empty((b, m), ops.dtype)
+        queries = np.empty((b, d_k + 1), ops.dtype)
+        if average is not None:
+            average[rows] = 0
+        for head in range(h):
+            w = out["weights"][head, rows] if scratch is None else scratch  # (b, M): this head's weights
+            if exact:
+                head_outputs[head, rows] = _exact_tile(ops, out, w, head, rows, allowed)
+            else:
+                ops.shifted_queries(head, rows, out=queries)
+                head_outputs[head, rows] = _shifted_tile(ops, w, head, queries, limit, allowed)
+            if average is not None:
+                average[rows] += w
+        if average is not None:
+            average[rows] *= ops.dtype.type(1 / h)
+
+    run_blocks(work, n, rows_per_task)
+    if average is not None:
+        out["average_weights"] = average
+    return {**out, "head_outputs": head_outputs}
+
+
+def _shifted_tile(
+    ops: _Operands, w: np.ndarray, head: int, queries: np.ndarray, limit: int, allowed: np.ndarray | None
+) -> np.ndarray:
+    """Weights of ``head`` for shifted ``queries``, written into ``w`` (b, M): matmul, exp, matmul, scale.
+
+    Returns the head's output rows.
+    """
+    kv = head // ops.group
+    s = np.matmul(queries, ops.k_ones[kv, :, :limit], out=w[:, :limit])  # scaled − shift ≤ 0
+    w[:, limit:] = 0  # causally blocked
+    if allowed is not None:
+        np.copyto(s, -np.inf, where=~allowed[:, :limit])
+    np.exp(s, out=s)
+    r = s @ ops.v_ones[kv, :limit]  # (b, d_k+1)
+    return ops.normalize(r, head, queries, limit, allowed, s)
+
+
+def _exact_tile(
+    ops: _Operands, out: dict[str, np.ndarray], w: np.ndarray, head: int, rows: slice, allowed: np.ndarray | None
+) -> np.ndarray:
+    """Raw and scaled scores of ``head`` for ``rows`` (kept where asked for) and their softmax in ``w``.
+
+    Returns the head's output rows.
+    """
+    raw = out["scores"][head, rows] if "scores" in out else w
+    scaled = out["scaled"][head, rows] if "scaled" in out else w
+    np.matmul(ops.q[head, rows], ops.k_t(head), out=raw)  # (b, M)
+    np.multiply(raw, ops.scale, out=scaled)
+    if scaled is not w:
+        np.copyto(w, scaled)
+    softmax_rows_(w, allowed)
+    return w @ ops.v[head // ops.group]

@@ -7,7 +7,7 @@ from attnx.analysis.compare import default_tolerance
 from attnx.engines import compute, numpy_blocked, numpy_engine
 from attnx.spec import AttentionSpec
 
-N, M = 300, 260  # with H = 8: 8·300·260 > DENSE_LIMIT, so the blocked paths run
+N, M = 300, 260
 
 
 def labels(n: int) -> tuple[str, ...]:
@@ -25,9 +25,13 @@ def make_spec(
 
 
 @pytest.fixture(autouse=True)
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of 32 rows, so every test crosses many block boundaries and uses the thread pool."""
-    monkeypatch.setattr(numpy_blocked, "BLOCK_BYTES", 1)
+def small_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocked paths for every size, in tasks of 32 query rows and tiles of 8 keys: every test
+    crosses many tile boundaries (M = 260 ends in a partial tile) and uses the thread pool."""
+    monkeypatch.setattr(numpy_engine, "DENSE_LIMIT", 0)
+    monkeypatch.setattr(numpy_blocked, "OUTPUT_ROWS", 32)
+    monkeypatch.setattr(numpy_blocked, "WEIGHT_ROWS", 32)
+    monkeypatch.setattr(numpy_blocked, "KEY_TILE_BYTES", 1)
 
 
 def dense_reference(spec: AttentionSpec, dtype: str):
@@ -78,6 +82,27 @@ class TestBlockedEqualsDense:
             np.testing.assert_allclose(getattr(fast, name), getattr(ref, name), rtol=rtol, atol=atol, err_msg=name)
 
 
+NEED_SETS = [
+    {"average_weights"},
+    {"scores"},
+    {"scaled", "average_weights"},
+    {"scores", "scaled", "weights", "average_weights"},
+]
+
+
+@pytest.mark.parametrize("needs", NEED_SETS, ids=lambda needs: "+".join(sorted(needs)))
+@pytest.mark.parametrize("case", ["plain", "causal", "gqa"])
+def test_every_matrix_combination(needs: set[str], case: str) -> None:
+    """Each mix of matrices (kept in place, in scratch tiles, or averaged) equals the dense path's."""
+    spec = make_spec(seed=7, **CASES[case])
+    fast = compute(spec, needs=needs | {"head_outputs"})
+    ref = dense_reference(spec, "float64")
+    for name in needs | {"head_outputs", "output"}:
+        np.testing.assert_allclose(getattr(fast, name), getattr(ref, name), rtol=1e-10, atol=1e-13, err_msg=name)
+    for name in {"scores", "scaled", "weights", "average_weights"} - needs:
+        assert getattr(fast, name) is None, name
+
+
 class TestBlockedDetails:
     def test_scores_and_scaled_in_blocks(self) -> None:
         """The weights path writes scores and scaled exactly as the dense path computes them."""
@@ -124,13 +149,32 @@ class TestBlockedDetails:
         np.testing.assert_allclose(one.weights[:, 0], full.weights[:, 123], rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(one.output[0], full.output[123], rtol=1e-12, atol=1e-15)
 
-    def test_block_rows(self) -> None:
-        """Blocks hold about BLOCK_BYTES of scores, between 32 and 1024 rows, in multiples of 32."""
-        assert numpy_blocked.block_rows(8, 4096, 4) == 32  # BLOCK_BYTES is 1 in these tests
-        numpy_blocked.BLOCK_BYTES = 64 << 20
-        assert numpy_blocked.block_rows(8, 4096, 4) == 512
-        assert numpy_blocked.block_rows(8, 16384, 4) == 128
-        assert numpy_blocked.block_rows(1, 100, 8) == 1024
-        cpus = numpy_blocked.workers()
-        assert numpy_blocked.block_rows(1, 100, 8, queries=1024) == max(32, -(-1024 // cpus // 32) * 32)
-        assert numpy_engine.DENSE_LIMIT == 1 << 20
+    def test_blocked_paths_run(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """These tests reach the blocked paths: both are called, and the dense reference is not."""
+        calls: list[str] = []
+        for name in ("_output_path", "_weights_path"):
+            original = getattr(numpy_blocked, name)
+            monkeypatch.setattr(numpy_blocked, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+        spec = make_spec()
+        compute(spec, needs={"output"})
+        compute(spec, needs={"weights"})
+        assert calls == ["_output_path", "_weights_path"]
+        dense_reference(spec, "float64")
+        assert len(calls) == 2
+
+    def test_block_rows(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Tasks take the rows asked for, fewer when a CPU would be left idle, in multiples of 8."""
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 2)
+        assert numpy_blocked.block_rows(256, 16384) == 256
+        assert numpy_blocked.block_rows(256, 300) == 152  # 150 rounded up to a multiple of 8
+        assert numpy_blocked.block_rows(256, 3) == 8
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 1)
+        assert numpy_blocked.block_rows(256, 300) == 256
+
+    def test_key_tile(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An output-path tile of rows × keys takes about KEY_TILE_BYTES: 256 × 512 in float32."""
+        monkeypatch.setattr(numpy_blocked, "KEY_TILE_BYTES", 512 << 10)
+        assert numpy_blocked.key_tile(256, 4) == 512
+        assert numpy_blocked.key_tile(256, 8) == 256
+        assert numpy_blocked.key_tile(100, 4) == 1304  # 1310 rounded down to a multiple of 8
+        assert numpy_blocked.key_tile(1 << 20, 8) == 8
