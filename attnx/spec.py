@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -212,6 +213,20 @@ class AttentionSpec:
             raise ConfigError(f"{where}: scale must be a finite number or one of {', '.join(SCALE_MODES)}")
         if self.layout not in LAYOUTS:
             raise ConfigError(f"{where}: layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+
+    def number_arrays(self) -> dict[str, np.ndarray]:
+        """The input's arrays of numbers, by the names messages use: q, k, v, x, x_kv, w_* and b_*."""
+        linears = {name: getattr(self, name) for name in ("w_q", "w_k", "w_v", "w_o")}
+        arrays = {name: getattr(self, name) for name in ("q", "k", "v", "x", "x_kv")}
+        arrays.update({name: w.weight for name, w in linears.items() if w is not None})
+        arrays.update({f"b_{name[2]}": w.bias for name, w in linears.items() if w is not None})
+        return {name: array for name, array in arrays.items() if array is not None}
+
+    @functools.cached_property
+    def magnitude(self) -> float:
+        """The largest absolute value in ``number_arrays()``: found once, since the arrays cannot change."""
+        # max and min: two reductions, no temporary |array| as large as the input
+        return max(max(float(a.max()), -float(a.min())) for a in self.number_arrays().values())
 
     @property
     def kv_source(self) -> np.ndarray:

@@ -34,15 +34,10 @@ def check_sizes(spec: AttentionSpec, needs: Collection[str] | None = None) -> No
 def check_range(spec: AttentionSpec, dtype: str) -> None:
     """Refuse inputs beyond what ``dtype`` holds: cast to it, they would become infinite."""
     largest = float(np.finfo(dtype).max)
-    if largest >= np.finfo(np.float64).max:
-        return  # the spec's arrays are float64 already
-    linears = {name: getattr(spec, name) for name in ("w_q", "w_k", "w_v", "w_o")}
-    arrays = {name: getattr(spec, name) for name in ("q", "k", "v", "x", "x_kv")}
-    arrays.update({name: w.weight for name, w in linears.items() if w is not None})
-    arrays.update({f"b_{name[2]}": w.bias for name, w in linears.items() if w is not None})
-    for name, array in arrays.items():
-        # max and min: two reductions, no temporary |array| as large as the input
-        if array is not None and max(float(array.max()), -float(array.min())) > largest:
+    if largest >= np.finfo(np.float64).max or spec.magnitude <= largest:
+        return  # the spec's arrays are float64 already, or every value fits
+    for name, array in spec.number_arrays().items():
+        if max(float(array.max()), -float(array.min())) > largest:
             index = np.unravel_index(np.abs(array).argmax(), array.shape)
             where = "".join(f"[{i}]" for i in index)
             raise NumericError(

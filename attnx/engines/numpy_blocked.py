@@ -25,20 +25,24 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 
 from attnx.spec import AttentionSpec
 
+Task = TypeVar("Task")
+
 # Query rows per task. On the output path one tile is OUTPUT_ROWS × KEY_TILE_BYTES / (rows ·
 # itemsize) keys (256 × 512 in float32); on the weights path a head's tile is WEIGHT_ROWS × M,
 # written in place. Both were the fastest sizes measured on a 2-core machine with 1 MiB of L2 per
 # core (benchmarks/engines.py).
-OUTPUT_ROWS = 256
+OUTPUT_ROWS = 512
 WEIGHT_ROWS = 128
-KEY_TILE_BYTES = 512 << 10
+KEY_TILE_BYTES = 1 << 20
 ROW_STEP = 8  # task sizes are multiples of this
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
@@ -71,25 +75,56 @@ def _blas_controller() -> Any:
     return ThreadpoolController()
 
 
-def run_blocks(work: Callable[[slice], None], n: int, rows: int) -> None:
-    """Call ``work`` on every block of ``rows`` query rows, on as many threads as there are CPUs."""
-    blocks = [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
-    threads = min(workers(), len(blocks))
+def row_blocks(n: int, rows: int) -> list[slice]:
+    """``range(n)`` in slices of ``rows``."""
+    return [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
+
+
+def run_tasks(work: Callable[[Task], None], tasks: Sequence[Task]) -> None:
+    """Call ``work`` on every task, in order, on as many threads as there are CPUs.
+
+    The calling thread works too, beside helper threads that live as long as the process: starting
+    threads for every call costs milliseconds on a machine whose cores are busy. A helper that wakes
+    late finds fewer tasks left, so many small tasks absorb its delay. After an exception (or
+    Ctrl-C) no new task starts; the first exception is raised once every thread has stopped.
+    """
+    threads = min(workers(), len(tasks))
     if threads <= 1:
-        for block in blocks:
-            work(block)
+        for task in tasks:
+            work(task)
         return
-    from concurrent.futures import ThreadPoolExecutor  # imported here: small inputs never need threads
+    pending = iter(tasks)
+    lock, failed = threading.Lock(), threading.Event()
+    errstate = np.geterr()  # np.errstate is per thread: the helpers take the caller's
 
-    errstate = np.geterr()  # np.errstate is per thread: the workers take the caller's
-
-    def guarded(block: slice) -> None:
+    def drain() -> None:
         with np.errstate(**errstate):
-            work(block)
+            while not failed.is_set():
+                with lock:
+                    task = next(pending, None)
+                if task is None:
+                    return
+                try:
+                    work(task)
+                except BaseException:
+                    failed.set()
+                    raise
 
-    with _blas_controller().limit(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(guarded, blocks):  # re-raises a worker's exception here
-            pass
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        helpers = [_helpers().submit(drain) for _ in range(threads - 1)]
+        try:
+            drain()
+        finally:
+            for helper in helpers:
+                helper.exception()  # wait for it: no helper outlives the BLAS limit
+        for helper in helpers:
+            helper.result()  # re-raises a helper's exception
+
+
+@functools.cache
+def _helpers() -> ThreadPoolExecutor:
+    """The helper threads, started on first use and kept: one fewer than the CPUs."""
+    return ThreadPoolExecutor(max(1, workers() - 1), thread_name_prefix="attnx")
 
 
 def softmax_rows_(s: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
@@ -137,17 +172,11 @@ class _Operands:
             self.k_norm = np.sqrt(np.einsum("hmd,hmd->hm", k, k).max(axis=-1)).repeat(self.group)  # (H,)
         self.k_ones = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M)
         self.v_ones = np.empty((h_kv, m, d_k + 1), dtype)  # (H_kv, M, d_k+1)
-        run_blocks(self._fill, m, block_rows(m, m))
-
-    def _fill(self, keys: slice) -> None:
-        """Copy ``keys`` of K (transposed) and V into ``k_ones`` and ``v_ones``, with their ones."""
-        d_k = self.d_k
-        for start in range(keys.start, keys.stop, 16):  # transposed in narrow slices: whole, 2-3x slower
-            part = slice(start, min(start + 16, keys.stop))
-            self.k_ones[:, :d_k, part] = self.k[:, part].transpose(0, 2, 1)
-        self.k_ones[:, d_k, keys] = 1
-        self.v_ones[:, keys, :d_k] = self.v[:, keys]
-        self.v_ones[:, keys, d_k] = 1
+        for start in range(0, m, 16):  # transposed in narrow slices: whole, the copy runs 2-3x slower
+            self.k_ones[:, :d_k, start : start + 16] = k[:, start : start + 16].transpose(0, 2, 1)
+        self.k_ones[:, d_k] = 1
+        self.v_ones[..., :d_k] = v
+        self.v_ones[..., d_k] = 1
 
     def k_t(self, head: int) -> np.ndarray:
         """Kᵀ (d_k, M) of the K/V head that query ``head`` reads (a view)."""
@@ -203,26 +232,26 @@ def _output_path(ops: _Operands) -> np.ndarray:
     rows_per_task = block_rows(OUTPUT_ROWS, n)
     width = key_tile(rows_per_task, ops.dtype.itemsize)
 
-    def work(rows: slice) -> None:
-        b, limit = rows.stop - rows.start, spec.key_limit(rows)  # keys past `limit` are causally blocked
+    def work(task: tuple[slice, int]) -> None:
+        rows, head = task
+        b, limit, kv = rows.stop - rows.start, spec.key_limit(rows), head // ops.group  # keys past `limit`: blocked
         allowed = spec.allowed(rows)  # (b, M) or None
         blocked = None if allowed is None else ~allowed
         scratch = np.empty(b * min(width, limit), ops.dtype)
         part, q = np.empty((2, b, d_k + 1), ops.dtype)
-        for head in range(h):
-            kv = head // ops.group
-            ops.shifted_queries(head, rows, out=q)  # (b, d_k+1)
-            r = np.zeros((b, d_k + 1), ops.dtype)  # running exp(scores) @ [V | 1]
-            for start in range(0, limit, width):
-                stop = min(start + width, limit)
-                s = np.matmul(q, ops.k_ones[kv, :, start:stop], out=scratch[: b * (stop - start)].reshape(b, -1))
-                if blocked is not None:
-                    np.copyto(s, -np.inf, where=blocked[:, start:stop])
-                np.exp(s, out=s)  # (b, keys): exp(scaled − shift) ≤ 1
-                r += np.matmul(s, ops.v_ones[kv, start:stop], out=part)
-            head_outputs[head, rows] = ops.normalize(r, head, q, limit, allowed)
+        ops.shifted_queries(head, rows, out=q)  # (b, d_k+1)
+        r = np.zeros((b, d_k + 1), ops.dtype)  # running exp(scores) @ [V | 1]
+        for start in range(0, limit, width):
+            stop = min(start + width, limit)
+            s = np.matmul(q, ops.k_ones[kv, :, start:stop], out=scratch[: b * (stop - start)].reshape(b, -1))
+            if blocked is not None:
+                np.copyto(s, -np.inf, where=blocked[:, start:stop])
+            np.exp(s, out=s)  # (b, keys): exp(scaled − shift) ≤ 1
+            r += np.matmul(s, ops.v_ones[kv, start:stop], out=part)
+        head_outputs[head, rows] = ops.normalize(r, head, q, limit, allowed)
 
-    run_blocks(work, n, rows_per_task)
+    # One task per block of rows and head: many tasks of equal cost keep both CPUs busy to the end.
+    run_tasks(work, [(rows, head) for rows in row_blocks(n, rows_per_task) for head in range(h)])
     return head_outputs
 
 
@@ -254,7 +283,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
         if average is not None:
             average[rows] *= ops.dtype.type(1 / h)
 
-    run_blocks(work, n, rows_per_task)
+    run_tasks(work, row_blocks(n, rows_per_task))  # a task walks every head: it owns its rows of the average
     if average is not None:
         out["average_weights"] = average
     return {**out, "head_outputs": head_outputs}

@@ -1,0 +1,44 @@
+"""Tests for attnx.spec: the arrays a spec exposes and what it remembers about them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnx.spec import AttentionSpec, Linear
+
+
+def direct_spec(scale: float = 1.0) -> AttentionSpec:
+    q = np.array([[1.0, -2.0], [0.5, 0.0]]) * scale
+    k = np.array([[3.0, 1.0], [-7.0, 2.0]])
+    return AttentionSpec(q, k, k.copy(), 1, ("a", "b"), ("c", "d"))
+
+
+class TestNumberArrays:
+    def test_direct(self) -> None:
+        """A direct spec exposes q, k and v by name."""
+        spec = direct_spec()
+        assert list(spec.number_arrays()) == ["q", "k", "v"]
+        np.testing.assert_array_equal(spec.number_arrays()["k"], spec.k)
+
+    def test_projected(self) -> None:
+        """A projected spec exposes x, every weight and every bias, named as in messages."""
+        x = np.ones((2, 2))
+        w = Linear(np.eye(2), np.array([0.5, -9.0]))
+        spec = AttentionSpec(None, None, None, 1, ("a", "b"), ("a", "b"), x=x, w_q=w, w_k=Linear(np.eye(2)), w_v=w)
+        assert sorted(spec.number_arrays()) == ["b_q", "b_v", "w_k", "w_q", "w_v", "x"]
+        assert spec.magnitude == 9.0
+
+
+class TestMagnitude:
+    def test_largest_absolute_value(self) -> None:
+        """The magnitude is the largest |value| of any array, negative ones included."""
+        assert direct_spec().magnitude == 7.0
+        assert direct_spec(scale=10.0).magnitude == 20.0
+
+    def test_found_once(self) -> None:
+        """The magnitude is remembered; a spec made from it with other heads finds its own."""
+        spec = direct_spec()
+        assert spec.magnitude == 7.0
+        assert spec.__dict__["magnitude"] == 7.0
+        assert "magnitude" not in spec.with_heads(2).__dict__
+        assert spec.with_heads(2).magnitude == 7.0
