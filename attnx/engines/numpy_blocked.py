@@ -201,27 +201,28 @@ class _Operands:
         limit: int,
         allowed: np.ndarray | None,
         s: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
     ) -> np.ndarray:
         """Head output rows from ``r = exp(shifted scores) @ [V | 1]``, dividing by the last column.
 
-        ``queries`` are the shifted queries behind ``r``; ``s``, the tile of exp(shifted scores)
-        (rows × limit), becomes the weights when given. Rows whose denominator underflowed are
-        recomputed exactly, in both.
+        ``queries`` are the shifted queries behind ``r``. With ``s``, the tile of exp(shifted
+        scores) behind ``r`` (rows × limit), the weights are written into ``weights`` (the same
+        shape; may be ``s`` itself). Rows whose denominator underflowed are recomputed exactly.
         """
         d_k, total = self.d_k, r[:, self.d_k :]  # (rows, 1): softmax denominators
         ok = total > self.tiny
         inverse = 1 / np.where(ok, total, 1)
         out = r[:, :d_k] * inverse
         if s is not None:
-            s *= inverse
+            np.multiply(s, inverse, out=weights)
         bad = np.flatnonzero(~ok[:, 0])
         if bad.size:  # rare: redo those rows with the true maximum
             kv = head // self.group
             exact = queries[bad, :d_k] @ self.k_ones[kv, :d_k, :limit]  # (bad, limit)
             softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
             out[bad] = exact @ self.v[kv, :limit]
-            if s is not None:
-                s[bad] = exact
+            if weights is not None:
+                weights[bad] = exact
         return out
 
 
@@ -267,17 +268,17 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     def work(rows: slice) -> None:
         b, limit = rows.stop - rows.start, spec.key_limit(rows)
         allowed = spec.allowed(rows)  # (b, M) or None
-        scratch = None if "weights" in out else np.empty((b, m), ops.dtype)
+        scratch = np.empty((b, m), ops.dtype)  # stays in cache; only final weights go to memory
         queries = np.empty((b, d_k + 1), ops.dtype)
         if average is not None:
             average[rows] = 0
         for head in range(h):
-            w = out["weights"][head, rows] if scratch is None else scratch  # (b, M): this head's weights
+            w = out["weights"][head, rows] if "weights" in out else scratch  # (b, M): this head's weights
             if exact:
                 head_outputs[head, rows] = _exact_tile(ops, out, w, head, rows, allowed)
             else:
                 ops.shifted_queries(head, rows, out=queries)
-                head_outputs[head, rows] = _shifted_tile(ops, w, head, queries, limit, allowed)
+                head_outputs[head, rows] = _shifted_tile(ops, scratch, w, head, queries, limit, allowed)
             if average is not None:
                 average[rows] += w
         if average is not None:
@@ -290,20 +291,26 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
 
 
 def _shifted_tile(
-    ops: _Operands, w: np.ndarray, head: int, queries: np.ndarray, limit: int, allowed: np.ndarray | None
+    ops: _Operands,
+    scratch: np.ndarray,
+    w: np.ndarray,
+    head: int,
+    queries: np.ndarray,
+    limit: int,
+    allowed: np.ndarray | None,
 ) -> np.ndarray:
-    """Weights of ``head`` for shifted ``queries``, written into ``w`` (b, M): matmul, exp, matmul, scale.
+    """Weights of ``head`` for shifted ``queries``: matmul, exp and matmul in ``scratch`` (b, M), scaled into ``w``.
 
-    Returns the head's output rows.
+    ``w`` may be ``scratch``. Returns the head's output rows.
     """
     kv = head // ops.group
-    s = np.matmul(queries, ops.k_ones[kv, :, :limit], out=w[:, :limit])  # scaled − shift ≤ 0
-    w[:, limit:] = 0  # causally blocked
+    s = np.matmul(queries, ops.k_ones[kv, :, :limit], out=scratch[:, :limit])  # scaled − shift ≤ 0
     if allowed is not None:
         np.copyto(s, -np.inf, where=~allowed[:, :limit])
     np.exp(s, out=s)
     r = s @ ops.v_ones[kv, :limit]  # (b, d_k+1)
-    return ops.normalize(r, head, queries, limit, allowed, s)
+    w[:, limit:] = 0  # causally blocked
+    return ops.normalize(r, head, queries, limit, allowed, s, w[:, :limit])
 
 
 def _exact_tile(

@@ -85,9 +85,9 @@ class TorchBackend:
         positions_are_rows = spec.query_positions == tuple(range(n))
         mask_is_causal_only = spec.causal and spec.mask is None and spec.padding is None and positions_are_rows
         allowed = None if mask_is_causal_only or not spec.masked else self.array(spec.allowed())
-        # Contiguous heads with a leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D
-        # inputs; the copies are N × d_model, small beside the N × N work.
-        q, k, v = (t.contiguous()[None] for t in (q, k, v))
+        # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs. The heads stay
+        # views of the [token, head·d_k] tensors, the layout models use: the kernel reads them in place.
+        q, k, v = (t[None] for t in (q, k, v))  # (1, H, N, d_k) and (1, H_kv, M, d_k)
         out = torch.nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
         )[0]  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
@@ -107,7 +107,7 @@ def attend(
     backend = TorchBackend(dtype, device)
     with torch.inference_mode():
         arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec, needs).items()}
-        scale = float(torch.tensor(spec.multiplier, dtype=backend.dtype))
+    scale = float(np.dtype(dtype).type(spec.multiplier))  # as the dtype holds it (IEEE rounding, as torch)
     return AttentionResult.assemble(
         spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype, needs=needs
     )
