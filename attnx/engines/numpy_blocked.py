@@ -1,13 +1,14 @@
 """NumPy attention in cache-sized tiles spread over threads, for inputs too large to compute in one piece.
 
-Work is split into blocks of query rows, one block per task; a task walks the heads one by one, so
-each head's tile of scores stays in the CPU's cache between the matmul that writes it, the softmax
-passes and the matmul that reads it. Two paths, both exact up to rounding:
+Each head's scores are made one tile of query rows at a time, and a tile stays in the CPU's cache
+from the matmul that writes it, through the softmax passes, to the matmul that reads it. Two
+paths, both exact up to rounding:
 
-- ``weights``: when any H × N × M matrix is asked for. Each head's ``rows × M`` tile is computed
-  where it is kept (in the weights array itself when weights are asked for).
-- ``output``: when only head outputs are needed. Keys are tiled too, and no H × N × M array, nor
-  one query row's full scores, ever exists.
+- ``weights``: when any H × N × M matrix is asked for. A task takes a block of query rows and
+  walks the heads; each head's ``rows × M`` tile is made in scratch and written, once, where it
+  is kept (the task owns its rows of the head average too).
+- ``output``: when only head outputs are needed. A task takes one block of rows of one head and
+  walks the keys in tiles: no H × N × M array, nor one query row's full scores, ever exists.
 
 Both fold the softmax shift into the first matmul: with c_i = ‖q_i‖·max_j ‖k_j‖ ≥ max_j q_i·k_j
 (Cauchy–Schwarz), [q_i, −c_i]·[k_j, 1] = q_i·k_j − c_i ≤ 0, so exp never overflows and needs no
@@ -17,8 +18,9 @@ return each row's softmax denominator. Rows whose denominator underflows (c_i fa
 maximum, or every key masked) are recomputed exactly, with the true row maximum. When raw or
 scaled scores are asked for, the tiles are scaled and softmaxed with the textbook max shift.
 
-Tasks run on a thread pool with BLAS limited to one thread per worker (threadpoolctl): NumPy
-releases the GIL in matmul and in ufuncs, so the softmax passes run in parallel too.
+Tasks run on the calling thread and on helper threads kept for the process, with BLAS limited to
+one thread each (threadpoolctl): NumPy releases the GIL in matmul and in ufuncs, so the softmax
+passes run in parallel too.
 """
 
 from __future__ import annotations
@@ -178,6 +180,14 @@ class _Operands:
         self.v_ones[..., :d_k] = v
         self.v_ones[..., d_k] = 1
 
+    def head_outputs(self) -> np.ndarray:
+        """An empty (H, N, d_k) array for the head outputs, stored token by token as the concatenated
+        output is (contiguous layout): concatenating the heads is then a view, not a copy."""
+        h, n, d_k = self.q.shape
+        if self.spec.layout == "interleaved":
+            return np.empty((h, n, d_k), self.dtype)
+        return np.empty((n, h, d_k), self.dtype).transpose(1, 0, 2)  # (H, N, d_k) view of (N, H, d_k)
+
     def k_t(self, head: int) -> np.ndarray:
         """Kᵀ (d_k, M) of the K/V head that query ``head`` reads (a view)."""
         return self.k_ones[head // self.group, : self.d_k]
@@ -229,7 +239,7 @@ class _Operands:
 def _output_path(ops: _Operands) -> np.ndarray:
     """Head outputs (H, N, d_k), in ``rows × keys`` tiles: no H × N × M array is ever held."""
     spec, (h, n, d_k) = ops.spec, ops.q.shape
-    head_outputs = np.empty((h, n, d_k), ops.dtype)
+    head_outputs = ops.head_outputs()
     rows_per_task = block_rows(OUTPUT_ROWS, n)
     width = key_tile(rows_per_task, ops.dtype.itemsize)
 
@@ -261,7 +271,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     spec, (h, n, d_k), m = ops.spec, ops.q.shape, ops.k.shape[1]
     out = {name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted}
     average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
-    head_outputs = np.empty((h, n, d_k), ops.dtype)
+    head_outputs = ops.head_outputs()
     exact = bool({"scores", "scaled"} & wanted)
     rows_per_task = block_rows(WEIGHT_ROWS, n)
 

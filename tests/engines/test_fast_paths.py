@@ -178,3 +178,61 @@ class TestBlockedDetails:
         assert numpy_blocked.key_tile(256, 8) == 256
         assert numpy_blocked.key_tile(100, 4) == 1304  # 1310 rounded down to a multiple of 8
         assert numpy_blocked.key_tile(1 << 20, 8) == 8
+
+
+class TestRunTasks:
+    def test_every_task_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every task runs exactly once, spread over the caller and the helper threads."""
+        import threading
+
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 2)
+        seen: list[tuple[int, str]] = []
+        lock = threading.Lock()
+
+        def work(task: int) -> None:
+            with lock:
+                seen.append((task, threading.current_thread().name))
+
+        numpy_blocked.run_tasks(work, list(range(200)))
+        assert sorted(task for task, _ in seen) == list(range(200))
+
+    def test_a_failure_stops_new_tasks_and_is_raised(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The first exception is raised in the caller once every thread has stopped; no task starts after it."""
+        import threading
+        import time
+
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 2)
+        raised = threading.Event()
+        started: list[int] = []
+        late: list[int] = []  # tasks that started after task 3 failed
+
+        def work(task: int) -> None:
+            if raised.is_set():
+                late.append(task)
+            started.append(task)
+            if task == 3:
+                raised.set()
+                raise ValueError("task 3 failed")
+            time.sleep(0.001)
+
+        with pytest.raises(ValueError, match="task 3 failed"):
+            numpy_blocked.run_tasks(work, list(range(1000)))
+        assert 3 in started and len(started) < 1000
+        assert len(late) <= 1  # only a helper that had just taken its next task when task 3 failed
+
+    def test_one_cpu_runs_in_the_caller(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With one CPU the tasks run in order in the calling thread."""
+        import threading
+
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 1)
+        names: list[str] = []
+        numpy_blocked.run_tasks(lambda task: names.append(threading.current_thread().name), [0, 1, 2])
+        assert names == [threading.current_thread().name] * 3
+
+    def test_errstate_reaches_the_helpers(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """np.errstate is per thread: the helpers run under the caller's settings."""
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 2)
+        settings: list[str] = []
+        with np.errstate(over="raise"):
+            numpy_blocked.run_tasks(lambda task: settings.append(np.geterr()["over"]), list(range(50)))
+        assert set(settings) == {"raise"}
