@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import Annotated
 
 import typer
@@ -65,5 +67,31 @@ app.command("bench", epilog=EPILOG)(bench_cmd.bench)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="attnx")
+    """Console-script entry point.
+
+    Click's usage errors (an unknown option, a value outside its choices) become one line on stderr
+    and exit 2, as attnx's own errors do, instead of a framed box.
+    """
+    exceptions = _click_exceptions()
+    try:
+        code = app(prog_name="attnx", standalone_mode=False)
+    except exceptions.NoArgsIsHelpError as exc:  # bare `attnx`: the help, as click shows it
+        exc.show(file=sys.stdout)
+        raise SystemExit(exc.exit_code) from None
+    except exceptions.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "attnx"
+        sys.stderr.write(f"attnx: error: {exc.format_message()} (see '{command} -h')\n")
+        raise SystemExit(2) from None
+    except typer.Abort:  # end of input at a prompt
+        sys.stderr.write("attnx: interrupted\n")
+        raise SystemExit(130) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _click_exceptions() -> ModuleType:
+    """The exceptions module of the click that Typer runs on: its own copy from Typer 0.26, else click."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - older Typer, on the click package
+        from click import exceptions
+    return exceptions

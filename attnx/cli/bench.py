@@ -9,10 +9,11 @@ import typer
 from attnx.cli.common import (
     Dtype,
     DtypeOpt,
-    FormatOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
+    ReportFormat,
+    ReportFormatOpt,
     colour_allowed,
     emit,
     guarded,
@@ -55,7 +56,7 @@ def bench(
     dtype: DtypeOpt = Dtype.float32,
     path: PathOpt = "output",
     repeat: RepeatOpt = 3,
-    output_format: FormatOpt = OutputFormat.table,
+    output_format: ReportFormatOpt = ReportFormat.table,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
 ) -> None:

@@ -43,6 +43,13 @@ class OutputFormat(str, Enum):
 BINARY_FORMATS = (OutputFormat.npy, OutputFormat.npz)
 
 
+class ReportFormat(str, Enum):
+    """What a report command (bench, diff, heads) writes: its table, or JSON."""
+
+    table = "table"
+    json = "json"
+
+
 class Dtype(str, Enum):
     """Floating-point types an engine can compute in."""
 
@@ -126,6 +133,7 @@ DtypeOpt = Annotated[
     typer.Option("--dtype", help="Floating-point type (default: float64; float32 on mps).", show_default=False),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format (stdout or --output).")]
+ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format (stdout or --output).")]
 OutputOpt = Annotated[
     str | None,
     typer.Option("--output", "-o", metavar="FILE", help="Write to FILE atomically instead of stdout.",
@@ -289,7 +297,7 @@ def check_destination(output_format: OutputFormat, output: str | None) -> None:
 
 
 def emit(
-    output_format: OutputFormat,
+    output_format: OutputFormat | ReportFormat,
     producers: Mapping[OutputFormat, Producer],
     *,
     output: str | None = None,
@@ -299,6 +307,7 @@ def emit(
 
     A format the command has no producer for is a usage error listing the ones it has.
     """
+    output_format = OutputFormat(output_format.value)
     make = producers.get(output_format)
     if make is None:
         names = ", ".join(f.value for f in producers)
@@ -339,7 +348,7 @@ ExportOpt = Annotated[
 
 
 def emit_view(
-    output_format: OutputFormat,
+    output_format: OutputFormat | ReportFormat,
     producers: Mapping[OutputFormat, Producer],
     view: Callable[[bool], RenderableType],
     *,
@@ -356,6 +365,7 @@ def emit_view(
     """
     from pathlib import Path
 
+    output_format = OutputFormat(output_format.value)
     suffix = Path(export).suffix.lower() if export is not None else None
     if export is not None and (output_format is not OutputFormat.table or output is not None):
         raise UsageError("--export saves the table view; leave out --format and --output")

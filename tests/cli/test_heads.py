@@ -64,4 +64,4 @@ class TestHeadsCommand:
 
     def test_unsupported_format_is_exit_2(self, runner: CliRunner) -> None:
         """heads writes table or json; csv is a usage error naming those."""
-        assert "choose from table, json" in invoke(runner, "heads", "-f", "csv", code=2).stderr
+        assert "'csv' is not one of 'table', 'json'" in invoke(runner, "heads", "-f", "csv", code=2).output
