@@ -8,13 +8,16 @@ Prints, for H = 8 heads of d_k = 64 in float32 (the ratios of the performance ta
   3. output-only   (torch engine asked for output)      vs F.scaled_dot_product_attention
   4. peak RSS of `attnx run --format npy --tensor output` and of `attnx trace` at N = 16384,
      d_model = 512 (each in a fresh process).
-Each time is the best of a few repeats, taken alternately with its reference.
+Each time is the best of several runs taken alternately with its reference: more runs for short
+times (about 2 s of each side, at least 3 runs). This machine is shared and noisy, so each ratio is
+followed by the median of the per-pair ratios, a second view of the same runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import subprocess
 import sys
 import time
@@ -30,16 +33,21 @@ H, D_K = 8, 64
 F = torch.nn.functional
 
 
-def best_pair(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """Best wall time of ``a`` and of ``b``, run alternately ``repeat`` times after a warm-up."""
+def best_pair(a: Callable[[], object], b: Callable[[], object], budget: float = 2.0) -> tuple[float, float, float]:
+    """Best wall times of ``a`` and of ``b``, run alternately after a warm-up, and the median of ``a/b`` per pair.
+
+    The number of pairs grows as the calls get shorter: about ``budget`` seconds of each, at least 3.
+    """
+    start = time.perf_counter()
     a(), b()
+    repeat = max(3, min(200, math.ceil(budget / max(time.perf_counter() - start, 1e-6))))
     ta, tb = [], []
     for _ in range(repeat):
         for fn, out in ((a, ta), (b, tb)):
             start = time.perf_counter()
             fn()
             out.append(time.perf_counter() - start)
-    return min(ta), min(tb)
+    return min(ta), min(tb), statistics.median(x / y for x, y in zip(ta, tb, strict=True))
 
 
 def problem(n: int) -> tuple[AttentionSpec, list[torch.Tensor]]:
@@ -76,41 +84,47 @@ def peak_rss_mib(args: list[str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter timing")
     args = parser.parse_args()
-    repeat = 2 if args.quick else 3
+    budget = 0.5 if args.quick else 2.0
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}")
     print(f"H={H}, d_k={D_K}, float32")
 
     print("\n1. weights path: NumPy engine (needs weights) vs torch written out")
     for n in (1024, 2048) if args.quick else (2048, 8192):
         spec, tensors = problem(n)
-        ours, theirs = best_pair(
+        ours, theirs, ratio = best_pair(
             lambda spec=spec: compute(spec, "numpy", dtype="float32", needs={"weights"}),
-            lambda t=tensors: written_out(*t), repeat,
+            lambda t=tensors: written_out(*t), budget,
         )  # fmt: skip
-        print(f"   N={n:5d}: attnx {ours:7.3f} s  torch written out {theirs:7.3f} s  → {theirs / ours:4.2f}× faster")
+        print(
+            f"   N={n:5d}: attnx {ours:7.3f} s  torch written out {theirs:7.3f} s  → {theirs / ours:4.2f}× faster"
+            f" (median of pairs {1 / ratio:4.2f}×)"
+        )
 
     print("\n2. output only: NumPy engine vs torch SDPA")
     for n in (1024, 2048) if args.quick else (1024, 4096, 8192):
         spec, tensors = problem(n)
-        ours, theirs = best_pair(
+        ours, theirs, ratio = best_pair(
             lambda spec=spec: compute(spec, "numpy", dtype="float32", needs={"output"}),
-            lambda t=tensors: F.scaled_dot_product_attention(*t), repeat,
+            lambda t=tensors: F.scaled_dot_product_attention(*t), budget,
         )  # fmt: skip
         print(
             f"   N={n:5d}: attnx {ours:7.3f} s ({gflops(n, ours):5.1f} GFLOP/s)  SDPA {theirs:7.3f} s "
-            f"({gflops(n, theirs):5.1f} GFLOP/s)  → {ours / theirs:4.2f}× SDPA's time"
+            f"({gflops(n, theirs):5.1f} GFLOP/s)  → {ours / theirs:4.2f}× SDPA's time (median of pairs {ratio:4.2f}×)"
         )
 
     print("\n3. output only: torch engine vs torch SDPA")
     for n in (1024, 2048) if args.quick else (1024, 4096, 8192):
         spec, tensors = problem(n)
-        ours, theirs = best_pair(
+        ours, theirs, ratio = best_pair(
             lambda spec=spec: compute(spec, "torch", dtype="float32", needs={"output"}),
-            lambda t=tensors: F.scaled_dot_product_attention(*t), repeat,
+            lambda t=tensors: F.scaled_dot_product_attention(*t), budget,
         )  # fmt: skip
-        print(f"   N={n:5d}: attnx torch {ours:7.3f} s  SDPA {theirs:7.3f} s  → {ours / theirs:4.2f}× SDPA's time")
+        print(
+            f"   N={n:5d}: attnx torch {ours:7.3f} s  SDPA {theirs:7.3f} s  → {ours / theirs:4.2f}× SDPA's time"
+            f" (median of pairs {ratio:4.2f}×)"
+        )
 
     n = 4096 if args.quick else 16384
     tokens = " ".join(f"w{i}" for i in range(n))

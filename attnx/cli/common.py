@@ -276,7 +276,9 @@ def stdout_console(no_color: bool = False) -> Console:
     """A console on the current stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
     from rich.console import Console
 
-    return Console(file=sys.stdout, highlight=False, color_system="auto" if colour_allowed(no_color) else None)
+    color_system = "auto" if colour_allowed(no_color) else None
+    # emoji=False: attnx prints no :emoji: codes, and rich would import its 2 ms table of them
+    return Console(file=sys.stdout, highlight=False, emoji=False, color_system=color_system)
 
 
 def write_stdout(text: str) -> None:
@@ -391,7 +393,7 @@ def render_plain(renderable: RenderableType) -> str:
     from rich.console import Console
 
     width = int(os.environ.get("COLUMNS", "0") or 0) or 100
-    console = Console(file=io.StringIO(), color_system=None, width=width, highlight=False)
+    console = Console(file=io.StringIO(), color_system=None, width=width, highlight=False, emoji=False)
     console.print(renderable)
     return console.file.getvalue()  # type: ignore[attr-defined]
 

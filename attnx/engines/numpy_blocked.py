@@ -29,12 +29,14 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from attnx.spec import AttentionSpec
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 Task = TypeVar("Task")
 
@@ -126,6 +128,8 @@ def run_tasks(work: Callable[[Task], None], tasks: Sequence[Task]) -> None:
 @functools.cache
 def _helpers() -> ThreadPoolExecutor:
     """The helper threads, started on first use and kept: one fewer than the CPUs."""
+    from concurrent.futures import ThreadPoolExecutor  # imported here: small inputs never need threads
+
     return ThreadPoolExecutor(max(1, workers() - 1), thread_name_prefix="attnx")
 
 
