@@ -82,6 +82,34 @@ def peak_rss_mib(args: list[str]) -> float:
     return int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
+def compare(
+    title: str,
+    sizes: tuple[int, ...],
+    engine: str,
+    needs: set[str],
+    reference: Callable[..., object],
+    name: str,
+    budget: float,
+    faster: bool = False,
+) -> None:
+    """Print, per N in ``sizes``, attnx's ``engine`` asked for ``needs`` against ``reference`` on the same Q, K, V."""
+    print(f"\n{title}")
+    for n in sizes:
+        spec, tensors = problem(n)
+        ours, theirs, ratio = best_pair(
+            lambda spec=spec: compute(spec, engine, dtype="float32", needs=needs),
+            lambda t=tensors: reference(*t), budget,
+        )  # fmt: skip
+        if faster:
+            verdict = f"{theirs / ours:4.2f}× faster (median of pairs {1 / ratio:4.2f}×)"
+        else:
+            verdict = f"{ours / theirs:4.2f}× {name}'s time (median of pairs {ratio:4.2f}×)"
+        print(
+            f"   N={n:5d}: attnx {engine} {ours:7.3f} s ({gflops(n, ours):5.1f} GFLOP/s)  "
+            f"{name} {theirs:7.3f} s ({gflops(n, theirs):5.1f} GFLOP/s)  → {verdict}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter timing")
@@ -90,41 +118,29 @@ def main() -> None:
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}")
     print(f"H={H}, d_k={D_K}, float32")
 
-    print("\n1. weights path: NumPy engine (needs weights) vs torch written out")
-    for n in (1024, 2048) if args.quick else (2048, 8192):
-        spec, tensors = problem(n)
-        ours, theirs, ratio = best_pair(
-            lambda spec=spec: compute(spec, "numpy", dtype="float32", needs={"weights"}),
-            lambda t=tensors: written_out(*t), budget,
-        )  # fmt: skip
-        print(
-            f"   N={n:5d}: attnx {ours:7.3f} s  torch written out {theirs:7.3f} s  → {theirs / ours:4.2f}× faster"
-            f" (median of pairs {1 / ratio:4.2f}×)"
-        )
-
-    print("\n2. output only: NumPy engine vs torch SDPA")
-    for n in (1024, 2048) if args.quick else (1024, 4096, 8192):
-        spec, tensors = problem(n)
-        ours, theirs, ratio = best_pair(
-            lambda spec=spec: compute(spec, "numpy", dtype="float32", needs={"output"}),
-            lambda t=tensors: F.scaled_dot_product_attention(*t), budget,
-        )  # fmt: skip
-        print(
-            f"   N={n:5d}: attnx {ours:7.3f} s ({gflops(n, ours):5.1f} GFLOP/s)  SDPA {theirs:7.3f} s "
-            f"({gflops(n, theirs):5.1f} GFLOP/s)  → {ours / theirs:4.2f}× SDPA's time (median of pairs {ratio:4.2f}×)"
-        )
-
-    print("\n3. output only: torch engine vs torch SDPA")
-    for n in (1024, 2048) if args.quick else (1024, 4096, 8192):
-        spec, tensors = problem(n)
-        ours, theirs, ratio = best_pair(
-            lambda spec=spec: compute(spec, "torch", dtype="float32", needs={"output"}),
-            lambda t=tensors: F.scaled_dot_product_attention(*t), budget,
-        )  # fmt: skip
-        print(
-            f"   N={n:5d}: attnx torch {ours:7.3f} s  SDPA {theirs:7.3f} s  → {ours / theirs:4.2f}× SDPA's time"
-            f" (median of pairs {ratio:4.2f}×)"
-        )
+    sdpa = F.scaled_dot_product_attention
+    small = args.quick
+    compare(
+        "1. weights path: NumPy engine (needs weights) vs torch written out",
+        (1024, 2048) if small else (2048, 8192),
+        "numpy",
+        {"weights"},
+        written_out,
+        "torch written out",
+        budget,
+        faster=True,
+    )
+    compare(
+        "2. output only: NumPy engine vs torch SDPA",
+        (1024, 2048) if small else (1024, 4096, 8192),
+        "numpy",
+        {"output"},
+        sdpa,
+        "SDPA",
+        budget,
+    )
+    compare("3. output only: torch engine vs torch SDPA", (1024, 2048) if small else (1024, 4096, 8192),
+            "torch", {"output"}, sdpa, "SDPA", budget)  # fmt: skip
 
     n = 4096 if args.quick else 16384
     tokens = " ".join(f"w{i}" for i in range(n))
