@@ -261,9 +261,12 @@ class TestPipesAndSignals:
 
     def _slow_run(self, target: Path) -> subprocess.Popen:
         tokens = " ".join(f"w{i}" for i in range(700))
+        # SIGINT back to its default in the child: a test run started in the background (`cmd &`)
+        # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
         return subprocess.Popen(
             [*ATTNX, "run", "--seed", "1", "--tokens", tokens, "-H", "4", "--format", "csv", "--output", str(target)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
 
     def _wait_until_computing(self, proc: subprocess.Popen, seconds: float = 1.5) -> None:
