@@ -21,6 +21,11 @@ def divisors(n: int) -> list[int]:
     return [h for h in range(1, n + 1) if n % h == 0]
 
 
+def largest_abs(array: np.ndarray) -> float:
+    """max |value| of ``array``, as max and min: two reductions, no temporary |array| as large as it."""
+    return max(float(array.max()), -float(array.min()))
+
+
 def _frozen(array: np.ndarray, dtype: type = np.float64) -> np.ndarray:
     array = np.array(array, dtype=dtype, copy=True)
     array.flags.writeable = False
@@ -225,8 +230,7 @@ class AttentionSpec:
     @functools.cached_property
     def magnitude(self) -> float:
         """The largest absolute value in ``number_arrays()``: found once, since the arrays cannot change."""
-        # max and min: two reductions, no temporary |array| as large as the input
-        return max(max(float(a.max()), -float(a.min())) for a in self.number_arrays().values())
+        return max(largest_abs(array) for array in self.number_arrays().values())
 
     @property
     def kv_source(self) -> np.ndarray:

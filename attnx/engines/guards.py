@@ -9,7 +9,7 @@ import numpy as np
 from attnx.engines.core import MATRICES
 from attnx.errors import LimitError, NumericError
 from attnx.result import AttentionResult
-from attnx.spec import AttentionSpec
+from attnx.spec import AttentionSpec, largest_abs
 
 
 def check_sizes(spec: AttentionSpec, needs: Collection[str] | None = None) -> None:
@@ -37,7 +37,7 @@ def check_range(spec: AttentionSpec, dtype: str) -> None:
     if largest >= np.finfo(np.float64).max or spec.magnitude <= largest:
         return  # the spec's arrays are float64 already, or every value fits
     for name, array in spec.number_arrays().items():
-        if max(float(array.max()), -float(array.min())) > largest:
+        if largest_abs(array) > largest:
             index = np.unravel_index(np.abs(array).argmax(), array.shape)
             where = "".join(f"[{i}]" for i in index)
             raise NumericError(

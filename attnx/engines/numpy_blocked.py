@@ -40,10 +40,10 @@ if TYPE_CHECKING:
 
 Task = TypeVar("Task")
 
-# Query rows per task. On the output path one tile is OUTPUT_ROWS × KEY_TILE_BYTES / (rows ·
-# itemsize) keys (256 × 512 in float32); on the weights path a head's tile is WEIGHT_ROWS × M,
-# written in place. Both were the fastest sizes measured on a 2-core machine with 1 MiB of L2 per
-# core (benchmarks/engines.py).
+# Query rows per task. On the output path one tile is OUTPUT_ROWS × (KEY_TILE_BYTES / (rows ·
+# itemsize)) keys (512 × 512 in float32); on the weights path a head's tile is WEIGHT_ROWS × M,
+# made in scratch and written once. Both were the fastest sizes measured on a 2-core machine with
+# 1 MiB of L2 per core (benchmarks/engines.py).
 OUTPUT_ROWS = 512
 WEIGHT_ROWS = 128
 KEY_TILE_BYTES = 1 << 20
@@ -171,7 +171,7 @@ class _Operands:
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec) -> None:
         (h, _, d_k), (h_kv, m, _), dtype = q.shape, k.shape, q.dtype
         self.q, self.k, self.v, self.spec = q, k, v, spec
-        self.heads, self.group, self.d_k, self.dtype = h, h // h_kv, d_k, dtype
+        self.group, self.d_k, self.dtype = h // h_kv, d_k, dtype
         self.scale, self.tiny = dtype.type(spec.multiplier), TINY[dtype]
         # max_j ‖k_j‖ per query head; an overflow to inf only sends rows to the exact fallback.
         with np.errstate(over="ignore"):
