@@ -38,7 +38,7 @@ def parse_npz(raw: bytes, name: str, limits: Limits) -> Document:
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as archive:
             members = _members(archive, name, limits)
-            data = {key: _plain(_read(archive, info)) for key, info in members.items()}
+            data = {key: _plain(_read(archive, info), f"{name}: {key}") for key, info in members.items()}
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as exc:
         # NotImplementedError (a RuntimeError, so caught first): a compression method zipfile does not know
         raise InputError(f"{name}: cannot read as .npz: {first_clause(exc)}") from None
@@ -120,9 +120,24 @@ def _read(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
         return npy.read_array(stream, allow_pickle=False)
 
 
-def _plain(array: np.ndarray) -> Any:
+def _plain(array: np.ndarray, where: str) -> Any:
+    """A member as the schema reads it: text as ``str`` (byte strings decoded as UTF-8), arrays kept."""
+    if array.dtype.kind == "S":  # numpy.array([b"the", ...]): labels are text, not b'the'
+        array = _decoded(array, where)
     if array.ndim == 0:
         return array.item()
-    if array.dtype.kind in "US":
+    if array.dtype.kind == "U":
         return [str(item) for item in array.tolist()] if array.ndim == 1 else array.tolist()
     return array
+
+
+def _decoded(array: np.ndarray, where: str) -> np.ndarray:
+    """A byte-string array as text; an item that is not UTF-8 is an error naming it and its first bad byte."""
+    for index, item in np.ndenumerate(array):
+        try:
+            item.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            place = "".join(f"[{i}]" for i in index)
+            bad = item[exc.start]
+            raise InputError(f"{where}{place}: byte {bad:#04x} at offset {exc.start} is not UTF-8") from None
+    return np.char.decode(array, "utf-8")

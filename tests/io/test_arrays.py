@@ -113,6 +113,17 @@ class TestArchive:
         doc = parse_npz(saved(**EYE, tokens=np.array(["a", "b"])), "in.npz", Limits())
         assert doc.data["tokens"] == ["a", "b"] and doc.data["q"].tolist() == [[1, 0], [0, 1]]
 
+    def test_byte_string_tokens_are_text(self) -> None:
+        """Tokens saved as bytes (``np.array([b"the"])``) read as UTF-8 text, not as ``b'the'``; a 0-d ``b"causal"`` too."""
+        raw = saved(**EYE, tokens=np.array([b"the", "cät".encode()]), mask=np.array(b"causal"))
+        doc = parse_npz(raw, "in.npz", Limits())
+        assert doc.data["tokens"] == ["the", "cät"] and doc.data["mask"] == "causal"
+
+    def test_byte_string_that_is_not_utf8(self) -> None:
+        """A label that is not UTF-8 is refused with its place and its first bad byte."""
+        raw = saved(**EYE, tokens=np.array([b"ok", b"c\xffat"]))
+        assert message(raw) == "in.npz: tokens[1]: byte 0xff at offset 1 is not UTF-8"
+
     def test_member_that_is_not_npy(self) -> None:
         """A member without .npy is named."""
         assert message(zipped([("notes.txt", b"hi")])).startswith("in.npz: member 'notes.txt' is not an .npy array")
