@@ -6,33 +6,8 @@ from typing import Annotated
 
 import typer
 
-from attnx.cli.common import (
-    EXIT_FAILURE,
-    CausalOpt,
-    ConfigArg,
-    DModelOpt,
-    FormatOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayerOpt,
-    LayoutOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    ScaleOpt,
-    SeedOpt,
-    TextOpt,
-    TokensOpt,
-    emit,
-    guarded,
-    load_input,
-)
+from attnx.cli.common import EXIT_FAILURE, ConfigArg, FormatOpt, NoColorOpt, OutputFormat, OutputOpt, emit, guarded
+from attnx.cli.flags import CapFlags, InputFlags, ModelFlags, load_input, with_flags
 
 RtolOpt = Annotated[
     float | None,
@@ -47,29 +22,17 @@ AtolOpt = Annotated[
 
 
 @guarded
+@with_flags
 def check(
     config: ConfigArg = None,
-    heads: HeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    kv_heads: KvHeadsOpt = None,
-    scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
-    causal: CausalOpt = False,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOpt = None,
+    inputs: InputFlags = InputFlags(),
+    checkpoint: ModelFlags = ModelFlags(),
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     output_format: FormatOpt = OutputFormat.table,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    caps: CapFlags = CapFlags(),
 ) -> None:
     """Cross-check every available engine/device/dtype against the float64 NumPy reference.
 
@@ -79,12 +42,7 @@ def check(
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses
 
-    spec = load_input(
-        config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-        layout=layout, causal=causal, model=model, text=text, layer=layer,
-        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
-        max_elements=max_elements,
-    )  # fmt: skip
+    spec = load_input(config, inputs, checkpoint, caps)
     report = run_check(spec, engine_statuses(), rtol=rtol, atol=atol)
     from attnx.render import engines as render
     from attnx.render.serialize import dumps

@@ -18,7 +18,6 @@ from attnx.limits import CAPS, Limits, env_name, flag_name, size_text
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console, RenderableType
 
-    from attnx.spec import AttentionSpec
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -178,62 +177,6 @@ MaxYamlBytesOpt = Annotated[str | None, _cap_option("max_yaml_bytes", "Most byte
 MaxDepthOpt = Annotated[str | None, _cap_option("max_depth", "Deepest nesting of a YAML or JSON input")]
 MaxDimensionOpt = Annotated[str | None, _cap_option("max_dimension", "Longest axis of any array")]
 MaxElementsOpt = Annotated[str | None, _cap_option("max_elements", "Most elements of any array, the scores too")]
-
-
-def load_input(
-    config: str | None,
-    *,
-    heads: int | None = None,
-    seed: int | None = None,
-    tokens: str | None = None,
-    d_model: int | None = None,
-    kv_heads: int | None = None,
-    scale: str | None = None,
-    layout: Layout | None = None,
-    causal: bool = False,
-    drop_heads: list[int] | None = None,
-    model: str | None = None,
-    text: str | None = None,
-    layer: str | None = None,
-    engine: str = "numpy",
-    dtype: str | None = None,
-    device: str = "auto",
-    quiet: bool = False,
-    max_bytes: str | None = None,
-    max_yaml_bytes: str | None = None,
-    max_depth: str | None = None,
-    max_dimension: str | None = None,
-    max_elements: str | None = None,
-) -> AttentionSpec:
-    """The spec named by the shared input options (CONFIG and the flags that override it).
-
-    With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
-    run on ``engine`` in ``dtype`` on ``device``. The ``max_*`` flags replace the caps of
-    ``Limits.from_env()`` (defaults, then ``ATTNX_MAX_*``).
-    """
-    from attnx.io import Overrides, load_spec
-
-    overrides = Overrides(
-        heads=heads,
-        seed=seed,
-        tokens=tuple(tokens.split()) if tokens is not None else None,
-        d_model=d_model,
-        kv_heads=kv_heads,
-        scale=parse_scale(scale) if scale is not None else None,
-        layout=layout.value if layout is not None else None,
-        causal=causal,
-        drop_heads=tuple(drop_heads or ()),
-    )
-    limits = Limits.from_env(
-        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
-        max_elements=max_elements,
-    )  # fmt: skip
-    from attnx.cli.model_input import model_spec, wants_model
-
-    if wants_model(model, text, layer):
-        return model_spec(config, overrides, model=model, text=text, layer=layer, engine=engine, dtype=dtype,
-                          device=device, quiet=quiet)  # fmt: skip
-    return load_spec(config, overrides, limits)
 
 
 def parse_scale(text: str) -> str | float:

@@ -11,15 +11,8 @@ from attnx.cli.check import AtolOpt, RtolOpt
 from attnx.cli.common import (
     EXIT_FAILURE,
     CausalOpt,
-    Device,
-    DeviceOpt,
     DModelOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
     ExportOpt,
-    LayerOpt,
-    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
@@ -28,7 +21,6 @@ from attnx.cli.common import (
     ReportFormat,
     ReportFormatOpt,
     SeedOpt,
-    TextOpt,
     TokensOpt,
     View,
     ViewOpt,
@@ -37,6 +29,7 @@ from attnx.cli.common import (
     parse_scale,
     warn_fully_masked,
 )
+from attnx.cli.flags import CapFlags, EngineFlags, ModelFlags, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from attnx.analysis.diff import Side
     from attnx.io import Overrides
+    from attnx.limits import Limits
 
 T = TypeVar("T")
 
@@ -100,21 +94,22 @@ def _layout(part: str) -> str:
     return part
 
 
-def load_side(source: str, overrides: Overrides, engine: str, dtype: str | None, device: str, quiet: bool) -> Side:
+def load_side(source: str, overrides: Overrides, limits: Limits, backend: EngineFlags, quiet: bool) -> Side:
     """One side of a comparison: a JSON result read back, or an input computed here."""
     from attnx.analysis.diff import side_from_result, side_from_saved
     from attnx.engines import compute
     from attnx.io.results import SavedResult, load_input_or_result
 
-    loaded = load_input_or_result(source, overrides)
+    loaded = load_input_or_result(source, overrides, limits)
     if isinstance(loaded, SavedResult):
         return side_from_saved(loaded)
-    result = compute(loaded, engine, dtype=dtype, device=device)
+    result = compute(loaded, **backend.options())
     warn_fully_masked(result.fully_masked_rows, quiet)
     return side_from_result(result, loaded.source)
 
 
 @guarded
+@with_flags
 def diff(
     a: AArg = None,
     b: BArg = None,
@@ -126,14 +121,10 @@ def diff(
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
     causal: CausalOpt = False,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOpt = None,
+    checkpoint: ModelFlags = ModelFlags(),
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    backend: EngineFlags = EngineFlags(),
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
     output: OutputOpt = None,
@@ -141,6 +132,7 @@ def diff(
     export: ExportOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
+    caps: CapFlags = CapFlags(),
 ) -> None:
     """Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.
 
@@ -163,14 +155,13 @@ def diff(
     }
     overrides = Overrides(seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model,
                           causal=causal)  # fmt: skip
-    options = {"engine": engine.value, "dtype": dtype and dtype.value, "device": device.value}
-    from attnx.cli.model_input import model_spec, wants_model
+    limits = caps.limits()
+    from attnx.cli.model_input import model_spec
     from attnx.render import diff as render
     from attnx.render.serialize import dumps
 
-    with_model = wants_model(model, text, layer)
     if b is not None:
-        if with_model:
+        if checkpoint.wanted:
             raise UsageError("--model replaces A and B: with a model, diff sweeps one setting of its layer")
         if sweeps:
             raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
@@ -179,7 +170,7 @@ def diff(
         from attnx.analysis.diff import compare_sides
 
         assert a is not None  # typer fills A before B
-        sides = [load_side(source, overrides, quiet=quiet, **options) for source in (a, b)]
+        sides = [load_side(source, overrides, limits, backend, quiet) for source in (a, b)]
         comparison = compare_sides(*sides, rtol=rtol, atol=atol)
 
         def compared(colour: bool) -> RenderableType:
@@ -202,11 +193,12 @@ def diff(
     from attnx.io import load_spec
 
     base = (
-        model_spec(a, overrides, model=model, text=text, layer=layer, quiet=quiet, config_name="A", **options)
-        if with_model
-        else load_spec(a, overrides)
-    )
-    result = sweep(base, varied, values, **options)
+        model_spec(a, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer, quiet=quiet,
+                   config_name="A", **backend.options())
+        if checkpoint.wanted
+        else load_spec(a, overrides, limits)
+    )  # fmt: skip
+    result = sweep(base, varied, values, **backend.options())
 
     def swept(colour: bool) -> RenderableType:
         return render.sweep_view(result, precision, heatmap=view is View.heatmap, colour=colour)

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnx.cli.common import (
-    CausalOpt,
     ConfigArg,
-    Device,
-    DeviceOpt,
-    DModelOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
     ExportOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayoutOpt,
-    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
@@ -27,17 +17,13 @@ from attnx.cli.common import (
     QuietOpt,
     ReportFormat,
     ReportFormatOpt,
-    ScaleOpt,
-    SeedOpt,
-    TextOpt,
-    TokensOpt,
     View,
     ViewOpt,
     emit_view,
     guarded,
-    load_input,
     warn_fully_masked,
 )
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,23 +36,23 @@ LayerOrAllOpt = Annotated[
 ]  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True)
+class LayerOrAllFlags(ModelFlags):
+    """--model, --text and a --layer that may also be ``all`` (the model view)."""
+
+    layer: LayerOrAllOpt = None
+
+
+NO_MODEL = LayerOrAllFlags()
+
+
 @guarded
+@with_flags
 def heads(
     config: ConfigArg = None,
-    heads: HeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    kv_heads: KvHeadsOpt = None,
-    scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
-    causal: CausalOpt = False,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOrAllOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    inputs: InputFlags = InputFlags(),
+    checkpoint: LayerOrAllFlags = NO_MODEL,
+    backend: EngineFlags = EngineFlags(),
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
     output: OutputOpt = None,
@@ -74,6 +60,7 @@ def heads(
     export: ExportOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
+    caps: CapFlags = CapFlags(),
 ) -> None:
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
 
@@ -83,21 +70,15 @@ def heads(
     from attnx.analysis.heads import head_stats
     from attnx.engines import compute
 
+    layer = checkpoint.layer
     if layer is not None and layer.strip().lower() == "all":
         if view is View.heatmap:
             raise UsageError("--layer all shows a grid of labels; --view heatmap draws one layer's weights")
-        flags = {"-H/--heads": heads, "--seed": seed, "--tokens": tokens, "--d-model": d_model,
-                 "--kv-heads": kv_heads, "--scale": scale, "--layout": layout, "--causal": causal}  # fmt: skip
-        model_view(config, model=model, text=text, engine=engine.value, dtype=dtype and dtype.value,
-                   device=device.value, output_format=output_format, output=output, export=export, quiet=quiet,
-                   no_color=no_color, input_flags=flags)  # fmt: skip
+        model_view(config, checkpoint, backend, output_format=output_format, output=output, export=export,
+                   quiet=quiet, no_color=no_color, input_flags=inputs.given())  # fmt: skip
         return
-    spec = load_input(
-        config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-        layout=layout, causal=causal, model=model, text=text, layer=layer, engine=engine.value,
-        dtype=dtype and dtype.value, device=device.value, quiet=quiet,
-    )  # fmt: skip
-    result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value)
+    spec = load_input(config, inputs, checkpoint, caps, backend, quiet=quiet)
+    result = compute(spec, **backend.options())
     warn_fully_masked(result.fully_masked_rows, quiet)
     stats = head_stats(result)
 
@@ -124,13 +105,10 @@ def heads(
 
 def model_view(
     config: str | None,
+    checkpoint: ModelFlags,
+    backend: EngineFlags,
     *,
-    model: str | None,
-    text: str | None,
-    engine: str,
-    dtype: str | None,
-    device: str,
-    output_format: OutputFormat,
+    output_format: OutputFormat | ReportFormat,
     output: str | None,
     export: str | None,
     quiet: bool,
@@ -140,8 +118,8 @@ def model_view(
     """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
     from attnx.cli.model_input import model_view as build
 
-    view = build(config, model=model, text=text, engine=engine, dtype=dtype, device=device, quiet=quiet,
-                 input_flags=input_flags)  # fmt: skip
+    view = build(config, model=checkpoint.model, text=checkpoint.text, quiet=quiet, input_flags=input_flags,
+                 **backend.options())  # fmt: skip
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 

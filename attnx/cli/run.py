@@ -7,45 +7,24 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.common import (
-    CausalOpt,
     ConfigArg,
-    Device,
-    DeviceOpt,
-    DModelOpt,
     DropHeadOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
     ExportOpt,
     FormatOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayerOpt,
-    LayoutOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
     PrecisionOpt,
     QuietOpt,
-    ScaleOpt,
-    SeedOpt,
     TensorOpt,
-    TextOpt,
-    TokensOpt,
     View,
     ViewOpt,
     check_destination,
     emit_view,
     guarded,
-    load_input,
     warn_fully_masked,
 )
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,23 +81,13 @@ def parse_sections(values: list[str] | None) -> list[str]:
 
 
 @guarded
+@with_flags
 def run(
     config: ConfigArg = None,
-    heads: HeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    kv_heads: KvHeadsOpt = None,
-    scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
-    causal: CausalOpt = False,
+    inputs: InputFlags = InputFlags(),
     drop_head: DropHeadOpt = None,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    checkpoint: ModelFlags = ModelFlags(),
+    backend: EngineFlags = EngineFlags(),
     show: ShowOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
@@ -128,11 +97,7 @@ def run(
     export: ExportOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    caps: CapFlags = CapFlags(),
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
 
@@ -148,15 +113,8 @@ def run(
     if view is View.heatmap and show:
         raise UsageError("--view heatmap draws the weights of every head; leave out --show")
     check_destination(output_format, output)
-    spec = load_input(
-        config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-        layout=layout, causal=causal, drop_heads=drop_head, model=model, text=text, layer=layer, engine=engine.value,
-        dtype=dtype and dtype.value, device=device.value, quiet=quiet,
-        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
-        max_elements=max_elements,
-    )  # fmt: skip
-    needs = needs_for(output_format, sections, tensor)
-    result = compute(spec, engine.value, dtype=dtype and dtype.value, device=device.value, needs=needs)
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet)
+    result = compute(spec, **backend.options(), needs=needs_for(output_format, sections, tensor))
     warn_fully_masked(result.fully_masked_rows, quiet)
 
     from attnx.render import formats

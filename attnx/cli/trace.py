@@ -7,40 +7,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.common import (
-    CausalOpt,
     ConfigArg,
-    Device,
-    DeviceOpt,
-    DModelOpt,
     DropHeadOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
     FormatOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayerOpt,
-    LayoutOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
     PrecisionOpt,
     QuietOpt,
-    ScaleOpt,
-    SeedOpt,
-    TextOpt,
-    TokensOpt,
     emit,
     guarded,
-    load_input,
     warn_fully_masked,
 )
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,6 +70,7 @@ def parse_limit(value: str, option: str) -> int | None:
 
 
 @guarded
+@with_flags
 def trace(
     config: ConfigArg = None,
     token: TokenOpt = None,
@@ -98,31 +78,16 @@ def trace(
     head: HeadOpt = None,
     terms: TermsOpt = "8",
     keys: KeysOpt = "10",
-    heads: HeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    kv_heads: KvHeadsOpt = None,
-    scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
-    causal: CausalOpt = False,
+    inputs: InputFlags = InputFlags(),
     drop_head: DropHeadOpt = None,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    checkpoint: ModelFlags = ModelFlags(),
+    backend: EngineFlags = EngineFlags(),
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    caps: CapFlags = CapFlags(),
 ) -> None:
     """Explain one query token step by step: per head, the dot products term by term, weights and output.
 
@@ -133,17 +98,11 @@ def trace(
     from attnx.engines import compute
 
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
-    spec = load_input(
-        config, heads=heads, seed=seed, tokens=tokens, d_model=d_model, kv_heads=kv_heads, scale=scale,
-        layout=layout, causal=causal, drop_heads=drop_head, model=model, text=text, layer=layer, engine=engine.value,
-        dtype=dtype and dtype.value, device=device.value, quiet=quiet,
-        max_bytes=max_bytes, max_yaml_bytes=max_yaml_bytes, max_depth=max_depth, max_dimension=max_dimension,
-        max_elements=max_elements,
-    )  # fmt: skip
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet)
     row = resolve_query(spec.tokens, token=token, query=query)
     chosen = resolve_head(head, spec.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.
-    result = compute(spec.select_queries([row]), engine.value, dtype=dtype and dtype.value, device=device.value)
+    result = compute(spec.select_queries([row]), **backend.options())
     warn_fully_masked(result.fully_masked_rows, quiet)
     explained = build_trace(result, heads=chosen, terms=term_limit, keys=key_limit)
 

@@ -10,6 +10,7 @@ import numpy as np
 from attnx.errors import InputError
 from attnx.io.documents import Document, load_document
 from attnx.io.schema import Overrides, spec_from_document
+from attnx.limits import Limits
 from attnx.spec import AttentionSpec
 
 # Tensors a JSON result may carry, with their rank; comparisons work on these.
@@ -43,14 +44,17 @@ def load_result(source: str) -> SavedResult:
     return result_from_document(load_document(source))
 
 
-def load_input_or_result(source: str, overrides: Overrides | None = None) -> AttentionSpec | SavedResult:
+def load_input_or_result(
+    source: str, overrides: Overrides | None = None, limits: Limits | None = None
+) -> AttentionSpec | SavedResult:
     """What ``source`` holds: an input (as ``load_spec`` reads it) or a JSON result attnx wrote.
 
-    The source is read once, so ``-`` (stdin) works for either.
+    The source is read once, under ``limits`` (default: ``Limits.from_env()``), so ``-`` (stdin)
+    works for either.
     """
     from attnx.io import load_source  # the package imports this module's neighbours, not this module
 
-    doc = load_source(source)
+    doc = load_source(source, limits)
     if is_result_document(doc.data):
         return result_from_document(doc)
     return spec_from_document(doc, overrides)

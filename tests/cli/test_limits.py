@@ -24,7 +24,7 @@ def refused(runner: CliRunner, *args: str, env: dict[str, str] | None = None, in
 
 
 class TestLimitFlags:
-    """run, trace and check take --max-* flags and ATTNX_MAX_* variables; errors say which cap and how."""
+    """Every command that reads an input takes --max-* flags and ATTNX_MAX_* variables; errors say which cap and how."""
 
     def test_max_bytes_flag(self, runner: CliRunner) -> None:
         """A file over --max-bytes is refused before it is read."""
@@ -40,9 +40,11 @@ class TestLimitFlags:
             runner, "run", CONFIG, env={"ATTNX_MAX_DIMENSION": "4"}
         )
 
-    @pytest.mark.parametrize("command", [["trace", "-t", "cat"], ["check"]])
-    def test_trace_and_check_take_the_flags(self, runner: CliRunner, command: list[str]) -> None:
-        """The same flag works on trace and check."""
+    @pytest.mark.parametrize(
+        "command", [["trace", "-t", "cat"], ["check"], ["heads"], ["diff", "--heads", "1,2"], ["diff", CONFIG]]
+    )
+    def test_every_input_command_takes_the_flags(self, runner: CliRunner, command: list[str]) -> None:
+        """The same flag works on trace, check, heads, and diff (a sweep, and two inputs)."""
         assert "exceeds the YAML size cap of 100 bytes" in refused(runner, *command, CONFIG, "--max-yaml-bytes", "100")
 
     def test_raising_a_cap_lets_the_input_through(self, runner: CliRunner) -> None:

@@ -1,0 +1,196 @@
+"""Flag groups: options several commands share, declared once as a dataclass and expanded into each command.
+
+A command names a group as one parameter (``inputs: InputFlags``); ``with_flags`` shows Typer the
+group's fields as the command's own options, in that place, and hands the command one frozen
+object built from them. Every command then reads its input, model, engine and caps the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, get_type_hints
+
+from attnx.cli.common import (
+    CausalOpt,
+    Device,
+    DeviceOpt,
+    DModelOpt,
+    DtypeOpt,
+    Engine,
+    EngineOpt,
+    HeadsOpt,
+    KvHeadsOpt,
+    LayerOpt,
+    LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
+    ModelOpt,
+    ScaleOpt,
+    SeedOpt,
+    TextOpt,
+    TokensOpt,
+    parse_scale,
+)
+from attnx.limits import Limits
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.io import Overrides
+    from attnx.spec import AttentionSpec
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFlags:
+    """-H, --seed, --tokens, --d-model, --kv-heads, --scale, --layout, --causal: what replaces the input's keys."""
+
+    heads: HeadsOpt = None
+    seed: SeedOpt = None
+    tokens: TokensOpt = None
+    d_model: DModelOpt = None
+    kv_heads: KvHeadsOpt = None
+    scale: ScaleOpt = None
+    layout: LayoutOpt = None
+    causal: CausalOpt = False
+
+    def overrides(self, drop_heads: list[int] | None = None) -> Overrides:
+        """These flags (and ``--drop-head``) as the loaders' ``Overrides``; --scale is checked here."""
+        from attnx.io import Overrides
+
+        return Overrides(
+            heads=self.heads,
+            seed=self.seed,
+            tokens=tuple(self.tokens.split()) if self.tokens is not None else None,
+            d_model=self.d_model,
+            kv_heads=self.kv_heads,
+            scale=parse_scale(self.scale) if self.scale is not None else None,
+            layout=self.layout.value if self.layout is not None else None,
+            causal=self.causal,
+            drop_heads=tuple(drop_heads or ()),
+        )
+
+    def given(self) -> dict[str, object]:
+        """Each flag as typed on the command line -> its value (None or False when not given)."""
+        return {
+            "-H/--heads": self.heads, "--seed": self.seed, "--tokens": self.tokens, "--d-model": self.d_model,
+            "--kv-heads": self.kv_heads, "--scale": self.scale, "--layout": self.layout, "--causal": self.causal,
+        }  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFlags:
+    """--model, --text, --layer: one layer of a local checkpoint as the input."""
+
+    model: ModelOpt = None
+    text: TextOpt = None
+    layer: LayerOpt = None
+
+    @property
+    def wanted(self) -> bool:
+        """True when any of the three is given (the input then comes from the model)."""
+        from attnx.cli.model_input import wants_model
+
+        return wants_model(self.model, self.text, self.layer)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineFlags:
+    """--engine, --device, --dtype: what computes, where, in which floating-point type."""
+
+    engine: EngineOpt = Engine.numpy
+    device: DeviceOpt = Device.auto
+    dtype: DtypeOpt = None
+
+    def options(self) -> dict[str, Any]:
+        """``engine``, ``dtype`` and ``device`` as the strings ``attnx.engines.compute`` takes."""
+        return {"engine": self.engine.value, "dtype": self.dtype and self.dtype.value, "device": self.device.value}
+
+
+@dataclasses.dataclass(frozen=True)
+class CapFlags:
+    """--max-bytes, --max-yaml-bytes, --max-depth, --max-dimension, --max-elements: the input caps."""
+
+    max_bytes: MaxBytesOpt = None
+    max_yaml_bytes: MaxYamlBytesOpt = None
+    max_depth: MaxDepthOpt = None
+    max_dimension: MaxDimensionOpt = None
+    max_elements: MaxElementsOpt = None
+
+    def limits(self) -> Limits:
+        """The caps: defaults, replaced by ``ATTNX_MAX_*``, replaced by these flags."""
+        return Limits.from_env(**dataclasses.asdict(self))
+
+
+GROUPS = (InputFlags, ModelFlags, EngineFlags, CapFlags)
+
+
+def with_flags(func: Callable[P, R]) -> Callable[P, R]:
+    """Show Typer each flag-group parameter of ``func`` as the group's fields, in its place.
+
+    A parameter is a group when its annotation is one of ``GROUPS`` or a subclass (a command may
+    subclass a group to word one option its own way). ``func`` is called with one group object per
+    such parameter. A field named like another parameter of ``func`` is a TypeError at import.
+    """
+    signature = inspect.signature(func, eval_str=True)
+    groups: dict[str, tuple[type, list[str]]] = {}
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        group = parameter.annotation
+        if not (isinstance(group, type) and issubclass(group, GROUPS)):
+            parameters.append(parameter)
+            continue
+        hints = get_type_hints(group, include_extras=True)
+        names = [field.name for field in dataclasses.fields(group)]
+        groups[parameter.name] = (group, names)
+        parameters += [
+            inspect.Parameter(field.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=field.default,
+                              annotation=hints[field.name])
+            for field in dataclasses.fields(group)
+        ]  # fmt: skip
+    seen = [parameter.name for parameter in parameters]
+    clashes = sorted({name for name in seen if seen.count(name) > 1})
+    if clashes:
+        raise TypeError(f"{func.__name__}: flag names used twice: {', '.join(clashes)}")
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        for name, (group, fields) in groups.items():
+            kwargs[name] = group(**{field: kwargs.pop(field) for field in fields if field in kwargs})
+        return func(*args, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return wrapper
+
+
+def load_input(
+    config: str | None,
+    inputs: InputFlags,
+    checkpoint: ModelFlags,
+    caps: CapFlags,
+    backend: EngineFlags | None = None,
+    *,
+    drop_heads: list[int] | None = None,
+    quiet: bool = False,
+) -> AttentionSpec:
+    """The spec named by CONFIG and the flags that override it.
+
+    With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
+    run on ``backend`` (default: NumPy, float64, CPU). The caps are read first, so a bad cap value
+    is refused whatever the input.
+    """
+    from attnx.cli.model_input import model_spec
+    from attnx.io import load_spec
+
+    limits, overrides = caps.limits(), inputs.overrides(drop_heads)
+    if checkpoint.wanted:
+        return model_spec(config, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
+                          quiet=quiet, **(backend or EngineFlags()).options())  # fmt: skip
+    return load_spec(config, overrides, limits)

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import inspect
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from attnx.cli.common import Device, Dtype, Engine, Layout
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, with_flags
+
+ExtraOpt = Annotated[int, typer.Option("--extra")]
+
+
+def captured() -> tuple[typer.Typer, dict[str, object]]:
+    """A one-command app whose command records what it receives."""
+    seen: dict[str, object] = {}
+
+    @with_flags
+    def command(
+        inputs: InputFlags = InputFlags(), extra: ExtraOpt = 0, backend: EngineFlags = EngineFlags()
+    ) -> None:
+        seen.update(inputs=inputs, extra=extra, backend=backend)
+
+    app = typer.Typer()
+    app.command()(command)
+    return app, seen
+
+
+class TestWithFlags:
+    """A flag group is one parameter of the command and a row of options on the command line."""
+
+    def test_signature_lists_the_fields_in_place(self) -> None:
+        """Typer sees the group's fields where the group parameter stood, each with its default."""
+
+        @with_flags
+        def command(first: ExtraOpt = 0, backend: EngineFlags = EngineFlags(), last: ExtraOpt = 1) -> None:
+            pass
+
+        parameters = inspect.signature(command).parameters
+        assert list(parameters) == ["first", "engine", "device", "dtype", "last"]
+        assert parameters["engine"].default is Engine.numpy and parameters["dtype"].default is None
+
+    def test_command_receives_one_object_per_group(self, runner: CliRunner) -> None:
+        """Flags given on the command line arrive inside the groups, the rest keep their defaults."""
+        app, seen = captured()
+        result = runner.invoke(app, ["-H", "4", "--tokens", "a b", "--causal", "--layout", "interleaved",
+                                     "--extra", "7", "--engine", "torch", "--dtype", "float32"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert seen["inputs"] == InputFlags(heads=4, tokens="a b", causal=True, layout=Layout.interleaved)
+        assert seen["extra"] == 7
+        assert seen["backend"] == EngineFlags(engine=Engine.torch, device=Device.auto, dtype=Dtype.float32)
+
+    def test_a_name_used_twice_is_refused_at_import(self) -> None:
+        """A command parameter named like a group's field would shadow it: a TypeError, not a silent loss."""
+        with pytest.raises(TypeError, match="flag names used twice: dtype"):
+
+            @with_flags
+            def command(dtype: ExtraOpt = 0, backend: EngineFlags = EngineFlags()) -> None:
+                pass
+
+
+class TestGroups:
+    """What each group turns its flags into."""
+
+    def test_input_overrides(self) -> None:
+        """Tokens split on spaces, the scale is parsed, the layout and dropped heads pass through."""
+        overrides = InputFlags(tokens="the  cat", scale="0.5", layout=Layout.interleaved).overrides([2])
+        assert overrides.tokens == ("the", "cat") and overrides.scale == 0.5
+        assert overrides.layout == "interleaved" and overrides.drop_heads == (2,)
+
+    def test_input_given_names_each_flag(self) -> None:
+        """`given` maps the flags as typed to their values, for messages that name the first one given."""
+        given = InputFlags(seed=3, causal=True).given()
+        assert {flag for flag, value in given.items() if value not in (None, False)} == {"--seed", "--causal"}
+
+    def test_engine_options_are_compute_arguments(self) -> None:
+        """`options` are the strings `compute` takes; no --dtype stays None (the device's default)."""
+        assert EngineFlags(device=Device.cpu).options() == {"engine": "numpy", "dtype": None, "device": "cpu"}
+
+    def test_model_wanted_by_any_of_its_flags(self) -> None:
+        """--model, --text or --layer alone selects the model input (the others are then asked for)."""
+        assert not ModelFlags().wanted
+        assert ModelFlags(layer="2").wanted and ModelFlags(text="hi").wanted
+
+    def test_caps_flags_beat_variables(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A --max-* flag replaces ATTNX_MAX_*, which replaces the default."""
+        monkeypatch.setenv("ATTNX_MAX_DIMENSION", "4")
+        monkeypatch.setenv("ATTNX_MAX_DEPTH", "7")
+        limits = CapFlags(max_dimension="1K").limits()
+        assert (limits.max_dimension, limits.max_depth) == (1024, 7)
