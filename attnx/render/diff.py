@@ -91,11 +91,8 @@ def shifts_view(sweep: Sweep, precision: int) -> RenderableType:
         ("L2", [s.l2 for s in sweep.shifts], [s.l2_overall for s in sweep.shifts]),
         ("max abs", [s.max_abs for s in sweep.shifts], [s.max_abs_overall for s in sweep.shifts]),
     ):
-        table = matrix_table(f"{metric} shift of {sweep.compared} per token", np.stack(per_token, axis=1),
-                             sweep.tokens, labels, precision)  # fmt: skip
-        table.add_section()
-        table.add_row("all", *(Text(fmt(v, precision), style="bold") for v in overall))
-        tables.append(table)
+        tables.append(matrix_table(f"{metric} shift of {sweep.compared} per token", np.stack(per_token, axis=1),
+                                   sweep.tokens, labels, precision, footer=("all", overall)))  # fmt: skip
     return Columns(tables, padding=(1, 4))
 
 

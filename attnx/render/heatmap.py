@@ -10,10 +10,9 @@ from rich.color import Color
 from rich.columns import Columns
 from rich.console import Group, RenderableType
 from rich.style import Style
-from rich.table import Table
 from rich.text import Text
 
-from attnx.render.layout import compact_table
+from attnx.render.fitted import FittedGrid
 from attnx.render.numbers import fmt
 from attnx.render.tables import head_title
 from attnx.result import AttentionResult
@@ -87,27 +86,29 @@ def heatmap(
     scale: HeatScale,
     colour: bool,
     blocked: np.ndarray | None = None,
-) -> Table:
-    """One labelled grid; cells where ``blocked`` is True (masked keys) are a dim ``·`` on no colour."""
-    table = compact_table(
-        title,
-        collapse_padding=False,
-        padding=(0, 0),
-        min_width=len(title),
-    )
-    table.add_column("", style="bold cyan", no_wrap=True)
-    for label in col_labels:
-        table.add_column(Text(label, justify="right"), justify="left", no_wrap=True, header_style="bold cyan")
-    width = max((len(fmt(float(value), precision)) for value in np.ravel(matrix)), default=0)
-    for i, (label, row) in enumerate(zip(row_labels, matrix, strict=True)):
-        cells = [
-            Text("·".rjust(width + (1 if colour else 3)), style="dim")
-            if blocked is not None and blocked[i, j]
-            else heat_cell(float(value), scale, precision, colour, width)
-            for j, value in enumerate(row)
-        ]
-        table.add_row(label, *cells)
-    return table
+) -> FittedGrid:
+    """One labelled grid, as many columns as the width holds; cells where ``blocked`` is True are a dim ``·``."""
+    width = number_width(matrix, precision)
+    masked = Text("·".rjust(width + (1 if colour else 3)), style="dim")
+
+    def column(j: int) -> list[Text]:
+        cells = (heat_cell(float(value), scale, precision, colour, width) for value in matrix[:, j])
+        return [masked if blocked is not None and blocked[i, j] else cell for i, cell in enumerate(cells)]
+
+    return FittedGrid(title, row_labels, col_labels, column, padding=0, justify="left",
+                      header=lambda label: Text(label, justify="right"))  # fmt: skip
+
+
+def number_width(matrix: np.ndarray, precision: int) -> int:
+    """The longest ``fmt(value, precision)`` in ``matrix``, from its extremes and non-finite values only.
+
+    At fixed decimals a number's text grows with its magnitude, so the longest is the smallest
+    or the largest value's.
+    """
+    finite = matrix[np.isfinite(matrix)]
+    values = [finite.min(), finite.max()] if finite.size else []
+    values += list(np.unique(matrix[~np.isfinite(matrix)]))
+    return max((len(fmt(float(value), precision)) for value in values), default=0)
 
 
 def legend(scale: HeatScale, precision: int, colour: bool) -> Text:

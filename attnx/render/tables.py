@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation, ablation
-from attnx.render.layout import compact_table
+from attnx.render.fitted import FittedGrid
 from attnx.render.numbers import fmt
 from attnx.result import AttentionResult
 
@@ -42,25 +42,28 @@ def matrix_table(
     *,
     emphasise_row_max: bool = False,
     blocked: np.ndarray | None = None,
-) -> Table:
-    """One labelled matrix; with ``emphasise_row_max`` the largest value of each row is bold.
+    footer: tuple[str, Sequence[float]] | None = None,
+) -> FittedGrid:
+    """One labelled matrix, as many columns as the width holds; with ``emphasise_row_max`` each row's largest is bold.
 
-    Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``.
+    Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``. ``footer`` is a bold row
+    under a rule: a label and one value per column.
     """
-    table = compact_table(title, collapse_padding=False, min_width=len(title))
-    table.add_column("", style="bold cyan", no_wrap=True)
-    for label in col_labels:  # Text, so that a token such as "[b]" is never read as Rich markup
-        table.add_column(Text(label), justify="right", no_wrap=True, header_style="bold cyan")
-    for i, (label, row) in enumerate(zip(row_labels, matrix, strict=True)):
-        top = int(np.argmax(row)) if emphasise_row_max and row.size and row.max() > 0 else -1
-        cells = [
+    top = np.full(len(matrix), -1)
+    if emphasise_row_max and matrix.size:
+        top = np.where(matrix.max(axis=1) > 0, matrix.argmax(axis=1), -1)  # NaN rows: no emphasis
+
+    def column(j: int) -> list[Text]:
+        return [
             Text("·", style="dim")
             if blocked is not None and blocked[i, j]
-            else Text(fmt(float(value), precision), style="bold yellow" if j == top else "")
-            for j, value in enumerate(row)
+            else Text(fmt(float(value), precision), style="bold yellow" if top[i] == j else "")
+            for i, value in enumerate(matrix[:, j])
         ]
-        table.add_row(Text(label), *cells)
-    return table
+
+    last = None if footer is None else (footer[0], [Text(fmt(float(v), precision), style="bold") for v in footer[1]])
+    # Labels are Text, so that a token such as "[b]" is never read as Rich markup.
+    return FittedGrid(title, row_labels, col_labels, column, footer=last)
 
 
 def _head_sections(result: AttentionResult, head: int, sections: set[Section], precision: int) -> list[Table]:
@@ -151,14 +154,12 @@ def run_view(result: AttentionResult, sections: Iterable[Section], precision: in
     return Group(*parts)
 
 
-def ablation_table(shift: Ablation, tokens: Sequence[str], precision: int) -> Table:
+def ablation_table(shift: Ablation, tokens: Sequence[str], precision: int) -> FittedGrid:
     """How far each token's output moved when the dropped heads were zeroed."""
     dropped = ", ".join(str(h + 1) for h in shift.dropped_heads)
     title = f"Ablation · head{'s' if len(shift.dropped_heads) > 1 else ''} {dropped} dropped"
-    table = matrix_table(title, shift.per_token[:, None], tokens, [f"L2 shift of {shift.compared}"], precision)
-    table.add_section()
-    table.add_row("all", Text(fmt(shift.overall, precision), style="bold"))
-    return table
+    return matrix_table(title, shift.per_token[:, None], tokens, [f"L2 shift of {shift.compared}"], precision,
+                        footer=("all", [shift.overall]))  # fmt: skip
 
 
 SCALE_LABELS = {"sqrt_dk": "1/√d_k", "sqrt_d_model": "1/√d_model", "none": "none", "number": "given"}

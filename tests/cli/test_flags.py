@@ -18,9 +18,7 @@ def captured() -> tuple[typer.Typer, dict[str, object]]:
     seen: dict[str, object] = {}
 
     @with_flags
-    def command(
-        inputs: InputFlags = InputFlags(), extra: ExtraOpt = 0, backend: EngineFlags = EngineFlags()
-    ) -> None:
+    def command(inputs: InputFlags = InputFlags(), extra: ExtraOpt = 0, backend: EngineFlags = EngineFlags()) -> None:
         seen.update(inputs=inputs, extra=extra, backend=backend)
 
     app = typer.Typer()
