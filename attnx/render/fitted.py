@@ -46,7 +46,8 @@ class FittedGrid:
     ) -> None:
         self.title, self.row_labels, self.col_labels = title, row_labels, col_labels
         self.footer, self.padding, self.header, self.justify, self.options = footer, padding, header, justify, table
-        self._column, self._cells = column, dict[int, Sequence[Text]]()
+        self._column = column
+        self._cells: dict[int, Sequence[Text]] = {}
         labels = [*row_labels, footer[0]] if footer is not None else row_labels
         self.label_width = max((Text(label).cell_len for label in labels), default=0)
 

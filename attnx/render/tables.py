@@ -8,7 +8,6 @@ from enum import Enum
 import numpy as np
 from rich.console import Group, RenderableType
 from rich.rule import Rule
-from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation, ablation
@@ -66,7 +65,7 @@ def matrix_table(
     return FittedGrid(title, row_labels, col_labels, column, footer=last)
 
 
-def _head_sections(result: AttentionResult, head: int, sections: set[Section], precision: int) -> list[Table]:
+def _head_sections(result: AttentionResult, head: int, sections: set[Section], precision: int) -> list[FittedGrid]:
     rows, keys = result.tokens, result.key_tokens
     blocked = None if result.mask is None else ~result.mask
     tables = []
