@@ -95,9 +95,7 @@ class ModelFlags:
     @property
     def wanted(self) -> bool:
         """True when any of the three is given (the input then comes from the model)."""
-        from attnx.cli.model_input import wants_model
-
-        return wants_model(self.model, self.text, self.layer)
+        return self.model is not None or self.text is not None or self.layer is not None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,11 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
 ALL = "all"
 
 
-def wants_model(model: str | None, text: str | None, layer: str | None) -> bool:
-    """True when any of --model, --text, --layer is given (the input then comes from a model)."""
-    return model is not None or text is not None or layer is not None
-
-
 def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
     """``--layer``: ``"3"`` -> 2 (layers count from 1 on the command line); ``"all"`` -> None; default layer 1."""
     if value is None:

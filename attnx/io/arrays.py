@@ -133,11 +133,12 @@ def _plain(array: np.ndarray, where: str) -> Any:
 
 def _decoded(array: np.ndarray, where: str) -> np.ndarray:
     """A byte-string array as text; an item that is not UTF-8 is an error naming it and its first bad byte."""
+    texts = []
     for index, item in np.ndenumerate(array):
         try:
-            item.decode("utf-8")
+            texts.append(item.decode("utf-8"))
         except UnicodeDecodeError as exc:
             place = "".join(f"[{i}]" for i in index)
             bad = item[exc.start]
             raise InputError(f"{where}{place}: byte {bad:#04x} at offset {exc.start} is not UTF-8") from None
-    return np.char.decode(array, "utf-8")
+    return np.array(texts, dtype=str).reshape(array.shape)
