@@ -10,7 +10,10 @@ Prints, for H = 8 heads of d_k = 64 in float32 (the ratios of the performance ta
      d_model = 512 (each in a fresh process).
 Each time is the best of several runs taken alternately with its reference: more runs for short
 times (about 2 s of each side, at least 3 runs). This machine is shared and noisy, so each ratio is
-followed by the median of the per-pair ratios, a second view of the same runs.
+followed by the median of the per-pair ratios, a second view of the same runs. Every timed call
+starts after a short idle pause: torch's OpenMP workers spin for some milliseconds after each
+parallel region, and without the pause they take a core from whatever call comes next (measured:
+attnx's N=1024 output path took 22.2 ms right after SDPA, 19.5 ms on its own).
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from attnx.spec import AttentionSpec
 
 H, D_K = 8, 64
 F = torch.nn.functional
+PAUSE = 0.02  # seconds of idle before each timed call: torch's OpenMP workers stop spinning
 
 
 def best_pair(a: Callable[[], object], b: Callable[[], object], budget: float = 2.0) -> tuple[float, float, float]:
     """Best wall times of ``a`` and of ``b``, run alternately after a warm-up, and the median of ``a/b`` per pair.
 
     The number of pairs grows as the calls get shorter: about ``budget`` seconds of each, at least 3.
+    Each call is timed after ``PAUSE`` seconds of idle, so that neither pays for the other's threads.
     """
     start = time.perf_counter()
     a(), b()
@@ -44,6 +49,7 @@ def best_pair(a: Callable[[], object], b: Callable[[], object], budget: float = 
     ta, tb = [], []
     for _ in range(repeat):
         for fn, out in ((a, ta), (b, tb)):
+            time.sleep(PAUSE)
             start = time.perf_counter()
             fn()
             out.append(time.perf_counter() - start)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 Task = TypeVar("Task")
+Buffers = TypeVar("Buffers")
 
 # Query rows per task. On the output path one tile is OUTPUT_ROWS × (KEY_TILE_BYTES / (rows ·
 # itemsize)) keys (512 × 512 in float32); on the weights path a head's tile is WEIGHT_ROWS × M,
@@ -47,6 +48,7 @@ Task = TypeVar("Task")
 OUTPUT_ROWS = 512
 WEIGHT_ROWS = 128
 KEY_TILE_BYTES = 1 << 20
+PREPARE_ROWS = 256  # positions per task when laying out Q, K and V for the tiles
 ROW_STEP = 8  # task sizes are multiples of this
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
@@ -153,8 +155,8 @@ def attend_blocked(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
 ) -> dict[str, np.ndarray]:
     """Head outputs, plus the matrices in ``keep``, from split heads ``q`` (H,N,d_k), ``k``/``v`` (H_kv,M,d_k)."""
-    operands = _Operands(q, k, v, spec)
     wanted = keep & {"scores", "scaled", "weights", "average_weights"}
+    operands = _Operands(q, k, v, spec, shift=not {"scores", "scaled"} & wanted)
     if wanted:
         return _weights_path(operands, wanted)
     return {"head_outputs": _output_path(operands)}
@@ -163,26 +165,45 @@ def attend_blocked(
 class _Operands:
     """Q, K and V laid out for tiles, shared read-only by every task.
 
-    ``k_ones`` is ``[Kᵀ ; 1]`` (H_kv, d_k+1, M) and ``v_ones`` is ``[V | 1]`` (H_kv, M, d_k+1);
-    ``shifted_queries`` makes each task's ``[Q·scale | −c]`` rows. Query head h reads K/V head
-    ``h // group``.
+    ``k_ones`` is ``[Kᵀ ; 1]`` (H_kv, d_k+1, M) and ``v_ones`` is ``[V | 1]`` (H_kv, M, d_k+1).
+    With ``shift``, ``shifted`` holds ``[Q·scale | −c]`` (H, N, d_k+1), the queries of the shifted
+    paths. Query head h reads K/V head ``h // group``. They are written in blocks of positions on
+    every CPU: in one thread, writing them took a tenth of a whole output-only run.
     """
 
-    def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec) -> None:
-        (h, _, d_k), (h_kv, m, _), dtype = q.shape, k.shape, q.dtype
+    def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, *, shift: bool) -> None:
+        (h, n, d_k), (h_kv, m, _), dtype = q.shape, k.shape, q.dtype
         self.q, self.k, self.v, self.spec = q, k, v, spec
         self.group, self.d_k, self.dtype = h // h_kv, d_k, dtype
         self.scale, self.tiny = dtype.type(spec.multiplier), TINY[dtype]
+        self.k_ones = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M)
+        self.v_ones = np.empty((h_kv, m, d_k + 1), dtype)  # (H_kv, M, d_k+1)
+        self.shifted = np.empty((h, n, d_k + 1), dtype) if shift else None  # (H, N, d_k+1)
         # max_j ‖k_j‖ per query head; an overflow to inf only sends rows to the exact fallback.
         with np.errstate(over="ignore"):
             self.k_norm = np.sqrt(np.einsum("hmd,hmd->hm", k, k).max(axis=-1)).repeat(self.group)  # (H,)
-        self.k_ones = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M)
-        self.v_ones = np.empty((h_kv, m, d_k + 1), dtype)  # (H_kv, M, d_k+1)
-        for start in range(0, m, 16):  # transposed in narrow slices: whole, the copy runs 2-3x slower
-            self.k_ones[:, :d_k, start : start + 16] = k[:, start : start + 16].transpose(0, 2, 1)
-        self.k_ones[:, d_k] = 1
-        self.v_ones[..., :d_k] = v
-        self.v_ones[..., d_k] = 1
+        run_tasks(self._prepare, row_blocks(max(n, m), PREPARE_ROWS))
+
+    def _prepare(self, block: slice) -> None:
+        """Keys ``block`` of ``k_ones`` and ``v_ones``, and queries ``block`` of ``shifted``, for every head.
+
+        c_i = ‖q_i·scale‖·max_j ‖k_j‖ ≥ every scaled q_i·k_j (Cauchy–Schwarz).
+        """
+        d_k, m, n = self.d_k, self.k.shape[1], self.q.shape[1]
+        keys = range(block.start, min(block.stop, m))
+        for start in keys[::16]:  # transposed in narrow slices: whole, the copy runs 2-3x slower
+            stop = min(start + 16, keys.stop)
+            self.k_ones[:, :d_k, start:stop] = self.k[:, start:stop].transpose(0, 2, 1)
+        self.k_ones[:, d_k, keys.start : keys.stop] = 1
+        self.v_ones[:, keys.start : keys.stop, :d_k] = self.v[:, keys.start : keys.stop]
+        self.v_ones[:, keys.start : keys.stop, d_k] = 1
+        if self.shifted is None:
+            return
+        shifted = self.shifted[:, block.start : min(block.stop, n)]  # (H, rows, d_k+1)
+        qs = np.multiply(self.q[:, block.start : min(block.stop, n)], self.scale, out=shifted[..., :d_k])
+        with np.errstate(over="ignore"):
+            np.sqrt(np.einsum("hnd,hnd->hn", qs, qs), out=shifted[..., d_k])
+            shifted[..., d_k] *= -self.k_norm[:, None]
 
     def head_outputs(self) -> np.ndarray:
         """An empty (H, N, d_k) array for the head outputs, stored token by token as the concatenated
@@ -196,74 +217,111 @@ class _Operands:
         """Kᵀ (d_k, M) of the K/V head that query ``head`` reads (a view)."""
         return self.k_ones[head // self.group, : self.d_k]
 
-    def shifted_queries(self, head: int, rows: slice, out: np.ndarray) -> np.ndarray:
-        """``[q_i·scale | −c_i]`` for query ``rows`` of ``head``, written into ``out`` (rows, d_k+1).
-
-        c_i = ‖q_i·scale‖·max_j ‖k_j‖ ≥ every scaled q_i·k_j (Cauchy–Schwarz).
-        """
-        qs = np.multiply(self.q[head, rows], self.scale, out=out[:, : self.d_k])
-        with np.errstate(over="ignore"):
-            np.sqrt(np.einsum("bd,bd->b", qs, qs), out=out[:, self.d_k])
-            out[:, self.d_k] *= -self.k_norm[head]
-        return out
-
     def normalize(
         self,
         r: np.ndarray,
+        out: np.ndarray,
         head: int,
         queries: np.ndarray,
         limit: int,
         allowed: np.ndarray | None,
         s: np.ndarray | None = None,
         weights: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Head output rows from ``r = exp(shifted scores) @ [V | 1]``, dividing by the last column.
+    ) -> None:
+        """Head output rows into ``out`` from ``r = exp(shifted scores) @ [V | 1]``, dividing by the last column.
 
         ``queries`` are the shifted queries behind ``r``. With ``s``, the tile of exp(shifted
         scores) behind ``r`` (rows × limit), the weights are written into ``weights`` (the same
         shape; may be ``s`` itself). Rows whose denominator underflowed are recomputed exactly.
         """
         d_k, total = self.d_k, r[:, self.d_k :]  # (rows, 1): softmax denominators
+        if total.min() > self.tiny:  # the usual case: every denominator can be trusted (NaN cannot)
+            inverse = 1 / total
+            np.multiply(r[:, :d_k], inverse, out=out)
+            if s is not None:
+                np.multiply(s, inverse, out=weights)
+            return
         ok = total > self.tiny
         inverse = 1 / np.where(ok, total, 1)
-        out = r[:, :d_k] * inverse
+        np.multiply(r[:, :d_k], inverse, out=out)
         if s is not None:
             np.multiply(s, inverse, out=weights)
-        bad = np.flatnonzero(~ok[:, 0])
-        if bad.size:  # rare: redo those rows with the true maximum
-            kv = head // self.group
-            exact = queries[bad, :d_k] @ self.k_ones[kv, :d_k, :limit]  # (bad, limit)
-            softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
-            out[bad] = exact @ self.v[kv, :limit]
-            if weights is not None:
-                weights[bad] = exact
-        return out
+        bad = np.flatnonzero(~ok[:, 0])  # redo those rows with the true maximum
+        kv = head // self.group
+        exact = queries[bad, :d_k] @ self.k_ones[kv, :d_k, :limit]  # (bad, limit)
+        softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
+        out[bad] = exact @ self.v[kv, :limit]
+        if weights is not None:
+            weights[bad] = exact
+
+
+def per_thread(make: Callable[[], Buffers]) -> Callable[[], Buffers]:
+    """A getter of each thread's own ``make()``, made on that thread's first call (scratch reused across tasks)."""
+    local = threading.local()
+
+    def get() -> Buffers:
+        try:
+            return local.value  # type: ignore[no-any-return]
+        except AttributeError:
+            local.value = make()
+            return local.value  # type: ignore[no-any-return]
+
+    return get
+
+
+class _Scratch:
+    """A task's working arrays (reused by a thread's tasks on the output path): a ``rows × keys``
+    tile, and the running sum ``exp(scores) @ [V | 1]`` (rows, d_k+1) with the matmul result added to it."""
+
+    def __init__(self, rows: int, keys: int, d_k: int, dtype: np.dtype) -> None:
+        self.tile = np.empty((rows, keys), dtype)
+        self.total, self.part = np.empty((2, rows, d_k + 1), dtype)
+
+
+def _tiled_exp(
+    ops: _Operands,
+    kv: int,
+    queries: np.ndarray,
+    limit: int,
+    blocked: np.ndarray | None,
+    scratch: _Scratch,
+) -> np.ndarray:
+    """``exp(queries @ [Kᵀ ; 1]) @ [V | 1]`` (b, d_k+1) over keys ``[0, limit)`` of K/V head ``kv``, tile by tile.
+
+    ``queries`` are shifted (b, d_k+1), so every exp is ≤ 1; ``blocked`` (b, M) marks keys that
+    count as −∞. Each tile's exp is made in the scratch tile, which stays in cache; a tile as wide
+    as ``limit`` keeps them all (``scratch.tile[:b, :limit]``).
+    """
+    b, width = queries.shape[0], scratch.tile.shape[1]
+    total, part = scratch.total[:b], scratch.part[:b]
+    for start in range(0, limit, width):
+        stop = min(start + width, limit)
+        s = np.matmul(queries, ops.k_ones[kv, :, start:stop], out=scratch.tile[:b, : stop - start])  # (b, keys)
+        if blocked is not None:
+            np.copyto(s, -np.inf, where=blocked[:, start:stop])
+        np.exp(s, out=s)  # exp(scaled − shift) ≤ 1
+        if start == 0:
+            np.matmul(s, ops.v_ones[kv, start:stop], out=total)
+        else:
+            total += np.matmul(s, ops.v_ones[kv, start:stop], out=part)
+    return total
 
 
 def _output_path(ops: _Operands) -> np.ndarray:
     """Head outputs (H, N, d_k), in ``rows × keys`` tiles: no H × N × M array is ever held."""
     spec, (h, n, d_k) = ops.spec, ops.q.shape
-    head_outputs = ops.head_outputs()
+    head_outputs, shifted = ops.head_outputs(), ops.shifted
+    assert shifted is not None
     rows_per_task = block_rows(OUTPUT_ROWS, n)
-    width = key_tile(rows_per_task, ops.dtype.itemsize)
+    width = min(key_tile(rows_per_task, ops.dtype.itemsize), ops.k.shape[1])
+    scratch = per_thread(lambda: _Scratch(rows_per_task, width, d_k, ops.dtype))
 
     def work(task: tuple[slice, int]) -> None:
         rows, head = task
-        b, limit, kv = rows.stop - rows.start, spec.key_limit(rows), head // ops.group  # keys past `limit`: blocked
-        allowed = spec.allowed(rows)  # (b, M) or None
-        blocked = None if allowed is None else ~allowed
-        scratch = np.empty(b * min(width, limit), ops.dtype)
-        part, q = np.empty((2, b, d_k + 1), ops.dtype)
-        ops.shifted_queries(head, rows, out=q)  # (b, d_k+1)
-        r = np.zeros((b, d_k + 1), ops.dtype)  # running exp(scores) @ [V | 1]
-        for start in range(0, limit, width):
-            stop = min(start + width, limit)
-            s = np.matmul(q, ops.k_ones[kv, :, start:stop], out=scratch[: b * (stop - start)].reshape(b, -1))
-            if blocked is not None:
-                np.copyto(s, -np.inf, where=blocked[:, start:stop])
-            np.exp(s, out=s)  # (b, keys): exp(scaled − shift) ≤ 1
-            r += np.matmul(s, ops.v_ones[kv, start:stop], out=part)
-        head_outputs[head, rows] = ops.normalize(r, head, q, limit, allowed)
+        limit, allowed = spec.key_limit(rows), spec.allowed(rows)  # keys past `limit` are blocked; allowed: (b, M)
+        queries = shifted[head, rows]  # (b, d_k+1)
+        r = _tiled_exp(ops, head // ops.group, queries, limit, None if allowed is None else ~allowed, scratch())
+        ops.normalize(r, head_outputs[head, rows], head, queries, limit, allowed)
 
     # One task per block of rows and head: many tasks of equal cost keep both CPUs busy to the end.
     run_tasks(work, [(rows, head) for rows in row_blocks(n, rows_per_task) for head in range(h)])
@@ -271,28 +329,33 @@ def _output_path(ops: _Operands) -> np.ndarray:
 
 
 def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarray]:
-    """Head outputs and the matrices in ``wanted``, one ``rows × M`` tile per head at a time."""
+    """Head outputs and the matrices in ``wanted``, one ``rows × M`` tile per head at a time.
+
+    The tile stays in cache; only the final weights go to memory, written once.
+    """
     spec, (h, n, d_k), m = ops.spec, ops.q.shape, ops.k.shape[1]
     out = {name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted}
     average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
-    head_outputs = ops.head_outputs()
-    exact = bool({"scores", "scaled"} & wanted)
+    head_outputs, shifted = ops.head_outputs(), ops.shifted  # shifted: None when raw or scaled scores are kept
     rows_per_task = block_rows(WEIGHT_ROWS, n)
 
     def work(rows: slice) -> None:
         b, limit = rows.stop - rows.start, spec.key_limit(rows)
         allowed = spec.allowed(rows)  # (b, M) or None
-        scratch = np.empty((b, m), ops.dtype)  # stays in cache; only final weights go to memory
-        queries = np.empty((b, d_k + 1), ops.dtype)
+        blocked = None if allowed is None else ~allowed
+        scratch = _Scratch(b, m, d_k, ops.dtype)  # one tile as wide as the keys: it stays in cache
         if average is not None:
             average[rows] = 0
         for head in range(h):
-            w = out["weights"][head, rows] if "weights" in out else scratch  # (b, M): this head's weights
-            if exact:
-                head_outputs[head, rows] = _exact_tile(ops, out, w, head, rows, allowed)
+            w = out["weights"][head, rows] if "weights" in out else scratch.tile  # (b, M): this head's weights
+            if shifted is None:
+                head_outputs[head, rows] = _exact_rows(ops, out, w, head, rows, allowed)
             else:
-                ops.shifted_queries(head, rows, out=queries)
-                head_outputs[head, rows] = _shifted_tile(ops, scratch, w, head, queries, limit, allowed)
+                queries = shifted[head, rows]  # (b, d_k+1)
+                r = _tiled_exp(ops, head // ops.group, queries, limit, blocked, scratch)
+                exp = scratch.tile[:, :limit]
+                ops.normalize(r, head_outputs[head, rows], head, queries, limit, allowed, exp, w[:, :limit])
+                w[:, limit:] = 0  # causally blocked
             if average is not None:
                 average[rows] += w
         if average is not None:
@@ -304,30 +367,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     return {**out, "head_outputs": head_outputs}
 
 
-def _shifted_tile(
-    ops: _Operands,
-    scratch: np.ndarray,
-    w: np.ndarray,
-    head: int,
-    queries: np.ndarray,
-    limit: int,
-    allowed: np.ndarray | None,
-) -> np.ndarray:
-    """Weights of ``head`` for shifted ``queries``: matmul, exp and matmul in ``scratch`` (b, M), scaled into ``w``.
-
-    ``w`` may be ``scratch``. Returns the head's output rows.
-    """
-    kv = head // ops.group
-    s = np.matmul(queries, ops.k_ones[kv, :, :limit], out=scratch[:, :limit])  # scaled − shift ≤ 0
-    if allowed is not None:
-        np.copyto(s, -np.inf, where=~allowed[:, :limit])
-    np.exp(s, out=s)
-    r = s @ ops.v_ones[kv, :limit]  # (b, d_k+1)
-    w[:, limit:] = 0  # causally blocked
-    return ops.normalize(r, head, queries, limit, allowed, s, w[:, :limit])
-
-
-def _exact_tile(
+def _exact_rows(
     ops: _Operands, out: dict[str, np.ndarray], w: np.ndarray, head: int, rows: slice, allowed: np.ndarray | None
 ) -> np.ndarray:
     """Raw and scaled scores of ``head`` for ``rows`` (kept where asked for) and their softmax in ``w``.
