@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnx.analysis.check import run_check
-from attnx.engines import compute, engine_statuses
+from attnx.engines import compute, engine_statuses, guards
 from attnx.errors import LimitError, NumericError
 from attnx.limits import Limits
 from attnx.spec import AttentionSpec, Linear
@@ -85,6 +85,28 @@ class TestOverflow:
         report = run_check(spec([[1e20, 0.0]], [[1e20, 0.0]]), engine_statuses())
         verdicts = {(row.target.dtype, row.tensor): row.diff.passed for row in report.rows}
         assert verdicts[("float32", "scores")] is False and verdicts[("float64", "scores")] is True
+
+
+class TestAllFinite:
+    """The finiteness scan of results: one sum, and min and max only when the sum is not finite."""
+
+    @pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+    def test_one_non_finite_value_is_found(self, bad: float) -> None:
+        """A single inf or NaN among finite values, in float32 and float64."""
+        for dtype in (np.float32, np.float64):
+            array = np.ones((3, 5), dtype)
+            array[2, 3] = bad
+            assert not guards._all_finite(array)
+
+    def test_inf_and_minus_inf_summing_to_nan(self) -> None:
+        """inf and -inf together make the sum NaN, still not finite."""
+        assert not guards._all_finite(np.array([np.inf, -np.inf, 1.0]))
+
+    def test_finite_values_whose_sum_overflows(self) -> None:
+        """Large finite float32 values overflow the sum, yet the array is finite."""
+        array = np.full(4, 3e38, np.float32)
+        assert guards._all_finite(array)
+        assert guards._all_finite(np.array([1.7e308, 1.7e308]))
 
 
 class TestStableSoftmax:
