@@ -8,12 +8,12 @@ Prints, for H = 8 heads of d_k = 64 in float32 (the ratios of the performance ta
   3. output-only   (torch engine asked for output)      vs F.scaled_dot_product_attention
   4. peak RSS of `attnx run --format npy --tensor output` and of `attnx trace` at N = 16384,
      d_model = 512 (each in a fresh process).
-Each time is the best of several runs taken alternately with its reference: more runs for short
-times (about 2 s of each side, at least 3 runs). This machine is shared and noisy, so each ratio is
-followed by the median of the per-pair ratios, a second view of the same runs. Every timed call
-starts after a short idle pause: torch's OpenMP workers spin for some milliseconds after each
-parallel region, and without the pause they take a core from whatever call comes next (measured:
-attnx's N=1024 output path took 22.2 ms right after SDPA, 19.5 ms on its own).
+Each side is timed in blocks of back-to-back calls, the blocks of the two sides taken in turn, about
+2 s of each side in all (at least 3 blocks). The first call of a block is not counted: it pays for
+the other side, whose threads are still busy (torch's OpenMP workers spin for some milliseconds after
+each parallel region: attnx's N=1024 output path took 22.2 ms right after SDPA, 19.5 ms on its own)
+and whose data filled the caches. Each time is the best counted call; this machine is shared and
+noisy, so each ratio is followed by the ratio of the medians, a second view of the same runs.
 """
 
 from __future__ import annotations
@@ -34,26 +34,30 @@ from attnx.spec import AttentionSpec
 
 H, D_K = 8, 64
 F = torch.nn.functional
-PAUSE = 0.02  # seconds of idle before each timed call: torch's OpenMP workers stop spinning
+BLOCK = 0.2  # seconds of calls per block, at least 2 calls (the first is not counted)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def best_pair(a: Callable[[], object], b: Callable[[], object], budget: float = 2.0) -> tuple[float, float, float]:
-    """Best wall times of ``a`` and of ``b``, run alternately after a warm-up, and the median of ``a/b`` per pair.
+    """Best wall times of ``a`` and of ``b``, and the ratio of their medians, from blocks taken in turn.
 
-    The number of pairs grows as the calls get shorter: about ``budget`` seconds of each, at least 3.
-    Each call is timed after ``PAUSE`` seconds of idle, so that neither pays for the other's threads.
+    A block repeats one side back to back (about ``BLOCK`` seconds) and drops its first call; the
+    number of blocks gives about ``budget`` seconds of each side, at least 3.
     """
-    start = time.perf_counter()
-    a(), b()
-    repeat = max(3, min(200, math.ceil(budget / max(time.perf_counter() - start, 1e-6))))
-    ta, tb = [], []
-    for _ in range(repeat):
-        for fn, out in ((a, ta), (b, tb)):
-            time.sleep(PAUSE)
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    return min(ta), min(tb), statistics.median(x / y for x, y in zip(ta, tb, strict=True))
+    once = {fn: timed(fn) for fn in (a, b)}  # warm-up, and the size of a call
+    calls = {fn: max(2, min(50, math.ceil(BLOCK / max(t, 1e-6)))) for fn, t in once.items()}
+    blocks = max(3, min(40, math.ceil(budget / max(calls[fn] * t for fn, t in once.items()))))
+    times: dict[Callable[[], object], list[float]] = {a: [], b: []}
+    for _ in range(blocks):
+        for fn in (a, b):
+            times[fn] += [timed(fn) for _ in range(calls[fn])][1:]
+    ta, tb = times[a], times[b]
+    return min(ta), min(tb), statistics.median(ta) / statistics.median(tb)
 
 
 def problem(n: int) -> tuple[AttentionSpec, list[torch.Tensor]]:
@@ -107,9 +111,9 @@ def compare(
             lambda t=tensors: reference(*t), budget,
         )  # fmt: skip
         if faster:
-            verdict = f"{theirs / ours:4.2f}× faster (median of pairs {1 / ratio:4.2f}×)"
+            verdict = f"{theirs / ours:4.2f}× faster (medians {1 / ratio:4.2f}×)"
         else:
-            verdict = f"{ours / theirs:4.2f}× {name}'s time (median of pairs {ratio:4.2f}×)"
+            verdict = f"{ours / theirs:4.2f}× {name}'s time (medians {ratio:4.2f}×)"
         print(
             f"   N={n:5d}: attnx {engine} {ours:7.3f} s ({gflops(n, ours):5.1f} GFLOP/s)  "
             f"{name} {theirs:7.3f} s ({gflops(n, theirs):5.1f} GFLOP/s)  → {verdict}"
