@@ -235,18 +235,14 @@ class _Operands:
         shape; may be ``s`` itself). Rows whose denominator underflowed are recomputed exactly.
         """
         d_k, total = self.d_k, r[:, self.d_k :]  # (rows, 1): softmax denominators
-        if total.min() > self.tiny:  # the usual case: every denominator can be trusted (NaN cannot)
-            inverse = 1 / total
-            np.multiply(r[:, :d_k], inverse, out=out)
-            if s is not None:
-                np.multiply(s, inverse, out=weights)
-            return
-        ok = total > self.tiny
-        inverse = 1 / np.where(ok, total, 1)
+        trusted = total.min() > self.tiny  # the usual case: every denominator can be trusted (NaN cannot)
+        inverse = 1 / (total if trusted else np.where(total > self.tiny, total, 1))
         np.multiply(r[:, :d_k], inverse, out=out)
         if s is not None:
             np.multiply(s, inverse, out=weights)
-        bad = np.flatnonzero(~ok[:, 0])  # redo those rows with the true maximum
+        if trusted:
+            return
+        bad = np.flatnonzero(~(total[:, 0] > self.tiny))  # redo those rows with the true maximum
         kv = head // self.group
         exact = queries[bad, :d_k] @ self.k_ones[kv, :d_k, :limit]  # (bad, limit)
         softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
