@@ -338,7 +338,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     def work(rows: slice) -> None:
         b, limit = rows.stop - rows.start, spec.key_limit(rows)
         allowed = spec.allowed(rows)  # (b, M) or None
-        blocked = None if allowed is None else ~allowed
+        blocked = None if allowed is None or shifted is None else ~allowed  # the exact rows use `allowed`
         scratch = _Scratch(b, m, d_k, ops.dtype)  # one tile as wide as the keys: it stays in cache
         if average is not None:
             average[rows] = 0
