@@ -10,13 +10,15 @@ paths, both exact up to rounding:
 - ``output``: when only head outputs are needed. A task takes one block of rows of one head and
   walks the keys in tiles: no H × N × M array, nor one query row's full scores, ever exists.
 
-Both fold the softmax shift into the first matmul: with c_i = ‖q_i‖·max_j ‖k_j‖ ≥ max_j q_i·k_j
-(Cauchy–Schwarz), [q_i, −c_i]·[k_j, 1] = q_i·k_j − c_i ≤ 0, so exp never overflows and needs no
-separate max pass; and since c_i does not depend on the key, the tiles of one row share it, and
-their sums add up without any rescaling. A column of ones appended to V makes the second matmul
-return each row's softmax denominator. Rows whose denominator underflows (c_i far above the true
-maximum, or every key masked) are recomputed exactly, with the true row maximum. When raw or
-scaled scores are asked for, the tiles are scaled and softmaxed with the textbook max shift.
+Neither takes a max pass before exp. The score scale is folded into Kᵀ, and c_i = ‖q_i‖·max_j ‖k_j·s‖
+bounds every scaled score of row i (Cauchy–Schwarz). While c_i leaves the dtype room (e^c_i times
+M times max |v| stays finite, e^−c_i above the smallest trusted denominator), exp is taken as it
+is. Otherwise the query carries its shift as an extra column: [q_i, −c_i]·[k_j·s, 1] ≤ 0, so exp
+never overflows; c_i does not depend on the key, so the tiles of one row share it and their sums
+add up without rescaling. Each row's denominator is the exp tile times a vector of ones. Rows
+whose denominator underflows (c_i far above the true maximum, or every key masked) are recomputed
+exactly, with the true row maximum. When raw or scaled scores are asked for, the tiles are scaled
+and softmaxed with the textbook max shift.
 
 Tasks run on the calling thread and on helper threads kept for the process, with BLAS limited to
 one thread each (threadpoolctl): NumPy releases the GIL in matmul and in ufuncs, so the softmax
@@ -26,6 +28,7 @@ passes run in parallel too.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from attnx.spec import AttentionSpec
+from attnx.spec import AttentionSpec, largest_abs
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -156,54 +159,88 @@ def attend_blocked(
 ) -> dict[str, np.ndarray]:
     """Head outputs, plus the matrices in ``keep``, from split heads ``q`` (H,N,d_k), ``k``/``v`` (H_kv,M,d_k)."""
     wanted = keep & {"scores", "scaled", "weights", "average_weights"}
-    operands = _Operands(q, k, v, spec, shift=not {"scores", "scaled"} & wanted)
+    operands = _Operands(q, k, v, spec, exp_paths=not {"scores", "scaled"} & wanted)
     if wanted:
         return _weights_path(operands, wanted)
     return {"head_outputs": _output_path(operands)}
 
 
-class _Operands:
-    """Q, K and V laid out for tiles, shared read-only by every task.
+def _unit_stride(x: np.ndarray) -> np.ndarray:
+    """``x``, or a copy of it whose last axis is contiguous: BLAS reads only such matrices."""
+    return x if x.strides[-1] == x.itemsize else np.ascontiguousarray(x)
 
-    ``k_ones`` is ``[Kᵀ ; 1]`` (H_kv, d_k+1, M) and ``v_ones`` is ``[V | 1]`` (H_kv, M, d_k+1).
-    With ``shift``, ``shifted`` holds ``[Q·scale | −c]`` (H, N, d_k+1), the queries of the shifted
-    paths. Query head h reads K/V head ``h // group``. They are written in blocks of positions on
-    every CPU: in one thread, writing them took a tenth of a whole output-only run.
+
+class _Operands:
+    """Q, K and V as the tiles read them, shared read-only by every task.
+
+    ``k_t`` is ``[Kᵀ·s ; 1]`` (H_kv, d_k+1, M): the keys transposed and, on the exp paths, scaled by
+    the score scale s (so that queries need no scaling), over a row of ones through which a query
+    carries its own shift. Q and V are read in place (copied once only when their last axis is
+    strided, as with the interleaved layout). Query head h reads K/V head ``h // group``. On the exp
+    paths the same pass measures ‖q_i‖ per head, max_j ‖k_j·s‖ per K/V head and max |v|, which
+    bound every score and every sum (see ``queries``). The work runs in blocks of positions on every
+    CPU: in one thread it took a tenth of a whole output-only run.
     """
 
-    def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, *, shift: bool) -> None:
+    def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, *, exp_paths: bool) -> None:
         (h, n, d_k), (h_kv, m, _), dtype = q.shape, k.shape, q.dtype
-        self.q, self.k, self.v, self.spec = q, k, v, spec
-        self.group, self.d_k, self.dtype = h // h_kv, d_k, dtype
-        self.scale, self.tiny = dtype.type(spec.multiplier), TINY[dtype]
-        self.k_ones = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M)
-        self.v_ones = np.empty((h_kv, m, d_k + 1), dtype)  # (H_kv, M, d_k+1)
-        self.shifted = np.empty((h, n, d_k + 1), dtype) if shift else None  # (H, N, d_k+1)
-        # max_j ‖k_j‖ per query head; an overflow to inf only sends rows to the exact fallback.
-        with np.errstate(over="ignore"):
-            self.k_norm = np.sqrt(np.einsum("hmd,hmd->hm", k, k).max(axis=-1)).repeat(self.group)  # (H,)
-        run_tasks(self._prepare, row_blocks(max(n, m), PREPARE_ROWS))
+        self.q, self.k, self.v, self.spec = _unit_stride(q), k, _unit_stride(v), spec
+        self.group, self.d_k, self.dtype, self.tiny = h // h_kv, d_k, dtype, TINY[dtype]
+        self.multiplier = dtype.type(spec.multiplier)
+        self.key_scale = self.multiplier if exp_paths else dtype.type(1)
+        self.k_t = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M)
+        blocks = row_blocks(max(n, m), PREPARE_ROWS)
+        self.q_norm = np.empty((h, n), dtype) if exp_paths else None  # (H, N): ‖q_i‖
+        self._k_peak = np.zeros((len(blocks), h_kv), dtype)  # per block: max_j ‖k_j‖²
+        self._v_peak = np.zeros(len(blocks), dtype)  # per block: max |v|
+        run_tasks(self._prepare, list(enumerate(blocks)))
+        with np.errstate(over="ignore"):  # an overflow to inf only sends rows to the shifted path
+            k_norm = np.sqrt(self._k_peak.max(axis=0)) * abs(self.key_scale)  # (H_kv,): max_j ‖k_j·s‖
+        self.k_norm = k_norm.repeat(self.group)  # (H,), per query head
+        # Unshifted, exp(q·k·s) ≤ e^c: sums of M such terms times |v| stay finite, and a row's
+        # denominator (≥ e^-c, its largest term) above `tiny`, while c is at most this.
+        v_peak = float(self._v_peak.max())
+        headroom = math.log(np.finfo(dtype).max) - math.log(m) - math.log(max(v_peak, 1.0))
+        self.unshifted_up_to = min(-math.log(self.tiny), headroom) - 1 if math.isfinite(v_peak) else -math.inf
 
-    def _prepare(self, block: slice) -> None:
-        """Keys ``block`` of ``k_ones`` and ``v_ones``, and queries ``block`` of ``shifted``, for every head.
-
-        c_i = ‖q_i·scale‖·max_j ‖k_j‖ ≥ every scaled q_i·k_j (Cauchy–Schwarz).
-        """
-        d_k, m, n = self.d_k, self.k.shape[1], self.q.shape[1]
+    def _prepare(self, task: tuple[int, slice]) -> None:
+        """Keys ``block`` of ``k_t`` and, on the exp paths, the norms of queries and keys ``block`` and max |v|."""
+        index, block = task
+        d_k, n, m = self.d_k, self.q.shape[1], self.k.shape[1]
         keys = range(block.start, min(block.stop, m))
         for start in keys[::16]:  # transposed in narrow slices: whole, the copy runs 2-3x slower
             stop = min(start + 16, keys.stop)
-            self.k_ones[:, :d_k, start:stop] = self.k[:, start:stop].transpose(0, 2, 1)
-        self.k_ones[:, d_k, keys.start : keys.stop] = 1
-        self.v_ones[:, keys.start : keys.stop, :d_k] = self.v[:, keys.start : keys.stop]
-        self.v_ones[:, keys.start : keys.stop, d_k] = 1
-        if self.shifted is None:
+            self.k_t[:, :d_k, start:stop] = self.k[:, start:stop].transpose(0, 2, 1)
+        self.k_t[:, :d_k, keys.start : keys.stop] *= self.key_scale  # after the copy: scaling in it is 2x slower
+        self.k_t[:, d_k, keys.start : keys.stop] = 1
+        if self.q_norm is None:
             return
-        shifted = self.shifted[:, block.start : min(block.stop, n)]  # (H, rows, d_k+1)
-        qs = np.multiply(self.q[:, block.start : min(block.stop, n)], self.scale, out=shifted[..., :d_k])
         with np.errstate(over="ignore"):
-            np.sqrt(np.einsum("hnd,hnd->hn", qs, qs), out=shifted[..., d_k])
-            shifted[..., d_k] *= -self.k_norm[:, None]
+            if keys:
+                k = self.k[:, keys.start : keys.stop]  # (H_kv, keys, d_k)
+                self._k_peak[index] = np.einsum("hmd,hmd->hm", k, k).max(axis=-1)
+                self._v_peak[index] = largest_abs(self.v[:, keys.start : keys.stop])
+            q = self.q[:, block.start : min(block.stop, n)]  # (H, rows, d_k)
+            np.sqrt(np.einsum("hnd,hnd->hn", q, q), out=self.q_norm[:, block.start : min(block.stop, n)])
+
+    def queries(self, head: int, rows: slice, scratch: _Scratch) -> np.ndarray:
+        """The rows of query ``head`` as the tiles multiply them with ``k_t``: (b, d_k), or (b, d_k+1) shifted.
+
+        c_i = ‖q_i‖·max_j ‖k_j·s‖ bounds |q_i·k_j·s| (Cauchy–Schwarz). While every c_i of the rows is
+        within ``unshifted_up_to``, exp(q_i·k_j·s) can be taken as it is, and the queries are Q's rows
+        themselves. Otherwise they are ``[q_i | −c_i]`` (in scratch): against ``k_t``'s row of ones the
+        matmul gives q_i·k_j·s − c_i ≤ 0, so exp never overflows; c_i does not depend on the key, so
+        the key tiles of a row share it and their sums add up without rescaling.
+        """
+        q = self.q[head, rows]  # (b, d_k)
+        assert self.q_norm is not None
+        c = self.q_norm[head, rows] * self.k_norm[head]  # (b,)
+        if c.max() <= self.unshifted_up_to:  # False for inf and NaN
+            return q
+        shifted = scratch.queries[: q.shape[0]]  # (b, d_k+1)
+        shifted[:, : self.d_k] = q
+        np.negative(c, out=shifted[:, self.d_k])
+        return shifted
 
     def head_outputs(self) -> np.ndarray:
         """An empty (H, N, d_k) array for the head outputs, stored token by token as the concatenated
@@ -213,40 +250,39 @@ class _Operands:
             return np.empty((h, n, d_k), self.dtype)
         return np.empty((n, h, d_k), self.dtype).transpose(1, 0, 2)  # (H, N, d_k) view of (N, H, d_k)
 
-    def k_t(self, head: int) -> np.ndarray:
-        """Kᵀ (d_k, M) of the K/V head that query ``head`` reads (a view)."""
-        return self.k_ones[head // self.group, : self.d_k]
+    def k_t_of(self, head: int) -> np.ndarray:
+        """``Kᵀ·s`` (d_k, M) of the K/V head that query ``head`` reads (a view)."""
+        return self.k_t[head // self.group, : self.d_k]
 
     def normalize(
         self,
-        r: np.ndarray,
+        sums: tuple[np.ndarray, np.ndarray],
         out: np.ndarray,
         head: int,
-        queries: np.ndarray,
+        rows: slice,
         limit: int,
         allowed: np.ndarray | None,
         s: np.ndarray | None = None,
         weights: np.ndarray | None = None,
     ) -> None:
-        """Head output rows into ``out`` from ``r = exp(shifted scores) @ [V | 1]``, dividing by the last column.
+        """Head output rows into ``out`` from ``sums = (exp(scores) @ V, exp(scores) @ 1)``: the first over the second.
 
-        ``queries`` are the shifted queries behind ``r``. With ``s``, the tile of exp(shifted
-        scores) behind ``r`` (rows × limit), the weights are written into ``weights`` (the same
-        shape; may be ``s`` itself). Rows whose denominator underflowed are recomputed exactly.
+        With ``s``, the tile of exp(scores) behind the sums (rows × limit), the weights are written
+        into ``weights`` (the same shape; may be ``s`` itself). Rows whose denominator underflowed
+        (a shift far above the row's true maximum, or every key blocked) are recomputed exactly.
         """
-        d_k, total = self.d_k, r[:, self.d_k :]  # (rows, 1): softmax denominators
-        trusted = total.min() > self.tiny  # the usual case: every denominator can be trusted (NaN cannot)
-        inverse = 1 / (total if trusted else np.where(total > self.tiny, total, 1))
-        np.multiply(r[:, :d_k], inverse, out=out)
+        total, den = sums  # (b, d_k), (b,)
+        trusted = den.min() > self.tiny  # the usual case: every denominator can be trusted (NaN cannot)
+        inverse = (1 / (den if trusted else np.where(den > self.tiny, den, 1)))[:, None]  # (b, 1)
+        np.multiply(total, inverse, out=out)
         if s is not None:
             np.multiply(s, inverse, out=weights)
         if trusted:
             return
-        bad = np.flatnonzero(~(total[:, 0] > self.tiny))  # redo those rows with the true maximum
-        kv = head // self.group
-        exact = queries[bad, :d_k] @ self.k_ones[kv, :d_k, :limit]  # (bad, limit)
+        bad = np.flatnonzero(~(den > self.tiny))  # redo those rows with the true maximum
+        exact = self.q[head, rows][bad] @ self.k_t_of(head)[:, :limit]  # (bad, limit)
         softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
-        out[bad] = exact @ self.v[kv, :limit]
+        out[bad] = exact @ self.v[head // self.group, :limit]
         if weights is not None:
             weights[bad] = exact
 
@@ -266,12 +302,16 @@ def per_thread(make: Callable[[], Buffers]) -> Callable[[], Buffers]:
 
 
 class _Scratch:
-    """A task's working arrays (reused by a thread's tasks on the output path): a ``rows × keys``
-    tile, and the running sum ``exp(scores) @ [V | 1]`` (rows, d_k+1) with the matmul result added to it."""
+    """A thread's working arrays, reused by its tasks: a ``rows × keys`` tile, the running sums
+    ``exp(scores) @ V`` and ``exp(scores) @ 1`` with the matmul results added to them, a row of
+    ones, and room for shifted queries."""
 
     def __init__(self, rows: int, keys: int, d_k: int, dtype: np.dtype) -> None:
         self.tile = np.empty((rows, keys), dtype)
-        self.total, self.part = np.empty((2, rows, d_k + 1), dtype)
+        self.total, self.part = np.empty((2, rows, d_k), dtype)
+        self.den, self.den_part = np.empty((2, rows), dtype)
+        self.ones = np.ones(keys, dtype)
+        self.queries = np.empty((rows, d_k + 1), dtype)
 
 
 def _tiled_exp(
@@ -281,33 +321,36 @@ def _tiled_exp(
     limit: int,
     blocked: np.ndarray | None,
     scratch: _Scratch,
-) -> np.ndarray:
-    """``exp(queries @ [Kᵀ ; 1]) @ [V | 1]`` (b, d_k+1) over keys ``[0, limit)`` of K/V head ``kv``, tile by tile.
+) -> tuple[np.ndarray, np.ndarray]:
+    """``exp(queries @ k_t) @ V`` (b, d_k) and its row sums ``exp(queries @ k_t) @ 1`` (b,), over keys ``[0, limit)``.
 
-    ``queries`` are shifted (b, d_k+1), so every exp is ≤ 1; ``blocked`` (b, M) marks keys that
-    count as −∞. Each tile's exp is made in the scratch tile, which stays in cache; a tile as wide
-    as ``limit`` keeps them all (``scratch.tile[:b, :limit]``).
+    ``kv`` is the K/V head; ``queries`` come from ``_Operands.queries`` (shifted or not, every exp stays in range);
+    ``blocked`` (b, M) marks keys that count as −∞. Each tile's exp is made in the scratch tile,
+    which stays in cache; a tile as wide as ``limit`` keeps them all (``scratch.tile[:b, :limit]``).
     """
-    b, width = queries.shape[0], scratch.tile.shape[1]
-    total, part = scratch.total[:b], scratch.part[:b]
-    for start in range(0, limit, width):
-        stop = min(start + width, limit)
-        s = np.matmul(queries, ops.k_ones[kv, :, start:stop], out=scratch.tile[:b, : stop - start])  # (b, keys)
+    (b, width), tile = queries.shape, scratch.tile.shape[1]
+    keys, values = ops.k_t[kv, :width], ops.v[kv]  # (d_k or d_k+1, M), (M, d_k)
+    total, part, den, den_part = scratch.total[:b], scratch.part[:b], scratch.den[:b], scratch.den_part[:b]
+    for start in range(0, limit, tile):
+        stop = min(start + tile, limit)
+        s = np.matmul(queries, keys[:, start:stop], out=scratch.tile[:b, : stop - start])  # (b, keys)
         if blocked is not None:
             np.copyto(s, -np.inf, where=blocked[:, start:stop])
-        np.exp(s, out=s)  # exp(scaled − shift) ≤ 1
+        np.exp(s, out=s)
+        ones = scratch.ones[: stop - start]
         if start == 0:
-            np.matmul(s, ops.v_ones[kv, start:stop], out=total)
+            np.matmul(s, values[start:stop], out=total)
+            np.matmul(s, ones, out=den)
         else:
-            total += np.matmul(s, ops.v_ones[kv, start:stop], out=part)
-    return total
+            total += np.matmul(s, values[start:stop], out=part)
+            den += np.matmul(s, ones, out=den_part)
+    return total, den
 
 
 def _output_path(ops: _Operands) -> np.ndarray:
     """Head outputs (H, N, d_k), in ``rows × keys`` tiles: no H × N × M array is ever held."""
     spec, (h, n, d_k) = ops.spec, ops.q.shape
-    head_outputs, shifted = ops.head_outputs(), ops.shifted
-    assert shifted is not None
+    head_outputs = ops.head_outputs()
     rows_per_task = block_rows(OUTPUT_ROWS, n)
     width = min(key_tile(rows_per_task, ops.dtype.itemsize), ops.k.shape[1])
     scratch = per_thread(lambda: _Scratch(rows_per_task, width, d_k, ops.dtype))
@@ -315,9 +358,10 @@ def _output_path(ops: _Operands) -> np.ndarray:
     def work(task: tuple[slice, int]) -> None:
         rows, head = task
         limit, allowed = spec.key_limit(rows), spec.allowed(rows)  # keys past `limit` are blocked; allowed: (b, M)
-        queries = shifted[head, rows]  # (b, d_k+1)
-        r = _tiled_exp(ops, head // ops.group, queries, limit, None if allowed is None else ~allowed, scratch())
-        ops.normalize(r, head_outputs[head, rows], head, queries, limit, allowed)
+        buffers = scratch()
+        queries = ops.queries(head, rows, buffers)
+        sums = _tiled_exp(ops, head // ops.group, queries, limit, None if allowed is None else ~allowed, buffers)
+        ops.normalize(sums, head_outputs[head, rows], head, rows, limit, allowed)
 
     # One task per block of rows and head: many tasks of equal cost keep both CPUs busy to the end.
     run_tasks(work, [(rows, head) for rows in row_blocks(n, rows_per_task) for head in range(h)])
@@ -332,25 +376,26 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     spec, (h, n, d_k), m = ops.spec, ops.q.shape, ops.k.shape[1]
     out = {name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted}
     average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
-    head_outputs, shifted = ops.head_outputs(), ops.shifted  # shifted: None when raw or scaled scores are kept
+    head_outputs, exp_paths = ops.head_outputs(), ops.q_norm is not None  # not when raw or scaled scores are kept
     rows_per_task = block_rows(WEIGHT_ROWS, n)
+    scratch = per_thread(lambda: _Scratch(rows_per_task, m, d_k, ops.dtype))  # a tile as wide as the keys
 
     def work(rows: slice) -> None:
         b, limit = rows.stop - rows.start, spec.key_limit(rows)
         allowed = spec.allowed(rows)  # (b, M) or None
-        blocked = None if allowed is None or shifted is None else ~allowed  # the exact rows use `allowed`
-        scratch = _Scratch(b, m, d_k, ops.dtype)  # one tile as wide as the keys: it stays in cache
+        blocked = None if allowed is None or not exp_paths else ~allowed  # the exact rows use `allowed`
+        buffers = scratch()
         if average is not None:
             average[rows] = 0
         for head in range(h):
-            w = out["weights"][head, rows] if "weights" in out else scratch.tile  # (b, M): this head's weights
-            if shifted is None:
+            w = out["weights"][head, rows] if "weights" in out else buffers.tile[:b]  # (b, M): this head's weights
+            if not exp_paths:
                 head_outputs[head, rows] = _exact_rows(ops, out, w, head, rows, allowed)
             else:
-                queries = shifted[head, rows]  # (b, d_k+1)
-                r = _tiled_exp(ops, head // ops.group, queries, limit, blocked, scratch)
-                exp = scratch.tile[:, :limit]
-                ops.normalize(r, head_outputs[head, rows], head, queries, limit, allowed, exp, w[:, :limit])
+                queries = ops.queries(head, rows, buffers)
+                sums = _tiled_exp(ops, head // ops.group, queries, limit, blocked, buffers)
+                exp = buffers.tile[:b, :limit]
+                ops.normalize(sums, head_outputs[head, rows], head, rows, limit, allowed, exp, w[:, :limit])
                 w[:, limit:] = 0  # causally blocked
             if average is not None:
                 average[rows] += w
@@ -368,12 +413,12 @@ def _exact_rows(
 ) -> np.ndarray:
     """Raw and scaled scores of ``head`` for ``rows`` (kept where asked for) and their softmax in ``w``.
 
-    Returns the head's output rows.
+    Returns the head's output rows. ``k_t`` holds the unscaled keys here.
     """
     raw = out["scores"][head, rows] if "scores" in out else w
     scaled = out["scaled"][head, rows] if "scaled" in out else w
-    np.matmul(ops.q[head, rows], ops.k_t(head), out=raw)  # (b, M)
-    np.multiply(raw, ops.scale, out=scaled)
+    np.matmul(ops.q[head, rows], ops.k_t_of(head), out=raw)  # (b, M)
+    np.multiply(raw, ops.multiplier, out=scaled)
     if scaled is not w:
         np.copyto(w, scaled)
     softmax_rows_(w, allowed)

@@ -144,6 +144,44 @@ class TestBlockedDetails:
         np.testing.assert_allclose(fast.output, ref.output, rtol=1e-9, atol=1e-9)
         assert not fast.weights[:, 7].any()
 
+    @pytest.mark.parametrize(
+        ("dtype", "magnitude", "width"),
+        [("float32", 1.0, 8), ("float32", 5.0, 9), ("float64", 5.0, 8), ("float64", 15.0, 9)],
+    )
+    def test_unshifted_and_shifted_exp(
+        self, monkeypatch: pytest.MonkeyPatch, dtype: str, magnitude: float, width: int
+    ) -> None:
+        """Score bounds c_i within the dtype's room take exp as it is, larger ones shift each row (a column
+        of −c_i, so the queries are d_k + 1 wide): both equal the dense path."""
+        widths: list[int] = []
+        original = numpy_blocked._Operands.queries
+
+        def spy(self: numpy_blocked._Operands, *args: object) -> np.ndarray:
+            queries = original(self, *args)
+            widths.append(queries.shape[1])
+            return queries
+
+        monkeypatch.setattr(numpy_blocked._Operands, "queries", spy)
+        # c_i ≈ 4.5·magnitude²; the room is about 68 in float32 and 643 in float64
+        spec = make_spec(seed=8, magnitude=magnitude, causal=True)
+        fast = compute(spec, dtype=dtype, needs={"output"})
+        ref = dense_reference(spec, dtype)
+        assert set(widths) == {width}
+        tol = default_tolerance(dtype, ref.output)
+        np.testing.assert_allclose(fast.output, ref.output, rtol=tol.rtol, atol=tol.atol)
+
+    def test_huge_values_shift_even_small_scores(self) -> None:
+        """Values near float32's limit leave no room for unshifted sums: exp is shifted and nothing overflows."""
+        rng = np.random.default_rng(9)
+        q = rng.standard_normal((N, 64)) * 1.5  # scores up to about 7: exp(7)·1e36 passes 3.4e38
+        k, v = rng.standard_normal((2, M, 64)) * [[[1.5]], [[1e36]]]
+        spec = AttentionSpec(q, k, v, 8, labels(N), labels(M))
+        fast = compute(spec, dtype="float32", needs={"output"})
+        ref = dense_reference(spec, "float32")
+        assert np.isfinite(fast.output).all()
+        tol = default_tolerance("float32", ref.output)
+        np.testing.assert_allclose(fast.output, ref.output, rtol=tol.rtol, atol=tol.atol)
+
     def test_one_query_row_of_a_long_input(self, engine: str) -> None:
         """A single selected query (as trace asks) equals that row of the full result."""
         spec = make_spec(seed=5, causal=True)
