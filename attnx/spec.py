@@ -26,7 +26,11 @@ def largest_abs(array: np.ndarray) -> float:
     return max(float(array.max()), -float(array.min()))
 
 
-def _frozen(array: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+def _frozen(array: np.ndarray, dtype: type | None = None) -> np.ndarray:
+    """A read-only copy of ``array`` as ``dtype``; by default float32 stays float32 (widening it
+    would only cost a conversion back for float32 engines) and other numbers become float64."""
+    if dtype is None:
+        dtype = np.float32 if np.asarray(array).dtype == np.float32 else np.float64
     array = np.array(array, dtype=dtype, copy=True)
     array.flags.writeable = False
     return array
@@ -75,10 +79,10 @@ class AttentionSpec:
     projects the concatenated heads. ``mask`` (``[query, key]``, True = may attend), ``padding``
     (``[key]``, True = padding) and ``causal`` combine into ``allowed()``. ``dropped_heads`` (0-based)
     are zeroed before concatenation. ``query_positions[i]`` is the original position of query row
-    ``i`` (see ``select_queries``). Arrays are float64 (bool for masks) copies that cannot be
-    written to; ``source`` names where the problem came from, for messages. ``limits`` are the caps
-    the input was read under; ``compute`` checks the arrays it is about to build against them
-    (no caps when None, as for a spec built in code).
+    ``i`` (see ``select_queries``). Arrays are read-only copies: float64, or float32 when given
+    float32 (bool for masks). ``source`` names where the problem came from, for messages.
+    ``limits`` are the caps the input was read under; ``compute`` checks the arrays it is about to
+    build against them (no caps when None, as for a spec built in code).
     """
 
     q: np.ndarray | None

@@ -42,3 +42,15 @@ class TestMagnitude:
         assert spec.__dict__["magnitude"] == 7.0
         assert "magnitude" not in spec.with_heads(2).__dict__
         assert spec.with_heads(2).magnitude == 7.0
+
+
+class TestDtypes:
+    def test_float32_stays_float32(self) -> None:
+        """float32 arrays are kept as float32, others become float64; every array is a read-only copy."""
+        q = np.arange(4, dtype=np.float32).reshape(2, 2)
+        k = np.arange(4, dtype=np.int64).reshape(2, 2)
+        w = Linear(np.eye(2, dtype=np.float32), np.zeros(2, dtype=np.float16))
+        spec = AttentionSpec(q, k, k.astype(np.float64), 1, ("a", "b"), ("c", "d"), w_o=w)
+        assert (spec.q.dtype, spec.k.dtype, spec.v.dtype) == (np.float32, np.float64, np.float64)
+        assert (spec.w_o.weight.dtype, spec.w_o.bias.dtype) == (np.float32, np.float64)
+        assert spec.q is not q and not spec.q.flags.writeable

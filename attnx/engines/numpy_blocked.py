@@ -51,7 +51,7 @@ Buffers = TypeVar("Buffers")
 OUTPUT_ROWS = 512
 WEIGHT_ROWS = 128
 KEY_TILE_BYTES = 1 << 20
-PREPARE_ROWS = 256  # positions per task when laying out Q, K and V for the tiles
+PREPARE_ROWS = 256  # positions per task when measuring Q, K and V before the tiles
 ROW_STEP = 8  # task sizes are multiples of this
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
@@ -171,31 +171,30 @@ def _unit_stride(x: np.ndarray) -> np.ndarray:
 
 
 class _Operands:
-    """Q, K and V as the tiles read them, shared read-only by every task.
+    """Q, K and V as the tiles read them, and the bounds the exp paths need; shared read-only by every task.
 
-    ``k_t`` is ``[Kᵀ·s ; 1]`` (H_kv, d_k+1, M): the keys transposed and, on the exp paths, scaled by
-    the score scale s (so that queries need no scaling), over a row of ones through which a query
-    carries its own shift. Q and V are read in place (copied once only when their last axis is
-    strided, as with the interleaved layout). Query head h reads K/V head ``h // group``. On the exp
-    paths the same pass measures ‖q_i‖ per head, max_j ‖k_j·s‖ per K/V head and max |v|, which
-    bound every score and every sum (see ``queries``). The work runs in blocks of positions on every
-    CPU: in one thread it took a tenth of a whole output-only run.
+    The tiles read Q, K and V where they are (BLAS takes K transposed), copying one only when its
+    last axis is strided, as with the interleaved layout. Query head h reads K/V head ``h // group``.
+    On the exp paths (``exp_paths``), ‖q_i‖ per head, max_j ‖k_j‖ per K/V head and max |v| are
+    measured first, in blocks of positions on every CPU: they bound every score and every sum (see
+    ``queries``).
     """
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, *, exp_paths: bool) -> None:
         (h, n, d_k), (h_kv, m, _), dtype = q.shape, k.shape, q.dtype
-        self.q, self.k, self.v, self.spec = _unit_stride(q), k, _unit_stride(v), spec
+        self.q, self.k, self.v, self.spec = _unit_stride(q), _unit_stride(k), _unit_stride(v), spec
         self.group, self.d_k, self.dtype, self.tiny = h // h_kv, d_k, dtype, TINY[dtype]
         self.multiplier = dtype.type(spec.multiplier)
-        self.key_scale = self.multiplier if exp_paths else dtype.type(1)
-        self.k_t = np.empty((h_kv, d_k + 1, m), dtype)  # (H_kv, d_k+1, M)
+        self.q_norm: np.ndarray | None = None
+        if not exp_paths:
+            return
         blocks = row_blocks(max(n, m), PREPARE_ROWS)
-        self.q_norm = np.empty((h, n), dtype) if exp_paths else None  # (H, N): ‖q_i‖
+        self.q_norm = np.empty((h, n), dtype)  # (H, N): ‖q_i‖
         self._k_peak = np.zeros((len(blocks), h_kv), dtype)  # per block: max_j ‖k_j‖²
         self._v_peak = np.zeros(len(blocks), dtype)  # per block: max |v|
-        run_tasks(self._prepare, list(enumerate(blocks)))
+        run_tasks(self._measure, list(enumerate(blocks)))
         with np.errstate(over="ignore"):  # an overflow to inf only sends rows to the shifted path
-            k_norm = np.sqrt(self._k_peak.max(axis=0)) * abs(self.key_scale)  # (H_kv,): max_j ‖k_j·s‖
+            k_norm = np.sqrt(self._k_peak.max(axis=0)) * abs(self.multiplier)  # (H_kv,): max_j ‖k_j·s‖
         self.k_norm = k_norm.repeat(self.group)  # (H,), per query head
         # Unshifted, exp(q·k·s) ≤ e^c: sums of M such terms times |v| stay finite, and a row's
         # denominator (≥ e^-c, its largest term) above `tiny`, while c is at most this.
@@ -203,44 +202,32 @@ class _Operands:
         headroom = math.log(np.finfo(dtype).max) - math.log(m) - math.log(max(v_peak, 1.0))
         self.unshifted_up_to = min(-math.log(self.tiny), headroom) - 1 if math.isfinite(v_peak) else -math.inf
 
-    def _prepare(self, task: tuple[int, slice]) -> None:
-        """Keys ``block`` of ``k_t`` and, on the exp paths, the norms of queries and keys ``block`` and max |v|."""
+    def _measure(self, task: tuple[int, slice]) -> None:
+        """The norms of queries and keys ``block`` of every head, and max |v| over keys ``block``."""
         index, block = task
-        d_k, n, m = self.d_k, self.q.shape[1], self.k.shape[1]
-        keys = range(block.start, min(block.stop, m))
-        for start in keys[::16]:  # transposed in narrow slices: whole, the copy runs 2-3x slower
-            stop = min(start + 16, keys.stop)
-            self.k_t[:, :d_k, start:stop] = self.k[:, start:stop].transpose(0, 2, 1)
-        self.k_t[:, :d_k, keys.start : keys.stop] *= self.key_scale  # after the copy: scaling in it is 2x slower
-        self.k_t[:, d_k, keys.start : keys.stop] = 1
-        if self.q_norm is None:
-            return
+        n, m = self.q.shape[1], self.k.shape[1]
         with np.errstate(over="ignore"):
-            if keys:
-                k = self.k[:, keys.start : keys.stop]  # (H_kv, keys, d_k)
+            if block.start < m:
+                k = self.k[:, block.start : min(block.stop, m)]  # (H_kv, keys, d_k)
                 self._k_peak[index] = np.einsum("hmd,hmd->hm", k, k).max(axis=-1)
-                self._v_peak[index] = largest_abs(self.v[:, keys.start : keys.stop])
-            q = self.q[:, block.start : min(block.stop, n)]  # (H, rows, d_k)
-            np.sqrt(np.einsum("hnd,hnd->hn", q, q), out=self.q_norm[:, block.start : min(block.stop, n)])
+                self._v_peak[index] = largest_abs(self.v[:, block.start : min(block.stop, m)])
+            if block.start < n:
+                q = self.q[:, block.start : min(block.stop, n)]  # (H, rows, d_k)
+                np.sqrt(np.einsum("hnd,hnd->hn", q, q), out=self.q_norm[:, block.start : min(block.stop, n)])
 
-    def queries(self, head: int, rows: slice, scratch: _Scratch) -> np.ndarray:
-        """The rows of query ``head`` as the tiles multiply them with ``k_t``: (b, d_k), or (b, d_k+1) shifted.
+    def queries(self, head: int, rows: slice, scratch: _Scratch) -> tuple[np.ndarray, np.ndarray | None]:
+        """The rows of query ``head`` scaled by s (b, d_k, in scratch), and the shift to take from their
+        scores before exp: None, or c (b, 1).
 
         c_i = ‖q_i‖·max_j ‖k_j·s‖ bounds |q_i·k_j·s| (Cauchy–Schwarz). While every c_i of the rows is
-        within ``unshifted_up_to``, exp(q_i·k_j·s) can be taken as it is, and the queries are Q's rows
-        themselves. Otherwise they are ``[q_i | −c_i]`` (in scratch): against ``k_t``'s row of ones the
-        matmul gives q_i·k_j·s − c_i ≤ 0, so exp never overflows; c_i does not depend on the key, so
-        the key tiles of a row share it and their sums add up without rescaling.
+        within ``unshifted_up_to``, exp(q_i·k_j·s) can be taken as it is. Otherwise the scores are
+        shifted by c_i: q_i·k_j·s − c_i ≤ 0, so exp never overflows; c_i does not depend on the key,
+        so the key tiles of a row share it and their sums add up without rescaling.
         """
-        q = self.q[head, rows]  # (b, d_k)
         assert self.q_norm is not None
+        scaled = np.multiply(self.q[head, rows], self.multiplier, out=scratch.queries[: rows.stop - rows.start])
         c = self.q_norm[head, rows] * self.k_norm[head]  # (b,)
-        if c.max() <= self.unshifted_up_to:  # False for inf and NaN
-            return q
-        shifted = scratch.queries[: q.shape[0]]  # (b, d_k+1)
-        shifted[:, : self.d_k] = q
-        np.negative(c, out=shifted[:, self.d_k])
-        return shifted
+        return scaled, None if c.max() <= self.unshifted_up_to else c[:, None]  # `<=` is False for inf and NaN
 
     def head_outputs(self) -> np.ndarray:
         """An empty (H, N, d_k) array for the head outputs, stored token by token as the concatenated
@@ -250,16 +237,16 @@ class _Operands:
             return np.empty((h, n, d_k), self.dtype)
         return np.empty((n, h, d_k), self.dtype).transpose(1, 0, 2)  # (H, N, d_k) view of (N, H, d_k)
 
-    def k_t_of(self, head: int) -> np.ndarray:
-        """``Kᵀ·s`` (d_k, M) of the K/V head that query ``head`` reads (a view)."""
-        return self.k_t[head // self.group, : self.d_k]
+    def keys(self, head: int) -> np.ndarray:
+        """K (M, d_k) of the K/V head that query ``head`` reads (a view)."""
+        return self.k[head // self.group]
 
     def normalize(
         self,
         sums: tuple[np.ndarray, np.ndarray],
         out: np.ndarray,
         head: int,
-        rows: slice,
+        queries: np.ndarray,
         limit: int,
         allowed: np.ndarray | None,
         s: np.ndarray | None = None,
@@ -267,9 +254,10 @@ class _Operands:
     ) -> None:
         """Head output rows into ``out`` from ``sums = (exp(scores) @ V, exp(scores) @ 1)``: the first over the second.
 
-        With ``s``, the tile of exp(scores) behind the sums (rows × limit), the weights are written
-        into ``weights`` (the same shape; may be ``s`` itself). Rows whose denominator underflowed
-        (a shift far above the row's true maximum, or every key blocked) are recomputed exactly.
+        ``queries`` are the scaled queries behind the sums. With ``s``, the tile of exp(scores)
+        behind them (rows × limit), the weights are written into ``weights`` (the same shape; may
+        be ``s`` itself). Rows whose denominator underflowed (a shift far above the row's true
+        maximum, or every key blocked) are recomputed exactly.
         """
         total, den = sums  # (b, d_k), (b,)
         trusted = den.min() > self.tiny  # the usual case: every denominator can be trusted (NaN cannot)
@@ -280,7 +268,7 @@ class _Operands:
         if trusted:
             return
         bad = np.flatnonzero(~(den > self.tiny))  # redo those rows with the true maximum
-        exact = self.q[head, rows][bad] @ self.k_t_of(head)[:, :limit]  # (bad, limit)
+        exact = queries[bad] @ self.keys(head)[:limit].T  # (bad, limit)
         softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
         out[bad] = exact @ self.v[head // self.group, :limit]
         if weights is not None:
@@ -304,36 +292,38 @@ def per_thread(make: Callable[[], Buffers]) -> Callable[[], Buffers]:
 class _Scratch:
     """A thread's working arrays, reused by its tasks: a ``rows × keys`` tile, the running sums
     ``exp(scores) @ V`` and ``exp(scores) @ 1`` with the matmul results added to them, a row of
-    ones, and room for shifted queries."""
+    ones, and the scaled queries."""
 
     def __init__(self, rows: int, keys: int, d_k: int, dtype: np.dtype) -> None:
         self.tile = np.empty((rows, keys), dtype)
-        self.total, self.part = np.empty((2, rows, d_k), dtype)
+        self.total, self.part, self.queries = np.empty((3, rows, d_k), dtype)
         self.den, self.den_part = np.empty((2, rows), dtype)
         self.ones = np.ones(keys, dtype)
-        self.queries = np.empty((rows, d_k + 1), dtype)
 
 
 def _tiled_exp(
     ops: _Operands,
     kv: int,
-    queries: np.ndarray,
+    queries: tuple[np.ndarray, np.ndarray | None],
     limit: int,
     blocked: np.ndarray | None,
     scratch: _Scratch,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``exp(queries @ k_t) @ V`` (b, d_k) and its row sums ``exp(queries @ k_t) @ 1`` (b,), over keys ``[0, limit)``.
+    """``exp(q Kᵀ − c) @ V`` (b, d_k) and its row sums ``exp(q Kᵀ − c) @ 1`` (b,), over keys ``[0, limit)``.
 
-    ``kv`` is the K/V head; ``queries`` come from ``_Operands.queries`` (shifted or not, every exp stays in range);
+    ``kv`` is the K/V head; ``queries`` are (q, c) from ``_Operands.queries`` (c None: no shift);
     ``blocked`` (b, M) marks keys that count as −∞. Each tile's exp is made in the scratch tile,
     which stays in cache; a tile as wide as ``limit`` keeps them all (``scratch.tile[:b, :limit]``).
     """
-    (b, width), tile = queries.shape, scratch.tile.shape[1]
-    keys, values = ops.k_t[kv, :width], ops.v[kv]  # (d_k or d_k+1, M), (M, d_k)
+    (q, shift), tile = queries, scratch.tile.shape[1]
+    b = q.shape[0]
+    keys, values = ops.k[kv], ops.v[kv]  # (M, d_k) each
     total, part, den, den_part = scratch.total[:b], scratch.part[:b], scratch.den[:b], scratch.den_part[:b]
     for start in range(0, limit, tile):
         stop = min(start + tile, limit)
-        s = np.matmul(queries, keys[:, start:stop], out=scratch.tile[:b, : stop - start])  # (b, keys)
+        s = np.matmul(q, keys[start:stop].T, out=scratch.tile[:b, : stop - start])  # (b, keys)
+        if shift is not None:
+            s -= shift
         if blocked is not None:
             np.copyto(s, -np.inf, where=blocked[:, start:stop])
         np.exp(s, out=s)
@@ -361,7 +351,7 @@ def _output_path(ops: _Operands) -> np.ndarray:
         buffers = scratch()
         queries = ops.queries(head, rows, buffers)
         sums = _tiled_exp(ops, head // ops.group, queries, limit, None if allowed is None else ~allowed, buffers)
-        ops.normalize(sums, head_outputs[head, rows], head, rows, limit, allowed)
+        ops.normalize(sums, head_outputs[head, rows], head, queries[0], limit, allowed)
 
     # One task per block of rows and head: many tasks of equal cost keep both CPUs busy to the end.
     run_tasks(work, [(rows, head) for rows in row_blocks(n, rows_per_task) for head in range(h)])
@@ -395,7 +385,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
                 queries = ops.queries(head, rows, buffers)
                 sums = _tiled_exp(ops, head // ops.group, queries, limit, blocked, buffers)
                 exp = buffers.tile[:b, :limit]
-                ops.normalize(sums, head_outputs[head, rows], head, rows, limit, allowed, exp, w[:, :limit])
+                ops.normalize(sums, head_outputs[head, rows], head, queries[0], limit, allowed, exp, w[:, :limit])
                 w[:, limit:] = 0  # causally blocked
             if average is not None:
                 average[rows] += w
@@ -413,11 +403,11 @@ def _exact_rows(
 ) -> np.ndarray:
     """Raw and scaled scores of ``head`` for ``rows`` (kept where asked for) and their softmax in ``w``.
 
-    Returns the head's output rows. ``k_t`` holds the unscaled keys here.
+    Returns the head's output rows.
     """
     raw = out["scores"][head, rows] if "scores" in out else w
     scaled = out["scaled"][head, rows] if "scaled" in out else w
-    np.matmul(ops.q[head, rows], ops.k_t_of(head), out=raw)  # (b, M)
+    np.matmul(ops.q[head, rows], ops.keys(head).T, out=raw)  # (b, M)
     np.multiply(raw, ops.multiplier, out=scaled)
     if scaled is not w:
         np.copyto(w, scaled)

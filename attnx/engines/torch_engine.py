@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Collection
 
 import numpy as np
@@ -56,8 +57,16 @@ class TorchBackend:
         self.device = torch.device(device)
 
     def array(self, values: np.ndarray) -> torch.Tensor:
-        """A tensor copy of ``values`` on the device (booleans stay boolean)."""
+        """``values`` as a tensor on the device (booleans stay boolean).
+
+        On the CPU, values already in the engine's dtype are shared, not copied: the engine never
+        writes to its inputs, and the spec's arrays are read-only.
+        """
         dtype = torch.bool if values.dtype == bool else self.dtype
+        if self.device.type == "cpu" and values.dtype == np.dtype(str(dtype).removeprefix("torch.")):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # torch's note that the array is read-only
+                return torch.from_numpy(values)
         return torch.tensor(values, dtype=dtype, device=self.device)
 
     def permute(self, x: torch.Tensor, axes: tuple[int, ...]) -> torch.Tensor:

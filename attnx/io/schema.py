@@ -279,14 +279,17 @@ def vector(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray
 
 
 def _numeric_array(doc: Document, array: np.ndarray, path: tuple[str | int, ...], ndim: int) -> np.ndarray:
-    """An array from a binary input: real numbers (not booleans), the right rank, non-empty, finite."""
+    """An array from a binary input: real numbers (not booleans), the right rank, non-empty, finite.
+
+    float32 arrays stay float32; other numbers become float64.
+    """
     if array.dtype.kind not in "iuf":
         raise doc.error(path, f"expected an array of numbers, got dtype {array.dtype}")
     if array.ndim != ndim or 0 in array.shape:
         kind = "matrix" if ndim == 2 else "vector"
         raise doc.error(path, f"expected a non-empty {kind}, got shape {array.shape}")
     _check_shape(doc, path, array.shape)
-    array = array.astype(np.float64)
+    array = array if array.dtype == np.float32 else array.astype(np.float64)  # float32 stays: no precision to add
     bad = ~np.isfinite(array)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])

@@ -156,3 +156,34 @@ class TestQuerySelection:
 
         with pytest.raises(ConfigError, match=r"query 5 is out of range 0\.\.4"):
             load_spec().select_queries([5])
+
+
+class TestFloat32Inputs:
+    @pytest.mark.parametrize("dense_limit", [1 << 20, 0], ids=["one-piece", "tiled"])
+    @pytest.mark.parametrize("dtype", ["float64", "float32"])
+    def test_same_result_as_the_widened_input(
+        self, engine: str, dtype: str, dense_limit: int, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A spec kept in float32 gives bit for bit the result of the same values widened to float64."""
+        monkeypatch.setattr(numpy_engine, "DENSE_LIMIT", dense_limit)
+        q, k, v = np.random.default_rng(3).standard_normal((3, 40, 16)).astype(np.float32)
+        labels = tuple(map(str, range(40)))
+        narrow = AttentionSpec(q, k, v, 4, labels, labels, causal=True)
+        wide = AttentionSpec(*(x.astype(np.float64) for x in (q, k, v)), 4, labels, labels, causal=True)
+        assert narrow.q.dtype == np.float32 and wide.q.dtype == np.float64
+        for needs in ({"output"}, None):
+            a, b = compute(narrow, engine, dtype=dtype, needs=needs), compute(wide, engine, dtype=dtype, needs=needs)
+            np.testing.assert_array_equal(a.output, b.output)
+            if needs is None:
+                np.testing.assert_array_equal(a.weights, b.weights)
+
+    def test_torch_shares_float32_inputs_on_the_cpu(self) -> None:
+        """The torch engine reads a float32 spec's arrays in place on the CPU, and copies them to float64."""
+        torch_engine = pytest.importorskip("attnx.engines.torch_engine")
+        values = np.arange(6, dtype=np.float32).reshape(2, 3)
+        values.flags.writeable = False
+        shared = torch_engine.TorchBackend("float32", "cpu").array(values)
+        assert shared.data_ptr() == values.ctypes.data
+        widened = torch_engine.TorchBackend("float64", "cpu").array(values)
+        assert widened.dtype.is_floating_point and widened.element_size() == 8
+        assert widened.tolist() == values.tolist()

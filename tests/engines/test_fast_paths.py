@@ -27,9 +27,8 @@ def make_spec(
 @pytest.fixture(autouse=True)
 def small_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
     """The blocked paths for every size, in tasks of 32 query rows and tiles of 8 keys, with Q, K and
-    V laid out in blocks of 40 positions: every test crosses many tile and block boundaries (M = 260
-    ends in a partial tile, and 40 is no multiple of the 16-key transposing slices) and uses the
-    thread pool."""
+    V measured in blocks of 40 positions: every test crosses many tile and block boundaries (M = 260
+    ends in a partial tile and block) and uses the thread pool."""
     monkeypatch.setattr(numpy_engine, "DENSE_LIMIT", 0)
     monkeypatch.setattr(numpy_blocked, "OUTPUT_ROWS", 32)
     monkeypatch.setattr(numpy_blocked, "WEIGHT_ROWS", 32)
@@ -145,28 +144,28 @@ class TestBlockedDetails:
         assert not fast.weights[:, 7].any()
 
     @pytest.mark.parametrize(
-        ("dtype", "magnitude", "width"),
-        [("float32", 1.0, 8), ("float32", 5.0, 9), ("float64", 5.0, 8), ("float64", 15.0, 9)],
+        ("dtype", "magnitude", "shifted"),
+        [("float32", 1.0, False), ("float32", 5.0, True), ("float64", 5.0, False), ("float64", 15.0, True)],
     )
     def test_unshifted_and_shifted_exp(
-        self, monkeypatch: pytest.MonkeyPatch, dtype: str, magnitude: float, width: int
+        self, monkeypatch: pytest.MonkeyPatch, dtype: str, magnitude: float, shifted: bool
     ) -> None:
-        """Score bounds c_i within the dtype's room take exp as it is, larger ones shift each row (a column
-        of −c_i, so the queries are d_k + 1 wide): both equal the dense path."""
-        widths: list[int] = []
+        """Score bounds c_i within the dtype's room take exp as it is, larger ones shift each row by c_i:
+        both equal the dense path."""
+        shifts: list[bool] = []
         original = numpy_blocked._Operands.queries
 
-        def spy(self: numpy_blocked._Operands, *args: object) -> np.ndarray:
-            queries = original(self, *args)
-            widths.append(queries.shape[1])
-            return queries
+        def spy(self: numpy_blocked._Operands, *args: object) -> tuple[np.ndarray, np.ndarray | None]:
+            queries, shift = original(self, *args)
+            shifts.append(shift is not None)
+            return queries, shift
 
         monkeypatch.setattr(numpy_blocked._Operands, "queries", spy)
         # c_i ≈ 4.5·magnitude²; the room is about 68 in float32 and 643 in float64
         spec = make_spec(seed=8, magnitude=magnitude, causal=True)
         fast = compute(spec, dtype=dtype, needs={"output"})
         ref = dense_reference(spec, dtype)
-        assert set(widths) == {width}
+        assert set(shifts) == {shifted}
         tol = default_tolerance(dtype, ref.output)
         np.testing.assert_allclose(fast.output, ref.output, rtol=tol.rtol, atol=tol.atol)
 

@@ -161,6 +161,18 @@ class TestLoadSource:
         with pytest.raises(InputError, match=r"a \.npy file holds one array"):
             load_source(str(path))
 
+    def test_float32_arrays_stay_float32(self, tmp_path: Path) -> None:
+        """float32 members reach the spec as float32 (no conversion to undo later); integers become float64."""
+        from attnx.io import load_spec
+
+        path = tmp_path / "in.npz"
+        path.write_bytes(
+            saved(q=np.eye(2, dtype=np.float32) / 3, k=np.eye(2, dtype=np.float32), v=np.eye(2, dtype=int))
+        )
+        spec = load_spec(str(path))
+        assert (spec.q.dtype, spec.k.dtype, spec.v.dtype) == (np.float32, np.float32, np.float64)
+        assert spec.q[0, 0] == np.float32(1 / 3)
+
     def test_npz_content_under_another_name(self, tmp_path: Path) -> None:
         """An .npz is read as one whatever its name."""
         path = tmp_path / "in.bin"
