@@ -49,7 +49,7 @@ Buffers = TypeVar("Buffers")
 # made in scratch and written once. Both were the fastest sizes measured on a 2-core machine with
 # 1 MiB of L2 per core (benchmarks/engines.py).
 OUTPUT_ROWS = 512
-WEIGHT_ROWS = 128
+WEIGHT_ROWS = 256
 KEY_TILE_BYTES = 1 << 20
 PREPARE_ROWS = 256  # positions per task when measuring Q, K and V before the tiles
 ROW_STEP = 8  # task sizes are multiples of this
