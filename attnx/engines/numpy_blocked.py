@@ -51,7 +51,6 @@ Buffers = TypeVar("Buffers")
 OUTPUT_ROWS = 512
 WEIGHT_ROWS = 256
 KEY_TILE_BYTES = 1 << 20
-PREPARE_ROWS = 256  # positions per task when measuring Q, K and V before the tiles
 ROW_STEP = 8  # task sizes are multiples of this
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
@@ -175,58 +174,38 @@ class _Operands:
 
     The tiles read Q, K and V where they are (BLAS takes K transposed), copying one only when its
     last axis is strided, as with the interleaved layout. Query head h reads K/V head ``h // group``.
-    On the exp paths (``exp_paths``), ‖q_i‖ per head, max_j ‖k_j‖ per K/V head and max |v| are
-    measured first, in blocks of positions on every CPU: they bound every score and every sum (see
-    ``queries``).
+    On the exp paths (``exp_paths``), max_j ‖k_j‖ per K/V head and max |v| are measured first: with
+    each query's norm, they bound every score and every sum (see ``queries``).
     """
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, *, exp_paths: bool) -> None:
-        (h, n, d_k), (h_kv, m, _), dtype = q.shape, k.shape, q.dtype
+        h, d_k, (h_kv, m, _), dtype = q.shape[0], q.shape[2], k.shape, q.dtype
         self.q, self.k, self.v, self.spec = _unit_stride(q), _unit_stride(k), _unit_stride(v), spec
         self.group, self.d_k, self.dtype, self.tiny = h // h_kv, d_k, dtype, TINY[dtype]
-        self.multiplier = dtype.type(spec.multiplier)
-        self.q_norm: np.ndarray | None = None
+        self.multiplier, self.exp_paths = dtype.type(spec.multiplier), exp_paths
         if not exp_paths:
             return
-        blocks = row_blocks(max(n, m), PREPARE_ROWS)
-        self.q_norm = np.empty((h, n), dtype)  # (H, N): ‖q_i‖
-        self._k_peak = np.zeros((len(blocks), h_kv), dtype)  # per block: max_j ‖k_j‖²
-        self._v_peak = np.zeros(len(blocks), dtype)  # per block: max |v|
-        run_tasks(self._measure, list(enumerate(blocks)))
         with np.errstate(over="ignore"):  # an overflow to inf only sends rows to the shifted path
-            k_norm = np.sqrt(self._k_peak.max(axis=0)) * abs(self.multiplier)  # (H_kv,): max_j ‖k_j·s‖
+            k_norm = np.sqrt(np.einsum("hmd,hmd->hm", self.k, self.k).max(axis=-1))  # (H_kv,): max_j ‖k_j‖
         self.k_norm = k_norm.repeat(self.group)  # (H,), per query head
         # Unshifted, exp(q·k·s) ≤ e^c: sums of M such terms times |v| stay finite, and a row's
         # denominator (≥ e^-c, its largest term) above `tiny`, while c is at most this.
-        v_peak = float(self._v_peak.max())
+        v_peak = largest_abs(self.v)
         headroom = math.log(np.finfo(dtype).max) - math.log(m) - math.log(max(v_peak, 1.0))
         self.unshifted_up_to = min(-math.log(self.tiny), headroom) - 1 if math.isfinite(v_peak) else -math.inf
-
-    def _measure(self, task: tuple[int, slice]) -> None:
-        """The norms of queries and keys ``block`` of every head, and max |v| over keys ``block``."""
-        index, block = task
-        n, m = self.q.shape[1], self.k.shape[1]
-        with np.errstate(over="ignore"):
-            if block.start < m:
-                k = self.k[:, block.start : min(block.stop, m)]  # (H_kv, keys, d_k)
-                self._k_peak[index] = np.einsum("hmd,hmd->hm", k, k).max(axis=-1)
-                self._v_peak[index] = largest_abs(self.v[:, block.start : min(block.stop, m)])
-            if block.start < n:
-                q = self.q[:, block.start : min(block.stop, n)]  # (H, rows, d_k)
-                np.sqrt(np.einsum("hnd,hnd->hn", q, q), out=self.q_norm[:, block.start : min(block.stop, n)])
 
     def queries(self, head: int, rows: slice, scratch: _Scratch) -> tuple[np.ndarray, np.ndarray | None]:
         """The rows of query ``head`` scaled by s (b, d_k, in scratch), and the shift to take from their
         scores before exp: None, or c (b, 1).
 
-        c_i = ‖q_i‖·max_j ‖k_j·s‖ bounds |q_i·k_j·s| (Cauchy–Schwarz). While every c_i of the rows is
+        c_i = ‖q_i·s‖·max_j ‖k_j‖ bounds |q_i·k_j·s| (Cauchy–Schwarz). While every c_i of the rows is
         within ``unshifted_up_to``, exp(q_i·k_j·s) can be taken as it is. Otherwise the scores are
         shifted by c_i: q_i·k_j·s − c_i ≤ 0, so exp never overflows; c_i does not depend on the key,
         so the key tiles of a row share it and their sums add up without rescaling.
         """
-        assert self.q_norm is not None
         scaled = np.multiply(self.q[head, rows], self.multiplier, out=scratch.queries[: rows.stop - rows.start])
-        c = self.q_norm[head, rows] * self.k_norm[head]  # (b,)
+        with np.errstate(over="ignore"):
+            c = np.sqrt(np.einsum("bd,bd->b", scaled, scaled)) * self.k_norm[head]  # (b,)
         return scaled, None if c.max() <= self.unshifted_up_to else c[:, None]  # `<=` is False for inf and NaN
 
     def head_outputs(self) -> np.ndarray:
@@ -366,7 +345,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     spec, (h, n, d_k), m = ops.spec, ops.q.shape, ops.k.shape[1]
     out = {name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted}
     average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
-    head_outputs, exp_paths = ops.head_outputs(), ops.q_norm is not None  # not when raw or scaled scores are kept
+    head_outputs, exp_paths = ops.head_outputs(), ops.exp_paths  # not when raw or scaled scores are kept
     rows_per_task = block_rows(WEIGHT_ROWS, n)
     scratch = per_thread(lambda: _Scratch(rows_per_task, m, d_k, ops.dtype))  # a tile as wide as the keys
 

@@ -26,14 +26,12 @@ def make_spec(
 
 @pytest.fixture(autouse=True)
 def small_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The blocked paths for every size, in tasks of 32 query rows and tiles of 8 keys, with Q, K and
-    V measured in blocks of 40 positions: every test crosses many tile and block boundaries (M = 260
-    ends in a partial tile and block) and uses the thread pool."""
+    """The blocked paths for every size, in tasks of 32 query rows and tiles of 8 keys: every test
+    crosses many tile and block boundaries (M = 260 ends in a partial tile) and uses the thread pool."""
     monkeypatch.setattr(numpy_engine, "DENSE_LIMIT", 0)
     monkeypatch.setattr(numpy_blocked, "OUTPUT_ROWS", 32)
     monkeypatch.setattr(numpy_blocked, "WEIGHT_ROWS", 32)
     monkeypatch.setattr(numpy_blocked, "KEY_TILE_BYTES", 1)
-    monkeypatch.setattr(numpy_blocked, "PREPARE_ROWS", 40)
 
 
 def dense_reference(spec: AttentionSpec, dtype: str):
