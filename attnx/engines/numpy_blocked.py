@@ -220,6 +220,10 @@ class _Operands:
         """K (M, d_k) of the K/V head that query ``head`` reads (a view)."""
         return self.k[head // self.group]
 
+    def values(self, head: int) -> np.ndarray:
+        """V (M, d_k) of the K/V head that query ``head`` reads (a view)."""
+        return self.v[head // self.group]
+
     def normalize(
         self,
         sums: tuple[np.ndarray, np.ndarray],
@@ -249,7 +253,7 @@ class _Operands:
         bad = np.flatnonzero(~(den > self.tiny))  # redo those rows with the true maximum
         exact = queries[bad] @ self.keys(head)[:limit].T  # (bad, limit)
         softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
-        out[bad] = exact @ self.v[head // self.group, :limit]
+        out[bad] = exact @ self.values(head)[:limit]
         if weights is not None:
             weights[bad] = exact
 
@@ -282,7 +286,7 @@ class _Scratch:
 
 def _tiled_exp(
     ops: _Operands,
-    kv: int,
+    head: int,
     queries: tuple[np.ndarray, np.ndarray | None],
     limit: int,
     blocked: np.ndarray | None,
@@ -290,13 +294,13 @@ def _tiled_exp(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``exp(q Kᵀ − c) @ V`` (b, d_k) and its row sums ``exp(q Kᵀ − c) @ 1`` (b,), over keys ``[0, limit)``.
 
-    ``kv`` is the K/V head; ``queries`` are (q, c) from ``_Operands.queries`` (c None: no shift);
+    K and V are those query ``head`` reads; ``queries`` are (q, c) from ``_Operands.queries`` (c None: no shift);
     ``blocked`` (b, M) marks keys that count as −∞. Each tile's exp is made in the scratch tile,
     which stays in cache; a tile as wide as ``limit`` keeps them all (``scratch.tile[:b, :limit]``).
     """
     (q, shift), tile = queries, scratch.tile.shape[1]
     b = q.shape[0]
-    keys, values = ops.k[kv], ops.v[kv]  # (M, d_k) each
+    keys, values = ops.keys(head), ops.values(head)  # (M, d_k) each
     total, part, den, den_part = scratch.total[:b], scratch.part[:b], scratch.den[:b], scratch.den_part[:b]
     for start in range(0, limit, tile):
         stop = min(start + tile, limit)
@@ -329,7 +333,7 @@ def _output_path(ops: _Operands) -> np.ndarray:
         limit, allowed = spec.key_limit(rows), spec.allowed(rows)  # keys past `limit` are blocked; allowed: (b, M)
         buffers = scratch()
         queries = ops.queries(head, rows, buffers)
-        sums = _tiled_exp(ops, head // ops.group, queries, limit, None if allowed is None else ~allowed, buffers)
+        sums = _tiled_exp(ops, head, queries, limit, None if allowed is None else ~allowed, buffers)
         ops.normalize(sums, head_outputs[head, rows], head, queries[0], limit, allowed)
 
     # One task per block of rows and head: many tasks of equal cost keep both CPUs busy to the end.
@@ -362,7 +366,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
                 head_outputs[head, rows] = _exact_rows(ops, out, w, head, rows, allowed)
             else:
                 queries = ops.queries(head, rows, buffers)
-                sums = _tiled_exp(ops, head // ops.group, queries, limit, blocked, buffers)
+                sums = _tiled_exp(ops, head, queries, limit, blocked, buffers)
                 exp = buffers.tile[:b, :limit]
                 ops.normalize(sums, head_outputs[head, rows], head, queries[0], limit, allowed, exp, w[:, :limit])
                 w[:, limit:] = 0  # causally blocked
@@ -391,4 +395,4 @@ def _exact_rows(
     if scaled is not w:
         np.copyto(w, scaled)
     softmax_rows_(w, allowed)
-    return w @ ops.v[head // ops.group]
+    return w @ ops.values(head)

@@ -54,6 +54,7 @@ class TorchBackend:
 
     def __init__(self, dtype: str, device: str) -> None:
         self.dtype = getattr(torch, dtype)
+        self.numpy_dtype = np.dtype(dtype)
         self.device = torch.device(device)
 
     def array(self, values: np.ndarray) -> torch.Tensor:
@@ -63,7 +64,7 @@ class TorchBackend:
         writes to its inputs, and the spec's arrays are read-only.
         """
         dtype = torch.bool if values.dtype == bool else self.dtype
-        if self.device.type == "cpu" and values.dtype == np.dtype(str(dtype).removeprefix("torch.")):
+        if self.device.type == "cpu" and values.dtype in (bool, self.numpy_dtype):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # torch's note that the array is read-only
                 return torch.from_numpy(values)
