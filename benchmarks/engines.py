@@ -8,12 +8,18 @@ Prints, for H = 8 heads of d_k = 64 in float32 (the ratios of the performance ta
   3. output-only   (torch engine asked for output)      vs F.scaled_dot_product_attention
   4. peak RSS of `attnx run --format npy --tensor output` and of `attnx trace` at N = 16384,
      d_model = 512 (each in a fresh process).
-Each side is timed in blocks of back-to-back calls, the blocks of the two sides taken in turn, about
-2 s of each side in all (at least 3 blocks). The first call of a block is not counted: it pays for
-the other side, whose threads are still busy (torch's OpenMP workers spin for some milliseconds after
-each parallel region: attnx's N=1024 output path took 22.2 ms right after SDPA, 19.5 ms on its own)
-and whose data filled the caches. Each time is the best counted call; this machine is shared and
-noisy, so each ratio is followed by the ratio of the medians, a second view of the same runs.
+SDPA is timed on two forms of the same Q, K and V: the (1, H, N, d_k) views of the [token, H·d_k]
+arrays that attnx is given (what a model passes, nanoGPT's `view(B, T, nh, hs).transpose(1, 2)`,
+and what the torch engine passes), and head-major copies made before the timing (its best layout).
+
+The sides are timed in rounds, each side in turn, about 2 s of each in all and at least 5 rounds.
+A side whose call is shorter than LONG runs a block of back-to-back calls per round and its first
+call is not counted: it pays for the side before, whose threads are still busy (torch's OpenMP
+workers spin for some milliseconds after each parallel region: attnx's N=1024 output path took
+22.2 ms right after SDPA, 19.5 ms on its own) and whose data filled the caches. Longer calls
+count from the first, that toll being under 1% of them. Each time is the best counted call; this
+machine is shared and noisy, so each ratio is followed by the ratio of the medians, a second view
+of the same runs.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from attnx.spec import AttentionSpec
 H, D_K = 8, 64
 F = torch.nn.functional
 BLOCK = 0.2  # seconds of calls per block, at least 2 calls (the first is not counted)
+LONG = 0.5  # seconds: a call this long is timed alone, and counted
+ROUNDS = 5  # at least this many rounds
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -43,30 +51,32 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def best_pair(a: Callable[[], object], b: Callable[[], object], budget: float = 2.0) -> tuple[float, float, float]:
-    """Best wall times of ``a`` and of ``b``, and the ratio of their medians, from blocks taken in turn.
+def best_times(fns: list[Callable[[], object]], budget: float = 2.0) -> list[tuple[float, float]]:
+    """The best and the median wall time of each of ``fns``, timed in rounds in which each takes its turn.
 
-    A block repeats one side back to back (about ``BLOCK`` seconds) and drops its first call; the
-    number of blocks gives about ``budget`` seconds of each side, at least 3.
+    In a round a short call repeats back to back for about ``BLOCK`` seconds, its first call not
+    counted; a call of ``LONG`` seconds or more runs once, counted. The rounds give about
+    ``budget`` seconds of each side, and at least ``ROUNDS``.
     """
-    once = {fn: timed(fn) for fn in (a, b)}  # warm-up, and the size of a call
-    calls = {fn: max(2, min(50, math.ceil(BLOCK / max(t, 1e-6)))) for fn, t in once.items()}
-    blocks = max(3, min(40, math.ceil(budget / max(calls[fn] * t for fn, t in once.items()))))
-    times: dict[Callable[[], object], list[float]] = {a: [], b: []}
-    for _ in range(blocks):
-        for fn in (a, b):
-            times[fn] += [timed(fn) for _ in range(calls[fn])][1:]
-    ta, tb = times[a], times[b]
-    return min(ta), min(tb), statistics.median(ta) / statistics.median(tb)
+    once = [timed(fn) for fn in fns]  # warm-up, and the size of a call
+    plans = [(1, 0) if t >= LONG else (max(2, min(50, math.ceil(BLOCK / max(t, 1e-6)))), 1) for t in once]
+    longest = max(calls * t for (calls, _), t in zip(plans, once, strict=True))
+    rounds = max(ROUNDS, min(40, math.ceil(budget / longest)))
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, (calls, dropped), kept in zip(fns, plans, times, strict=True):
+            kept += [timed(fn) for _ in range(calls)][dropped:]
+    return [(min(kept), statistics.median(kept)) for kept in times]
 
 
-def problem(n: int) -> tuple[AttentionSpec, list[torch.Tensor]]:
+def problem(n: int) -> tuple[AttentionSpec, dict[str, list[torch.Tensor]]]:
+    """A random Q, K, V of N tokens: attnx's spec, and the (1, H, N, d_k) forms torch is timed on."""
     q, k, v = np.random.default_rng(n).standard_normal((3, n, H * D_K)).astype(np.float32)
     tokens = tuple(map(str, range(n)))
     spec = AttentionSpec(q, k, v, H, tokens, tokens)
-    # (1, H, N, d_k): SDPA's fused CPU kernel wants 4-D inputs; 3-D ones take its slow path.
-    heads = [torch.from_numpy(x).view(n, H, D_K).transpose(0, 1).contiguous()[None] for x in (q, k, v)]
-    return spec, heads
+    # 4-D: SDPA's fused CPU kernel wants them; 3-D inputs take its slow path.
+    views = [torch.from_numpy(x).view(n, H, D_K).transpose(0, 1)[None] for x in (q, k, v)]  # (1, H, N, d_k)
+    return spec, {"views": views, "head-major": [t.contiguous() for t in views]}
 
 
 def written_out(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -92,32 +102,32 @@ def peak_rss_mib(args: list[str]) -> float:
     return int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
+Reference = tuple[str, Callable[..., object], str]  # (label, function of Q, K, V, "views" or "head-major")
+
+
 def compare(
     title: str,
     sizes: tuple[int, ...],
     engine: str,
     needs: set[str],
-    reference: Callable[..., object],
-    name: str,
+    references: list[Reference],
     budget: float,
     faster: bool = False,
 ) -> None:
-    """Print, per N in ``sizes``, attnx's ``engine`` asked for ``needs`` against ``reference`` on the same Q, K, V."""
+    """Print, per N in ``sizes``, attnx's ``engine`` asked for ``needs`` against each reference on the same Q, K, V."""
     print(f"\n{title}")
     for n in sizes:
-        spec, tensors = problem(n)
-        ours, theirs, ratio = best_pair(
-            lambda spec=spec: compute(spec, engine, dtype="float32", needs=needs),
-            lambda t=tensors: reference(*t), budget,
-        )  # fmt: skip
-        if faster:
-            verdict = f"{theirs / ours:4.2f}× faster (medians {1 / ratio:4.2f}×)"
-        else:
-            verdict = f"{ours / theirs:4.2f}× {name}'s time (medians {ratio:4.2f}×)"
-        print(
-            f"   N={n:5d}: attnx {engine} {ours:7.3f} s ({gflops(n, ours):5.1f} GFLOP/s)  "
-            f"{name} {theirs:7.3f} s ({gflops(n, theirs):5.1f} GFLOP/s)  → {verdict}"
-        )
+        spec, forms = problem(n)
+        calls = [lambda spec=spec: compute(spec, engine, dtype="float32", needs=needs)]
+        calls += [lambda fn=fn, t=forms[form]: fn(*t) for _, fn, form in references]
+        (ours, ours_median), *theirs = best_times(calls, budget)
+        print(f"   N={n:5d}: attnx {engine:5s} {ours:8.4f} s ({gflops(n, ours):5.1f} GFLOP/s)")
+        for (label, _, _), (best, median) in zip(references, theirs, strict=True):
+            if faster:
+                verdict = f"attnx {best / ours:4.2f}× faster (medians {median / ours_median:4.2f}×)"
+            else:
+                verdict = f"attnx {ours / best:4.2f}× its time (medians {ours_median / median:4.2f}×)"
+            print(f"            {label:25s} {best:8.4f} s ({gflops(n, best):5.1f} GFLOP/s)  → {verdict}")
 
 
 def main() -> None:
@@ -129,28 +139,23 @@ def main() -> None:
     print(f"H={H}, d_k={D_K}, float32")
 
     sdpa = F.scaled_dot_product_attention
+    references: list[Reference] = [
+        ("SDPA on the same views", sdpa, "views"),
+        ("SDPA on head-major copies", sdpa, "head-major"),
+    ]
     small = args.quick
     compare(
         "1. weights path: NumPy engine (needs weights) vs torch written out",
         (1024, 2048) if small else (2048, 8192),
         "numpy",
         {"weights"},
-        written_out,
-        "torch written out",
+        [("torch written out", written_out, "head-major")],
         budget,
         faster=True,
     )
-    compare(
-        "2. output only: NumPy engine vs torch SDPA",
-        (1024, 2048) if small else (1024, 4096, 8192),
-        "numpy",
-        {"output"},
-        sdpa,
-        "SDPA",
-        budget,
-    )
-    compare("3. output only: torch engine vs torch SDPA", (1024, 2048) if small else (1024, 4096, 8192),
-            "torch", {"output"}, sdpa, "SDPA", budget)  # fmt: skip
+    sizes = (1024, 2048) if small else (1024, 4096, 8192)
+    compare("2. output only: NumPy engine vs torch SDPA", sizes, "numpy", {"output"}, references, budget)
+    compare("3. output only: torch engine vs torch SDPA", sizes, "torch", {"output"}, references, budget)
 
     n = 4096 if args.quick else 16384
     tokens = " ".join(f"w{i}" for i in range(n))

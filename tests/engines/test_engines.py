@@ -187,3 +187,25 @@ class TestFloat32Inputs:
         widened = torch_engine.TorchBackend("float64", "cpu").array(values)
         assert widened.dtype.is_floating_point and widened.element_size() == 8
         assert widened.tolist() == values.tolist()
+
+
+class TestTorchOutputPath:
+    @pytest.mark.parametrize("layout", ["contiguous", "interleaved"])
+    def test_sdpa_reads_head_major_copies_on_the_cpu(self, layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """On the CPU, SDPA gets contiguous (1, H, N, d_k) copies of each head's columns, and its output is attnx's."""
+        torch = pytest.importorskip("torch")
+        seen: list[tuple[bool, tuple[int, ...]]] = []
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def spy(q: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+            seen.append((q.is_contiguous(), tuple(q.shape)))
+            np.testing.assert_array_equal(q[0, 1].numpy(), spec.q[:, spec.head_columns(1)])
+            return sdpa(q, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+        q, k, v = np.random.default_rng(5).standard_normal((3, 6, 8))
+        labels = tuple(map(str, range(6)))
+        spec = AttentionSpec(q, k, v, 2, labels, labels, layout=layout)
+        result = compute(spec, "torch", needs={"output"})
+        assert seen == [(True, (1, 2, 6, 4))]
+        np.testing.assert_allclose(result.output, compute(spec, "numpy").output, rtol=1e-12, atol=1e-12)
