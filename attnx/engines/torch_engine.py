@@ -96,12 +96,9 @@ class TorchBackend:
             spec.causal and spec.mask is None and spec.padding is None and spec.query_positions == tuple(range(n))
         )  # the last test, which builds a tuple, only when causal
         allowed = None if mask_is_causal_only or not spec.masked else self.array(spec.allowed())
-        if self.device.type == "cpu":
-            # The CPU kernel reads head-major copies faster than views of the [token, head·d_k]
-            # tensors, by more than the copies cost (5% at N = 4096: benchmarks/engines.py); the
-            # CUDA kernels read such views as they are.
-            q, k, v = (t.contiguous() for t in (q, k, v))
-        # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs.
+        # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs. The heads stay
+        # views of the [token, head·d_k] tensors, the layout models use: the kernel reads them in place,
+        # and its output follows the query's layout, so it comes back in token order (no copy either way).
         q, k, v = (t[None] for t in (q, k, v))  # (1, H, N, d_k) and (1, H_kv, M, d_k)
         out = torch.nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
