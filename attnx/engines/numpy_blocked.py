@@ -52,6 +52,8 @@ OUTPUT_ROWS = 512
 WEIGHT_ROWS = 256
 KEY_TILE_BYTES = 1 << 20
 ROW_STEP = 8  # task sizes are multiples of this
+# Rows at least this long are combined with one value per row with NumPy's buffer cut to a row (by_row).
+LONG_ROW = 256
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}
 
@@ -137,6 +139,22 @@ def _helpers() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max(1, workers() - 1), thread_name_prefix="attnx")
 
 
+def by_row(op: np.ufunc, x: np.ndarray, column: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``op(x, column, out=out)`` for rows ``x`` (..., cols) and one value per row, ``column`` (..., 1).
+
+    A ufunc loop takes up to NumPy's buffer size (8192 elements) at a time. When rows are shorter,
+    NumPy first copies each row's value across a buffer, which made a 256 × 2048 float32 multiply
+    take 1.5-2× as long. With the buffer no longer than a row, the loop reads each row's value as a
+    scalar. Rows shorter than ``LONG_ROW`` lose more to the extra loop turns than they gain.
+    """
+    cols = x.shape[-1]
+    if cols < LONG_ROW or cols >= np.getbufsize():
+        return op(x, column, out=out)  # type: ignore[no-any-return]
+    with np.errstate():  # np.setbufsize holds until this scope ends
+        np.setbufsize(cols // 16 * 16)  # NumPy takes multiples of 16
+        return op(x, column, out=out)  # type: ignore[no-any-return]
+
+
 def softmax_rows_(s: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     """Softmax over the last axis of ``s`` in place; ``allowed`` (``[rows, keys]``) broadcasts over heads."""
     if allowed is not None:
@@ -144,12 +162,12 @@ def softmax_rows_(s: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     peak = s.max(axis=-1, keepdims=True)
     if allowed is not None:
         peak[~np.isfinite(peak)] = 0  # every key blocked: exp(-inf) = 0 everywhere
-    s -= peak
+    by_row(np.subtract, s, peak, out=s)
     np.exp(s, out=s)
     total = s.sum(axis=-1, keepdims=True)
     if allowed is not None:
         total[total == 0] = 1  # ... and the row stays zeros
-    s /= total
+    by_row(np.divide, s, total, out=s)
     return s
 
 
@@ -247,7 +265,7 @@ class _Operands:
         inverse = (1 / (den if trusted else np.where(den > self.tiny, den, 1)))[:, None]  # (b, 1)
         np.multiply(total, inverse, out=out)
         if s is not None:
-            np.multiply(s, inverse, out=weights)
+            by_row(np.multiply, s, inverse, out=weights)
         if trusted:
             return
         bad = np.flatnonzero(~(den > self.tiny))  # redo those rows with the true maximum
@@ -306,7 +324,7 @@ def _tiled_exp(
         stop = min(start + tile, limit)
         s = np.matmul(q, keys[start:stop].T, out=scratch.tile[:b, : stop - start])  # (b, keys)
         if shift is not None:
-            s -= shift
+            by_row(np.subtract, s, shift, out=s)
         if blocked is not None:
             np.copyto(s, -np.inf, where=blocked[:, start:stop])
         np.exp(s, out=s)

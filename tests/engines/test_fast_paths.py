@@ -274,3 +274,31 @@ class TestRunTasks:
         with np.errstate(over="raise"):
             numpy_blocked.run_tasks(lambda task: settings.append(np.geterr()["over"]), list(range(50)))
         assert set(settings) == {"raise"}
+
+
+class TestByRow:
+    @pytest.mark.parametrize("shape", [(4, 64), (7, 1000), (3, 5, 300), (2, 8192)])
+    @pytest.mark.parametrize("op", [np.multiply, np.subtract, np.divide])
+    def test_equals_the_plain_ufunc(self, op: np.ufunc, shape: tuple[int, ...]) -> None:
+        """Whatever the buffer, each row combined with its value is bit for bit what the ufunc gives."""
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal(shape).astype(np.float32)
+        column = rng.uniform(0.5, 2.0, (*shape[:-1], 1)).astype(np.float32)
+        expected = op(x, column)
+        np.testing.assert_array_equal(numpy_blocked.by_row(op, x, column, out=np.empty_like(x)), expected)
+        numpy_blocked.by_row(op, x, column, out=x)  # in place, as softmax_rows_ uses it
+        np.testing.assert_array_equal(x, expected)
+
+    @pytest.mark.parametrize(("cols", "buffer"), [(64, 8192), (255, 8192), (256, 256), (1000, 992), (8192, 8192)])
+    def test_buffer_is_cut_to_a_long_row_and_restored(self, cols: int, buffer: int) -> None:
+        """Rows of 256 to 8191 elements run with a buffer of one row (a multiple of 16); the size is restored after."""
+        seen: list[int] = []
+
+        def op(x: np.ndarray, column: np.ndarray, out: np.ndarray) -> np.ndarray:
+            seen.append(np.getbufsize())
+            return np.multiply(x, column, out=out)
+
+        x = np.ones((3, cols), np.float32)
+        numpy_blocked.by_row(op, x, np.ones((3, 1), np.float32), out=x)  # type: ignore[arg-type]
+        assert seen == [buffer]
+        assert np.getbufsize() == 8192
