@@ -12,24 +12,17 @@ from attnx.cli.common import (
     EXIT_FAILURE,
     CausalOpt,
     DModelOpt,
-    ExportOpt,
-    NoColorOpt,
     OutputFormat,
-    OutputOpt,
     PrecisionOpt,
-    QuietOpt,
     ReportFormat,
     ReportFormatOpt,
     SeedOpt,
     TokensOpt,
-    View,
-    ViewOpt,
-    emit_view,
     guarded,
     parse_scale,
     warn_fully_masked,
 )
-from attnx.cli.flags import CapFlags, EngineFlags, ModelFlags, with_flags
+from attnx.cli.flags import CapFlags, EngineFlags, ModelFlags, ViewFlags, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,11 +120,7 @@ def diff(
     backend: EngineFlags = EngineFlags(),
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    view: ViewOpt = View.table,
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
+    display: ViewFlags = ViewFlags(),
     caps: CapFlags = CapFlags(),
 ) -> None:
     """Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.
@@ -170,14 +159,13 @@ def diff(
         from attnx.analysis.diff import compare_sides
 
         assert a is not None  # typer fills A before B
-        sides = [load_side(source, overrides, limits, backend, quiet) for source in (a, b)]
+        sides = [load_side(source, overrides, limits, backend, display.quiet) for source in (a, b)]
         comparison = compare_sides(*sides, rtol=rtol, atol=atol)
 
         def compared(colour: bool) -> RenderableType:
-            return render.comparison_view(comparison, precision, heatmap=view is View.heatmap, colour=colour)
+            return render.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour)
 
-        emit_view(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared,
-                  output=output, export=export, no_color=no_color)  # fmt: skip
+        display.emit(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared)
         if not comparison.passed:
             raise typer.Exit(EXIT_FAILURE)
         return
@@ -193,15 +181,14 @@ def diff(
     from attnx.io import load_spec
 
     base = (
-        model_spec(a, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer, quiet=quiet,
-                   config_name="A", **backend.options())
+        model_spec(a, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
+                   quiet=display.quiet, config_name="A", **backend.options())
         if checkpoint.wanted
         else load_spec(a, overrides, limits)
     )  # fmt: skip
     result = sweep(base, varied, values, **backend.options())
 
     def swept(colour: bool) -> RenderableType:
-        return render.sweep_view(result, precision, heatmap=view is View.heatmap, colour=colour)
+        return render.sweep_view(result, precision, heatmap=display.heatmap, colour=colour)
 
-    emit_view(output_format, {OutputFormat.json: lambda: dumps(render.sweep_to_dict(result))}, swept,
-              output=output, export=export, no_color=no_color)  # fmt: skip
+    display.emit(output_format, {OutputFormat.json: lambda: dumps(render.sweep_to_dict(result))}, swept)

@@ -2,7 +2,8 @@
 
 A command names a group as one parameter (``inputs: InputFlags``); ``with_flags`` shows Typer the
 group's fields as the command's own options, in that place, and hands the command one frozen
-object built from them. Every command then reads its input, model, engine and caps the same way.
+object built from them. Every command then reads its input, model, engine and caps, and shows its
+result, the same way.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, get_type_hints
 
 from attnx.cli.common import (
@@ -21,6 +22,7 @@ from attnx.cli.common import (
     DtypeOpt,
     Engine,
     EngineOpt,
+    ExportOpt,
     HeadsOpt,
     KvHeadsOpt,
     LayerOpt,
@@ -31,15 +33,26 @@ from attnx.cli.common import (
     MaxElementsOpt,
     MaxYamlBytesOpt,
     ModelOpt,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    Producer,
+    QuietOpt,
+    ReportFormat,
     ScaleOpt,
     SeedOpt,
     TextOpt,
     TokensOpt,
+    View,
+    ViewOpt,
+    emit_view,
     parse_scale,
 )
 from attnx.limits import Limits
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import RenderableType
+
     from attnx.io import Overrides
     from attnx.spec import AttentionSpec
 
@@ -126,7 +139,33 @@ class CapFlags:
         return Limits.from_env(**dataclasses.asdict(self))
 
 
-GROUPS = (InputFlags, ModelFlags, EngineFlags, CapFlags)
+@dataclasses.dataclass(frozen=True)
+class ViewFlags:
+    """--output, --view, --export, --quiet, --no-color: where the result goes and how it looks."""
+
+    output: OutputOpt = None
+    view: ViewOpt = View.table
+    export: ExportOpt = None
+    quiet: QuietOpt = False
+    no_color: NoColorOpt = False
+
+    @property
+    def heatmap(self) -> bool:
+        """True with ``--view heatmap``: weights drawn as heatmaps instead of numbers."""
+        return self.view is View.heatmap
+
+    def emit(
+        self,
+        output_format: OutputFormat | ReportFormat,
+        producers: Mapping[OutputFormat, Producer],
+        table: Callable[[bool], RenderableType],
+    ) -> None:
+        """Write the result in ``output_format`` to stdout or ``--output``; a table also to ``--export``
+        (``table(colour)`` draws it; see ``emit_view``)."""
+        emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
+
+
+GROUPS = (InputFlags, ModelFlags, EngineFlags, CapFlags, ViewFlags)
 
 
 def with_flags(func: Callable[P, R]) -> Callable[P, R]:

@@ -9,21 +9,14 @@ import typer
 
 from attnx.cli.common import (
     ConfigArg,
-    ExportOpt,
-    NoColorOpt,
     OutputFormat,
-    OutputOpt,
     PrecisionOpt,
-    QuietOpt,
     ReportFormat,
     ReportFormatOpt,
-    View,
-    ViewOpt,
-    emit_view,
     guarded,
     warn_fully_masked,
 )
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,11 +48,7 @@ def heads(
     backend: EngineFlags = EngineFlags(),
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    view: ViewOpt = View.table,
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
+    display: ViewFlags = ViewFlags(),
     caps: CapFlags = CapFlags(),
 ) -> None:
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
@@ -72,14 +61,13 @@ def heads(
 
     layer = checkpoint.layer
     if layer is not None and layer.strip().lower() == "all":
-        if view is View.heatmap:
+        if display.heatmap:
             raise UsageError("--layer all shows a grid of labels; --view heatmap draws one layer's weights")
-        model_view(config, checkpoint, backend, output_format=output_format, output=output, export=export,
-                   quiet=quiet, no_color=no_color, input_flags=inputs.given())  # fmt: skip
+        model_view(config, checkpoint, backend, display, output_format=output_format, input_flags=inputs.given())
         return
-    spec = load_input(config, inputs, checkpoint, caps, backend, quiet=quiet)
+    spec = load_input(config, inputs, checkpoint, caps, backend, quiet=display.quiet)
     result = compute(spec, **backend.options())
-    warn_fully_masked(result.fully_masked_rows, quiet)
+    warn_fully_masked(result.fully_masked_rows, display.quiet)
     stats = head_stats(result)
 
     from attnx.render import heads as render
@@ -90,44 +78,31 @@ def heads(
 
         from attnx.render.tables import summary_line
 
-        shown = render.heads_view(stats, result, precision, heatmap=view is View.heatmap, colour=colour)
+        shown = render.heads_view(stats, result, precision, heatmap=display.heatmap, colour=colour)
         return Group(summary_line(result, spec.source), shown)
 
-    emit_view(
-        output_format,
-        {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result))},
-        table,
-        output=output,
-        export=export,
-        no_color=no_color,
-    )
+    display.emit(output_format, {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result))}, table)
 
 
 def model_view(
     config: str | None,
     checkpoint: ModelFlags,
     backend: EngineFlags,
+    display: ViewFlags,
     *,
     output_format: OutputFormat | ReportFormat,
-    output: str | None,
-    export: str | None,
-    quiet: bool,
-    no_color: bool,
     input_flags: dict[str, object],
 ) -> None:
     """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
     from attnx.cli.model_input import model_view as build
 
-    view = build(config, model=checkpoint.model, text=checkpoint.text, quiet=quiet, input_flags=input_flags,
+    view = build(config, model=checkpoint.model, text=checkpoint.text, quiet=display.quiet, input_flags=input_flags,
                  **backend.options())  # fmt: skip
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 
-    emit_view(
+    display.emit(
         output_format,
         {OutputFormat.json: lambda: dumps(render.model_view_to_dict(view))},
         lambda colour: render.model_view_table(view, colour=colour),
-        output=output,
-        export=export,
-        no_color=no_color,
     )

@@ -9,22 +9,15 @@ import typer
 from attnx.cli.common import (
     ConfigArg,
     DropHeadOpt,
-    ExportOpt,
     FormatOpt,
-    NoColorOpt,
     OutputFormat,
-    OutputOpt,
     PrecisionOpt,
-    QuietOpt,
     TensorOpt,
-    View,
-    ViewOpt,
     check_destination,
-    emit_view,
     guarded,
     warn_fully_masked,
 )
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,11 +85,7 @@ def run(
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
     tensor: TensorOpt = None,
-    output: OutputOpt = None,
-    view: ViewOpt = View.table,
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
+    display: ViewFlags = ViewFlags(),
     caps: CapFlags = CapFlags(),
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
@@ -110,12 +99,12 @@ def run(
 
     sections = parse_sections(show)
     check_tensor_names(tensor)
-    if view is View.heatmap and show:
+    if display.heatmap and show:
         raise UsageError("--view heatmap draws the weights of every head; leave out --show")
-    check_destination(output_format, output)
-    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet)
+    check_destination(output_format, display.output)
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=display.quiet)
     result = compute(spec, **backend.options(), needs=needs_for(output_format, sections, tensor))
-    warn_fully_masked(result.fully_masked_rows, quiet)
+    warn_fully_masked(result.fully_masked_rows, display.quiet)
 
     from attnx.render import formats
     from attnx.render.serialize import dumps, result_to_dict
@@ -125,13 +114,13 @@ def run(
 
         from attnx.render.tables import Section, run_view, summary_line
 
-        if view is View.heatmap:
+        if display.heatmap:
             from attnx.render.heatmap import weights_view
 
             return Group(summary_line(result, spec.source), weights_view(result, precision, colour=colour))
         return Group(summary_line(result, spec.source), run_view(result, [Section(n) for n in sections], precision))
 
-    emit_view(
+    display.emit(
         output_format,
         {
             OutputFormat.json: lambda: dumps(result_to_dict(result)),
@@ -141,7 +130,4 @@ def run(
             OutputFormat.npz: lambda: formats.to_npz(result, tensor),
         },
         table,
-        output=output,
-        export=export,
-        no_color=no_color,
     )

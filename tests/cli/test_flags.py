@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import importlib
 import inspect
+from pathlib import Path
 from typing import Annotated
 
 import pytest
 import typer
+from rich.text import Text
 from typer.testing import CliRunner
 
-from attnx.cli.common import Device, Dtype, Engine, Layout
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, with_flags
+from attnx.cli.common import Device, Dtype, Engine, Layout, OutputFormat, View
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
 
 ExtraOpt = Annotated[int, typer.Option("--extra")]
 
@@ -88,3 +91,41 @@ class TestGroups:
         monkeypatch.setenv("ATTNX_MAX_DEPTH", "7")
         limits = CapFlags(max_dimension="1K").limits()
         assert (limits.max_dimension, limits.max_depth) == (1024, 7)
+
+    def test_view_heatmap(self) -> None:
+        """`heatmap` is True with --view heatmap only."""
+        assert ViewFlags(view=View.heatmap).heatmap and not ViewFlags().heatmap
+
+    def test_view_emit_writes_output(self, tmp_path: Path) -> None:
+        """`emit` writes the chosen format to --output, not the table."""
+        target = tmp_path / "result.json"
+        ViewFlags(output=str(target)).emit(OutputFormat.json, {OutputFormat.json: lambda: '{"a": 1}\n'}, table)
+        assert target.read_text() == '{"a": 1}\n'
+
+    def test_view_emit_exports_the_table(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """`emit` prints the table and saves it to --export; a .txt export is drawn without colour."""
+        target = tmp_path / "table.txt"
+        ViewFlags(export=str(target)).emit(OutputFormat.table, {}, table)
+        assert target.read_text() == "colour False\n"
+        assert capsys.readouterr().out == "colour False\n"
+
+
+def table(colour: bool) -> Text:
+    """A stand-in for a command's table: it says whether it was asked for colour."""
+    return Text(f"colour {colour}")
+
+
+class TestCommandsKeepTheirOptionOrder:
+    """The groups stand where the options they replace stood, so `--help` lists them as before."""
+
+    @pytest.mark.parametrize(
+        ("command", "before", "after"),
+        [("attnx.cli.run:run", "tensor", "max_bytes"), ("attnx.cli.heads:heads", "output_format", "max_bytes"),
+         ("attnx.cli.diff:diff", "output_format", "max_bytes")],
+    )  # fmt: skip
+    def test_view_flags_in_place(self, command: str, before: str, after: str) -> None:
+        """--output, --view, --export, --quiet, --no-color follow the format options and precede the caps."""
+        module, name = command.split(":")
+        names = list(inspect.signature(getattr(importlib.import_module(module), name)).parameters)
+        start = names.index(before) + 1
+        assert names[start : start + 6] == ["output", "view", "export", "quiet", "no_color", after]
