@@ -194,6 +194,19 @@ def parse_scale(text: str) -> str | float:
     return value
 
 
+def parse_limit(value: str, option: str) -> int | None:
+    """``"all"`` -> None, ``"8"`` -> 8; anything else is a usage error naming ``option``."""
+    if value.strip().lower() == "all":
+        return None
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise UsageError(f"{option} expects a whole number of at least 1 or 'all', got {value!r}")
+    return limit
+
+
 def warn(message: str) -> None:
     """One warning line on stderr."""
     sys.stderr.write(f"attnx: warning: {message}\n")
@@ -285,6 +298,11 @@ class View(str, Enum):
 
 
 ViewOpt = Annotated[View, typer.Option("--view", help="Weights as tables, or as heatmaps (colour, or shades).")]
+RowsOpt = Annotated[
+    str,
+    typer.Option("--rows", metavar="N|all", help="Rows per table or heatmap: past N, the first and last N/2 "
+                 "(all: every row)."),
+]  # fmt: skip
 ExportOpt = Annotated[
     str | None,
     typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or text.",

@@ -163,7 +163,8 @@ def diff(
         comparison = compare_sides(*sides, rtol=rtol, atol=atol)
 
         def compared(colour: bool) -> RenderableType:
-            return render.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour)
+            return render.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour,
+                                          max_rows=display.max_rows)  # fmt: skip
 
         display.emit(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared)
         if not comparison.passed:
@@ -189,6 +190,6 @@ def diff(
     result = sweep(base, varied, values, **backend.options())
 
     def swept(colour: bool) -> RenderableType:
-        return render.sweep_view(result, precision, heatmap=display.heatmap, colour=colour)
+        return render.sweep_view(result, precision, heatmap=display.heatmap, colour=colour, max_rows=display.max_rows)
 
     display.emit(output_format, {OutputFormat.json: lambda: dumps(render.sweep_to_dict(result))}, swept)

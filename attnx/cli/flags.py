@@ -39,6 +39,7 @@ from attnx.cli.common import (
     Producer,
     QuietOpt,
     ReportFormat,
+    RowsOpt,
     ScaleOpt,
     SeedOpt,
     TextOpt,
@@ -46,6 +47,7 @@ from attnx.cli.common import (
     View,
     ViewOpt,
     emit_view,
+    parse_limit,
     parse_scale,
 )
 from attnx.limits import Limits
@@ -141,18 +143,30 @@ class CapFlags:
 
 @dataclasses.dataclass(frozen=True)
 class ViewFlags:
-    """--output, --view, --export, --quiet, --no-color: where the result goes and how it looks."""
+    """--output, --view, --rows, --export, --quiet, --no-color: where the result goes and how it looks.
+
+    A bad --rows is refused when the group is made, before any input is read.
+    """
 
     output: OutputOpt = None
     view: ViewOpt = View.table
+    rows: RowsOpt = "40"
     export: ExportOpt = None
     quiet: QuietOpt = False
     no_color: NoColorOpt = False
+
+    def __post_init__(self) -> None:
+        parse_limit(self.rows, "--rows")
 
     @property
     def heatmap(self) -> bool:
         """True with ``--view heatmap``: weights drawn as heatmaps instead of numbers."""
         return self.view is View.heatmap
+
+    @property
+    def max_rows(self) -> int | None:
+        """--rows as a number of rows, or None for all."""
+        return parse_limit(self.rows, "--rows")
 
     def emit(
         self,

@@ -78,7 +78,8 @@ def heads(
 
         from attnx.render.tables import summary_line
 
-        shown = render.heads_view(stats, result, precision, heatmap=display.heatmap, colour=colour)
+        shown = render.heads_view(stats, result, precision, heatmap=display.heatmap, colour=colour,
+                                  max_rows=display.max_rows)  # fmt: skip
         return Group(summary_line(result, spec.source), shown)
 
     display.emit(output_format, {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result))}, table)

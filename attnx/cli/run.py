@@ -117,8 +117,10 @@ def run(
         if display.heatmap:
             from attnx.render.heatmap import weights_view
 
-            return Group(summary_line(result, spec.source), weights_view(result, precision, colour=colour))
-        return Group(summary_line(result, spec.source), run_view(result, [Section(n) for n in sections], precision))
+            shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows)
+        else:
+            shown = run_view(result, [Section(n) for n in sections], precision, max_rows=display.max_rows)
+        return Group(summary_line(result, spec.source), shown)
 
     display.emit(
         output_format,

@@ -17,10 +17,10 @@ from attnx.cli.common import (
     QuietOpt,
     emit,
     guarded,
+    parse_limit,
     warn_fully_masked,
 )
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
-from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
@@ -54,19 +54,6 @@ KeysOpt = Annotated[
         "--keys", metavar="N|all", help="Keys shown per head (the largest weights; the rest summed in one row)."
     ),
 ]
-
-
-def parse_limit(value: str, option: str) -> int | None:
-    """``"all"`` -> None, ``"8"`` -> 8; anything else is a usage error naming ``option``."""
-    if value.strip().lower() == "all":
-        return None
-    try:
-        limit = int(value)
-    except ValueError:
-        limit = 0
-    if limit < 1:
-        raise UsageError(f"{option} expects a whole number of at least 1 or 'all', got {value!r}")
-    return limit
 
 
 @guarded

@@ -63,25 +63,28 @@ def errors_view(sweep: Sweep) -> RenderableType:
     return Group(*lines)
 
 
-def variant_view(variant: Variant, precision: int, *, heatmap: bool, colour: bool, scale: HeatScale) -> RenderableType:
+def variant_view(
+    variant: Variant, precision: int, *, heatmap: bool, colour: bool, scale: HeatScale, max_rows: int | None = None
+) -> RenderableType:
     """One computed configuration: each head's weights (tables or heatmaps) and the concatenated output."""
     r = variant.result
     assert r is not None  # only computed variants are shown
     if heatmap:
-        weights = weight_heatmaps(r, precision, colour=colour, scale=scale)
+        weights = weight_heatmaps(r, precision, colour=colour, scale=scale, max_rows=max_rows)
     else:
         blocked = None if r.mask is None else ~r.mask
         weights = Columns(
             [matrix_table(head_title(r, h), r.weights[h], r.tokens, r.key_tokens, precision,
-                          emphasise_row_max=True, blocked=blocked) for h in range(r.heads)],
+                          emphasise_row_max=True, blocked=blocked, max_rows=max_rows) for h in range(r.heads)],
             padding=(1, 4),
         )  # fmt: skip
-    output = matrix_table("Concatenated output", r.output, r.tokens, [f"d{c}" for c in range(r.d_model)], precision)
+    output = matrix_table("Concatenated output", r.output, r.tokens, [f"d{c}" for c in range(r.d_model)], precision,
+                          max_rows=max_rows)  # fmt: skip
     title = f"{variant.label} · {r.heads} head{'s' if r.heads > 1 else ''} × d_k {r.d_k}"
     return Group(Rule(title, align="left", style="dim"), weights, Text(""), output)
 
 
-def shifts_view(sweep: Sweep, precision: int) -> RenderableType:
+def shifts_view(sweep: Sweep, precision: int, max_rows: int | None = None) -> RenderableType:
     """Per token and overall, how far the output moves between configurations: L2 and max abs."""
     if not sweep.shifts:
         return Text("fewer than two configurations computed: no output shifts", style="dim")
@@ -91,13 +94,17 @@ def shifts_view(sweep: Sweep, precision: int) -> RenderableType:
         ("L2", [s.l2 for s in sweep.shifts], [s.l2_overall for s in sweep.shifts]),
         ("max abs", [s.max_abs for s in sweep.shifts], [s.max_abs_overall for s in sweep.shifts]),
     ):
-        tables.append(matrix_table(f"{metric} shift of {sweep.compared} per token", np.stack(per_token, axis=1),
-                                   sweep.tokens, labels, precision, footer=("all", overall)))  # fmt: skip
+        title = f"{metric} shift of {sweep.compared} per token"
+        tables.append(matrix_table(title, np.stack(per_token, axis=1), sweep.tokens, labels, precision,
+                                   footer=("all", overall), max_rows=max_rows))  # fmt: skip
     return Columns(tables, padding=(1, 4))
 
 
-def sweep_view(sweep: Sweep, precision: int, *, heatmap: bool = False, colour: bool = True) -> RenderableType:
-    """Everything `attnx diff --heads 1,2,4` (or another sweep) prints."""
+def sweep_view(
+    sweep: Sweep, precision: int, *, heatmap: bool = False, colour: bool = True, max_rows: int | None = None
+) -> RenderableType:
+    """Everything `attnx diff --heads 1,2,4` (or another sweep) prints; tables of more than ``max_rows`` rows
+    show both ends."""
     computed = [v for v in sweep.variants if v.result is not None]
     first = computed[0].result if computed else None
     engine = f" · {first.engine} {first.dtype} {first.device}" if first is not None else ""
@@ -107,10 +114,11 @@ def sweep_view(sweep: Sweep, precision: int, *, heatmap: bool = False, colour: b
         errors_view(sweep),
     ]
     scale = scale_of([v.result.weights for v in computed])  # one colour scale for every configuration
-    parts += [variant_view(v, precision, heatmap=heatmap, colour=colour, scale=scale) for v in computed]
+    parts += [variant_view(v, precision, heatmap=heatmap, colour=colour, scale=scale, max_rows=max_rows)
+              for v in computed]  # fmt: skip
     if heatmap and computed:
         parts.append(legend(scale, precision, colour))
-    parts += [Rule("Output shifts", align="left", style="dim"), shifts_view(sweep, precision)]
+    parts += [Rule("Output shifts", align="left", style="dim"), shifts_view(sweep, precision, max_rows)]
     return Group(*parts)
 
 
@@ -227,12 +235,14 @@ def largest_table(comparison: Comparison, precision: int) -> Table | None:
     _columns(table, "A", "B", "|A − B|")
     for row in failing:
         for n, loc in enumerate(row.largest):
-            table.add_row(row.name if n == 0 else "", locate(row.name, loc.index, comparison.a),
+            table.add_row(row.name if n == 0 else "", Text(locate(row.name, loc.index, comparison.a)),
                           fmt(loc.a, precision), fmt(loc.b, precision), sci(loc.abs_diff))  # fmt: skip
     return table
 
 
-def delta_heatmaps(comparison: Comparison, precision: int, *, colour: bool) -> RenderableType:
+def delta_heatmaps(
+    comparison: Comparison, precision: int, *, colour: bool, max_rows: int | None = None
+) -> RenderableType:
     """Per head, ``|A − B|`` of the weights as a heatmap, with its legend."""
     delta = comparison.weight_delta
     if delta is None:
@@ -242,16 +252,25 @@ def delta_heatmaps(comparison: Comparison, precision: int, *, colour: bool) -> R
     rows = a.tokens or [str(i) for i in range(delta.shape[1])]
     keys = a.key_tokens or [str(j) for j in range(delta.shape[2])]
     grids = [
-        heatmap(f"Head {h + 1} · |A − B| of weights", delta[h], rows, keys, precision, scale=scale, colour=colour)
+        heatmap(f"Head {h + 1} · |A − B| of weights", delta[h], rows, keys, precision, scale=scale, colour=colour,
+                max_rows=max_rows)
         for h in range(delta.shape[0])
-    ]
+    ]  # fmt: skip
     return Group(Columns(grids, padding=(1, 4)), legend(scale, precision, colour))
 
 
 def comparison_view(
-    comparison: Comparison, precision: int, *, heatmap: bool = False, colour: bool = True
+    comparison: Comparison,
+    precision: int,
+    *,
+    heatmap: bool = False,
+    colour: bool = True,
+    max_rows: int | None = None,
 ) -> RenderableType:
-    """Everything `attnx diff A B` prints: the sides, the tensor table, the largest differences and a verdict."""
+    """Everything `attnx diff A B` prints: the sides, the tensor table, the largest differences and a verdict.
+
+    Heatmaps of more than ``max_rows`` rows show both ends.
+    """
     lines = [_side_line("A", comparison.a), f"{_side_line('B', comparison.b)} · B is the reference"]
     shared = tolerances(comparison)
     if len(shared) == 1:
@@ -262,7 +281,7 @@ def comparison_view(
     if largest is not None:
         parts.append(largest)
     if heatmap:
-        parts.append(delta_heatmaps(comparison, precision, colour=colour))
+        parts.append(delta_heatmaps(comparison, precision, colour=colour, max_rows=max_rows))
     total = len(comparison.rows)
     if comparison.passed:
         parts.append(Text(f"A and B agree: all {total} tensors within tolerance", style="bold green"))

@@ -1,10 +1,12 @@
-"""A labelled grid that keeps to the width it is given: the first and last columns, with ``…`` between them.
+"""A labelled grid that keeps to the width it is given, and to a number of rows: both ends, with a gap between.
 
 Rich shrinks the columns of a table too wide for the terminal until every cell reads ``…`` (24
 tokens in 100 characters did), and formats every cell before it finds out. ``FittedGrid`` renders
 itself through the console protocol instead: told its width, it makes columns from both ends
 inward while they fit, marks the gap with a ``…`` column and says below the grid how many columns
-it left out and how to see them. Only the columns it shows (and one more) are ever formatted.
+it left out and how to see them. Past ``max_rows`` rows it shows the first and last rows around a
+``⋮`` row. Only the cells it shows (and one more column) are ever formatted: a 512-token table
+costs what a 40-token one does.
 """
 
 from __future__ import annotations
@@ -20,14 +22,43 @@ from rich.text import Text
 from attnx.render.layout import compact_table
 
 GAP = "…"
+ROW_GAP = "⋮"
+
+
+def shown_rows(count: int, max_rows: int | None) -> list[int]:
+    """Which of ``count`` rows to show: all of them, or the first and last halves of ``max_rows`` (the first
+    half takes the odd row)."""
+    if max_rows is None or count <= max_rows:
+        return list(range(count))
+    first = max_rows - max_rows // 2
+    return [*range(first), *range(count - max_rows // 2, count)]
+
+
+HOW_TO_SEE = {
+    (True, False): "use --rows all or --format csv",
+    (False, True): "widen the terminal or use --format csv",
+    (True, True): "use --rows all, widen the terminal, or use --format csv",
+}
+
+
+def left_out(rows: tuple[int, int], columns: tuple[int, int] = (0, 0)) -> Text | None:
+    """The note under a table that left out ``(hidden, total)`` rows and columns, and how to see them; None
+    when nothing was left out."""
+    (rows_hidden, rows_total), (cols_hidden, cols_total) = rows, columns
+    parts = [f"{rows_hidden} of {rows_total} rows left out ({ROW_GAP})"] if rows_hidden else []
+    parts += [f"{cols_hidden} of {cols_total} columns left out ({GAP}) to fit the width"] if cols_hidden else []
+    if not parts:
+        return None
+    return Text(f"{'; '.join(parts)}; {HOW_TO_SEE[bool(rows_hidden), bool(cols_hidden)]} to see them", style="dim")
 
 
 class FittedGrid:
     """Rows of labelled cells under column labels, as many columns as fit, the rest elided in the middle.
 
-    ``column(j)`` gives column ``j``'s cells, one per row (``Text``), and is called at most once per
-    column. ``footer`` is an extra row under a rule (a label and one cell per column). ``padding``
-    is the blank on each side of a cell (the heatmap's cells carry their own). ``table`` are more
+    ``column(j, rows)`` gives column ``j``'s cells in ``rows`` (row indices), one ``Text`` each, and
+    is called at most once per column. ``max_rows`` (None: every row) is how many rows are shown at
+    most. ``footer`` is an extra row under a rule (a label and one cell per column). ``padding`` is
+    the blank on each side of a cell (the heatmap's cells carry their own). ``table`` are more
     ``rich.table.Table`` options.
     """
 
@@ -36,8 +67,9 @@ class FittedGrid:
         title: str,
         row_labels: Sequence[str],
         col_labels: Sequence[str],
-        column: Callable[[int], Sequence[Text]],
+        column: Callable[[int, Sequence[int]], Sequence[Text]],
         *,
+        max_rows: int | None = None,
         footer: tuple[str, Sequence[Text]] | None = None,
         padding: int = 1,
         header: Callable[[str], Text] = Text,
@@ -48,7 +80,8 @@ class FittedGrid:
         self.footer, self.padding, self.header, self.justify, self.options = footer, padding, header, justify, table
         self._column = column
         self._cells: dict[int, Sequence[Text]] = {}
-        labels = [*row_labels, footer[0]] if footer is not None else row_labels
+        self.rows = shown_rows(len(row_labels), max_rows)
+        labels = [row_labels[i] for i in self.rows] + ([footer[0]] if footer is not None else [])
         self.label_width = max((Text(label).cell_len for label in labels), default=0)
 
     @property
@@ -57,9 +90,9 @@ class FittedGrid:
         return 2 * self.padding + 1
 
     def cells(self, j: int) -> Sequence[Text]:
-        """Column ``j``'s cells (the footer's last), made once."""
+        """Column ``j``'s cells in the rows shown (the footer's last), made once."""
         if j not in self._cells:
-            cells = list(self._column(j))
+            cells = list(self._column(j, self.rows))
             self._cells[j] = [*cells, self.footer[1][j]] if self.footer is not None else cells
         return self._cells[j]
 
@@ -101,22 +134,21 @@ class FittedGrid:
         for j in columns:
             label = self.header(GAP if j is None else self.col_labels[j])
             table.add_column(label, justify=self.justify, no_wrap=True, header_style="bold cyan")  # type: ignore[arg-type]
-        gap = Text(GAP, style="dim")
-        rows = len(self.row_labels)
-        for i in range(rows + (self.footer is not None)):
-            if i == rows:
+        gap, row_gap = Text(GAP, style="dim"), Text(ROW_GAP, style="dim")
+        shown = len(self.rows)
+        for k in range(shown + (self.footer is not None)):
+            if k == shown:
                 table.add_section()
-            label = self.row_labels[i] if i < rows else self.footer[0]  # type: ignore[index]
-            table.add_row(Text(label), *(gap if j is None else self.cells(j)[i] for j in columns))
+            elif k and self.rows[k] != self.rows[k - 1] + 1:  # rows left out before this one
+                table.add_row(row_gap, *(row_gap for _ in columns))
+            label = self.row_labels[self.rows[k]] if k < shown else self.footer[0]  # type: ignore[index]
+            table.add_row(Text(label), *(gap if j is None else self.cells(j)[k] for j in columns))
         return table
 
     def note(self, shown: int) -> Text | None:
-        """What a grid showing ``shown`` columns says about the others: how many, and how to see them."""
-        hidden = len(self.col_labels) - shown
-        if not hidden:
-            return None
-        return Text(f"{hidden} of {len(self.col_labels)} columns left out ({GAP}) to fit the width; "
-                    "widen the terminal or use --format csv to see them", style="dim")  # fmt: skip
+        """What a grid showing ``shown`` columns says about the rows and columns it left out, and how to see them."""
+        rows, cols = len(self.row_labels), len(self.col_labels)
+        return left_out((rows - len(self.rows), rows), (cols - shown, cols))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         left, right = self.shown(options.max_width)

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
+from attnx.render.fitted import ROW_GAP, left_out, shown_rows
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
 from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
@@ -69,41 +70,57 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
     return table
 
 
-def queries_table(s: HeadStats, result: AttentionResult, precision: int) -> Table:
-    """One row per query of one head: entropy, normalised entropy, effective keys, max weight, top key."""
+def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_rows: int | None = None) -> RenderableType:
+    """One row per query of one head: entropy, normalised entropy, effective keys, max weight, top key.
+
+    Past ``max_rows`` queries (None: no limit), the first and last, and a line saying how many are left out.
+    """
     table = compact_table()
     table.add_column("query", style="bold cyan", no_wrap=True)
     for header in ("keys", "entropy", "/ log keys", "eff. keys", "max w"):
         table.add_column(header, justify="right", no_wrap=True, header_style="bold cyan")
     table.add_column("top key", no_wrap=True, header_style="bold cyan")
-    for i, token in enumerate(result.tokens):
+    rows = shown_rows(len(result.tokens), max_rows)
+    for k, i in enumerate(rows):
+        if k and i != rows[k - 1] + 1:
+            table.add_row(*[Text(ROW_GAP, style="dim")] * 7)
         top = int(s.top_key[i])
         table.add_row(
-            token,
+            Text(result.tokens[i]),
             str(int(s.visible_keys[i])),
             cell(s.entropy[i], precision),
             cell(s.normalized_entropy[i], precision),
             cell(s.effective_keys[i], precision),
             cell(s.max_weight[i], precision),
-            result.key_tokens[top] if top >= 0 else NONE,
+            Text(result.key_tokens[top]) if top >= 0 else NONE,
         )
-    return table
+    note = left_out((len(result.tokens) - len(rows), len(result.tokens)))
+    return table if note is None else Group(table, note)
 
 
 def heads_view(
-    stats: Sequence[HeadStats], result: AttentionResult, precision: int, *, heatmap: bool = False, colour: bool = True
+    stats: Sequence[HeadStats],
+    result: AttentionResult,
+    precision: int,
+    *,
+    heatmap: bool = False,
+    colour: bool = True,
+    max_rows: int | None = None,
 ) -> RenderableType:
-    """Everything `attnx heads` prints: the label table, then per head its queries (or its weights as heatmaps)."""
+    """Everything `attnx heads` prints: the label table, then per head its queries (or its weights as heatmaps).
+
+    Per-query tables and heatmaps of more than ``max_rows`` queries (None: no limit) show both ends.
+    """
     parts: list[RenderableType] = [labels_table(stats, precision), Text(SCORE_MEANINGS, style="dim"), thresholds_line()]
     if heatmap:
         scale = scale_of([result.weights])
-        parts += [Rule(style="dim"), weight_heatmaps(result, precision, colour=colour, scale=scale)]
+        parts += [Rule(style="dim"), weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)]
         parts.append(legend(scale, precision, colour))
         return Group(*parts)
     for s in stats:
         label = f" · {s.label} ({fmt(s.label_score or 0.0, precision)})" if s.label else ""
         parts.append(Rule(head_title(result, s.head) + label, align="left", style="dim"))
-        parts.append(queries_table(s, result, precision))
+        parts.append(queries_table(s, result, precision, max_rows))
     return Group(*parts)
 
 

@@ -86,16 +86,24 @@ def heatmap(
     scale: HeatScale,
     colour: bool,
     blocked: np.ndarray | None = None,
+    max_rows: int | None = None,
 ) -> FittedGrid:
-    """One labelled grid, as many columns as the width holds; cells where ``blocked`` is True are a dim ``·``."""
+    """One labelled grid, as many columns as the width holds; cells where ``blocked`` is True are a dim ``·``.
+
+    Past ``max_rows`` rows (None: no limit) the first and last rows are shown.
+    """
     width = number_width(matrix, precision)
     masked = Text("·".rjust(width + (1 if colour else 3)), style="dim")
 
-    def column(j: int) -> list[Text]:
-        cells = (heat_cell(float(value), scale, precision, colour, width) for value in matrix[:, j])
-        return [masked if blocked is not None and blocked[i, j] else cell for i, cell in enumerate(cells)]
+    def cell(i: int, j: int) -> Text:
+        if blocked is not None and blocked[i, j]:
+            return masked
+        return heat_cell(float(matrix[i, j]), scale, precision, colour, width)
 
-    return FittedGrid(title, row_labels, col_labels, column, padding=0, justify="left",
+    def column(j: int, rows: Sequence[int]) -> list[Text]:
+        return [cell(i, j) for i in rows]
+
+    return FittedGrid(title, row_labels, col_labels, column, padding=0, justify="left", max_rows=max_rows,
                       header=lambda label: Text(label, justify="right"))  # fmt: skip
 
 
@@ -126,20 +134,28 @@ def legend(scale: HeatScale, precision: int, colour: bool) -> Text:
 
 
 def weight_heatmaps(
-    result: AttentionResult, precision: int, *, colour: bool, scale: HeatScale | None = None
+    result: AttentionResult,
+    precision: int,
+    *,
+    colour: bool,
+    scale: HeatScale | None = None,
+    max_rows: int | None = None,
 ) -> RenderableType:
     """Every head's weights as a grid titled as in the tables, side by side where they fit."""
     scale = scale or scale_of([result.weights])
     blocked = None if result.mask is None else ~result.mask
     grids = [
         heatmap(head_title(result, h), result.weights[h], result.tokens, result.key_tokens, precision,
-                scale=scale, colour=colour, blocked=blocked)
+                scale=scale, colour=colour, blocked=blocked, max_rows=max_rows)
         for h in range(result.heads)
     ]  # fmt: skip
     return Columns(grids, padding=(1, 4))
 
 
-def weights_view(result: AttentionResult, precision: int, *, colour: bool) -> RenderableType:
+def weights_view(
+    result: AttentionResult, precision: int, *, colour: bool, max_rows: int | None = None
+) -> RenderableType:
     """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
     scale = scale_of([result.weights])
-    return Group(weight_heatmaps(result, precision, colour=colour, scale=scale), legend(scale, precision, colour))
+    grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)
+    return Group(grids, legend(scale, precision, colour))

@@ -63,7 +63,7 @@ def info_view(info: ModelInfo) -> RenderableType:
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
     for name, value in info_rows(info):
-        table.add_row(name, value)
+        table.add_row(name, Text(value))  # a path or name with [brackets] is not Rich markup
     return Group(Text(info.path, style="bold"), table)
 
 

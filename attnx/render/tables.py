@@ -42,53 +42,49 @@ def matrix_table(
     emphasise_row_max: bool = False,
     blocked: np.ndarray | None = None,
     footer: tuple[str, Sequence[float]] | None = None,
+    max_rows: int | None = None,
 ) -> FittedGrid:
     """One labelled matrix, as many columns as the width holds; with ``emphasise_row_max`` each row's largest is bold.
 
     Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``. ``footer`` is a bold row
-    under a rule: a label and one value per column.
+    under a rule: a label and one value per column. Past ``max_rows`` rows (None: no limit) the
+    first and last rows are shown.
     """
     top = np.full(len(matrix), -1)
     if emphasise_row_max and matrix.size:
         top = np.where(matrix.max(axis=1) > 0, matrix.argmax(axis=1), -1)  # NaN rows: no emphasis
 
-    def column(j: int) -> list[Text]:
+    def column(j: int, rows: Sequence[int]) -> list[Text]:
         return [
             Text("·", style="dim")
             if blocked is not None and blocked[i, j]
-            else Text(fmt(float(value), precision), style="bold yellow" if top[i] == j else "")
-            for i, value in enumerate(matrix[:, j])
+            else Text(fmt(float(matrix[i, j]), precision), style="bold yellow" if top[i] == j else "")
+            for i in rows
         ]
 
     last = None if footer is None else (footer[0], [Text(fmt(float(v), precision), style="bold") for v in footer[1]])
     # Labels are Text, so that a token such as "[b]" is never read as Rich markup.
-    return FittedGrid(title, row_labels, col_labels, column, footer=last)
+    return FittedGrid(title, row_labels, col_labels, column, footer=last, max_rows=max_rows)
 
 
-def _head_sections(result: AttentionResult, head: int, sections: set[Section], precision: int) -> list[FittedGrid]:
+def _head_sections(
+    result: AttentionResult, head: int, sections: set[Section], precision: int, max_rows: int | None
+) -> list[FittedGrid]:
     rows, keys = result.tokens, result.key_tokens
     blocked = None if result.mask is None else ~result.mask
     tables = []
     if Section.scores in sections:
-        tables.append(matrix_table("raw scores Q·Kᵀ", result.scores[head], rows, keys, precision))
+        tables.append(matrix_table("raw scores Q·Kᵀ", result.scores[head], rows, keys, precision, max_rows=max_rows))
     if Section.scaled in sections:
         title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
-        tables.append(matrix_table(title, result.scaled[head], rows, keys, precision))
+        tables.append(matrix_table(title, result.scaled[head], rows, keys, precision, max_rows=max_rows))
     if Section.weights in sections:
-        tables.append(
-            matrix_table(
-                "weights (softmax)",
-                result.weights[head],
-                rows,
-                keys,
-                precision,
-                emphasise_row_max=True,
-                blocked=blocked,
-            )
-        )
+        tables.append(matrix_table("weights (softmax)", result.weights[head], rows, keys, precision,
+                                   emphasise_row_max=True, blocked=blocked, max_rows=max_rows))  # fmt: skip
     if Section.heads in sections:
         cols = [f"d{c}" for c in result.head_columns(head)]
-        tables.append(matrix_table("head output (weights · V)", result.head_outputs[head], rows, cols, precision))
+        tables.append(matrix_table("head output (weights · V)", result.head_outputs[head], rows, cols, precision,
+                                   max_rows=max_rows))  # fmt: skip
     return tables
 
 
@@ -115,8 +111,10 @@ def head_title(result: AttentionResult, head: int) -> str:
     return title
 
 
-def run_view(result: AttentionResult, sections: Iterable[Section], precision: int) -> RenderableType:
-    """Everything `attnx run` prints, as one renderable."""
+def run_view(
+    result: AttentionResult, sections: Iterable[Section], precision: int, *, max_rows: int | None = None
+) -> RenderableType:
+    """Everything `attnx run` prints, as one renderable; tables of more than ``max_rows`` rows show both ends."""
     chosen = set(sections)
     parts: list[RenderableType] = []
     per_head = {Section.scores, Section.scaled, Section.weights, Section.heads}
@@ -125,40 +123,39 @@ def run_view(result: AttentionResult, sections: Iterable[Section], precision: in
             parts.append(Rule(head_title(result, head), align="left", style="dim"))
             # Stacked, not laid out with rich.columns.Columns: measuring tables side by side doubles
             # the rendering time, the largest part of `attnx run`'s start-up after imports.
-            for i, table in enumerate(_head_sections(result, head, chosen, precision)):
+            for i, table in enumerate(_head_sections(result, head, chosen, precision, max_rows)):
                 parts.extend([Text()] * (i > 0) + [table])
     if Section.output in chosen:
         cols = [f"d{c}" for c in range(result.d_model)]
         title = f"Concatenated output ({result.heads} head{'s' if result.heads > 1 else ''} × d_k {result.d_k})"
         parts.append(Rule(style="dim"))
-        parts.append(matrix_table(title, result.output, result.tokens, cols, precision))
+        parts.append(matrix_table(title, result.output, result.tokens, cols, precision, max_rows=max_rows))
     if Section.projected in chosen and result.projected is not None:
         cols = [f"d{c}" for c in range(result.projected.shape[1])]
         parts.append(Rule(style="dim"))
         parts.append(matrix_table("Projected output (output · W_o + b_o)", result.projected, result.tokens, cols,
-                                  precision))  # fmt: skip
+                                  precision, max_rows=max_rows))  # fmt: skip
     if Section.ablation in chosen:
         shift = ablation(result)
         if shift is not None:
             parts.append(Rule(style="dim"))
-            parts.append(ablation_table(shift, result.tokens, precision))
+            parts.append(ablation_table(shift, result.tokens, precision, max_rows=max_rows))
     if Section.average in chosen:
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))
-        parts.append(
-            matrix_table(
-                title, result.average_weights, result.tokens, result.key_tokens, precision, emphasise_row_max=True
-            )
-        )
+        parts.append(matrix_table(title, result.average_weights, result.tokens, result.key_tokens, precision,
+                                  emphasise_row_max=True, max_rows=max_rows))  # fmt: skip
     return Group(*parts)
 
 
-def ablation_table(shift: Ablation, tokens: Sequence[str], precision: int) -> FittedGrid:
+def ablation_table(
+    shift: Ablation, tokens: Sequence[str], precision: int, *, max_rows: int | None = None
+) -> FittedGrid:
     """How far each token's output moved when the dropped heads were zeroed."""
     dropped = ", ".join(str(h + 1) for h in shift.dropped_heads)
     title = f"Ablation · head{'s' if len(shift.dropped_heads) > 1 else ''} {dropped} dropped"
     return matrix_table(title, shift.per_token[:, None], tokens, [f"L2 shift of {shift.compared}"], precision,
-                        footer=("all", [shift.overall]))  # fmt: skip
+                        footer=("all", [shift.overall]), max_rows=max_rows)  # fmt: skip
 
 
 SCALE_LABELS = {"sqrt_dk": "1/√d_k", "sqrt_d_model": "1/√d_model", "none": "none", "number": "given"}

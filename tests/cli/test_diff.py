@@ -109,6 +109,28 @@ class TestHeadsSweep:
         assert message in invoke(runner, "diff", *args, code=2).stderr
 
 
+class TestRows:
+    def test_sweep_tables_keep_to_rows(self, runner: CliRunner) -> None:
+        """A sweep over 30 tokens at --rows 2: weights, output and shift tables show t0, ⋮, t29."""
+        tokens = " ".join(f"t{i}" for i in range(30))
+        out = invoke(runner, "diff", "--heads", "1,2", "--seed", "0", "--tokens", tokens, "--d-model", "4",
+                     "--rows", "2").stdout  # fmt: skip
+        assert "t0 " in out and "t29 " in out and "t15 " not in out
+        # weights (1 + 2 heads), two outputs and two shift tables, each with its note
+        assert out.count("28 of 30 rows left out (⋮)") == 7
+
+    def test_locations_are_text_not_markup(self, runner: CliRunner, tmp_path: Path) -> None:
+        """The largest differences name tokens as typed: [b] is not read as Rich markup."""
+        spec = load_spec()
+        doc = {"tokens": ["[b]", "x", "y", "z", "w"], "heads": 2, "q": spec.q.tolist(), "k": spec.k.tolist(),
+               "v": spec.v.tolist()}  # fmt: skip
+        a, b = tmp_path / "a.json", tmp_path / "b.json"
+        a.write_text(json.dumps(doc))
+        b.write_text(json.dumps({**doc, "scale": 0.75}))
+        out = invoke(runner, "diff", str(a), str(b), code=1).stdout
+        assert "head 1 · x → [b]" in out
+
+
 class TestTwoInputs:
     def test_equal_is_exit_0(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
         """A JSON result against the input it came from: every tensor 0 apart, exit 0."""

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from attnx.cli.common import Device, Dtype, Engine, Layout, OutputFormat, View
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
+from attnx.errors import UsageError
 
 ExtraOpt = Annotated[int, typer.Option("--extra")]
 
@@ -96,6 +97,13 @@ class TestGroups:
         """`heatmap` is True with --view heatmap only."""
         assert ViewFlags(view=View.heatmap).heatmap and not ViewFlags().heatmap
 
+    def test_view_rows(self) -> None:
+        """--rows is 40 by default, a number, or all (None); anything else is refused when the group is made."""
+        assert ViewFlags().max_rows == 40 and ViewFlags(rows="7").max_rows == 7
+        assert ViewFlags(rows="ALL").max_rows is None
+        with pytest.raises(UsageError, match="--rows expects a whole number of at least 1 or 'all', got '0'"):
+            ViewFlags(rows="0")
+
     def test_view_emit_writes_output(self, tmp_path: Path) -> None:
         """`emit` writes the chosen format to --output, not the table."""
         target = tmp_path / "result.json"
@@ -124,8 +132,8 @@ class TestCommandsKeepTheirOptionOrder:
          ("attnx.cli.diff:diff", "output_format", "max_bytes")],
     )  # fmt: skip
     def test_view_flags_in_place(self, command: str, before: str, after: str) -> None:
-        """--output, --view, --export, --quiet, --no-color follow the format options and precede the caps."""
+        """--output, --view, --rows, --export, --quiet, --no-color follow the format options and precede the caps."""
         module, name = command.split(":")
         names = list(inspect.signature(getattr(importlib.import_module(module), name)).parameters)
         start = names.index(before) + 1
-        assert names[start : start + 6] == ["output", "view", "export", "quiet", "no_color", after]
+        assert names[start : start + 7] == ["output", "view", "rows", "export", "quiet", "no_color", after]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -65,3 +66,19 @@ class TestHeadsCommand:
     def test_unsupported_format_is_exit_2(self, runner: CliRunner) -> None:
         """heads writes table or json; csv is a usage error naming those."""
         assert "'csv' is not one of 'table', 'json'" in invoke(runner, "heads", "-f", "csv", code=2).output
+
+    def test_per_query_tables_keep_to_rows(self, runner: CliRunner) -> None:
+        """30 queries at --rows 4: each head's table shows q0, q1, ⋮, q28, q29 and says 26 were left out."""
+        tokens = " ".join(f"q{i}" for i in range(30))
+        out = invoke(
+            runner, "heads", "--seed", "0", "--tokens", tokens, "--d-model", "4", "-H", "2", "--rows", "4"
+        ).stdout
+        rows = [line.split()[0] for line in out.splitlines() if re.match(r"(q\d+|⋮)\s", line)]
+        assert rows == ["q0", "q1", "⋮", "q28", "q29"] * 2
+        assert out.count("26 of 30 rows left out (⋮); use --rows all or --format csv to see them") == 2
+
+    def test_tokens_are_text_not_markup(self, runner: CliRunner) -> None:
+        """A token such as [b] is shown as typed in the query and top key columns (Rich read it as markup)."""
+        out = invoke(runner, "heads", "--seed", "0", "--tokens", "[b] cat [red]x", "--d-model", "4", "-H", "1").stdout
+        queries = [line.split()[0] for line in out.splitlines()[-3:]]
+        assert queries == ["[b]", "cat", "[red]x"]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,52 @@ class TestRunTable:
         assert (data["heads"], data["d_model"], data["d_k"]) == (2, 8, 4)
         q, k, _ = np.random.default_rng(7).standard_normal((3, 4, 8))
         np.testing.assert_allclose(np.array(data["scores"])[1], q[:, 4:] @ k[:, 4:].T, rtol=1e-12)
+
+
+def row_labels(out: str) -> list[str]:
+    """The first word of each table row that starts with a token label ``w<i>`` or the ⋮ of left-out rows."""
+    return [line.split()[0] for line in out.splitlines() if re.match(r"(w\d+|⋮)\s", line)]
+
+
+class TestRows:
+    """Tables of many tokens show the first and last rows (--rows, 40 by default) and say what they left out."""
+
+    TOKENS = " ".join(f"w{i}" for i in range(50))
+
+    def invoke(self, runner: CliRunner, *args: str, show: tuple[str, ...] = ("--show", "weights")) -> str:
+        argv = ["run", "--seed", "1", "--tokens", self.TOKENS, "--d-model", "4", "-H", "1", *show]
+        result = runner.invoke(app, [*argv, *args], env={"COLUMNS": "100", "NO_COLOR": "1"})
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    def test_forty_rows_by_default(self, runner: CliRunner) -> None:
+        """50 tokens: w0-w19, a ⋮ row, w30-w49, and a note naming --rows all."""
+        out = self.invoke(runner)
+        assert row_labels(out) == [f"w{i}" for i in range(20)] + ["⋮"] + [f"w{i}" for i in range(30, 50)]
+        assert "10 of 50 rows left out (⋮);" in out and "--rows all" in out
+
+    def test_rows_all_and_a_number(self, runner: CliRunner) -> None:
+        """--rows all prints every row and no note; --rows 3 the first two and the last."""
+        out = self.invoke(runner, "--rows", "all")
+        assert row_labels(out) == [f"w{i}" for i in range(50)] and "rows left out" not in out
+        assert row_labels(self.invoke(runner, "--rows", "3")) == ["w0", "w1", "⋮", "w49"]
+
+    def test_heatmap_rows(self, runner: CliRunner) -> None:
+        """--view heatmap keeps to --rows too."""
+        out = self.invoke(runner, "--rows", "2", "--view", "heatmap", show=())
+        assert row_labels(out) == ["w0", "⋮", "w49"] and "48 of 50 rows left out (⋮)" in out
+
+    def test_csv_is_never_cut(self, runner: CliRunner) -> None:
+        """--rows shapes tables only: CSV still has every weight (50 × 50 and a header)."""
+        out = self.invoke(runner, "--rows", "2", "--format", "csv", "--tensor", "weights")
+        assert len(out.splitlines()) == 1 + 50 * 50
+
+    @pytest.mark.parametrize("value", ["0", "-3", "some"])
+    def test_bad_rows_is_exit_2(self, runner: CliRunner, value: str) -> None:
+        """A --rows that is not a whole number ≥ 1 or all: one line and exit 2."""
+        result = runner.invoke(app, ["run", "--rows", value])
+        assert result.exit_code == 2
+        assert result.stderr == f"attnx: error: --rows expects a whole number of at least 1 or 'all', got {value!r}\n"
 
 
 class TestRunJson:

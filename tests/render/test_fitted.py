@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.text import Text
 
-from attnx.render.fitted import FittedGrid
+from attnx.render.fitted import FittedGrid, shown_rows
 from attnx.render.heatmap import number_width
 from attnx.render.numbers import fmt
 from attnx.render.tables import matrix_table
@@ -22,15 +22,20 @@ def render(renderable: object, width: int) -> list[str]:
     return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
 
 
-def grid(rows: int, cols: int, calls: list[int] | None = None) -> FittedGrid:
-    """A grid whose cell (i, j) reads ``i.j`` padded to 6 characters, counting the columns it makes."""
+def grid(
+    rows: int, cols: int, calls: list[int] | None = None, max_rows: int | None = None, made: list[int] | None = None
+) -> FittedGrid:
+    """A grid whose cell (i, j) reads ``i.j`` padded to 6 characters, counting the columns (and cells) it makes."""
 
-    def column(j: int) -> list[Text]:
+    def column(j: int, shown: list[int]) -> list[Text]:
         if calls is not None:
             calls.append(j)
-        return [Text(f"{i}.{j}".rjust(6)) for i in range(rows)]
+        if made is not None:
+            made.extend(shown)
+        return [Text(f"{i}.{j}".rjust(6)) for i in shown]
 
-    return FittedGrid("title", [f"r{i}" for i in range(rows)], [f"c{j}" for j in range(cols)], column)
+    labels = [f"r{i}" for i in range(rows)]
+    return FittedGrid("title", labels, [f"c{j}" for j in range(cols)], column, max_rows=max_rows)
 
 
 class TestFittedGrid:
@@ -77,6 +82,55 @@ class TestFittedGrid:
         assert Measurement.get(console, console.options, grid(2, 2)).maximum == len("r1") + 2 * 9
         lines = render(Columns([grid(2, 3), grid(2, 3)], padding=(0, 2)), 80)
         assert lines[1].split() == ["c0", "c1", "c2"] * 2
+
+
+class TestRows:
+    """Past ``max_rows`` rows a grid shows the first and last rows around a ⋮ row, and says what it left out."""
+
+    def test_first_and_last_rows_around_a_gap(self) -> None:
+        """Ten rows at most 5: rows 0-2, a ⋮ row, rows 8-9, then a note naming --rows all."""
+        lines = render(grid(10, 2, max_rows=5), 80)
+        assert [line.split()[0] for line in lines[3:9]] == ["r0", "r1", "r2", "⋮", "r8", "r9"]
+        assert lines[6].split() == ["⋮", "⋮", "⋮"]
+        assert lines[8].split() == ["r9", "9.0", "9.1"]
+        assert lines[9] == "5 of 10 rows left out (⋮); use --rows all or --format csv to see them"
+
+    def test_only_shown_rows_are_made(self) -> None:
+        """A 10,000-row grid at 6 rows formats 6 cells per column."""
+        made: list[int] = []
+        render(grid(10_000, 2, max_rows=6, made=made), 80)
+        assert made == [0, 1, 2, 9997, 9998, 9999] * 2
+
+    def test_rows_and_columns_left_out(self) -> None:
+        """With rows and columns both left out, one note names both and every way to see them.
+
+        At width 200 the labels and the … column take 6 characters and each column 9: 21 of 40 fit.
+        """
+        lines = render(grid(10, 40, max_rows=4), 200)
+        note = " ".join(line.strip() for line in lines[lines.index(next(x for x in lines if "left out" in x)) :])
+        assert note == ("6 of 10 rows left out (⋮); 19 of 40 columns left out (…) to fit the width; "
+                        "use --rows all, widen the terminal, or use --format csv to see them")  # fmt: skip
+
+    def test_no_gap_at_the_limit(self) -> None:
+        """As many rows as the limit: all shown, no ⋮ and no note."""
+        lines = render(grid(5, 2, max_rows=5), 80)
+        assert [line.split()[0] for line in lines[3:]] == ["r0", "r1", "r2", "r3", "r4"]
+
+    @pytest.mark.parametrize(
+        ("count", "max_rows", "expected"),
+        [(5, None, [0, 1, 2, 3, 4]), (5, 5, [0, 1, 2, 3, 4]), (6, 4, [0, 1, 4, 5]), (6, 3, [0, 1, 5]), (6, 1, [0])],
+    )
+    def test_shown_rows(self, count: int, max_rows: int | None, expected: list[int]) -> None:
+        """The first half (with the odd row) from the top, the rest from the bottom."""
+        assert shown_rows(count, max_rows) == expected
+
+    def test_footer_stays_under_a_cut_grid(self) -> None:
+        """A footer (the "all" row) still closes a grid whose rows were cut."""
+        matrix = np.arange(20.0).reshape(10, 2)
+        lines = render(matrix_table("t", matrix, [f"q{i}" for i in range(10)], ["x", "y"], 0,
+                                    footer=("all", [90, 100]), max_rows=2), 40)  # fmt: skip
+        assert [line.split() for line in lines[3:8]] == [["q0", "0", "1"], ["⋮", "⋮", "⋮"], ["q9", "18", "19"], [],
+                                                         ["all", "90", "100"]]  # fmt: skip
 
 
 class TestMatrixTable:
