@@ -45,11 +45,13 @@ Task = TypeVar("Task")
 Buffers = TypeVar("Buffers")
 
 # Query rows per task. On the output path one tile is OUTPUT_ROWS × (KEY_TILE_BYTES / (rows ·
-# itemsize)) keys (512 × 512 in float32); on the weights path a head's tile is WEIGHT_ROWS × M,
-# made in scratch and written once. Both were the fastest sizes measured on a 2-core machine with
-# 1 MiB of L2 per core (benchmarks/engines.py).
+# itemsize)) keys (512 × 512 in float32); on the weights path a head's tile is rows × M, made in
+# scratch and written once: WEIGHT_ROWS rows, or fewer to keep the tile within WEIGHT_TILE_BYTES
+# (512 rows at M = 2048, 256 at M = 8192 in float32). These were the fastest sizes measured on a
+# 2-core machine with 1 MiB of L2 per core and 32 MiB of L3 (benchmarks/engines.py).
 OUTPUT_ROWS = 512
-WEIGHT_ROWS = 256
+WEIGHT_ROWS = 512
+WEIGHT_TILE_BYTES = 8 << 20
 KEY_TILE_BYTES = 1 << 20
 ROW_STEP = 8  # task sizes are multiples of this
 # Rows at least this long are combined with one value per row with NumPy's buffer cut to a row (by_row).
@@ -62,6 +64,12 @@ def block_rows(rows: int, queries: int) -> int:
     """``rows`` query rows per task, or fewer, so that every CPU has a task (a multiple of ``ROW_STEP``)."""
     share = -(-queries // workers())
     return max(ROW_STEP, min(rows, -(-share // ROW_STEP) * ROW_STEP))
+
+
+def weight_rows(keys: int, itemsize: int) -> int:
+    """Query rows per task on the weights path: ``WEIGHT_ROWS``, or fewer so that a ``rows × keys`` tile
+    takes at most ``WEIGHT_TILE_BYTES`` (a multiple of ``ROW_STEP``)."""
+    return max(ROW_STEP, min(WEIGHT_ROWS, WEIGHT_TILE_BYTES // (keys * itemsize) // ROW_STEP * ROW_STEP))
 
 
 def key_tile(rows: int, itemsize: int) -> int:
@@ -368,7 +376,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     out = {name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted}
     average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
     head_outputs, exp_paths = ops.head_outputs(), ops.exp_paths  # not when raw or scaled scores are kept
-    rows_per_task = block_rows(WEIGHT_ROWS, n)
+    rows_per_task = block_rows(weight_rows(m, ops.dtype.itemsize), n)
     scratch = per_thread(lambda: _Scratch(rows_per_task, m, d_k, ops.dtype))  # a tile as wide as the keys
 
     def work(rows: slice) -> None:

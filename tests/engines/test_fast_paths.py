@@ -209,6 +209,15 @@ class TestBlockedDetails:
         monkeypatch.setattr(numpy_blocked, "workers", lambda: 1)
         assert numpy_blocked.block_rows(256, 300) == 256
 
+    def test_weight_rows(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A weights-path task takes 512 rows, fewer when its rows × M tile would pass 8 MiB (multiples of 8)."""
+        monkeypatch.setattr(numpy_blocked, "WEIGHT_ROWS", 512)
+        assert numpy_blocked.weight_rows(2048, 4) == 512
+        assert numpy_blocked.weight_rows(8192, 4) == 256
+        assert numpy_blocked.weight_rows(8192, 8) == 128
+        assert numpy_blocked.weight_rows(3000, 8) == 344  # 349.5 rounded down to a multiple of 8
+        assert numpy_blocked.weight_rows(10**8, 4) == 8
+
     def test_key_tile(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """An output-path tile of rows × keys takes about KEY_TILE_BYTES: 256 × 512 in float32."""
         monkeypatch.setattr(numpy_blocked, "KEY_TILE_BYTES", 512 << 10)
