@@ -22,7 +22,7 @@ from attnx.cli.common import (
     parse_scale,
     warn_fully_masked,
 )
-from attnx.cli.flags import CapFlags, EngineFlags, ModelFlags, ViewFlags, with_flags
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -130,8 +130,6 @@ def diff(
     verdict; exit 0 when within --rtol/--atol, 1 when not, 2 on bad input. --model DIR --text "..." --layer L:
     sweep layer L of a local checkpoint.
     """
-    from attnx.io import Overrides
-
     sweeps = {
         name: values
         for name, values in (
@@ -142,8 +140,7 @@ def diff(
         )
         if values
     }
-    overrides = Overrides(seed=seed, tokens=tuple(tokens.split()) if tokens is not None else None, d_model=d_model,
-                          causal=causal)  # fmt: skip
+    overrides = InputFlags(seed=seed, tokens=tokens, d_model=d_model, causal=causal).overrides()
     limits = caps.limits()
     from attnx.cli.model_input import model_spec
     from attnx.render import diff as render

@@ -205,9 +205,9 @@ class _Operands:
     """
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, *, exp_paths: bool) -> None:
-        h, d_k, (h_kv, m, _), dtype = q.shape[0], q.shape[2], k.shape, q.dtype
+        h, (h_kv, m, _), dtype = q.shape[0], k.shape, q.dtype
         self.q, self.k, self.v, self.spec = _unit_stride(q), _unit_stride(k), _unit_stride(v), spec
-        self.group, self.d_k, self.dtype, self.tiny = h // h_kv, d_k, dtype, TINY[dtype]
+        self.group, self.dtype, self.tiny = h // h_kv, dtype, TINY[dtype]
         self.multiplier, self.exp_paths = dtype.type(spec.multiplier), exp_paths
         if not exp_paths:
             return
