@@ -233,8 +233,10 @@ class AttentionSpec:
 
     @functools.cached_property
     def magnitude(self) -> float:
-        """The largest absolute value in ``number_arrays()``: found once, since the arrays cannot change."""
-        return max(largest_abs(array) for array in self.number_arrays().values())
+        """The largest absolute value in ``number_arrays()`` (NaN if any value is NaN): found once, since the
+        arrays cannot change."""
+        values = [largest_abs(array) for array in self.number_arrays().values()]
+        return math.nan if any(map(math.isnan, values)) else max(values)
 
     @property
     def kv_source(self) -> np.ndarray:

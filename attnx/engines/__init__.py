@@ -81,7 +81,7 @@ def compute(
         guards.check_range(spec, chosen)
     with np.errstate(all="ignore"):  # overflow is reported by check_finite, not as RuntimeWarnings
         result = module.attend(spec, chosen, resolved, needs)
-    if strict:
+    if strict and not guards.cannot_overflow(spec, chosen):
         guards.check_finite(spec, result)
     return result
 

@@ -11,6 +11,9 @@ from attnx.errors import LimitError, NumericError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec, largest_abs
 
+# The share of a dtype's range that a bound may reach: rounding in long sums stays far inside the rest.
+ROUNDING_ROOM = 2.0**-10
+
 
 def check_sizes(spec: AttentionSpec, needs: Collection[str] | None = None) -> None:
     """Refuse, before anything is allocated, arrays that would pass the caps ``spec`` was read under.
@@ -44,6 +47,28 @@ def check_range(spec: AttentionSpec, dtype: str) -> None:
                 f"{spec.source}: {name}{where} = {array[index]:.4g} is beyond the largest {dtype} "
                 f"({largest:.4g}); use --dtype float64"
             )
+
+
+def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
+    """True when the inputs' magnitude rules out any overflow in ``dtype``: the result need not be scanned.
+
+    With every input value within a: Q, K and V are within b = a (or d_in·a² + a, projected);
+    a raw or scaled score within d_k·b²·max(1, |s|); a head output, a weighted mean of V's rows,
+    within b, and the engines' sums of M rescaled terms within M·b; the projected output within
+    d_model·b·a + a. Each must stay below the dtype's largest number with room for rounding.
+    Only below float64, whose range ``check_range`` has already measured a for; in float64,
+    measuring the inputs would cost more than the scan of the output it spares.
+    """
+    largest = float(np.finfo(dtype).max)
+    if largest >= np.finfo(np.float64).max:
+        return False
+    a = spec.magnitude  # NaN when any input is NaN: every comparison below is then False
+    projections = [w for w in (spec.w_q, spec.w_k, spec.w_v) if w is not None]
+    b = max(w.d_in for w in projections) * a * a + a if projections else a
+    bounds = [spec.d_k * b * b * max(1.0, abs(spec.multiplier)), spec.n_keys * b]
+    if spec.w_o is not None:
+        bounds.append(spec.d_model * b * a + a)
+    return all(bound <= largest * ROUNDING_ROOM for bound in bounds)
 
 
 def check_finite(spec: AttentionSpec, result: AttentionResult) -> None:

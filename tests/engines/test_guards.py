@@ -87,6 +87,75 @@ class TestOverflow:
         assert verdicts[("float32", "scores")] is False and verdicts[("float64", "scores")] is True
 
 
+class TestCannotOverflow:
+    """Below float64, a bound from the inputs' magnitude spares the scan of the result when nothing can overflow."""
+
+    def test_ordinary_float32_inputs_are_bounded(self) -> None:
+        """Values within ±10: scores within 1 · 10², far inside float32."""
+        assert guards.cannot_overflow(spec([[10.0], [-3.0]], [[2.0], [-10.0]]), "float32")
+
+    def test_float64_is_always_scanned(self) -> None:
+        """In float64 the magnitude is not measured, so the bound never answers."""
+        assert not guards.cannot_overflow(spec([[1.0]], [[1.0]]), "float64")
+
+    def test_scores_too_close_to_the_range(self) -> None:
+        """1e18 · 1e18 = 1e36 fits float32 (3.4e38) but not within the rounding room: the result is scanned."""
+        near = spec([[1e18]], [[1e18]])
+        assert not guards.cannot_overflow(near, "float32")
+        assert compute(near, dtype="float32").scores[0, 0, 0] == np.float32(1e36)
+
+    def test_a_large_scale_widens_the_bound(self) -> None:
+        """Scores of 1e34 are in the room at scale 1 (and below 1, the raw scores still count), not at scale 100."""
+        near = spec([[1e17]], [[1e17]])
+        assert guards.cannot_overflow(near, "float32")
+        assert guards.cannot_overflow(replace(near, scale=1e-30), "float32")
+        assert not guards.cannot_overflow(replace(near, scale=100.0), "float32")
+
+    def test_projection_widens_the_bound(self) -> None:
+        """Projected inputs of 1e9 with 4 input columns: Q within 4e18 + 1e9, scores past the room."""
+        x, w = np.full((2, 4), 1e9), Linear(np.ones((4, 1)))
+        layer = AttentionSpec(None, None, None, 1, ("a", "b"), ("a", "b"), x=x, w_q=w, w_k=w, w_v=w)  # type: ignore[arg-type]
+        assert not guards.cannot_overflow(layer, "float32")
+        small = replace(layer, x=np.full((2, 4), 1e3))
+        assert guards.cannot_overflow(small, "float32")
+
+    def test_output_projection_bound(self) -> None:
+        """16 heads of width 1 with values of 1.5e17: each score (2.25e34) is in the room, but the projected
+        output's bound of d_model · 2.25e34 is not."""
+        values = np.full((1, 16), 1.5e17)
+        layer = AttentionSpec(values, values, values, 16, ("a",), ("a",))
+        assert guards.cannot_overflow(layer, "float32")
+        assert not guards.cannot_overflow(replace(layer, w_o=Linear(np.eye(16))), "float32")
+
+    def test_nan_input_is_never_bounded(self) -> None:
+        """A NaN anywhere, even after larger finite values, makes the bound fail."""
+        assert not guards.cannot_overflow(spec([[5.0]], [[1.0]], [[np.nan]]), "float32")
+
+    def test_bounded_results_skip_the_scan(self, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """compute scans a float32 result only when the bound does not rule overflow out."""
+        scanned: list[str] = []
+        monkeypatch.setattr(guards, "check_finite", lambda spec, result: scanned.append(result.dtype))
+        compute(spec([[1.0]], [[2.0]]), engine, dtype="float32", device="cpu")
+        compute(spec([[1.0]], [[2.0]]), engine, dtype="float64", device="cpu")
+        compute(spec([[1e18]], [[1e18]]), engine, dtype="float32", device="cpu")
+        assert scanned == ["float64", "float32"]
+
+    @pytest.mark.parametrize("exponent", [8, 15, 16, 17, 18, 19])
+    def test_a_bounded_result_is_finite(self, engine: str, exponent: int) -> None:
+        """Random float32 problems scaled towards the range: when the bound answers, every value is finite.
+
+        Values up to about 3·10^e give projected outputs up to 8 · 9·10^(2e): inside the room for e ≤ 16.
+        """
+        rng = np.random.default_rng(exponent)
+        q, k, v = rng.standard_normal((3, 16, 8)) * 10.0**exponent
+        tokens = tuple(map(str, range(16)))
+        problem = AttentionSpec(q, k, v, 2, tokens, tokens, w_o=Linear(rng.standard_normal((8, 8)) * 10.0**exponent))
+        result = compute(problem, engine, dtype="float32", device="cpu", strict=False)
+        values = [result.scaled, result.head_outputs, result.output, result.projected]
+        assert guards.cannot_overflow(problem, "float32") <= all(np.isfinite(x).all() for x in values)
+        assert guards.cannot_overflow(problem, "float32") is (exponent <= 16)
+
+
 class TestAllFinite:
     """The finiteness scan of results: one sum, and min and max only when the sum is not finite."""
 
