@@ -34,6 +34,11 @@ def shown_rows(count: int, max_rows: int | None) -> list[int]:
     return [*range(first), *range(count - max_rows // 2, count)]
 
 
+def after_gap(rows: Sequence[int], k: int) -> bool:
+    """True when rows were left out between the shown rows ``rows[k - 1]`` and ``rows[k]``."""
+    return k > 0 and rows[k] != rows[k - 1] + 1
+
+
 HOW_TO_SEE = {
     (True, False): "use --rows all or --format csv",
     (False, True): "widen the terminal or use --format csv",
@@ -139,7 +144,7 @@ class FittedGrid:
         for k in range(shown + (self.footer is not None)):
             if k == shown:
                 table.add_section()
-            elif k and self.rows[k] != self.rows[k - 1] + 1:  # rows left out before this one
+            elif after_gap(self.rows, k):
                 table.add_row(row_gap, *(row_gap for _ in columns))
             label = self.row_labels[self.rows[k]] if k < shown else self.footer[0]  # type: ignore[index]
             table.add_row(Text(label), *(gap if j is None else self.cells(j)[k] for j in columns))

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
-from attnx.render.fitted import ROW_GAP, left_out, shown_rows
+from attnx.render.fitted import ROW_GAP, after_gap, left_out, shown_rows
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
 from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
@@ -82,7 +82,7 @@ def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_row
     table.add_column("top key", no_wrap=True, header_style="bold cyan")
     rows = shown_rows(len(result.tokens), max_rows)
     for k, i in enumerate(rows):
-        if k and i != rows[k - 1] + 1:
+        if after_gap(rows, k):
             table.add_row(*[Text(ROW_GAP, style="dim")] * 7)
         top = int(s.top_key[i])
         table.add_row(

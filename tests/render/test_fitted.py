@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.text import Text
 
-from attnx.render.fitted import FittedGrid, shown_rows
+from attnx.render.fitted import FittedGrid, after_gap, shown_rows
 from attnx.render.heatmap import number_width
 from attnx.render.numbers import fmt
 from attnx.render.tables import matrix_table
@@ -86,6 +86,11 @@ class TestFittedGrid:
 
 class TestRows:
     """Past ``max_rows`` rows a grid shows the first and last rows around a ⋮ row, and says what it left out."""
+
+    def test_after_gap(self) -> None:
+        """Only a shown row whose predecessor is not the row just above it follows a gap."""
+        rows = [0, 1, 2, 8, 9]
+        assert [after_gap(rows, k) for k in range(len(rows))] == [False, False, False, True, False]
 
     def test_first_and_last_rows_around_a_gap(self) -> None:
         """Ten rows at most 5: rows 0-2, a ⋮ row, rows 8-9, then a note naming --rows all."""
