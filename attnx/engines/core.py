@@ -27,8 +27,11 @@ class Backend(Protocol):
     def permute(self, x: Array, axes: tuple[int, ...]) -> Array:
         """Reorder the axes of ``x``."""
 
-    def softmax_masked(self, x: Array, allowed: Array | None) -> Array:
-        """Softmax over the last axis where ``allowed``; rows with no allowed key become zeros."""
+    def softmax_masked(self, x: Array, allowed: Array | None, *, reuse: bool = False) -> Array:
+        """Softmax over the last axis where ``allowed``; rows with no allowed key become zeros.
+
+        With ``reuse``, the result may be written over ``x``.
+        """
 
     def mean0(self, x: Array) -> Array:
         """Mean over the first axis."""
@@ -65,14 +68,21 @@ def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep:
     """The textbook computation on whole matrices: every intermediate, as arrays of the backend.
 
     With grouped K/V heads (GQA/MQA) the ``g = H / H_kv`` query heads of a group are stacked along
-    the query axis and share one matmul with their K/V head, so K and V are never repeated.
+    the query axis and share one matmul with their K/V head, so K and V are never repeated. A
+    matrix not in ``keep`` is overwritten by the next step: without ``scores`` and ``scaled``, one
+    H × N × M array serves all three (fewer passes, and less new memory to fault in).
     """
     (h, n, d_k), h_kv, m = q.shape, k.shape[0], k.shape[1]
     g = h // h_kv
     scores = (q.reshape(h_kv, g * n, d_k) @ ops.permute(k, (0, 2, 1))).reshape(h, n, m)  # (H, N, M)
-    scaled = scores * spec.multiplier  # (H, N, M); a Python float keeps the array's dtype
+    if "scores" in keep:
+        scaled = scores * spec.multiplier  # (H, N, M); a Python float keeps the array's dtype
+    else:
+        scaled = scores
+        scaled *= spec.multiplier  # in place, in NumPy and in torch
     allowed = spec.allowed()
-    weights = ops.softmax_masked(scaled, None if allowed is None else ops.array(allowed))  # (H, N, M)
+    mask = None if allowed is None else ops.array(allowed)
+    weights = ops.softmax_masked(scaled, mask, reuse="scaled" not in keep)  # (H, N, M)
     head_outputs = (weights.reshape(h_kv, g * n, m) @ v).reshape(h, n, d_k)  # (H, N, d_k)
     out = {"scores": scores, "scaled": scaled, "weights": weights, "head_outputs": head_outputs}
     if "average_weights" in keep:

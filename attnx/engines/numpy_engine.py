@@ -55,9 +55,9 @@ class NumpyBackend:
         """Reorder axes (a view)."""
         return x.transpose(axes)
 
-    def softmax_masked(self, x: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
-        """Stable softmax over the last axis, in a fresh array (``x`` is kept: it is the scaled scores)."""
-        return softmax_rows_(x.copy(), allowed)
+    def softmax_masked(self, x: np.ndarray, allowed: np.ndarray | None, *, reuse: bool = False) -> np.ndarray:
+        """Stable softmax over the last axis: over ``x`` itself with ``reuse``, else in a fresh array."""
+        return softmax_rows_(x if reuse else x.copy(), allowed)
 
     def mean0(self, x: np.ndarray) -> np.ndarray:
         """Mean over the first axis."""

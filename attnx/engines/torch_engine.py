@@ -74,8 +74,9 @@ class TorchBackend:
         """Reorder dimensions (a view)."""
         return x.permute(axes)
 
-    def softmax_masked(self, x: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-        """torch.softmax where allowed; rows with no allowed key are zeros, not NaN."""
+    def softmax_masked(self, x: torch.Tensor, allowed: torch.Tensor | None, *, reuse: bool = False) -> torch.Tensor:
+        """torch.softmax where allowed; rows with no allowed key are zeros, not NaN (in a new tensor: torch's
+        softmax has no in-place form, and the dense path runs only when matrices are kept)."""
         if allowed is None:
             return torch.softmax(x, dim=-1)
         weights = torch.softmax(x.masked_fill(~allowed, float("-inf")), dim=-1)

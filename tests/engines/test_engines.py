@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -138,6 +139,43 @@ class TestEngineSelection:
         """A dtype an engine lacks is a domain error listing the supported ones."""
         with pytest.raises(EngineUnavailableError, match="supported: float64, float32"):
             compute(load_spec(), "numpy", dtype="float16")
+
+
+class TestDenseReuse:
+    """The one-piece path writes a matrix nobody kept over with the next step, and the kept ones stay as they were."""
+
+    @pytest.mark.parametrize(
+        "keep", [{"weights"}, {"scores", "weights"}, {"scaled", "weights"}, {"scores"}, {"scaled"}, {"output"}]
+    )
+    def test_every_kept_matrix_equals_the_full_computation(self, engine: str, keep: set[str]) -> None:
+        """Raw scores stay unscaled, scaled scores stay unnormalised: bit for bit the matrices of needs=None.
+
+        (torch computes output alone with its fused kernel, which rounds differently.)
+        """
+        spec = load_spec(overrides=Overrides(seed=5, tokens=tuple("abcdef"), d_model=12, heads=3, causal=True))
+        full, part = compute(spec, engine), compute(spec, engine, needs=keep)
+        for name in keep - {"output"}:
+            np.testing.assert_array_equal(getattr(part, name), getattr(full, name), err_msg=name)
+        np.testing.assert_allclose(part.output, full.output, rtol=1e-13, atol=1e-15)
+        for name in {"scores", "scaled", "weights"} - keep:
+            assert getattr(part, name) is None, name
+
+    def test_one_matrix_is_made_when_only_weights_are_kept(self) -> None:
+        """Peak memory of the NumPy one-piece path: one H × N × M array for weights alone, two with scaled."""
+        tokens = tuple(f"t{i}" for i in range(200))
+        spec = load_spec(overrides=Overrides(seed=1, tokens=tokens, d_model=16, heads=4))
+        matrix = 4 * 200 * 200 * 8  # bytes of one float64 H × N × M array (dense: H·N·M ≤ DENSE_LIMIT)
+
+        def peak(needs: set[str]) -> int:
+            tracemalloc.start()
+            try:
+                compute(spec, needs=needs)
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+        assert peak({"weights"}) < 1.5 * matrix
+        assert 2 * matrix < peak({"scaled", "weights"}) < 2.5 * matrix
 
 
 class TestQuerySelection:
