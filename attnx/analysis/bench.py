@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -12,6 +14,8 @@ from attnx.errors import EngineUnavailableError
 from attnx.io.schema import random_qkv
 from attnx.spec import AttentionSpec
 
+# A side whose run takes less (in seconds) runs once untimed before each timed run (see best_times).
+SETTLE = 0.5
 PATHS = {"output": frozenset({"output"}), "weights": frozenset({"weights", "output"})}
 
 
@@ -48,22 +52,40 @@ class BenchSettings:
     repeat: int = 3
 
 
-def problem(length: int, heads: int, d_model: int) -> AttentionSpec:
-    """Random Q/K/V of ``length`` tokens (seed = length, so runs are comparable)."""
-    q, k, v = random_qkv(length, length, d_model)
+def problem(length: int, heads: int, d_model: int, dtype: str = "float64") -> AttentionSpec:
+    """Random Q/K/V of ``length`` tokens in ``dtype`` (seed = length, so runs are comparable).
+
+    In the timed dtype from the start, as SDPA's inputs are: a conversion would be timed on one side only.
+    """
+    q, k, v = (x.astype(dtype) for x in random_qkv(length, length, d_model))
     tokens = tuple(f"t{i}" for i in range(length))
     return AttentionSpec(q, k, v, heads, tokens, tokens, source=f"random N={length}")
 
 
-def best_time(run: Callable[[], object], repeat: int) -> float:
-    """Best wall time of ``repeat`` runs after one warm-up run."""
-    run()
-    times = []
+def best_times(runs: Sequence[Callable[[], object]], repeat: int, settle: Sequence[bool] | None = None) -> list[float]:
+    """Best wall time of each of ``runs``, timed in ``repeat`` rounds in which each runs in turn.
+
+    Taking turns spreads a busy spell of a shared machine over every side, so ratios between them
+    hold better than with each side's runs back to back. But a run right after another side pays
+    for it: that side's worker threads still spin for a while (torch's OpenMP pool, OpenBLAS's),
+    and its data fills the caches. A side marked in ``settle`` runs once untimed before each timed
+    run; ``run_bench`` marks those shorter than ``SETTLE``, beside which the toll is large.
+    """
+    settle = settle or [False] * len(runs)
+    best = [math.inf] * len(runs)
     for _ in range(max(1, repeat)):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for i, (run, untimed) in enumerate(zip(runs, settle, strict=True)):
+            if untimed:
+                run()
+            best[i] = min(best[i], timed(run))
+    return best
+
+
+def timed(run: Callable[[], object]) -> float:
+    """Wall time of one call of ``run``, in seconds."""
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
 
 
 def traced_peak_mib(run: Callable[[], object]) -> float:
@@ -82,20 +104,22 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     sdpa = _sdpa_factory()
     rows: list[BenchRow] = []
     for length in settings.lengths:
-        spec = problem(length, settings.heads, settings.d_model)
-        reference = None
-        if sdpa is not None:
+        spec = problem(length, settings.heads, settings.d_model, settings.dtype)
+        sides = {"torch SDPA": sdpa(spec, settings.dtype)} if sdpa is not None else {}
+        sides |= {
+            engine: functools.partial(compute, spec, engine, dtype=settings.dtype, needs=needs)
+            for engine in settings.engines
+        }
+        warm_up = []
+        for label, run in sides.items():
             if progress:
-                progress(f"torch SDPA, N={length}")
-            reference = best_time(sdpa(spec, settings.dtype), settings.repeat)
+                progress(f"{label}, N={length}")
+            warm_up.append(timed(run))  # and how long one run takes
+        settle = [seconds < SETTLE for seconds in warm_up]
+        times = dict(zip(sides, best_times(list(sides.values()), settings.repeat, settle), strict=True))
+        reference = times.get("torch SDPA")
         for engine in settings.engines:
-            if progress:
-                progress(f"{engine}, N={length}")
-
-            def run(engine: str = engine, spec: AttentionSpec = spec) -> object:
-                return compute(spec, engine, dtype=settings.dtype, needs=needs)
-
-            seconds = best_time(run, settings.repeat)
+            seconds, run = times[engine], sides[engine]
             previous = next((r for r in reversed(rows) if r.engine == engine), None)
             itemsize = 4 if settings.dtype == "float32" else 8
             rows.append(

@@ -33,7 +33,10 @@ EnginesOpt = Annotated[
 PathOpt = Annotated[
     str, typer.Option("--path", help="output: head outputs only (no N×N matrices); weights: also the weights.")
 ]
-RepeatOpt = Annotated[int, typer.Option("--repeat", min=1, help="Timed runs per cell; the best counts.")]
+RepeatOpt = Annotated[
+    int,
+    typer.Option("--repeat", min=1, help="Timed rounds, each side running once per round in turn; the best counts."),
+]
 
 
 def parse_ints(text: str, option: str) -> list[int]:

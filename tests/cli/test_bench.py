@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from attnx.analysis import bench
 from attnx.analysis.bench import BenchSettings, run_bench
 from attnx.cli import app
 
@@ -23,8 +26,33 @@ class TestRunBench:
     def test_progress_is_reported(self) -> None:
         """The progress callback hears about every timed cell, SDPA included when torch is there."""
         seen: list[str] = []
-        run_bench(BenchSettings([16], heads=1, d_model=4, engines=["numpy"], repeat=1), seen.append)
-        assert "numpy, N=16" in seen
+        run_bench(BenchSettings([16, 8], heads=1, d_model=4, engines=["numpy"], repeat=1), seen.append)
+        sdpa = ["torch SDPA, N=16"] if importlib.util.find_spec("torch") else []
+        assert seen[: len(sdpa) + 1] == [*sdpa, "numpy, N=16"] and seen[-1] == "numpy, N=8"
+
+    def test_problem_in_the_timed_dtype(self) -> None:
+        """The random inputs are made in the dtype timed (no conversion inside the engine's timing), same draws."""
+        wide, narrow = bench.problem(8, 2, 4), bench.problem(8, 2, 4, "float32")
+        assert narrow.q.dtype == np.float32 and wide.q.dtype == np.float64
+        np.testing.assert_array_equal(narrow.v, wide.v.astype(np.float32))
+
+    def test_sides_take_turns(self) -> None:
+        """best_times runs each side once per round, in turn, and keeps each side's best time."""
+        calls: list[str] = []
+        clock = iter([0.0, 3.0, 3.0, 4.0, 10.0, 11.0, 11.0, 15.0])  # a: 3, then 1; b: 1, then 4
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bench.time, "perf_counter", lambda: next(clock))
+            best = bench.best_times([lambda: calls.append("a"), lambda: calls.append("b")], repeat=2)
+        assert calls == ["a", "b", "a", "b"] and best == [1.0, 1.0]
+
+    def test_a_settling_side_runs_once_untimed_before_each_timed_run(self) -> None:
+        """Marked in settle, side b runs twice per round, and only its second run is timed."""
+        calls: list[str] = []
+        clock = iter([0.0, 2.0, 2.0, 7.0, 7.0, 8.0, 8.0, 10.0])  # a: 2, then 1; b: 5, then 2
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bench.time, "perf_counter", lambda: next(clock))
+            best = bench.best_times([lambda: calls.append("a"), lambda: calls.append("b")], 2, [False, True])
+        assert calls == ["a", "b", "b", "a", "b", "b"] and best == [1.0, 2.0]
 
     def test_sdpa_ratio_with_torch(self) -> None:
         """With torch installed every row carries its ratio to bare SDPA."""
