@@ -48,7 +48,8 @@ class AttentionResult:
     Arrays are read-only and keep the dtype the engine computed in. An array that was not asked
     for (``compute(..., needs=...)``) is None: ``output`` alone never builds an H×N×M matrix.
     ``query_positions[i]`` is the position in the original input of query row ``i`` (see
-    ``AttentionSpec.select_queries``).
+    ``AttentionSpec.select_queries``). ``blocked_pairs`` counts the query-key pairs a mask blocks
+    (None without a mask), whether or not ``mask`` was asked for.
     """
 
     tokens: tuple[str, ...]
@@ -80,6 +81,7 @@ class AttentionResult:
     dropped_heads: tuple[int, ...] = ()
     parameters: int = 0
     fully_masked_rows: tuple[int, ...] = ()
+    blocked_pairs: int | None = None
 
     def __post_init__(self) -> None:
         for name in (*ARRAYS, *OPTIONAL_ARRAYS, "mask"):
@@ -110,9 +112,10 @@ class AttentionResult:
         """
         mask = spec.allowed() if needs is None or "mask" in needs else None
         if mask is None:
-            fully_masked = spec.fully_masked_rows()
+            fully_masked, blocked = spec.mask_census()
         else:
             fully_masked = tuple(spec.query_positions[i] for i in np.flatnonzero(~mask.any(axis=1)))  # type: ignore[index]
+            blocked = mask.size - int(np.count_nonzero(mask))
         return cls(
             tokens=spec.tokens,
             key_tokens=spec.key_tokens,
@@ -129,6 +132,7 @@ class AttentionResult:
             scale_mode=spec.scale if isinstance(spec.scale, str) else "number",
             mask=mask,
             fully_masked_rows=fully_masked,
+            blocked_pairs=blocked if spec.masked else None,
             dropped_heads=spec.dropped_heads,
             parameters=spec.parameters,
             **{name: None for name in ARRAYS} | arrays,

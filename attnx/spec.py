@@ -322,16 +322,18 @@ class AttentionSpec:
             allowed &= ~self.padding[None, :]
         return allowed
 
-    def fully_masked_rows(self, block: int = 4096) -> tuple[int, ...]:
-        """Original positions of queries whose keys are all blocked, found block by block."""
+    def mask_census(self, block: int = 4096) -> tuple[tuple[int, ...], int]:
+        """The original positions of queries whose keys are all blocked, and how many query-key pairs are
+        blocked, found block by block (the mask is never built whole)."""
         if not self.masked:
-            return ()
+            return (), 0
         found: list[int] = []
+        blocked = 0
         for start in range(0, self.n_queries, block):
-            rows = slice(start, start + block)
-            allowed = self.allowed(rows)
+            allowed = self.allowed(slice(start, start + block))
             found.extend(self.query_positions[start + i] for i in np.flatnonzero(~allowed.any(axis=1)))  # type: ignore[union-attr,index]
-        return tuple(found)
+            blocked += allowed.size - int(np.count_nonzero(allowed))  # type: ignore[union-attr]
+        return tuple(found), blocked
 
     def key_limit(self, rows: slice = slice(None)) -> int:
         """Keys past this index are blocked for every query in ``rows`` (causal masks end early)."""

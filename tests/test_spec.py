@@ -43,6 +43,31 @@ class TestMagnitude:
         assert "magnitude" not in spec.with_heads(2).__dict__
         assert spec.with_heads(2).magnitude == 7.0
 
+    def test_nan_anywhere_is_kept(self) -> None:
+        """A NaN in a later array is not lost behind a larger finite value: the magnitude is NaN."""
+        spec = AttentionSpec(np.array([[9.0]]), np.array([[1.0]]), np.array([[np.nan]]), 1, ("a",), ("a",))
+        assert np.isnan(spec.magnitude)
+
+
+class TestMaskCensus:
+    def test_causal(self) -> None:
+        """4 causal tokens block the 6 pairs above the diagonal, in blocks of any size; no row is fully masked."""
+        x = np.ones((4, 2))
+        spec = AttentionSpec(x, x, x, 1, tuple("abcd"), tuple("abcd"), causal=True)
+        assert spec.mask_census() == ((), 6) and spec.mask_census(block=3) == ((), 6)
+
+    def test_fully_masked_rows_keep_their_positions(self) -> None:
+        """A mask blocking all of rows 1 and 3 (of the rows selected): their original positions, and the count."""
+        x = np.ones((4, 2))
+        mask = np.array([[1, 1], [0, 0], [1, 0], [0, 0]], dtype=bool)
+        spec = AttentionSpec(x, x[:2], x[:2], 1, tuple("abcd"), ("k", "l"), mask=mask)
+        assert spec.mask_census(block=2) == ((1, 3), 5)
+        assert spec.select_queries([3, 0]).mask_census() == ((3,), 2)
+
+    def test_no_mask(self) -> None:
+        """Without a mask nothing is blocked."""
+        assert direct_spec().mask_census() == ((), 0)
+
 
 class TestDtypes:
     def test_float32_stays_float32(self) -> None:

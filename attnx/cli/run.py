@@ -23,6 +23,9 @@ from attnx.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
+    from attnx.result import AttentionResult
+    from attnx.spec import AttentionSpec
+
 SECTIONS = ("scores", "scaled", "weights", "heads", "output", "projected", "ablation", "average")
 
 ShowOpt = Annotated[
@@ -62,6 +65,28 @@ def needs_for(output_format: OutputFormat, sections: list[str], tensors: list[st
     return None
 
 
+def compute_shown(
+    spec: AttentionSpec, options: dict[str, str], needs: set[str] | None, max_rows: int | None
+) -> tuple[AttentionResult, AttentionResult | None]:
+    """The result, and the H × N × M matrices of the rows a table shows when it cannot show them all.
+
+    With more than ``max_rows`` queries, the matrices are computed for the rows shown alone
+    (``shown_rows``): 40 rows of every head, where the whole matrices at N = 2048, H = 8 would take
+    3 × 256 MiB in float64. Otherwise (or with ``max_rows`` None) the result holds them all.
+    """
+    from attnx.engines import compute
+    from attnx.engines.core import MATRICES
+
+    wanted = MATRICES & needs if needs is not None else MATRICES
+    if needs is None or not wanted or max_rows is None or spec.n_queries <= max_rows:
+        return compute(spec, **options, needs=needs), None  # type: ignore[arg-type]
+    from attnx.render.fitted import shown_rows
+
+    result = compute(spec, **options, needs=needs - MATRICES - {"mask"})  # type: ignore[arg-type]
+    rows = spec.select_queries(shown_rows(spec.n_queries, max_rows))
+    return result, compute(rows, **options, needs=wanted | {"mask"})  # type: ignore[arg-type]
+
+
 def parse_sections(values: list[str] | None) -> list[str]:
     """``["weights,output", "average"]`` -> ``["weights", "output", "average"]``, checked."""
     if not values:
@@ -94,7 +119,6 @@ def run(
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     --view heatmap draws each head's weights as a heatmap instead.
     """
-    from attnx.engines import compute
     from attnx.render.formats import check_tensor_names
 
     sections = parse_sections(show)
@@ -103,7 +127,9 @@ def run(
         raise UsageError("--view heatmap draws the weights of every head; leave out --show")
     check_destination(output_format, display.output)
     spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=display.quiet)
-    result = compute(spec, **backend.options(), needs=needs_for(output_format, sections, tensor))
+    needs = needs_for(output_format, sections, tensor)
+    max_rows = display.max_rows if output_format is OutputFormat.table else None
+    result, matrices = compute_shown(spec, backend.options(), needs, max_rows)
     warn_fully_masked(result.fully_masked_rows, display.quiet)
 
     from attnx.render import formats
@@ -117,9 +143,10 @@ def run(
         if display.heatmap:
             from attnx.render.heatmap import weights_view
 
-            shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows)
+            shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows, matrices=matrices)
         else:
-            shown = run_view(result, [Section(n) for n in sections], precision, max_rows=display.max_rows)
+            chosen = [Section(n) for n in sections]
+            shown = run_view(result, chosen, precision, max_rows=display.max_rows, matrices=matrices)
         return Group(summary_line(result, spec.source), shown)
 
     display.emit(

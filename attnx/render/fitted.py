@@ -34,6 +34,13 @@ def shown_rows(count: int, max_rows: int | None) -> list[int]:
     return [*range(first), *range(count - max_rows // 2, count)]
 
 
+def row_lookup(matrix_rows: Sequence[int] | None) -> Callable[[int], int]:
+    """Where row ``i`` of a grid is in a matrix that holds only ``matrix_rows`` of it (None: every row, in place)."""
+    if matrix_rows is None:
+        return int
+    return {row: k for k, row in enumerate(matrix_rows)}.__getitem__
+
+
 def after_gap(rows: Sequence[int], k: int) -> bool:
     """True when rows were left out between the shown rows ``rows[k - 1]`` and ``rows[k]``."""
     return k > 0 and rows[k] != rows[k - 1] + 1
@@ -62,8 +69,9 @@ class FittedGrid:
 
     ``column(j, rows)`` gives column ``j``'s cells in ``rows`` (row indices), one ``Text`` each, and
     is called at most once per column. ``max_rows`` (None: every row) is how many rows are shown at
-    most. ``footer`` is an extra row under a rule (a label and one cell per column). ``padding`` is
-    the blank on each side of a cell (the heatmap's cells carry their own). ``table`` are more
+    most: the first and last; ``rows`` names them instead, when the caller has chosen them.
+    ``footer`` is an extra row under a rule (a label and one cell per column). ``padding`` is the
+    blank on each side of a cell (the heatmap's cells carry their own). ``table`` are more
     ``rich.table.Table`` options.
     """
 
@@ -75,6 +83,7 @@ class FittedGrid:
         column: Callable[[int, Sequence[int]], Sequence[Text]],
         *,
         max_rows: int | None = None,
+        rows: Sequence[int] | None = None,
         footer: tuple[str, Sequence[Text]] | None = None,
         padding: int = 1,
         header: Callable[[str], Text] = Text,
@@ -85,7 +94,7 @@ class FittedGrid:
         self.footer, self.padding, self.header, self.justify, self.options = footer, padding, header, justify, table
         self._column = column
         self._cells: dict[int, Sequence[Text]] = {}
-        self.rows = shown_rows(len(row_labels), max_rows)
+        self.rows = list(rows) if rows is not None else shown_rows(len(row_labels), max_rows)
         labels = [row_labels[i] for i in self.rows] + ([footer[0]] if footer is not None else [])
         self.label_width = max((Text(label).cell_len for label in labels), default=0)
 

@@ -12,7 +12,7 @@ from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.text import Text
 
-from attnx.render.fitted import FittedGrid
+from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
 from attnx.render.tables import head_title
 from attnx.result import AttentionResult
@@ -87,24 +87,27 @@ def heatmap(
     colour: bool,
     blocked: np.ndarray | None = None,
     max_rows: int | None = None,
+    matrix_rows: Sequence[int] | None = None,
 ) -> FittedGrid:
     """One labelled grid, as many columns as the width holds; cells where ``blocked`` is True are a dim ``·``.
 
-    Past ``max_rows`` rows (None: no limit) the first and last rows are shown.
+    Past ``max_rows`` rows (None: no limit) the first and last rows are shown; ``matrix_rows``, when
+    ``matrix`` holds only those rows of ``row_labels``, computed alone (they are then the rows shown).
     """
     width = number_width(matrix, precision)
     masked = Text("·".rjust(width + (1 if colour else 3)), style="dim")
+    local = row_lookup(matrix_rows)
 
-    def cell(i: int, j: int) -> Text:
-        if blocked is not None and blocked[i, j]:
+    def cell(k: int, j: int) -> Text:
+        if blocked is not None and blocked[k, j]:
             return masked
-        return heat_cell(float(matrix[i, j]), scale, precision, colour, width)
+        return heat_cell(float(matrix[k, j]), scale, precision, colour, width)
 
     def column(j: int, rows: Sequence[int]) -> list[Text]:
-        return [cell(i, j) for i in rows]
+        return [cell(local(i), j) for i in rows]
 
     return FittedGrid(title, row_labels, col_labels, column, padding=0, justify="left", max_rows=max_rows,
-                      header=lambda label: Text(label, justify="right"))  # fmt: skip
+                      rows=matrix_rows, header=lambda label: Text(label, justify="right"))  # fmt: skip
 
 
 def number_width(matrix: np.ndarray, precision: int) -> int:
@@ -140,22 +143,33 @@ def weight_heatmaps(
     colour: bool,
     scale: HeatScale | None = None,
     max_rows: int | None = None,
+    matrices: AttentionResult | None = None,
 ) -> RenderableType:
-    """Every head's weights as a grid titled as in the tables, side by side where they fit."""
-    scale = scale or scale_of([result.weights])
-    blocked = None if result.mask is None else ~result.mask
+    """Every head's weights as a grid titled as in the tables, side by side where they fit.
+
+    ``matrices``, when given, holds the weights of the rows shown, computed alone (see ``run_view``).
+    """
+    held = matrices or result
+    scale = scale or scale_of([held.weights])
+    blocked = None if held.mask is None else ~held.mask
+    matrix_rows = matrices.query_positions if matrices else None
     grids = [
-        heatmap(head_title(result, h), result.weights[h], result.tokens, result.key_tokens, precision,
-                scale=scale, colour=colour, blocked=blocked, max_rows=max_rows)
+        heatmap(head_title(result, h), held.weights[h], result.tokens, result.key_tokens, precision,
+                scale=scale, colour=colour, blocked=blocked, max_rows=max_rows, matrix_rows=matrix_rows)
         for h in range(result.heads)
     ]  # fmt: skip
     return Columns(grids, padding=(1, 4))
 
 
 def weights_view(
-    result: AttentionResult, precision: int, *, colour: bool, max_rows: int | None = None
+    result: AttentionResult,
+    precision: int,
+    *,
+    colour: bool,
+    max_rows: int | None = None,
+    matrices: AttentionResult | None = None,
 ) -> RenderableType:
     """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
-    scale = scale_of([result.weights])
-    grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)
+    scale = scale_of([(matrices or result).weights])
+    grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows, matrices=matrices)
     return Group(grids, legend(scale, precision, colour))

@@ -11,7 +11,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation, ablation
-from attnx.render.fitted import FittedGrid
+from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
 from attnx.result import AttentionResult
 
@@ -43,44 +43,54 @@ def matrix_table(
     blocked: np.ndarray | None = None,
     footer: tuple[str, Sequence[float]] | None = None,
     max_rows: int | None = None,
+    matrix_rows: Sequence[int] | None = None,
 ) -> FittedGrid:
     """One labelled matrix, as many columns as the width holds; with ``emphasise_row_max`` each row's largest is bold.
 
     Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``. ``footer`` is a bold row
     under a rule: a label and one value per column. Past ``max_rows`` rows (None: no limit) the
-    first and last rows are shown.
+    first and last rows are shown. When ``matrix`` (and ``blocked``) hold only some rows of
+    ``row_labels``, computed alone, ``matrix_rows`` names them, and they are the rows shown.
     """
     top = np.full(len(matrix), -1)
     if emphasise_row_max and matrix.size:
         top = np.where(matrix.max(axis=1) > 0, matrix.argmax(axis=1), -1)  # NaN rows: no emphasis
+    local = row_lookup(matrix_rows)
 
     def column(j: int, rows: Sequence[int]) -> list[Text]:
         return [
             Text("·", style="dim")
-            if blocked is not None and blocked[i, j]
-            else Text(fmt(float(matrix[i, j]), precision), style="bold yellow" if top[i] == j else "")
-            for i in rows
+            if blocked is not None and blocked[k, j]
+            else Text(fmt(float(matrix[k, j]), precision), style="bold yellow" if top[k] == j else "")
+            for k in map(local, rows)
         ]
 
     last = None if footer is None else (footer[0], [Text(fmt(float(v), precision), style="bold") for v in footer[1]])
     # Labels are Text, so that a token such as "[b]" is never read as Rich markup.
-    return FittedGrid(title, row_labels, col_labels, column, footer=last, max_rows=max_rows)
+    return FittedGrid(title, row_labels, col_labels, column, footer=last, max_rows=max_rows, rows=matrix_rows)
 
 
 def _head_sections(
-    result: AttentionResult, head: int, sections: set[Section], precision: int, max_rows: int | None
+    result: AttentionResult,
+    head: int,
+    sections: set[Section],
+    precision: int,
+    max_rows: int | None,
+    matrices: AttentionResult | None,
 ) -> list[FittedGrid]:
     rows, keys = result.tokens, result.key_tokens
-    blocked = None if result.mask is None else ~result.mask
+    held = matrices or result
+    blocked = None if held.mask is None else ~held.mask
+    where = {"max_rows": max_rows, "matrix_rows": matrices.query_positions if matrices else None}
     tables = []
     if Section.scores in sections:
-        tables.append(matrix_table("raw scores Q·Kᵀ", result.scores[head], rows, keys, precision, max_rows=max_rows))
+        tables.append(matrix_table("raw scores Q·Kᵀ", held.scores[head], rows, keys, precision, **where))
     if Section.scaled in sections:
         title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
-        tables.append(matrix_table(title, result.scaled[head], rows, keys, precision, max_rows=max_rows))
+        tables.append(matrix_table(title, held.scaled[head], rows, keys, precision, **where))
     if Section.weights in sections:
-        tables.append(matrix_table("weights (softmax)", result.weights[head], rows, keys, precision,
-                                   emphasise_row_max=True, blocked=blocked, max_rows=max_rows))  # fmt: skip
+        tables.append(matrix_table("weights (softmax)", held.weights[head], rows, keys, precision,
+                                   emphasise_row_max=True, blocked=blocked, **where))  # fmt: skip
     if Section.heads in sections:
         cols = [f"d{c}" for c in result.head_columns(head)]
         tables.append(matrix_table("head output (weights · V)", result.head_outputs[head], rows, cols, precision,
@@ -112,9 +122,18 @@ def head_title(result: AttentionResult, head: int) -> str:
 
 
 def run_view(
-    result: AttentionResult, sections: Iterable[Section], precision: int, *, max_rows: int | None = None
+    result: AttentionResult,
+    sections: Iterable[Section],
+    precision: int,
+    *,
+    max_rows: int | None = None,
+    matrices: AttentionResult | None = None,
 ) -> RenderableType:
-    """Everything `attnx run` prints, as one renderable; tables of more than ``max_rows`` rows show both ends."""
+    """Everything `attnx run` prints, as one renderable; tables of more than ``max_rows`` rows show both ends.
+
+    ``matrices``, when given, holds the H × N × M matrices of the rows shown, computed alone (see
+    ``shown_rows``): ``result`` then need not hold any.
+    """
     chosen = set(sections)
     parts: list[RenderableType] = []
     per_head = {Section.scores, Section.scaled, Section.weights, Section.heads}
@@ -123,7 +142,7 @@ def run_view(
             parts.append(Rule(head_title(result, head), align="left", style="dim"))
             # Stacked, not laid out with rich.columns.Columns: measuring tables side by side doubles
             # the rendering time, the largest part of `attnx run`'s start-up after imports.
-            for i, table in enumerate(_head_sections(result, head, chosen, precision, max_rows)):
+            for i, table in enumerate(_head_sections(result, head, chosen, precision, max_rows, matrices)):
                 parts.extend([Text()] * (i > 0) + [table])
     if Section.output in chosen:
         cols = [f"d{c}" for c in range(result.d_model)]
@@ -143,8 +162,9 @@ def run_view(
     if Section.average in chosen:
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))
-        parts.append(matrix_table(title, result.average_weights, result.tokens, result.key_tokens, precision,
-                                  emphasise_row_max=True, max_rows=max_rows))  # fmt: skip
+        held, matrix_rows = (matrices, matrices.query_positions) if matrices else (result, None)
+        parts.append(matrix_table(title, held.average_weights, result.tokens, result.key_tokens, precision,
+                                  emphasise_row_max=True, max_rows=max_rows, matrix_rows=matrix_rows))  # fmt: skip
     return Group(*parts)
 
 
@@ -176,9 +196,8 @@ def summary_line(result: AttentionResult, source: str) -> Text:
     extras = []
     if result.layout != "contiguous":
         extras.append(f"layout {result.layout}")
-    if result.mask is not None:
-        blocked = int((~result.mask).sum())
-        extras.append(f"mask: {blocked} of {result.mask.size} query-key pairs blocked (·)")
+    if result.blocked_pairs is not None:
+        extras.append(f"mask: {result.blocked_pairs} of {n * m} query-key pairs blocked (·)")
     if result.parameters:
         extras.append(f"{result.parameters:,} parameters")
     if extras:

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attnx import __version__
+from attnx import __version__, engines
 from attnx.cli import app
+from attnx.cli import run as run_module
+from attnx.engines import compute
 from tests.conftest import AVERAGE_WEIGHTS, DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, OUTPUT, TOKENS
 
 JSON_KEYS = [
@@ -128,6 +130,45 @@ class TestRows:
         """--rows shapes tables only: CSV still has every weight (50 × 50 and a header)."""
         out = self.invoke(runner, "--rows", "2", "--format", "csv", "--tensor", "weights")
         assert len(out.splitlines()) == 1 + 50 * 50
+
+    @pytest.mark.parametrize("view", [(), ("--view", "heatmap")])
+    def test_rows_computed_alone_print_as_the_whole(
+        self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch, view: tuple[str, ...]
+    ) -> None:
+        """Every section (causal mask, W^O, a dropped head) prints the same whether the matrices of the rows
+        shown are computed alone or taken from the whole result."""
+        args = ("--rows", "6", "--causal", "--drop-head", "2", "-H", "2", "--d-model", "8", *view)
+        alone = self.invoke(runner, *args, show=())
+
+        def whole(spec, options, needs, max_rows):  # type: ignore[no-untyped-def]
+            return compute(spec, **options, needs=needs), None
+
+        monkeypatch.setattr(run_module, "compute_shown", whole)
+        assert self.invoke(runner, *args, show=()) == alone
+        assert "44 of 50 rows left out" in alone and row_labels(alone)[:4] == ["w0", "w1", "w2", "⋮"]
+
+    def test_matrices_only_for_the_rows_shown(self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Past --rows, the engine computes the whole output without matrices, then the matrices of the rows shown."""
+        calls: list[tuple[int, set[str]]] = []
+
+        def spy(spec, engine="numpy", **options):  # type: ignore[no-untyped-def]
+            calls.append((spec.n_queries, set(options["needs"])))
+            return compute(spec, engine, **options)
+
+        monkeypatch.setattr(engines, "compute", spy)
+        self.invoke(runner, "--rows", "4", show=("--show", "weights,output"))
+        assert calls == [(50, {"output"}), (4, {"weights", "mask"})]
+        calls.clear()
+        self.invoke(runner, "--rows", "all", show=("--show", "weights,output"))
+        assert calls == [(50, {"weights", "output", "mask"})]
+
+    def test_a_long_input_within_the_element_cap(self, runner: CliRunner) -> None:
+        """50 × 50 scores pass a cap of 1,000 elements only as the 6 rows shown: --rows all is refused."""
+        out = self.invoke(runner, "--rows", "6", "--max-elements", "1000", show=())
+        assert "44 of 50 rows left out" in out
+        argv = ["run", "--seed", "1", "--tokens", self.TOKENS, "--d-model", "4", "-H", "1", "--max-elements", "1000"]
+        refused = runner.invoke(app, [*argv, "--rows", "all"])
+        assert refused.exit_code == 2 and "exceeds the element cap of 1,000" in refused.stderr
 
     @pytest.mark.parametrize("value", ["0", "-3", "some"])
     def test_bad_rows_is_exit_2(self, runner: CliRunner, value: str) -> None:

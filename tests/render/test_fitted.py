@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.text import Text
 
-from attnx.render.fitted import FittedGrid, after_gap, shown_rows
+from attnx.render.fitted import FittedGrid, after_gap, row_lookup, shown_rows
 from attnx.render.heatmap import number_width
 from attnx.render.numbers import fmt
 from attnx.render.tables import matrix_table
@@ -86,6 +86,20 @@ class TestFittedGrid:
 
 class TestRows:
     """Past ``max_rows`` rows a grid shows the first and last rows around a ⋮ row, and says what it left out."""
+
+    def test_rows_chosen_by_the_caller(self) -> None:
+        """rows= shows exactly those rows, with ⋮ where rows between them are left out, and counts the rest."""
+        lines = render(FittedGrid("t", [f"r{i}" for i in range(10)], ["c"], lambda j, rows: [Text(str(i)) for i in rows],
+                                  rows=[0, 4, 5]), 80)  # fmt: skip
+        labels = [line.split()[0] for line in lines if line.startswith(("r", "⋮"))]
+        assert labels == ["r0", "⋮", "r4", "r5"]
+        assert any("7 of 10 rows left out" in line for line in lines)
+
+    def test_row_lookup(self) -> None:
+        """A grid row's place in a matrix holding only some rows; without them, the row itself."""
+        assert row_lookup([3, 7, 9])(7) == 1 and row_lookup(None)(7) == 7
+        with pytest.raises(KeyError):
+            row_lookup([3, 7, 9])(4)
 
     def test_after_gap(self) -> None:
         """Only a shown row whose predecessor is not the row just above it follows a gap."""
