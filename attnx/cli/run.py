@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -66,25 +66,26 @@ def needs_for(output_format: OutputFormat, sections: list[str], tensors: list[st
 
 
 def compute_shown(
-    spec: AttentionSpec, options: dict[str, str], needs: set[str] | None, max_rows: int | None
+    spec: AttentionSpec, options: dict[str, Any], needs: set[str] | None, max_rows: int | None
 ) -> tuple[AttentionResult, AttentionResult | None]:
     """The result, and the H × N × M matrices of the rows a table shows when it cannot show them all.
 
-    With more than ``max_rows`` queries, the matrices are computed for the rows shown alone
-    (``shown_rows``): 40 rows of every head, where the whole matrices at N = 2048, H = 8 would take
-    3 × 256 MiB in float64. Otherwise (or with ``max_rows`` None) the result holds them all.
+    ``options`` are ``compute``'s engine, dtype and device. With more than ``max_rows`` queries, the
+    matrices are computed for the rows shown alone (``shown_rows``; 40 by default), where the whole
+    matrices at N = 2048, H = 8 would take 3 × 256 MiB in float64. Otherwise (or with ``max_rows``
+    None) the result holds them all.
     """
     from attnx.engines import compute
     from attnx.engines.core import MATRICES
 
     wanted = MATRICES & needs if needs is not None else MATRICES
     if needs is None or not wanted or max_rows is None or spec.n_queries <= max_rows:
-        return compute(spec, **options, needs=needs), None  # type: ignore[arg-type]
+        return compute(spec, **options, needs=needs), None
     from attnx.render.fitted import shown_rows
 
-    result = compute(spec, **options, needs=needs - MATRICES - {"mask"})  # type: ignore[arg-type]
+    result = compute(spec, **options, needs=needs - MATRICES - {"mask"})
     rows = spec.select_queries(shown_rows(spec.n_queries, max_rows))
-    return result, compute(rows, **options, needs=wanted | {"mask"})  # type: ignore[arg-type]
+    return result, compute(rows, **options, needs=wanted | {"mask"})
 
 
 def parse_sections(values: list[str] | None) -> list[str]:
