@@ -29,12 +29,12 @@ import math
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from attnx.analysis.bench import timed
 from attnx.engines import compute
 from attnx.spec import AttentionSpec
 
@@ -43,12 +43,6 @@ F = torch.nn.functional
 BLOCK = 0.2  # seconds of calls per block, at least 2 calls (the first is not counted)
 LONG = 0.5  # seconds: a call this long is timed alone, and counted
 ROUNDS = 5  # at least this many rounds
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def best_times(fns: list[Callable[[], object]], budget: float = 2.0) -> list[tuple[float, float]]:

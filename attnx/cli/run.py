@@ -78,14 +78,13 @@ def compute_shown(
     from attnx.engines import compute
     from attnx.engines.core import MATRICES
 
-    wanted = MATRICES & needs if needs is not None else MATRICES
-    if needs is None or not wanted or max_rows is None or spec.n_queries <= max_rows:
+    if needs is None or max_rows is None or spec.n_queries <= max_rows or not MATRICES & needs:
         return compute(spec, **options, needs=needs), None
     from attnx.render.fitted import shown_rows
 
     result = compute(spec, **options, needs=needs - MATRICES - {"mask"})
     rows = spec.select_queries(shown_rows(spec.n_queries, max_rows))
-    return result, compute(rows, **options, needs=wanted | {"mask"})
+    return result, compute(rows, **options, needs=(MATRICES & needs) | {"mask"})
 
 
 def parse_sections(values: list[str] | None) -> list[str]:

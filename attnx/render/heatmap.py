@@ -14,7 +14,7 @@ from rich.text import Text
 
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
-from attnx.render.tables import head_title
+from attnx.render.tables import head_title, matrix_source
 from attnx.result import AttentionResult
 
 SHADES = " ░▒▓█"  # level k of 0..4 stands for a value near k/4 of the scale's top
@@ -149,10 +149,9 @@ def weight_heatmaps(
 
     ``matrices``, when given, holds the weights of the rows shown, computed alone (see ``run_view``).
     """
-    held = matrices or result
+    held, matrix_rows = matrix_source(result, matrices)
     scale = scale or scale_of([held.weights])
     blocked = None if held.mask is None else ~held.mask
-    matrix_rows = matrices.query_positions if matrices else None
     grids = [
         heatmap(head_title(result, h), held.weights[h], result.tokens, result.key_tokens, precision,
                 scale=scale, colour=colour, blocked=blocked, max_rows=max_rows, matrix_rows=matrix_rows)
@@ -170,6 +169,6 @@ def weights_view(
     matrices: AttentionResult | None = None,
 ) -> RenderableType:
     """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
-    scale = scale_of([(matrices or result).weights])
+    scale = scale_of([matrix_source(result, matrices)[0].weights])
     grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows, matrices=matrices)
     return Group(grids, legend(scale, precision, colour))

@@ -70,6 +70,16 @@ def matrix_table(
     return FittedGrid(title, row_labels, col_labels, column, footer=last, max_rows=max_rows, rows=matrix_rows)
 
 
+def matrix_source(
+    result: AttentionResult, matrices: AttentionResult | None
+) -> tuple[AttentionResult, tuple[int, ...] | None]:
+    """The result holding the H × N × M matrices, and which of ``result``'s rows it holds (None: all).
+
+    ``matrices``, when given, holds them for the rows shown alone (see ``run_view``).
+    """
+    return (matrices, matrices.query_positions) if matrices is not None else (result, None)
+
+
 def _head_sections(
     result: AttentionResult,
     head: int,
@@ -79,9 +89,9 @@ def _head_sections(
     matrices: AttentionResult | None,
 ) -> list[FittedGrid]:
     rows, keys = result.tokens, result.key_tokens
-    held = matrices or result
+    held, matrix_rows = matrix_source(result, matrices)
     blocked = None if held.mask is None else ~held.mask
-    where = {"max_rows": max_rows, "matrix_rows": matrices.query_positions if matrices else None}
+    where = {"max_rows": max_rows, "matrix_rows": matrix_rows}
     tables = []
     if Section.scores in sections:
         tables.append(matrix_table("raw scores Q·Kᵀ", held.scores[head], rows, keys, precision, **where))
@@ -162,7 +172,7 @@ def run_view(
     if Section.average in chosen:
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))
-        held, matrix_rows = (matrices, matrices.query_positions) if matrices else (result, None)
+        held, matrix_rows = matrix_source(result, matrices)
         parts.append(matrix_table(title, held.average_weights, result.tokens, result.key_tokens, precision,
                                   emphasise_row_max=True, max_rows=max_rows, matrix_rows=matrix_rows))  # fmt: skip
     return Group(*parts)
