@@ -10,15 +10,18 @@ paths, both exact up to rounding:
 - ``output``: when only head outputs are needed. A task takes one block of rows of one head and
   walks the keys in tiles: no H × N × M array, nor one query row's full scores, ever exists.
 
-Neither takes a max pass before exp. The score scale is folded into Kᵀ, and c_i = ‖q_i‖·max_j ‖k_j·s‖
+Neither takes a max pass before exp. The score scale s is folded into Q, and c_i = ‖q_i·s‖·max_j ‖k_j‖
 bounds every scaled score of row i (Cauchy–Schwarz). While c_i leaves the dtype room (e^c_i times
 M times max |v| stays finite, e^−c_i above the smallest trusted denominator), exp is taken as it
-is. Otherwise the query carries its shift as an extra column: [q_i, −c_i]·[k_j·s, 1] ≤ 0, so exp
-never overflows; c_i does not depend on the key, so the tiles of one row share it and their sums
-add up without rescaling. Each row's denominator is the exp tile times a vector of ones. Rows
-whose denominator underflows (c_i far above the true maximum, or every key masked) are recomputed
-exactly, with the true row maximum. When raw or scaled scores are asked for, the tiles are scaled
-and softmaxed with the textbook max shift.
+is. Otherwise each score of row i is shifted by c_i first, so exp never overflows; c_i does not
+depend on the key, so the tiles of one row share it and their sums add up without rescaling.
+Each row's denominator is the exp tile times a vector of ones. Rows whose denominator underflows
+(c_i far above the true maximum, or every key masked) are recomputed exactly, with the true row
+maximum. When raw or scaled scores are asked for, the tiles are scaled and softmaxed with the
+textbook max shift.
+
+Where NumPy's exp2 is vectorized (``exp2_is_fast``) the exp paths work in base 2: Q is scaled by
+s·log2(e) and the tiles take exp2, which costs half as much as exp, since 2^(x·log2 e) = e^x.
 
 Tasks run on the calling thread and on helper threads kept for the process, with BLAS limited to
 one thread each (threadpoolctl): NumPy releases the GIL in matmul and in ufuncs, so the softmax
@@ -30,6 +33,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+import platform
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -83,6 +88,32 @@ def workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+@functools.cache
+def exp2_is_fast() -> bool:
+    """Whether NumPy's exp2 runs vectorized here, where it takes about half of exp's time.
+
+    NumPy builds exp2 with Intel's SVML for CPUs with AVX-512 (Skylake-X level: AVX512_SKX, which
+    NumPy 2.4 calls X86_V4), on Linux x86-64 only. On a Zen 4 core exp takes 1.8-2.2× exp2's time
+    in float32 and 1.15-1.2× in float64; with X86_V4 switched off (``NPY_DISABLE_CPU_FEATURES``)
+    exp2 is a scalar loop and exp takes 0.63× its time (``benchmarks/exp_base.py``). The choice
+    depends on the machine alone, never on a timing, so a machine gives the same bits every run.
+    """
+    on_linux_x86 = sys.platform == "linux" and platform.machine().lower() in {"x86_64", "amd64"}
+    return on_linux_x86 and bool(cpu_features().get("AVX512_SKX", False))
+
+
+def cpu_features() -> dict[str, bool]:
+    """The CPU features NumPy found and dispatches on (empty if this NumPy does not say)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # pragma: no cover - NumPy 1.x
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as features
+        except ImportError:
+            return {}
+    return dict(features)
 
 
 @functools.cache
@@ -163,15 +194,18 @@ def by_row(op: np.ufunc, x: np.ndarray, column: np.ndarray, out: np.ndarray) -> 
         return op(x, column, out=out)  # type: ignore[no-any-return]
 
 
-def softmax_rows_(s: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
-    """Softmax over the last axis of ``s`` in place; ``allowed`` (``[rows, keys]``) broadcasts over heads."""
+def softmax_rows_(s: np.ndarray, allowed: np.ndarray | None, exp: np.ufunc = np.exp) -> np.ndarray:
+    """Softmax over the last axis of ``s`` in place; ``allowed`` (``[rows, keys]``) broadcasts over heads.
+
+    With ``exp=np.exp2``, ``s`` holds scores in base 2 (times log2 e).
+    """
     if allowed is not None:
         np.copyto(s, -np.inf, where=~allowed)
     peak = s.max(axis=-1, keepdims=True)
     if allowed is not None:
         peak[~np.isfinite(peak)] = 0  # every key blocked: exp(-inf) = 0 everywhere
     by_row(np.subtract, s, peak, out=s)
-    np.exp(s, out=s)
+    exp(s, out=s)
     total = s.sum(axis=-1, keepdims=True)
     if allowed is not None:
         total[total == 0] = 1  # ... and the row stays zeros
@@ -201,7 +235,8 @@ class _Operands:
     The tiles read Q, K and V where they are (BLAS takes K transposed), copying one only when its
     last axis is strided, as with the interleaved layout. Query head h reads K/V head ``h // group``.
     On the exp paths (``exp_paths``), max_j ‖k_j‖ per K/V head and max |v| are measured first: with
-    each query's norm, they bound every score and every sum (see ``queries``).
+    each query's norm, they bound every score and every sum (see ``queries``). There, scores are
+    taken in the base of ``exp``: e, or 2 where exp2 is fast (``exp2_is_fast``).
     """
 
     def __init__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, *, exp_paths: bool) -> None:
@@ -209,8 +244,12 @@ class _Operands:
         self.q, self.k, self.v, self.spec = _unit_stride(q), _unit_stride(k), _unit_stride(v), spec
         self.group, self.dtype, self.tiny = h // h_kv, dtype, TINY[dtype]
         self.multiplier, self.exp_paths = dtype.type(spec.multiplier), exp_paths
+        self.exp: np.ufunc = np.exp
         if not exp_paths:
             return
+        # Scores in base 2 are the natural ones times log2 e: folded into the queries' multiplier.
+        self.exp, unit = (np.exp2, 1 / math.log(2)) if exp2_is_fast() else (np.exp, 1.0)
+        self.exp_multiplier = dtype.type(spec.multiplier * unit)
         with np.errstate(over="ignore"):  # an overflow to inf only sends rows to the shifted path
             k_norm = np.sqrt(np.einsum("hmd,hmd->hm", self.k, self.k).max(axis=-1))  # (H_kv,): max_j ‖k_j‖
         self.k_norm = k_norm.repeat(self.group)  # (H,), per query head
@@ -218,18 +257,18 @@ class _Operands:
         # denominator (≥ e^-c, its largest term) above `tiny`, while c is at most this.
         v_peak = largest_abs(self.v)
         headroom = math.log(np.finfo(dtype).max) - math.log(m) - math.log(max(v_peak, 1.0))
-        self.unshifted_up_to = min(-math.log(self.tiny), headroom) - 1 if math.isfinite(v_peak) else -math.inf
+        self.unshifted_up_to = (min(-math.log(self.tiny), headroom) - 1) * unit if math.isfinite(v_peak) else -math.inf
 
     def queries(self, head: int, rows: slice, scratch: _Scratch) -> tuple[np.ndarray, np.ndarray | None]:
-        """The rows of query ``head`` scaled by s (b, d_k, in scratch), and the shift to take from their
-        scores before exp: None, or c (b, 1).
+        """The rows of query ``head`` scaled by s, in the base of ``exp`` (b, d_k, in scratch), and the
+        shift to take from their scores before ``exp``: None, or c (b, 1).
 
         c_i = ‖q_i·s‖·max_j ‖k_j‖ bounds |q_i·k_j·s| (Cauchy–Schwarz). While every c_i of the rows is
         within ``unshifted_up_to``, exp(q_i·k_j·s) can be taken as it is. Otherwise the scores are
         shifted by c_i: q_i·k_j·s − c_i ≤ 0, so exp never overflows; c_i does not depend on the key,
         so the key tiles of a row share it and their sums add up without rescaling.
         """
-        scaled = np.multiply(self.q[head, rows], self.multiplier, out=scratch.queries[: rows.stop - rows.start])
+        scaled = np.multiply(self.q[head, rows], self.exp_multiplier, out=scratch.queries[: rows.stop - rows.start])
         with np.errstate(over="ignore"):
             c = np.sqrt(np.einsum("bd,bd->b", scaled, scaled)) * self.k_norm[head]  # (b,)
         return scaled, None if c.max() <= self.unshifted_up_to else c[:, None]  # `<=` is False for inf and NaN
@@ -278,7 +317,7 @@ class _Operands:
             return
         bad = np.flatnonzero(~(den > self.tiny))  # redo those rows with the true maximum
         exact = queries[bad] @ self.keys(head)[:limit].T  # (bad, limit)
-        softmax_rows_(exact, None if allowed is None else allowed[bad, :limit])
+        softmax_rows_(exact, None if allowed is None else allowed[bad, :limit], self.exp)
         out[bad] = exact @ self.values(head)[:limit]
         if weights is not None:
             weights[bad] = exact
@@ -335,7 +374,7 @@ def _tiled_exp(
             by_row(np.subtract, s, shift, out=s)
         if blocked is not None:
             np.copyto(s, -np.inf, where=blocked[:, start:stop])
-        np.exp(s, out=s)
+        ops.exp(s, out=s)
         ones = scratch.ones[: stop - start]
         if start == 0:
             np.matmul(s, values[start:stop], out=total)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,7 @@ from attnx.engines import compute, numpy_blocked, numpy_engine
 from attnx.spec import AttentionSpec
 
 N, M = 300, 260
+EXP2_IS_FAST = numpy_blocked.exp2_is_fast  # the real one: the `exp2` fixture stubs the module's
 
 
 def labels(n: int) -> tuple[str, ...]:
@@ -32,6 +35,13 @@ def small_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(numpy_blocked, "OUTPUT_ROWS", 32)
     monkeypatch.setattr(numpy_blocked, "WEIGHT_ROWS", 32)
     monkeypatch.setattr(numpy_blocked, "KEY_TILE_BYTES", 1)
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["exp", "exp2"])
+def exp2(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every test runs with the exp paths in base e and in base 2, whichever this machine would choose."""
+    monkeypatch.setattr(numpy_blocked, "exp2_is_fast", lambda: request.param)
+    return bool(request.param)
 
 
 def dense_reference(spec: AttentionSpec, dtype: str):
@@ -311,3 +321,57 @@ class TestByRow:
         numpy_blocked.by_row(op, x, np.ones((3, 1), np.float32), out=x)  # type: ignore[arg-type]
         assert seen == [buffer]
         assert np.getbufsize() == 8192
+
+
+class TestExpBase:
+    def test_base_two_scales_the_queries_and_the_bound(self, exp2: bool) -> None:
+        """In base 2 the queries' multiplier and the unshifted bound are base e's times log2 e; exp is exp2."""
+        spec = make_spec(seed=10, scale=0.3)
+        q, k, v = (
+            np.ascontiguousarray(x.reshape(x.shape[0], 8, 8).transpose(1, 0, 2)) for x in (spec.q, spec.k, spec.v)
+        )
+        ops = numpy_blocked._Operands(q, k, v, spec, exp_paths=True)
+        unit = 1 / np.log(2) if exp2 else 1.0
+        assert ops.exp is (np.exp2 if exp2 else np.exp)
+        assert ops.exp_multiplier == pytest.approx(0.3 * unit, rel=1e-15)
+        headroom = np.log(np.finfo(np.float64).max) - np.log(M) - np.log(max(np.abs(spec.v).max(), 1.0))
+        room = min(-np.log(numpy_blocked.TINY[np.dtype(np.float64)]), headroom) - 1
+        assert ops.unshifted_up_to == pytest.approx(room * unit, rel=1e-12)
+
+    def test_base_two_on_an_exact_recompute(self, exp2: bool) -> None:
+        """Rows redone with the true maximum use the same base as their scores: the weights match the dense path."""
+        spec = make_spec(seed=11, magnitude=40.0)  # every denominator underflows
+        fast = compute(spec, needs={"weights"})
+        ref = dense_reference(spec, "float64")
+        np.testing.assert_allclose(fast.weights, ref.weights, rtol=1e-9, atol=1e-12)
+
+
+class TestExp2IsFast:
+    @pytest.fixture(autouse=True)
+    def uncached(self) -> Iterator[None]:
+        """Each test asks afresh (the answer is cached for the process)."""
+        EXP2_IS_FAST.cache_clear()
+        yield
+        EXP2_IS_FAST.cache_clear()
+
+    @pytest.mark.parametrize("avx512", [True, False])
+    def test_follows_numpy_dispatch_on_linux_x86(self, monkeypatch: pytest.MonkeyPatch, avx512: bool) -> None:
+        """On Linux x86-64 the answer is whether NumPy dispatches on AVX512_SKX (where it links SVML's exp2)."""
+        monkeypatch.setattr(numpy_blocked.sys, "platform", "linux")
+        monkeypatch.setattr(numpy_blocked.platform, "machine", lambda: "x86_64")
+        monkeypatch.setattr(numpy_blocked, "cpu_features", lambda: {"AVX2": True, "AVX512_SKX": avx512})
+        assert EXP2_IS_FAST() is avx512
+
+    @pytest.mark.parametrize(("system", "machine"), [("darwin", "x86_64"), ("win32", "AMD64"), ("linux", "aarch64")])
+    def test_false_elsewhere(self, monkeypatch: pytest.MonkeyPatch, system: str, machine: str) -> None:
+        """NumPy links SVML on Linux x86-64 alone: elsewhere exp2 is scalar and exp is kept."""
+        monkeypatch.setattr(numpy_blocked.sys, "platform", system)
+        monkeypatch.setattr(numpy_blocked.platform, "machine", lambda: machine)
+        monkeypatch.setattr(numpy_blocked, "cpu_features", lambda: {"AVX512_SKX": True})
+        assert EXP2_IS_FAST() is False
+
+    def test_cpu_features_are_numpys(self) -> None:
+        """The features are NumPy's own record: the SIMD levels its wheels dispatch on are named there."""
+        features = numpy_blocked.cpu_features()
+        assert features and all(isinstance(found, bool) for found in features.values())
+        assert {"AVX2", "AVX512_SKX", "NEON", "ASIMD"} & features.keys()
