@@ -7,22 +7,27 @@ inward while they fit, marks the gap with a ``…`` column and says below the gr
 it left out and how to see them. Past ``max_rows`` rows it shows the first and last rows around a
 ``⋮`` row. Only the cells it shows (and one more column) are ever formatted: a 512-token table
 costs what a 40-token one does.
+
+It draws its lines itself, in the look of attnx's Rich tables (``layout.compact_table``): a title,
+a header, a rule, rows, a blank line before a footer. Every column's width is known before a line
+is drawn, so nothing is measured and no cell is wrapped: Rich's table machinery took 2.3 ms for a
+5 × 5 grid, and a dozen of them were a tenth of ``attnx run``'s start-up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from math import ceil
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
-from rich.table import Table
+from rich.segment import Segment
 from rich.text import Text
-
-from attnx.render.layout import compact_table
 
 GAP = "…"
 ROW_GAP = "⋮"
+RULE = "─"  # under the header, as rich.box.SIMPLE_HEAD draws it
+LABEL_STYLE = "bold cyan"  # row labels and column labels
 
 
 def shown_rows(count: int, max_rows: int | None) -> list[int]:
@@ -70,9 +75,10 @@ class FittedGrid:
     ``column(j, rows)`` gives column ``j``'s cells in ``rows`` (row indices), one ``Text`` each, and
     is called at most once per column. ``max_rows`` (None: every row) is how many rows are shown at
     most: the first and last; ``rows`` names them instead, when the caller has chosen them.
-    ``footer`` is an extra row under a rule (a label and one cell per column). ``padding`` is the
-    blank on each side of a cell (the heatmap's cells carry their own). ``table`` are more
-    ``rich.table.Table`` options.
+    ``footer`` is an extra row after a blank line (a label and one cell per column). ``padding`` is
+    the blank on each side of a cell but the outer sides (the heatmap's cells carry their own).
+    Cells are justified as ``justify`` says, or as their own ``Text.justify``; column labels are
+    made by ``header``.
     """
 
     def __init__(
@@ -88,10 +94,9 @@ class FittedGrid:
         padding: int = 1,
         header: Callable[[str], Text] = Text,
         justify: str = "right",
-        **table: Any,
     ) -> None:
         self.title, self.row_labels, self.col_labels = title, row_labels, col_labels
-        self.footer, self.padding, self.header, self.justify, self.options = footer, padding, header, justify, table
+        self.footer, self.padding, self.header, self.justify = footer, padding, header, justify
         self._column = column
         self._cells: dict[int, Sequence[Text]] = {}
         self.rows = list(rows) if rows is not None else shown_rows(len(row_labels), max_rows)
@@ -138,26 +143,42 @@ class FittedGrid:
             side.append(j)
         return left, right[::-1]
 
-    def table(self, left: Sequence[int], right: Sequence[int]) -> Table:
-        """The grid with columns ``left``, then (when columns are left out) ``…``, then ``right``."""
-        hidden = len(self.col_labels) - len(left) - len(right)
-        table = compact_table(self.title, collapse_padding=False, min_width=len(self.title),
-                              padding=(0, self.padding), **self.options)  # fmt: skip
-        table.add_column("", style="bold cyan", no_wrap=True)
-        columns = [*left, None, *right] if hidden else [*left]
-        for j in columns:
-            label = self.header(GAP if j is None else self.col_labels[j])
-            table.add_column(label, justify=self.justify, no_wrap=True, header_style="bold cyan")  # type: ignore[arg-type]
+    def lines(self, left: Sequence[int], right: Sequence[int], console: Console, max_width: int) -> list[Text]:
+        """The grid's lines with columns ``left``, then (when columns are left out) ``…``, then ``right``.
+
+        Line by line: the title, the column labels, a rule, the rows (a ``⋮`` row where rows are
+        left out), and a blank line and the footer. A title wider than the columns widens them (up
+        to ``max_width``), each in proportion to its width; a title wider still wraps.
+        """
+        hidden = len(left) + len(right) < len(self.col_labels)
+        columns: list[int | None] = [*left, None, *right] if hidden else [*left]
+        last, title = len(columns), Text(self.title)
+        pads = [(0 if i == 0 else self.padding, 0 if i == last else self.padding) for i in range(last + 1)]
+        widths = [self.label_width, *(len(GAP) if j is None else self.width(j) for j in columns)]
+        slots = [width + before + after for width, (before, after) in zip(widths, pads, strict=True)]
+        room = min(title.cell_len, max_width) - sum(slots) - last  # `last` dividers of one blank
+        if room > 0:
+            widths = [width + extra for width, extra in zip(widths, _shares(room, slots), strict=True)]
+        width = max(room, 0) + sum(slots) + last
+        row = _Row(widths, pads, self.justify)
+        body = [LABEL_STYLE, *[""] * last]
+
+        lines = [line.copy() for line in title.wrap(console, width)] if title.cell_len > width else [title]
+        for line in lines:
+            line.pad_right(width - line.cell_len)
+        header = [Text(""), *(self.header(GAP if j is None else self.col_labels[j]) for j in columns)]
+        lines += [row.line(header, ["bold", *[LABEL_STYLE] * last]), Text(RULE * width)]
         gap, row_gap = Text(GAP, style="dim"), Text(ROW_GAP, style="dim")
-        shown = len(self.rows)
-        for k in range(shown + (self.footer is not None)):
-            if k == shown:
-                table.add_section()
-            elif after_gap(self.rows, k):
-                table.add_row(row_gap, *(row_gap for _ in columns))
-            label = self.row_labels[self.rows[k]] if k < shown else self.footer[0]  # type: ignore[index]
-            table.add_row(Text(label), *(gap if j is None else self.cells(j)[k] for j in columns))
-        return table
+        for k, i in enumerate(self.rows):
+            if after_gap(self.rows, k):
+                lines.append(row.line([row_gap] * (last + 1), body))
+            lines.append(
+                row.line([Text(self.row_labels[i]), *(gap if j is None else self.cells(j)[k] for j in columns)], body)
+            )
+        if self.footer is not None:
+            cells = [gap if j is None else self.cells(j)[-1] for j in columns]
+            lines += [Text(" " * width), row.line([Text(self.footer[0]), *cells], body)]
+        return lines
 
     def note(self, shown: int) -> Text | None:
         """What a grid showing ``shown`` columns says about the rows and columns it left out, and how to see them."""
@@ -166,7 +187,9 @@ class FittedGrid:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         left, right = self.shown(options.max_width)
-        yield self.table(left, right)
+        for line in self.lines(left, right, console, options.max_width):
+            yield from line.render(console)
+            yield Segment.line()
         note = self.note(len(left) + len(right))
         if note is not None:
             yield note
@@ -178,3 +201,41 @@ class FittedGrid:
             used += self.separator + len(GAP)
         narrowest = self.label_width + self.separator + len(GAP)
         return Measurement(min(narrowest, used), max(used, len(self.title)))
+
+
+class _Row:
+    """Draws one line of a grid: each cell justified in its column's width, padded, columns one blank apart."""
+
+    def __init__(self, widths: Sequence[int], pads: Sequence[tuple[int, int]], justify: str) -> None:
+        self.widths, self.pads, self.justify = widths, pads, justify
+
+    def line(self, cells: Sequence[Text], styles: Sequence[str]) -> Text:
+        """``cells``, one per column (the row label first, justified left), over each column's ``styles``."""
+        line = Text()
+        for i, (cell, width, (before, after), style) in enumerate(
+            zip(cells, self.widths, self.pads, styles, strict=True)
+        ):
+            if i:
+                line.append(" ")  # the divider between two columns
+            excess = width - cell.cell_len
+            justify = "left" if i == 0 else cell.justify or self.justify
+            lead = {"left": 0, "center": excess // 2}.get(justify, excess)
+            start = len(line)
+            line.append(" " * before)
+            line.append(" " * lead, cell.style)  # justifying widens the cell: its style goes along
+            line.append_text(cell)
+            line.append(" " * (excess - lead), cell.style)
+            line.append(" " * after)
+            if style:
+                line.stylize_before(style, start, len(line))
+        return line
+
+
+def _shares(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` split in proportion to ``weights``, each share rounded up in turn (as Rich widens a table)."""
+    shares, left = [], sum(weights)
+    for weight in weights:
+        share = ceil(weight * total / left) if left else total
+        shares.append(share)
+        total, left = total - share, left - weight
+    return shares

@@ -7,9 +7,10 @@ import pytest
 from rich.columns import Columns
 from rich.console import Console
 from rich.measure import Measurement
+from rich.style import Style
 from rich.text import Text
 
-from attnx.render.fitted import FittedGrid, after_gap, row_lookup, shown_rows
+from attnx.render.fitted import FittedGrid, _shares, after_gap, row_lookup, shown_rows
 from attnx.render.heatmap import number_width
 from attnx.render.numbers import fmt
 from attnx.render.tables import matrix_table
@@ -150,6 +151,75 @@ class TestRows:
                                     footer=("all", [90, 100]), max_rows=2), 40)  # fmt: skip
         assert [line.split() for line in lines[3:8]] == [["q0", "0", "1"], ["⋮", "⋮", "⋮"], ["q9", "18", "19"], [],
                                                          ["all", "90", "100"]]  # fmt: skip
+
+
+def styled(renderable: object, width: int) -> list[list[tuple[str, Style]]]:
+    """Each printed line as (character, style) pairs, on a colour console of ``width`` characters."""
+    console = Console(file=io.StringIO(), width=width, color_system="truecolor", force_terminal=True)
+    return [
+        [(char, segment.style or Style()) for segment in line for char in segment.text]
+        for line in console.render_lines(renderable, console.options, pad=False)
+    ]
+
+
+class TestDrawing:
+    """A grid draws its own lines, as a compact Rich table would: title, header, rule, rows, footer."""
+
+    def test_every_line_of_a_small_grid(self) -> None:
+        """A title wider than the columns widens them in proportion (11 blanks over slots 5, 5, 4: 4, 4, 3);
+        a ⋮ row marks left-out rows and a blank line comes before the footer."""
+        grid = FittedGrid("a title wider than the grid", ["r0", "row1", "r2", "r3", "r4"], ["c0", "c1"],
+                          lambda j, rows: [Text(f"{i}.{j}") for i in rows], max_rows=4,
+                          footer=("all", [Text("x"), Text("yy")]))  # fmt: skip
+        assert render(grid, 80) == [
+            "a title wider than the grid",
+            "                c0       c1",
+            "───────────────────────────",
+            "r0             0.0      0.1",
+            "row1           1.0      1.1",
+            "⋮                ⋮        ⋮",
+            "r3             3.0      3.1",
+            "r4             4.0      4.1",
+            "                           ",
+            "all              x       yy",
+            "1 of 5 rows left out (⋮); use --rows all or --format csv to see them",
+        ]
+
+    def test_a_title_wider_than_the_console_wraps(self) -> None:
+        """Past the console's width the title wraps and pads to the grid's width; the grid keeps to the width."""
+        grid = FittedGrid(
+            "a title wider than the grid", ["r0"], ["c0", "c1"], lambda j, rows: [Text("1.0") for _ in rows]
+        )
+        assert render(grid, 14)[:5] == [
+            "a title wider ",
+            "than the grid ",
+            "      c0    c1",
+            "──────────────",
+            "r0   1.0   1.0",
+        ]
+
+    def test_styles(self) -> None:
+        """Labels are bold cyan (the row label's padding too); a cell's style covers the blanks that justify it."""
+        grid = FittedGrid("t", ["row"], ["col"], lambda j, rows: [Text("7", style="bold yellow") for _ in rows])
+        header, rule, row = styled(grid, 40)[1:4]
+        assert "".join(char for char, _ in row) == "row     7"
+        assert all(style == Style.parse("bold cyan") for _, style in row[:4])  # "row" and its padding
+        assert [style for _, style in row[4:]] == [Style()] * 2 + [Style.parse("bold yellow")] * 3
+        assert header[-1] == ("l", Style.parse("bold cyan")) and all(style == Style() for _, style in rule)
+
+    def test_justifying_spreads_a_cell_style_but_padding_does_not(self) -> None:
+        """A heatmap cell's background covers the blanks that justify it in a wide column, not the padding."""
+        on_red = Style.parse("on red")
+        grid = FittedGrid("t", ["r"], ["a long label"], lambda j, rows: [Text("0.5", style=on_red) for _ in rows])
+        row = styled(grid, 40)[3]
+        assert "".join(char for char, _ in row) == "r" + " " * 12 + "0.5"
+        assert [style == on_red for _, style in row] == [False] * 4 + [True] * 12  # r, padding, divider, padding
+
+    def test_shares(self) -> None:
+        """A widening is split in proportion to the columns, each share rounded up in turn, and adds up."""
+        assert _shares(11, [5, 5, 4]) == [4, 4, 3]
+        assert _shares(1, [3, 3]) == [1, 0]
+        assert sum(_shares(97, [1, 7, 13, 2])) == 97
 
 
 class TestMatrixTable:
