@@ -10,8 +10,8 @@ costs what a 40-token one does.
 
 It draws its lines itself, in the look of attnx's Rich tables (``layout.compact_table``): a title,
 a header, a rule, rows, a blank line before a footer. Every column's width is known before a line
-is drawn, so nothing is measured and no cell is wrapped: Rich's table machinery took 2.3 ms for a
-5 × 5 grid, and a dozen of them were a tenth of ``attnx run``'s start-up.
+is drawn, so nothing is measured and no cell is wrapped. Rich's table machinery took 2.3 ms for a
+5 × 5 grid; drawing the dozen grids of ``attnx run`` directly made it start in 0.86× the time.
 """
 
 from __future__ import annotations
