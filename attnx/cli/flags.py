@@ -182,6 +182,17 @@ class ViewFlags:
 GROUPS = (InputFlags, ModelFlags, EngineFlags, CapFlags, ViewFlags)
 
 
+@functools.cache
+def group_parameters(group: type) -> tuple[inspect.Parameter, ...]:
+    """A flag group's fields as command parameters, made once per group (several commands share a group)."""
+    hints = get_type_hints(group, include_extras=True)
+    return tuple(
+        inspect.Parameter(field.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=field.default,
+                          annotation=hints[field.name])
+        for field in dataclasses.fields(group)
+    )  # fmt: skip
+
+
 def with_flags(func: Callable[P, R]) -> Callable[P, R]:
     """Show Typer each flag-group parameter of ``func`` as the group's fields, in its place.
 
@@ -197,14 +208,9 @@ def with_flags(func: Callable[P, R]) -> Callable[P, R]:
         if not (isinstance(group, type) and issubclass(group, GROUPS)):
             parameters.append(parameter)
             continue
-        hints = get_type_hints(group, include_extras=True)
-        names = [field.name for field in dataclasses.fields(group)]
-        groups[parameter.name] = (group, names)
-        parameters += [
-            inspect.Parameter(field.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=field.default,
-                              annotation=hints[field.name])
-            for field in dataclasses.fields(group)
-        ]  # fmt: skip
+        fields = group_parameters(group)
+        groups[parameter.name] = (group, [field.name for field in fields])
+        parameters += fields
     seen = [parameter.name for parameter in parameters]
     clashes = sorted({name for name in seen if seen.count(name) > 1})
     if clashes:

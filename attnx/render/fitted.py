@@ -96,6 +96,7 @@ class FittedGrid:
         justify: str = "right",
     ) -> None:
         self.title, self.row_labels, self.col_labels = title, row_labels, col_labels
+        self.title_width = Text(title).cell_len
         self.footer, self.padding, self.header, self.justify = footer, padding, header, justify
         self._column = column
         self._cells: dict[int, Sequence[Text]] = {}
@@ -152,18 +153,20 @@ class FittedGrid:
         """
         hidden = len(left) + len(right) < len(self.col_labels)
         columns: list[int | None] = [*left, None, *right] if hidden else [*left]
-        last, title = len(columns), Text(self.title)
+        last = len(columns)
         pads = [(0 if i == 0 else self.padding, 0 if i == last else self.padding) for i in range(last + 1)]
         widths = [self.label_width, *(len(GAP) if j is None else self.width(j) for j in columns)]
         slots = [width + before + after for width, (before, after) in zip(widths, pads, strict=True)]
-        room = min(title.cell_len, max_width) - sum(slots) - last  # `last` dividers of one blank
+        room = min(self.title_width, max_width) - sum(slots) - last  # `last` dividers of one blank
         if room > 0:
             widths = [width + extra for width, extra in zip(widths, _shares(room, slots), strict=True)]
         width = max(room, 0) + sum(slots) + last
         row = _Row(widths, pads, self.justify)
         body = [LABEL_STYLE, *[""] * last]
 
-        lines = [line.copy() for line in title.wrap(console, width)] if title.cell_len > width else [title]
+        # Labels and titles are Text, never read as Rich markup (a token such as "[b]" stays as it is).
+        title = Text(self.title)
+        lines = [line.copy() for line in title.wrap(console, width)] if self.title_width > width else [title]
         for line in lines:
             line.pad_right(width - line.cell_len)
         header = [Text(""), *(self.header(GAP if j is None else self.col_labels[j]) for j in columns)]
@@ -200,7 +203,7 @@ class FittedGrid:
         if len(left) + len(right) < len(self.col_labels):
             used += self.separator + len(GAP)
         narrowest = self.label_width + self.separator + len(GAP)
-        return Measurement(min(narrowest, used), max(used, len(self.title)))
+        return Measurement(min(narrowest, used), max(used, self.title_width))
 
 
 class _Row:

@@ -48,7 +48,7 @@ def matrix_table(
     """One labelled matrix, as many columns as the width holds; with ``emphasise_row_max`` each row's largest is bold.
 
     Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``. ``footer`` is a bold row
-    under a rule: a label and one value per column. Past ``max_rows`` rows (None: no limit) the
+    after a blank line: a label and one value per column. Past ``max_rows`` rows (None: no limit) the
     first and last rows are shown. When ``matrix`` (and ``blocked``) hold only some rows of
     ``row_labels``, computed alone, ``matrix_rows`` names them, and they are the rows shown.
     """
@@ -66,7 +66,6 @@ def matrix_table(
         ]
 
     last = None if footer is None else (footer[0], [Text(fmt(float(v), precision), style="bold") for v in footer[1]])
-    # Labels are Text, so that a token such as "[b]" is never read as Rich markup.
     return FittedGrid(title, row_labels, col_labels, column, footer=last, max_rows=max_rows, rows=matrix_rows)
 
 
