@@ -49,12 +49,14 @@ if TYPE_CHECKING:
 Task = TypeVar("Task")
 Buffers = TypeVar("Buffers")
 
-# Query rows per task. On the output path one tile is OUTPUT_ROWS × (KEY_TILE_BYTES / (rows ·
-# itemsize)) keys (512 × 512 in float32); on the weights path a head's tile is rows × M, made in
-# scratch and written once: WEIGHT_ROWS rows, or fewer to keep the tile within WEIGHT_TILE_BYTES
-# (512 rows at M = 2048, 256 at M = 8192 in float32). These were the fastest sizes measured on a
-# 2-core machine with 1 MiB of L2 per core and 32 MiB of L3 (benchmarks/engines.py).
-OUTPUT_ROWS = 512
+# Query rows per task. On the output path one tile is rows × (KEY_TILE_BYTES / (rows · itemsize))
+# keys: OUTPUT_ROWS × 256 in float32, or CAUSAL_ROWS × 512 under a causal mask, where a block of r
+# rows also scores the r²/2 keys past the diagonal that the mask then blocks. On the weights path a
+# head's tile is rows × M, made in scratch and written once: WEIGHT_ROWS rows, or fewer to keep the
+# tile within WEIGHT_TILE_BYTES (512 rows at M = 2048, 256 at M = 8192 in float32). These were the
+# fastest sizes measured on a 2-core machine with 1 MiB of L2 per core and 32 MiB of L3.
+OUTPUT_ROWS = 1024
+CAUSAL_ROWS = 512
 WEIGHT_ROWS = 512
 WEIGHT_TILE_BYTES = 8 << 20
 KEY_TILE_BYTES = 1 << 20
@@ -69,6 +71,26 @@ def block_rows(rows: int, queries: int) -> int:
     """``rows`` query rows per task, or fewer, so that every CPU has a task (a multiple of ``ROW_STEP``)."""
     share = -(-queries // workers())
     return max(ROW_STEP, min(rows, -(-share // ROW_STEP) * ROW_STEP))
+
+
+def output_rows(queries: int, heads: int, largest: int) -> int:
+    """Query rows per task on the output path (a multiple of ``ROW_STEP``): ``queries`` cut into the
+    fewest blocks of equal size, at most ``largest`` rows, whose tasks (one per block and head) keep
+    the CPUs busy to the end.
+
+    The CPUs take the tasks in rounds; the last round may leave some of them idle. Blocks are cut
+    finer until that idle time is at most 1/8 of all the CPU time (8 heads on 2 CPUs: whole heads;
+    3 heads: halves).
+    """
+    cpus, blocks = workers(), -(-queries // largest)
+    while True:
+        share = -(-queries // blocks)  # rows per block, rounded up to a multiple of ROW_STEP
+        rows = max(ROW_STEP, -(-share // ROW_STEP) * ROW_STEP)
+        tasks = -(-queries // rows) * heads
+        rounds = -(-tasks // cpus)
+        if rows == ROW_STEP or 8 * tasks >= 7 * cpus * rounds:
+            return rows
+        blocks += 1
 
 
 def weight_rows(keys: int, itemsize: int) -> int:
@@ -389,7 +411,7 @@ def _output_path(ops: _Operands) -> np.ndarray:
     """Head outputs (H, N, d_k), in ``rows × keys`` tiles: no H × N × M array is ever held."""
     spec, (h, n, d_k) = ops.spec, ops.q.shape
     head_outputs = ops.head_outputs()
-    rows_per_task = block_rows(OUTPUT_ROWS, n)
+    rows_per_task = output_rows(n, h, CAUSAL_ROWS if spec.causal else OUTPUT_ROWS)
     width = min(key_tile(rows_per_task, ops.dtype.itemsize), ops.k.shape[1])
     scratch = per_thread(lambda: _Scratch(rows_per_task, width, d_k, ops.dtype))
 

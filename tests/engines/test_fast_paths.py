@@ -33,6 +33,7 @@ def small_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
     crosses many tile and block boundaries (M = 260 ends in a partial tile) and uses the thread pool."""
     monkeypatch.setattr(numpy_engine, "DENSE_LIMIT", 0)
     monkeypatch.setattr(numpy_blocked, "OUTPUT_ROWS", 32)
+    monkeypatch.setattr(numpy_blocked, "CAUSAL_ROWS", 32)
     monkeypatch.setattr(numpy_blocked, "WEIGHT_ROWS", 32)
     monkeypatch.setattr(numpy_blocked, "KEY_TILE_BYTES", 1)
 
@@ -218,6 +219,34 @@ class TestBlockedDetails:
         assert numpy_blocked.block_rows(256, 3) == 8
         monkeypatch.setattr(numpy_blocked, "workers", lambda: 1)
         assert numpy_blocked.block_rows(256, 300) == 256
+
+    def test_output_rows(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Output-path blocks are equal, at most the size asked for, and cut finer only while a CPU would idle."""
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 2)
+        assert numpy_blocked.output_rows(1024, 8, 1024) == 1024  # 8 tasks: 4 rounds of 2
+        assert numpy_blocked.output_rows(8192, 8, 1024) == 1024
+        assert numpy_blocked.output_rows(1024, 3, 1024) == 512  # 3 tasks would idle a CPU for a round: 6
+        assert numpy_blocked.output_rows(1024, 1, 1024) == 512
+        assert numpy_blocked.output_rows(1300, 8, 1024) == 656  # two equal blocks (650 → 656), not 1024 + 276
+        assert numpy_blocked.output_rows(1024, 8, 512) == 512
+        assert numpy_blocked.output_rows(3, 1, 1024) == 8
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 16)
+        assert numpy_blocked.output_rows(1024, 12, 1024) == 256  # 12, 24 and 36 tasks idle 1/4: 48 do not
+        assert numpy_blocked.output_rows(1024, 14, 1024) == 1024  # 14 of 16 CPUs: 1/8 idle, at the bound
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 1)
+        assert numpy_blocked.output_rows(1024, 1, 1024) == 1024
+
+    def test_causal_rows(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Under a causal mask the output path takes CAUSAL_ROWS blocks, otherwise OUTPUT_ROWS."""
+        monkeypatch.setattr(numpy_blocked, "workers", lambda: 2)
+        monkeypatch.setattr(numpy_blocked, "OUTPUT_ROWS", 64)
+        monkeypatch.setattr(numpy_blocked, "CAUSAL_ROWS", 16)
+        seen: list[int] = []
+        original = numpy_blocked.row_blocks
+        monkeypatch.setattr(numpy_blocked, "row_blocks", lambda n, rows: seen.append(rows) or original(n, rows))
+        for causal in (False, True):
+            compute(make_spec(n=128, m=128, causal=causal), dtype="float64", needs={"output"})
+        assert seen == [64, 16]
 
     def test_weight_rows(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A weights-path task takes 512 rows, fewer when its rows × M tile would pass 8 MiB (multiples of 8)."""
