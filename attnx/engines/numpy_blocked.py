@@ -266,6 +266,7 @@ class _Operands:
         self.q, self.k, self.v, self.spec = _unit_stride(q), _unit_stride(k), _unit_stride(v), spec
         self.group, self.dtype, self.tiny = h // h_kv, dtype, TINY[dtype]
         self.multiplier, self.exp_paths = dtype.type(spec.multiplier), exp_paths
+        self.positions = np.asarray(spec.query_positions) if spec.causal else None  # (N,): each query's position
         self.exp: np.ufunc = np.exp
         if not exp_paths:
             return
@@ -295,6 +296,20 @@ class _Operands:
             c = np.sqrt(np.einsum("bd,bd->b", scaled, scaled)) * self.k_norm[head]  # (b,)
         return scaled, None if c.max() <= self.unshifted_up_to else c[:, None]  # `<=` is False for inf and NaN
 
+    def key_limit(self, rows: slice) -> int:
+        """Keys past this index are blocked for every query in ``rows`` (``AttentionSpec.key_limit``)."""
+        m = self.k.shape[1]
+        return m if self.positions is None else min(m, int(self.positions[rows].max()) + 1)
+
+    def blocked(self, rows: slice) -> _Blocked | None:
+        """The keys ``rows`` may not attend, tile by tile (None: every key is open)."""
+        spec = self.spec
+        if spec.mask is not None or spec.padding is not None:
+            return _Blocked(full=~spec.allowed(rows))
+        if self.positions is not None:
+            return _Blocked(positions=self.positions[rows, None])
+        return None
+
     def head_outputs(self) -> np.ndarray:
         """An empty (H, N, d_k) array for the head outputs, stored token by token as the concatenated
         output is (contiguous layout): concatenating the heads is then a view, not a copy."""
@@ -317,14 +332,14 @@ class _Operands:
         out: np.ndarray,
         head: int,
         queries: np.ndarray,
+        rows: slice,
         limit: int,
-        allowed: np.ndarray | None,
         s: np.ndarray | None = None,
         weights: np.ndarray | None = None,
     ) -> None:
         """Head output rows into ``out`` from ``sums = (exp(scores) @ V, exp(scores) @ 1)``: the first over the second.
 
-        ``queries`` are the scaled queries behind the sums. With ``s``, the tile of exp(scores)
+        ``queries`` are the scaled queries of ``rows`` behind the sums. With ``s``, the tile of exp(scores)
         behind them (rows × limit), the weights are written into ``weights`` (the same shape; may
         be ``s`` itself). Rows whose denominator underflowed (a shift far above the row's true
         maximum, or every key blocked) are recomputed exactly.
@@ -339,10 +354,39 @@ class _Operands:
             return
         bad = np.flatnonzero(~(den > self.tiny))  # redo those rows with the true maximum
         exact = queries[bad] @ self.keys(head)[:limit].T  # (bad, limit)
+        allowed = self.spec.allowed(rows)  # (b, M) or None
         softmax_rows_(exact, None if allowed is None else allowed[bad, :limit], self.exp)
         out[bad] = exact @ self.values(head)[:limit]
         if weights is not None:
             weights[bad] = exact
+
+
+class _Blocked:
+    """The keys that the rows of one task may not attend, handed out tile by tile.
+
+    With a mask or padding, they come from ``spec.allowed`` for the task's rows (``full``: True
+    where blocked). A causal mask alone blocks the keys after each query's position: every key up
+    to the rows' first position is open to them all, so a tile before it needs no mask, and a tile
+    across the diagonal needs one only from there on, made as it is asked for (and kept for the
+    next head, which on the weights path asks for the same tile).
+    """
+
+    def __init__(self, *, full: np.ndarray | None = None, positions: np.ndarray | None = None) -> None:
+        self.full, self.positions = full, positions  # (b, M) and (b, 1)
+        self.open_to = 0 if positions is None else int(positions.min()) + 1  # keys before this: open to every row
+        self.last: tuple[tuple[int, int], tuple[int, np.ndarray] | None] = ((0, 0), None)
+
+    def tile(self, start: int, stop: int) -> tuple[int, np.ndarray] | None:
+        """For keys ``[start, stop)``: None if none is blocked, else (first, blocked): the keys from
+        ``first`` on, with ``blocked`` (b, stop − first) True where a row may not attend one."""
+        if self.full is not None:
+            return start, self.full[:, start:stop]
+        first = max(start, self.open_to)
+        if first >= stop:
+            return None
+        if self.last[0] != (start, stop):
+            self.last = (start, stop), (first, np.arange(first, stop) > self.positions)  # after the query's position
+        return self.last[1]
 
 
 def per_thread(make: Callable[[], Buffers]) -> Callable[[], Buffers]:
@@ -376,13 +420,13 @@ def _tiled_exp(
     head: int,
     queries: tuple[np.ndarray, np.ndarray | None],
     limit: int,
-    blocked: np.ndarray | None,
+    blocked: _Blocked | None,
     scratch: _Scratch,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``exp(q Kᵀ − c) @ V`` (b, d_k) and its row sums ``exp(q Kᵀ − c) @ 1`` (b,), over keys ``[0, limit)``.
 
     K and V are those query ``head`` reads; ``queries`` are (q, c) from ``_Operands.queries`` (c None: no shift);
-    ``blocked`` (b, M) marks keys that count as −∞. Each tile's exp is made in the scratch tile,
+    ``blocked`` gives the keys that count as −∞. Each tile's exp is made in the scratch tile,
     which stays in cache; a tile as wide as ``limit`` keeps them all (``scratch.tile[:b, :limit]``).
     """
     (q, shift), tile = queries, scratch.tile.shape[1]
@@ -394,8 +438,10 @@ def _tiled_exp(
         s = np.matmul(q, keys[start:stop].T, out=scratch.tile[:b, : stop - start])  # (b, keys)
         if shift is not None:
             by_row(np.subtract, s, shift, out=s)
-        if blocked is not None:
-            np.copyto(s, -np.inf, where=blocked[:, start:stop])
+        band = None if blocked is None else blocked.tile(start, stop)
+        if band is not None:
+            first, mask = band
+            np.copyto(s[:, first - start :], -np.inf, where=mask)
         ops.exp(s, out=s)
         ones = scratch.ones[: stop - start]
         if start == 0:
@@ -417,14 +463,16 @@ def _output_path(ops: _Operands) -> np.ndarray:
 
     def work(task: tuple[slice, int]) -> None:
         rows, head = task
-        limit, allowed = spec.key_limit(rows), spec.allowed(rows)  # keys past `limit` are blocked; allowed: (b, M)
+        limit = ops.key_limit(rows)  # keys past it are blocked for every row
         buffers = scratch()
         queries = ops.queries(head, rows, buffers)
-        sums = _tiled_exp(ops, head, queries, limit, None if allowed is None else ~allowed, buffers)
-        ops.normalize(sums, head_outputs[head, rows], head, queries[0], limit, allowed)
+        sums = _tiled_exp(ops, head, queries, limit, ops.blocked(rows), buffers)
+        ops.normalize(sums, head_outputs[head, rows], head, queries[0], rows, limit)
 
-    # One task per block of rows and head: many tasks of equal cost keep both CPUs busy to the end.
-    run_tasks(work, [(rows, head) for rows in row_blocks(n, rows_per_task) for head in range(h)])
+    # One task per block of rows and head. Under a causal mask later rows see more keys: the blocks
+    # that cost most go first, so that the last tasks, which CPUs finish at different times, are short.
+    blocks = sorted(row_blocks(n, rows_per_task), key=ops.key_limit, reverse=True)
+    run_tasks(work, [(rows, head) for rows in blocks for head in range(h)])
     return head_outputs
 
 
@@ -441,9 +489,9 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     scratch = per_thread(lambda: _Scratch(rows_per_task, m, d_k, ops.dtype))  # a tile as wide as the keys
 
     def work(rows: slice) -> None:
-        b, limit = rows.stop - rows.start, spec.key_limit(rows)
-        allowed = spec.allowed(rows)  # (b, M) or None
-        blocked = None if allowed is None or not exp_paths else ~allowed  # the exact rows use `allowed`
+        b, limit = rows.stop - rows.start, ops.key_limit(rows)
+        allowed = None if exp_paths else spec.allowed(rows)  # (b, M) or None, for the exact rows
+        blocked = ops.blocked(rows) if exp_paths else None
         buffers = scratch()
         if average is not None:
             average[rows] = 0
@@ -455,7 +503,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
                 queries = ops.queries(head, rows, buffers)
                 sums = _tiled_exp(ops, head, queries, limit, blocked, buffers)
                 exp = buffers.tile[:b, :limit]
-                ops.normalize(sums, head_outputs[head, rows], head, queries[0], limit, allowed, exp, w[:, :limit])
+                ops.normalize(sums, head_outputs[head, rows], head, queries[0], rows, limit, exp, w[:, :limit])
                 w[:, limit:] = 0  # causally blocked
             if average is not None:
                 average[rows] += w
