@@ -238,6 +238,13 @@ class AttentionSpec:
         values = [largest_abs(array) for array in self.number_arrays().values()]
         return math.nan if any(map(math.isnan, values)) else max(values)
 
+    @functools.cached_property
+    def positions(self) -> np.ndarray:
+        """``query_positions`` as a read-only array (N,), made once: masks are made from it block by block."""
+        positions = np.asarray(self.query_positions)
+        positions.flags.writeable = False
+        return positions
+
     @property
     def kv_source(self) -> np.ndarray:
         """What keys and values are projected from: ``x_kv``, else ``x``."""
@@ -312,7 +319,7 @@ class AttentionSpec:
         """
         if not self.masked:
             return None
-        positions = np.asarray(self.query_positions)[rows]
+        positions = self.positions[rows]
         allowed = np.ones((len(positions), self.n_keys), dtype=bool)
         if self.causal:  # aligned to the top-left corner, as PyTorch's is_causal
             allowed &= np.arange(self.n_keys)[None, :] <= positions[:, None]
@@ -339,7 +346,7 @@ class AttentionSpec:
         """Keys past this index are blocked for every query in ``rows`` (causal masks end early)."""
         if not self.causal:
             return self.n_keys
-        return min(self.n_keys, int(np.asarray(self.query_positions)[rows].max()) + 1)
+        return min(self.n_keys, int(self.positions[rows].max()) + 1)
 
     def with_heads(self, heads: int) -> AttentionSpec:
         """The same problem split into a different number of heads (validated again).

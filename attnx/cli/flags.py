@@ -156,16 +156,16 @@ class ViewFlags:
     no_color: NoColorOpt = False
 
     def __post_init__(self) -> None:
-        parse_limit(self.rows, "--rows")
+        self.max_rows  # noqa: B018 - parsed now, so that a bad --rows is refused before any input is read
 
     @property
     def heatmap(self) -> bool:
         """True with ``--view heatmap``: weights drawn as heatmaps instead of numbers."""
         return self.view is View.heatmap
 
-    @property
+    @functools.cached_property
     def max_rows(self) -> int | None:
-        """--rows as a number of rows, or None for all."""
+        """--rows as a number of rows, or None for all (parsed once)."""
         return parse_limit(self.rows, "--rows")
 
     def emit(

@@ -266,7 +266,6 @@ class _Operands:
         self.q, self.k, self.v, self.spec = _unit_stride(q), _unit_stride(k), _unit_stride(v), spec
         self.group, self.dtype, self.tiny = h // h_kv, dtype, TINY[dtype]
         self.multiplier, self.exp_paths = dtype.type(spec.multiplier), exp_paths
-        self.positions = np.asarray(spec.query_positions) if spec.causal else None  # (N,): each query's position
         self.exp: np.ufunc = np.exp
         if not exp_paths:
             return
@@ -296,18 +295,13 @@ class _Operands:
             c = np.sqrt(np.einsum("bd,bd->b", scaled, scaled)) * self.k_norm[head]  # (b,)
         return scaled, None if c.max() <= self.unshifted_up_to else c[:, None]  # `<=` is False for inf and NaN
 
-    def key_limit(self, rows: slice) -> int:
-        """Keys past this index are blocked for every query in ``rows`` (``AttentionSpec.key_limit``)."""
-        m = self.k.shape[1]
-        return m if self.positions is None else min(m, int(self.positions[rows].max()) + 1)
-
     def blocked(self, rows: slice) -> _Blocked | None:
         """The keys ``rows`` may not attend, tile by tile (None: every key is open)."""
         spec = self.spec
         if spec.mask is not None or spec.padding is not None:
             return _Blocked(full=~spec.allowed(rows))
-        if self.positions is not None:
-            return _Blocked(positions=self.positions[rows, None])
+        if spec.causal:
+            return _Blocked(positions=spec.positions[rows, None])
         return None
 
     def head_outputs(self) -> np.ndarray:
@@ -463,7 +457,7 @@ def _output_path(ops: _Operands) -> np.ndarray:
 
     def work(task: tuple[slice, int]) -> None:
         rows, head = task
-        limit = ops.key_limit(rows)  # keys past it are blocked for every row
+        limit = spec.key_limit(rows)  # keys past it are blocked for every row
         buffers = scratch()
         queries = ops.queries(head, rows, buffers)
         sums = _tiled_exp(ops, head, queries, limit, ops.blocked(rows), buffers)
@@ -471,7 +465,7 @@ def _output_path(ops: _Operands) -> np.ndarray:
 
     # One task per block of rows and head. Under a causal mask later rows see more keys: the blocks
     # that cost most go first, so that the last tasks, which CPUs finish at different times, are short.
-    blocks = sorted(row_blocks(n, rows_per_task), key=ops.key_limit, reverse=True)
+    blocks = sorted(row_blocks(n, rows_per_task), key=spec.key_limit, reverse=True)
     run_tasks(work, [(rows, head) for rows in blocks for head in range(h)])
     return head_outputs
 
@@ -489,7 +483,7 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     scratch = per_thread(lambda: _Scratch(rows_per_task, m, d_k, ops.dtype))  # a tile as wide as the keys
 
     def work(rows: slice) -> None:
-        b, limit = rows.stop - rows.start, ops.key_limit(rows)
+        b, limit = rows.stop - rows.start, spec.key_limit(rows)
         allowed = None if exp_paths else spec.allowed(rows)  # (b, M) or None, for the exact rows
         blocked = ops.blocked(rows) if exp_paths else None
         buffers = scratch()
