@@ -13,9 +13,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Every array an engine can compute; an engine asked for fewer (``needs``) leaves the rest None.
 ARRAYS = (
-    "q_heads",
-    "k_heads",
-    "v_heads",
+    "q",
+    "k",
+    "v",
     "scores",
     "scaled",
     "weights",
@@ -32,9 +32,9 @@ class AttentionResult:
 
     Axis order (H heads, H_kv K/V heads, N queries, M keys):
 
-    - ``q_heads``          ``[head, query, d_k]``    each head's slice of Q, as the engine used it
-    - ``k_heads``          ``[kv_head, key, d_k]``   each K/V head's slice of K
-    - ``v_heads``          ``[kv_head, key, d_k]``   each K/V head's slice of V
+    - ``q``                ``[head, query, d_k]``    each head's slice of Q (projected, if W_q exists), as used
+    - ``k``                ``[kv_head, key, d_k]``   each K/V head's slice of K (projected, if W_k exists)
+    - ``v``                ``[kv_head, key, d_k]``   each K/V head's slice of V (projected, if W_v exists)
     - ``scores``           ``[head, query, key]``    raw dot products Q_h K_h^T
     - ``scaled``           ``[head, query, key]``    ``scores * scale`` (before any mask)
     - ``weights``          ``[head, query, key]``    softmax of ``scaled`` over the allowed keys
@@ -49,7 +49,8 @@ class AttentionResult:
     for (``compute(..., needs=...)``) is None: ``output`` alone never builds an H×N×M matrix.
     ``query_positions[i]`` is the position in the original input of query row ``i`` (see
     ``AttentionSpec.select_queries``). ``blocked_pairs`` counts the query-key pairs a mask blocks
-    (None without a mask), whether or not ``mask`` was asked for.
+    (None without a mask), whether or not ``mask`` was asked for. ``kv_pooled_from`` is the number
+    of K/V heads the input had before a ``--kv-heads`` override mean-pooled them (None: not pooled).
     """
 
     tokens: tuple[str, ...]
@@ -58,9 +59,9 @@ class AttentionResult:
     d_model: int
     d_k: int
     scale: float
-    q_heads: np.ndarray | None
-    k_heads: np.ndarray | None
-    v_heads: np.ndarray | None
+    q: np.ndarray | None
+    k: np.ndarray | None
+    v: np.ndarray | None
     scores: np.ndarray | None
     scaled: np.ndarray | None
     weights: np.ndarray | None
@@ -82,6 +83,7 @@ class AttentionResult:
     parameters: int = 0
     fully_masked_rows: tuple[int, ...] = ()
     blocked_pairs: int | None = None
+    kv_pooled_from: int | None = None
 
     def __post_init__(self) -> None:
         for name in (*ARRAYS, *OPTIONAL_ARRAYS, "mask"):
@@ -135,6 +137,7 @@ class AttentionResult:
             blocked_pairs=blocked if spec.masked else None,
             dropped_heads=spec.dropped_heads,
             parameters=spec.parameters,
+            kv_pooled_from=getattr(spec, "kv_pooled_from", None),
             **{name: None for name in ARRAYS} | arrays,
         )
 
@@ -153,8 +156,43 @@ class AttentionResult:
             return range(head, self.heads * self.d_k, self.heads)
         return range(head * self.d_k, (head + 1) * self.d_k)
 
+    def kv_columns(self, kv_head: int) -> range:
+        """Columns of K and V (``kv_heads × d_k`` wide) that K/V head ``kv_head`` (0-based) owns."""
+        if self.layout == "interleaved":
+            return range(kv_head, self.kv_heads * self.d_k, self.kv_heads)
+        return range(kv_head * self.d_k, (kv_head + 1) * self.d_k)
+
+    def group_of(self, kv_head: int) -> range:
+        """The query heads (0-based) that read K/V head ``kv_head``."""
+        return range(kv_head * self.group_size, (kv_head + 1) * self.group_size)
+
     def require(self, *names: str) -> None:
         """Raise ValueError when an array a caller relies on was not computed."""
         missing = [name for name in names if getattr(self, name) is None]
         if missing:
             raise ValueError(f"this result was computed without {', '.join(missing)}")
+
+
+# How close to its row's maximum a cell must be to count as tied with it, in units of the dtype's
+# machine epsilon relative to that maximum (see ``row_maxima``).
+TIE_ULPS = 4
+
+
+def row_maxima(values: np.ndarray) -> np.ndarray:
+    """True where a cell is its row's maximum (the last axis), ties included: the cells a table highlights.
+
+    A tie is decided on the numbers the engine computed, not on the digits a table shows: a cell
+    ties the maximum when it is within ``TIE_ULPS`` units in the last place of it (``TIE_ULPS ×
+    eps(dtype) × |max|``), so that keys whose scores are equal in exact arithmetic, and came out
+    one or two roundings apart, are all marked, while 0.25091 and 0.25089 (both shown as 0.2509)
+    are not tied: more ``--precision`` tells them apart. Rows whose maximum is not positive (every
+    key masked) or NaN have no maximum to mark. The uniform row of the worked example (head 0,
+    "on": five weights of 0.2) marks all five.
+    """
+    values = np.asarray(values)
+    if values.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        top = values.max(axis=-1, keepdims=True)
+        room = TIE_ULPS * np.finfo(values.dtype if values.dtype.kind == "f" else np.float64).eps * np.abs(top)
+        return (values >= top - room) & (top > 0)

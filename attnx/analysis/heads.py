@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from attnx.result import AttentionResult
+from attnx.result import AttentionResult, row_maxima
 
 # The pattern labels and the one place their rules live. Every score is a mean over the queries
 # that see at least two keys (a query with one visible key has no choice to make):
@@ -54,7 +54,9 @@ class HeadStats:
 
     ``entropy`` is in nats (NaN where no key is visible); ``normalized_entropy`` divides it by
     log(visible keys) (NaN where fewer than two keys are visible); ``effective_keys`` is
-    exp(entropy); ``top_key`` the key of largest weight (-1 where none is visible). ``scores`` holds
+    exp(entropy); ``top_key`` the key of largest weight (-1 where none is visible; the first of
+    tied keys) and ``top_ties`` how many keys tie it (``row_maxima``; 0 where none is visible, 5
+    for a uniform row of five keys). ``scores`` holds
     every label's score (None where it is undefined, e.g. induction without repeated tokens);
     ``label`` is the chosen one (None: no rule fits) and ``label_score`` its score.
     """
@@ -66,6 +68,7 @@ class HeadStats:
     effective_keys: np.ndarray
     max_weight: np.ndarray
     top_key: np.ndarray
+    top_ties: np.ndarray
     scaled_std: float
     mean_max_weight: float
     scores: Mapping[str, float | None]
@@ -181,6 +184,7 @@ def head_stats(result: AttentionResult) -> tuple[HeadStats, ...]:
                 effective_keys=np.exp(entropy),
                 max_weight=max_weight,
                 top_key=np.where(visible > 0, weights.argmax(axis=1), -1),
+                top_ties=np.where(visible > 0, row_maxima(weights).sum(axis=1), 0),
                 scaled_std=float(spread.scaled_std[h]),
                 mean_max_weight=float(spread.mean_max_weight[h]),
                 scores=MappingProxyType(scores),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnx.errors import UsageError
-from attnx.result import AttentionResult
+from attnx.result import AttentionResult, row_maxima
 
 DEFAULT_TERMS = 8
 DEFAULT_KEYS = 10
@@ -23,7 +23,10 @@ class KeyLine:
 
     ``products[i]`` is ``q[i] * key[i]``. ``terms`` are the indices of the products a reader is
     shown, in index order; ``remainder`` is the sum of the others (0.0 when all are shown), so the
-    shown products plus ``remainder`` add up to ``raw``. ``contribution`` is ``weight * value``.
+    shown products plus ``remainder`` add up to ``raw``. ``exp`` is the softmax numerator
+    ``exp(scaled − max)`` (0.0 for a masked key, which the softmax leaves out), so that ``weight``
+    is ``exp / HeadTrace.exp_sum``. ``contribution`` is ``weight * value``. ``is_top`` marks every
+    key whose weight ties the largest (``row_maxima``).
     """
 
     index: int
@@ -35,6 +38,7 @@ class KeyLine:
     remainder: float
     raw: float
     scaled: float
+    exp: float
     weight: float
     contribution: np.ndarray
     masked: bool
@@ -48,9 +52,11 @@ class KeyLine:
 
 @dataclass(frozen=True, eq=False)
 class KeySummary:
-    """The keys a trace does not show one by one, as one row: how many, and their totals."""
+    """The keys a trace does not show one by one, as one row: how many, and their totals (``exp``: their
+    softmax numerators)."""
 
     count: int
+    exp: float
     weight: float
     contribution: np.ndarray
     masked: int
@@ -62,7 +68,9 @@ class HeadTrace:
 
     The contributions of ``keys`` plus ``rest.contribution`` add up to ``output``. ``kv_head`` is
     the K/V head read; ``shared_with`` the query heads sharing it (empty without GQA); ``dropped``
-    says the head was zeroed before concatenation (ablation).
+    says the head was zeroed before concatenation (ablation). The softmax of the row: ``exp_max``
+    is the largest scaled score of the keys the query may attend (NaN when it may attend none),
+    ``exp_sum`` the sum of ``exp(scaled − exp_max)`` over those keys (0.0 when none).
     """
 
     head: int
@@ -75,6 +83,8 @@ class HeadTrace:
     keys: tuple[KeyLine, ...]
     rest: KeySummary | None
     output: np.ndarray
+    exp_max: float = float("nan")
+    exp_sum: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,7 +107,11 @@ class Trace:
 
 
 def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | None = None) -> int:
-    """The query row (0-based) picked by ``token`` or by ``query``; exactly one must be given."""
+    """The query row (0-based) picked by ``token`` or by ``query``; exactly one must be given.
+
+    A token is matched on its text as tables show it: exactly, or else with surrounding spaces
+    stripped from both sides, so that ``cat`` finds the byte-level token shown as `` cat``.
+    """
     if token is not None and query is not None:
         raise UsageError(f"give --token or --query, not both (got --token {token!r} and --query {query})")
     if query is not None:
@@ -107,6 +121,8 @@ def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | 
     if token is None:
         raise UsageError(f"pick the query to trace with --token or --query; tokens: {_listing(tokens)}")
     found = [i for i, t in enumerate(tokens) if t == token]
+    if not found and token.strip():
+        found = [i for i, t in enumerate(tokens) if t.strip() == token.strip()]
     if len(found) > 1:
         raise UsageError(f"token {token!r} appears at queries {', '.join(map(str, found))}; pick one with --query")
     if not found:
@@ -123,12 +139,12 @@ def _listing(tokens: Sequence[str]) -> str:
 
 
 def resolve_head(head: int | None, n_heads: int) -> tuple[int, ...] | None:
-    """The 0-based head picked by ``head``, counted from 1 as people count; None means every head."""
+    """The head picked by ``head``, counted from 0 as everywhere in attnx; None means every head."""
     if head is None:
         return None
-    if not 1 <= head <= n_heads:
-        raise UsageError(f"head {head} is out of range; heads are numbered 1..{n_heads}")
-    return (head - 1,)
+    if not 0 <= head < n_heads:
+        raise UsageError(f"head {head} is out of range; heads are numbered 0..{n_heads - 1}")
+    return (head,)
 
 
 def select_terms(products: np.ndarray, limit: int | None) -> tuple[tuple[int, ...], float]:
@@ -159,13 +175,29 @@ def masked_keys(result: AttentionResult, row: int) -> np.ndarray:
     return ~result.mask[row]
 
 
+def softmax_terms(scaled: np.ndarray, masked: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """The softmax of one row written out: each key's ``exp(scaled − max)`` (0 where masked), the max, the sum.
+
+    The max is over the keys the query may attend (NaN, and the sum 0, when it may attend none);
+    the weights are then ``exp / sum``. In float64, whatever dtype the engine used.
+    """
+    row = np.asarray(scaled, dtype=np.float64)
+    if masked.all():
+        return np.zeros(len(row)), float("nan"), 0.0
+    top = float(row[~masked].max())
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = np.where(masked, 0.0, np.exp(row - top))
+    return terms, top, float(terms.sum())
+
+
 def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None, keys: int | None) -> HeadTrace:
-    q = result.q_heads[head, row]  # (d_k,)
+    q = result.q[head, row]  # (d_k,)
     kv = result.kv_head(head)
-    k, v = result.k_heads[kv], result.v_heads[kv]  # (M, d_k)
+    k, v = result.k[kv], result.v[kv]  # (M, d_k)
     weights = result.weights[head, row]  # (M,)
     masked = masked_keys(result, row)
-    top = weights.max()
+    top = row_maxima(weights)
+    exps, exp_max, exp_sum = softmax_terms(result.scaled[head, row], masked)
     shown = select_keys(weights, keys)
     lines = []
     for j in shown:
@@ -182,10 +214,11 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
                 remainder=remainder,
                 raw=float(result.scores[head, row, j]),
                 scaled=float(result.scaled[head, row, j]),
+                exp=float(exps[j]),
                 weight=float(weights[j]),
                 contribution=weights[j] * v[j],
                 masked=bool(masked[j]),
-                is_top=bool(weights[j] == top > 0),
+                is_top=bool(top[j]),
             )
         )
     rest = None
@@ -194,15 +227,16 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
         others[shown] = False
         rest = KeySummary(
             count=int(others.sum()),
+            exp=float(exps[others].sum()),
             weight=float(weights[others].sum()),
             contribution=weights[others] @ v[others],  # (d_k,)
             masked=int(masked[others].sum()),
         )
-    group = result.group_size
+    group = result.group_of(kv)
     return HeadTrace(
         head=head,
         kv_head=kv,
-        shared_with=tuple(range(kv * group, (kv + 1) * group)) if group > 1 else (),
+        shared_with=tuple(group) if len(group) > 1 else (),
         dropped=head in result.dropped_heads,
         columns=result.head_columns(head),
         d_k=result.d_k,
@@ -210,6 +244,8 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
         keys=tuple(lines),
         rest=rest,
         output=result.head_outputs[head, row],
+        exp_max=exp_max,
+        exp_sum=exp_sum,
     )
 
 

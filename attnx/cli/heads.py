@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 LayerOrAllOpt = Annotated[
     str | None,
-    typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 1 as --head (default 1); "
+    typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 0 (default 0); "
                  "all: the model view, a layer × head grid of labels and entropy.", show_default=False),
 ]  # fmt: skip
 

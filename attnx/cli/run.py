@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.result import AttentionResult
     from attnx.spec import AttentionSpec
 
-SECTIONS = ("scores", "scaled", "weights", "heads", "output", "projected", "ablation", "average")
+SECTIONS = ("q", "k", "v", "scores", "scaled", "weights", "heads", "output", "projected", "ablation", "average")
+# Printed when --show is not given; `--show all` prints every section, the Q, K and V slices too.
+DEFAULT_SECTIONS = SECTIONS[3:]
 
 ShowOpt = Annotated[
     list[str] | None,
@@ -34,7 +36,8 @@ ShowOpt = Annotated[
         "--show",
         "-s",
         metavar="SECTIONS",
-        help=f"Sections to print, comma-separated or repeated: {', '.join(SECTIONS)}. Default: all.",
+        help=f"Sections to print, comma-separated or repeated: {', '.join(SECTIONS)}, or all. q, k, v: each "
+        "head's slice of Q, K and V. Default: all but q, k, v.",
         show_default=False,
     ),
 ]
@@ -42,6 +45,9 @@ ShowOpt = Annotated[
 
 # What each table section reads from the result: the engine computes nothing else.
 SECTION_NEEDS = {
+    "q": {"q"},
+    "k": {"k"},
+    "v": {"v"},
     "scores": {"scores"},
     "scaled": {"scaled"},
     "weights": {"weights"},
@@ -88,13 +94,15 @@ def compute_shown(
 
 
 def parse_sections(values: list[str] | None) -> list[str]:
-    """``["weights,output", "average"]`` -> ``["weights", "output", "average"]``, checked."""
+    """``["weights,output", "average"]`` -> ``["weights", "output", "average"]``, checked; ``all``: every section."""
     if not values:
-        return list(SECTIONS)
+        return list(DEFAULT_SECTIONS)
     chosen = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    if "all" in chosen:
+        return list(SECTIONS)
     unknown = [name for name in chosen if name not in SECTIONS]
     if unknown:
-        raise UsageError(f"unknown section {unknown[0]!r} for --show; choose from {', '.join(SECTIONS)}")
+        raise UsageError(f"unknown section {unknown[0]!r} for --show; choose from {', '.join(SECTIONS)}, all")
     return chosen
 
 
@@ -118,6 +126,7 @@ def run(
     With no CONFIG: the worked example "The cat sat on mat" (H = 2). --seed with --tokens: random Q, K, V.
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     --view heatmap draws each head's weights as a heatmap instead.
+    --show q,k,v: the slices of Q, K and V each head reads (--show all: every section).
     """
     from attnx.render.formats import check_tensor_names
 

@@ -9,12 +9,12 @@ import typer
 from attnx.cli.common import (
     ConfigArg,
     DropHeadOpt,
-    FormatOpt,
     NoColorOpt,
-    OutputFormat,
     OutputOpt,
     PrecisionOpt,
     QuietOpt,
+    RowFormat,
+    RowFormatOpt,
     emit,
     guarded,
     parse_limit,
@@ -26,7 +26,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
 TokenOpt = Annotated[
-    str | None, typer.Option("--token", "-t", help="The query token to trace (must appear once).", show_default=False)
+    str | None,
+    typer.Option(
+        "--token",
+        "-t",
+        help="The query token to trace, as tables show it (must appear once; cat also finds ' cat').",
+        show_default=False,
+    ),
 ]
 QueryOpt = Annotated[
     int | None,
@@ -36,7 +42,7 @@ HeadOpt = Annotated[
     int | None,
     typer.Option(
         "--head",
-        help="Trace only head N, counted from 1 as in the tables (1..H). Default: every head.",
+        help="Trace only head N, counted from 0 as in the tables (0..H-1). Default: every head.",
         show_default=False,
     ),
 ]
@@ -70,13 +76,13 @@ def trace(
     checkpoint: ModelFlags = ModelFlags(),
     backend: EngineFlags = EngineFlags(),
     precision: PrecisionOpt = 4,
-    output_format: FormatOpt = OutputFormat.table,
+    output_format: RowFormatOpt = RowFormat.table,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     caps: CapFlags = CapFlags(),
 ) -> None:
-    """Explain one query token step by step: per head, the dot products term by term, weights and output.
+    """Explain one query token step by step: per head, the dot products term by term, the softmax, the output.
 
     Pick the token with --token cat or --query 1. With no CONFIG: the worked example "The cat sat on mat".
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
@@ -104,10 +110,10 @@ def trace(
     emit(
         output_format,
         {
-            OutputFormat.table: table,
-            OutputFormat.json: lambda: dumps(render.trace_to_dict(explained)),
-            OutputFormat.jsonl: lambda: render.trace_jsonl(explained),
-            OutputFormat.csv: lambda: render.trace_csv(explained),
+            RowFormat.table: table,
+            RowFormat.json: lambda: dumps(render.trace_to_dict(explained)),
+            RowFormat.jsonl: lambda: render.trace_jsonl(explained),
+            RowFormat.csv: lambda: render.trace_csv(explained),
         },
         output=output,
         no_color=no_color,

@@ -109,7 +109,7 @@ def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None =
     v_heads = split_heads(ops, v, h_kv, spec.layout)  # (H_kv, M, d_k)
 
     out = ops.attend(q_heads, k_heads, v_heads, spec, keep)
-    for name, heads in (("q_heads", q_heads), ("k_heads", k_heads), ("v_heads", v_heads)):
+    for name, heads in (("q", q_heads), ("k", k_heads), ("v", v_heads)):
         if name in keep:
             out[name] = heads
     head_outputs = out["head_outputs"]

@@ -104,9 +104,9 @@ def _what(name: str, index: tuple[int, ...], spec: AttentionSpec, result: Attent
         h, i, j = index
         raw_finite = result.scores is None or np.isfinite(result.scores[index])
         kind = "scaled score" if raw_finite else "score Q·K"
-        return f"the {kind} of query {spec.tokens[i]!r} and key {spec.key_tokens[j]!r} in head {h + 1}"
+        return f"the {kind} of query {spec.tokens[i]!r} and key {spec.key_tokens[j]!r} in head {h}"
     if name == "head_outputs":
-        return f"the output of head {index[0] + 1} for query {spec.tokens[index[1]]!r}"
+        return f"the output of head {index[0]} for query {spec.tokens[index[1]]!r}"
     if name == "output":
         return f"the output for query {spec.tokens[index[0]]!r}"
     return f"the projected output for query {spec.tokens[index[0]]!r}"

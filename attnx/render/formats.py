@@ -14,7 +14,8 @@ from attnx.errors import UsageError
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.result import AttentionResult
 
-# The axes of every tensor a run can export, in the JSON key's index order.
+# The axes of every tensor a run can export, in the JSON key's index order (the slices q, k, v, added in
+# format 1.1, last: CSV rows and messages list the tensors in this order).
 TENSOR_AXES: dict[str, tuple[str, ...]] = {
     "scores": ("head", "query", "key"),
     "scaled": ("head", "query", "key"),
@@ -24,8 +25,11 @@ TENSOR_AXES: dict[str, tuple[str, ...]] = {
     "average_weights": ("query", "key"),
     "projected": ("query", "dim"),
     "mask": ("query", "key"),
+    "q": ("head", "query", "dim"),
+    "k": ("kv_head", "key", "dim"),
+    "v": ("kv_head", "key", "dim"),
 }
-AXIS_ORDER = ("head", "query", "key", "dim")
+AXIS_ORDER = ("head", "kv_head", "query", "key", "dim")
 
 
 def result_tensors(result: AttentionResult) -> dict[str, np.ndarray]:
@@ -60,7 +64,9 @@ def pick(result: AttentionResult, names: Sequence[str] | None) -> dict[str, np.n
 def to_csv(result: AttentionResult, names: Sequence[str] | None = None) -> str:
     """Tidy long form: one number per row; the header names the axes, then labels, then ``value``.
 
-    Indices are 0-based; ``query_token``/``key_token`` carry the labels of ``query``/``key``.
+    Indices are 0-based; ``query_token``/``key_token`` carry the labels of ``query``/``key``. ``dim``
+    counts within a head's slice for ``q``, ``k``, ``v`` and ``head_outputs`` (0..d_k-1), within
+    d_model for ``output``.
     """
     tensors = pick(result, names)
     axes = [axis for axis in AXIS_ORDER if any(axis in TENSOR_AXES[name] for name in tensors)]
@@ -86,7 +92,11 @@ def _number(value: Any) -> str:
 
 
 def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
-    """One record per head and query, then one per query (outputs and averaged weights)."""
+    """One record per head and query, then one per query (outputs and averaged weights).
+
+    A head-query record carries the query's slice ``q`` too; K and V, which belong to keys, are in
+    the JSON, CSV, NPY and NPZ formats.
+    """
     for h in range(result.heads):
         for i, token in enumerate(result.tokens):
             yield {
@@ -95,6 +105,7 @@ def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
                 "head": h,
                 "query": i,
                 "query_token": token,
+                "q": to_plain(result.q[h, i]),
                 "scores": to_plain(result.scores[h, i]),
                 "scaled": to_plain(result.scaled[h, i]),
                 "weights": to_plain(result.weights[h, i]),

@@ -61,13 +61,25 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
 
     for s in stats:
         table.add_row(
-            str(s.head + 1),
+            f"H{s.head}",
             Text(s.label or NONE, style="bold" if s.label else "dim"),
             *(score(s, name) for name in SCORE_HEADERS),
             cell(s.scaled_std, precision),
             score(s, "focused"),
         )
     return table
+
+
+def top_key_cell(s: HeadStats, result: AttentionResult, query: int) -> Text:
+    """The top key's token as text (never markup), ``cat +2 tied`` when other keys tie it, ``—`` if none."""
+    top = int(s.top_key[query])
+    if top < 0:
+        return Text(NONE)
+    text = Text(result.key_tokens[top])
+    others = int(s.top_ties[query]) - 1
+    if others > 0:
+        text.append(f" +{others} tied", style="dim")
+    return text
 
 
 def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_rows: int | None = None) -> RenderableType:
@@ -84,7 +96,6 @@ def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_row
     for k, i in enumerate(rows):
         if after_gap(rows, k):
             table.add_row(*[Text(ROW_GAP, style="dim")] * 7)
-        top = int(s.top_key[i])
         table.add_row(
             Text(result.tokens[i]),
             str(int(s.visible_keys[i])),
@@ -92,7 +103,7 @@ def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_row
             cell(s.normalized_entropy[i], precision),
             cell(s.effective_keys[i], precision),
             cell(s.max_weight[i], precision),
-            Text(result.key_tokens[top]) if top >= 0 else NONE,
+            top_key_cell(s, result, i),
         )
     note = left_out((len(result.tokens) - len(rows), len(result.tokens)))
     return table if note is None else Group(table, note)
@@ -129,7 +140,10 @@ def _number(value: float | None) -> float | None:
 
 
 def head_to_dict(s: HeadStats, result: AttentionResult) -> dict[str, Any]:
-    """One head of `attnx heads --format json` (indices 0-based; undefined numbers null)."""
+    """One head of `attnx heads --format json` (indices 0-based; undefined numbers null).
+
+    ``top_key_ties`` counts the keys tied for the largest weight (``top_key`` is the first of them).
+    """
     queries = []
     for i, token in enumerate(result.tokens):
         top = int(s.top_key[i])
@@ -144,6 +158,7 @@ def head_to_dict(s: HeadStats, result: AttentionResult) -> dict[str, Any]:
                 "max_weight": _number(s.max_weight[i]),
                 "top_key": top if top >= 0 else None,
                 "top_key_token": result.key_tokens[top] if top >= 0 else None,
+                "top_key_ties": int(s.top_ties[i]),
             }
         )
     return {**head_summary(s), "queries": queries}

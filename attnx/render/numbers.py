@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import math
 
+# How every table shows a weight that a mask blocked (run, heatmap numbers, trace, diff): a dim
+# middle dot. Raw and scaled scores of a blocked pair are computed before the mask and shown as
+# numbers; only weights (and what follows from them) become the marker.
+MASKED = "·"
+MASKED_STYLE = "dim"
+MASKED_NOTE = "· = masked (weight 0); scores are shown as computed before the mask"
+
 
 def fmt(value: float, precision: int) -> str:
     """``0.70710678`` -> ``"0.7071"`` at precision 4; ``-0.00001`` -> ``"0.0000"``."""

@@ -9,8 +9,9 @@ import numpy as np
 
 from attnx.result import AttentionResult
 
-FORMAT_VERSION = "1.0"
-TENSORS = ("scores", "scaled", "weights", "head_outputs", "output", "average_weights")
+# 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s.
+FORMAT_VERSION = "1.1"
+TENSORS = ("q", "k", "v", "scores", "scaled", "weights", "head_outputs", "output", "average_weights")
 
 
 def to_plain(array: np.ndarray) -> Any:
@@ -25,8 +26,10 @@ def to_plain(array: np.ndarray) -> Any:
 def result_to_dict(result: AttentionResult) -> dict[str, Any]:
     """The JSON object of `attnx run --format json` (``format_version`` first).
 
-    ``projected`` appears when W_o exists, ``mask`` when a mask or padding applies, ``ablation``
-    when heads were dropped; ``fully_masked_rows`` is always present (often empty).
+    ``q`` is ``[head, query, d_k]``, ``k`` and ``v`` ``[kv_head, key, d_k]``: the slices each head
+    reads. ``projected`` appears when W_o exists, ``mask`` when a mask or padding applies,
+    ``ablation`` when heads were dropped; ``fully_masked_rows`` is always present (often empty), and
+    ``kv_pooled_from`` (null unless a ``--kv-heads`` override mean-pooled the K/V heads).
     """
     from attnx.analysis.ablation import ablation
 
@@ -36,6 +39,7 @@ def result_to_dict(result: AttentionResult) -> dict[str, Any]:
         "key_tokens": list(result.key_tokens),
         "heads": result.heads,
         "kv_heads": result.kv_heads,
+        "kv_pooled_from": result.kv_pooled_from,
         "d_model": result.d_model,
         "d_k": result.d_k,
         "scale": result.scale,

@@ -1,4 +1,4 @@
-"""Rich tables for `attnx run`: per-head scores, scaled scores and weights, outputs, averages."""
+"""Rich tables for `attnx run`: per-head Q/K/V slices, scores, scaled scores and weights, outputs, averages."""
 
 from __future__ import annotations
 
@@ -12,13 +12,18 @@ from rich.text import Text
 
 from attnx.analysis.ablation import Ablation, ablation
 from attnx.render.fitted import FittedGrid, row_lookup
-from attnx.render.numbers import fmt
-from attnx.result import AttentionResult
+from attnx.render.numbers import MASKED, MASKED_NOTE, MASKED_STYLE, fmt
+from attnx.result import AttentionResult, row_maxima
+
+TOP_STYLE = "bold yellow"  # every cell that is its row's maximum, ties included (``row_maxima``)
 
 
 class Section(str, Enum):
     """The parts of a run that `--show` can pick, in the order they are printed."""
 
+    q = "q"
+    k = "k"
+    v = "v"
     scores = "scores"
     scaled = "scaled"
     weights = "weights"
@@ -30,6 +35,8 @@ class Section(str, Enum):
 
 
 ALL_SECTIONS: tuple[Section, ...] = tuple(Section)
+# What `--show` prints when it is not given: every section but the Q, K and V slices.
+DEFAULT_SECTIONS: tuple[Section, ...] = tuple(s for s in Section if s not in (Section.q, Section.k, Section.v))
 
 
 def matrix_table(
@@ -41,29 +48,33 @@ def matrix_table(
     *,
     emphasise_row_max: bool = False,
     blocked: np.ndarray | None = None,
+    blocked_numbers: bool = False,
     footer: tuple[str, Sequence[float]] | None = None,
     max_rows: int | None = None,
     matrix_rows: Sequence[int] | None = None,
 ) -> FittedGrid:
-    """One labelled matrix, as many columns as the width holds; with ``emphasise_row_max`` each row's largest is bold.
+    """One labelled matrix, as many columns as the width holds.
 
-    Cells where ``blocked`` is True (masked keys) are shown as a dim ``·``. ``footer`` is a bold row
-    after a blank line: a label and one value per column. Past ``max_rows`` rows (None: no limit) the
-    first and last rows are shown. When ``matrix`` (and ``blocked``) hold only some rows of
-    ``row_labels``, computed alone, ``matrix_rows`` names them, and they are the rows shown.
+    With ``emphasise_row_max`` every cell that is its row's maximum is bold yellow, ties included
+    (``row_maxima`` says what a tie is). Cells where ``blocked`` is True (masked keys) are shown as
+    the dim ``MASKED`` marker, or, with ``blocked_numbers`` (scores, computed before the mask), as
+    their number, dim. ``footer`` is a bold row after a blank line: a label and one value per
+    column. Past ``max_rows`` rows (None: no limit) the first and last rows are shown. When
+    ``matrix`` (and ``blocked``) hold only some rows of ``row_labels``, computed alone,
+    ``matrix_rows`` names them, and they are the rows shown.
     """
-    top = np.full(len(matrix), -1)
-    if emphasise_row_max and matrix.size:
-        top = np.where(matrix.max(axis=1) > 0, matrix.argmax(axis=1), -1)  # NaN rows: no emphasis
+    top = row_maxima(matrix) if emphasise_row_max else None
     local = row_lookup(matrix_rows)
 
+    def cell(k: int, j: int) -> Text:
+        masked = blocked is not None and bool(blocked[k, j])
+        if masked and not blocked_numbers:
+            return Text(MASKED, style=MASKED_STYLE)
+        style = MASKED_STYLE if masked else TOP_STYLE if top is not None and top[k, j] else ""
+        return Text(fmt(float(matrix[k, j]), precision), style=style)
+
     def column(j: int, rows: Sequence[int]) -> list[Text]:
-        return [
-            Text("·", style="dim")
-            if blocked is not None and blocked[k, j]
-            else Text(fmt(float(matrix[k, j]), precision), style="bold yellow" if top[k] == j else "")
-            for k in map(local, rows)
-        ]
+        return [cell(k, j) for k in map(local, rows)]
 
     last = None if footer is None else (footer[0], [Text(fmt(float(v), precision), style="bold") for v in footer[1]])
     return FittedGrid(title, row_labels, col_labels, column, footer=last, max_rows=max_rows, rows=matrix_rows)
@@ -79,6 +90,41 @@ def matrix_source(
     return (matrices, matrices.query_positions) if matrices is not None else (result, None)
 
 
+def _slice_tables(result: AttentionResult, head: int, sections: set[Section], precision: int,
+                  max_rows: int | None) -> list[RenderableType]:  # fmt: skip
+    """The query, key and value slices head ``head`` reads, as `--show q,k,v` asks.
+
+    K and V belong to the K/V head: with grouped heads they are shown under the first head of the
+    group, and the others say where to find them.
+    """
+    tables: list[RenderableType] = []
+    if Section.q in sections:
+        cols = result.head_columns(head)
+        title = f"Q_h (columns {describe_columns(cols)} of Q)"
+        tables.append(matrix_table(title, result.q[head], result.tokens, [f"d{c}" for c in cols], precision,
+                                   max_rows=max_rows))  # fmt: skip
+    kv = result.kv_head(head)
+    wanted = [(name, letter) for name, letter in ((Section.k, "K"), (Section.v, "V")) if name in sections]
+    if wanted and head != result.group_of(kv)[0]:
+        shown = ", ".join(f"{letter}_h" for _, letter in wanted)
+        tables.append(Text(f"{shown}: those of K/V head {kv}, shown under head {result.group_of(kv)[0]}",
+                           style="dim"))  # fmt: skip
+        return tables
+    cols = result.kv_columns(kv)
+    owner = f" of K/V head {kv}" if result.kv_heads != result.heads else ""
+    for _, letter in wanted:
+        title = f"{letter}_h{owner} (columns {describe_columns(cols)} of {letter})"
+        matrix = result.k[kv] if letter == "K" else result.v[kv]
+        tables.append(matrix_table(title, matrix, result.key_tokens, [f"d{c}" for c in cols], precision,
+                                   max_rows=max_rows))  # fmt: skip
+    return tables
+
+
+def _span(heads: range) -> str:
+    """``range(0, 2)`` -> ``"0-1"``; one head -> ``"0"``."""
+    return f"{heads[0]}-{heads[-1]}" if len(heads) > 1 else str(heads[0])
+
+
 def _head_sections(
     result: AttentionResult,
     head: int,
@@ -86,17 +132,19 @@ def _head_sections(
     precision: int,
     max_rows: int | None,
     matrices: AttentionResult | None,
-) -> list[FittedGrid]:
+) -> list[RenderableType]:
     rows, keys = result.tokens, result.key_tokens
     held, matrix_rows = matrix_source(result, matrices)
     blocked = None if held.mask is None else ~held.mask
     where = {"max_rows": max_rows, "matrix_rows": matrix_rows}
-    tables = []
+    tables = _slice_tables(result, head, sections, precision, max_rows)
     if Section.scores in sections:
-        tables.append(matrix_table("raw scores Q·Kᵀ", held.scores[head], rows, keys, precision, **where))
+        tables.append(matrix_table("raw scores Q·Kᵀ", held.scores[head], rows, keys, precision, blocked=blocked,
+                                   blocked_numbers=True, **where))  # fmt: skip
     if Section.scaled in sections:
         title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
-        tables.append(matrix_table(title, held.scaled[head], rows, keys, precision, **where))
+        tables.append(matrix_table(title, held.scaled[head], rows, keys, precision, blocked=blocked,
+                                   blocked_numbers=True, **where))  # fmt: skip
     if Section.weights in sections:
         tables.append(matrix_table("weights (softmax)", held.weights[head], rows, keys, precision,
                                    emphasise_row_max=True, blocked=blocked, **where))  # fmt: skip
@@ -116,15 +164,15 @@ def describe_columns(cols: range) -> str:
 
 
 def head_title(result: AttentionResult, head: int) -> str:
-    """``"Head 1 · columns 0-1 · d_k = 2"``: heads are numbered from 1 for people.
+    """``"Head 0 · columns 0-1 · d_k = 2"``: heads are numbered from 0, as everywhere in attnx.
 
     With grouped K/V heads the title also says which K/V head this head reads and who shares it.
     """
-    title = f"Head {head + 1} · columns {describe_columns(result.head_columns(head))} · d_k = {result.d_k}"
+    title = f"Head {head} · columns {describe_columns(result.head_columns(head))} · d_k = {result.d_k}"
     if result.kv_heads != result.heads:
         kv = result.kv_head(head)
-        first, last = kv * result.group_size + 1, (kv + 1) * result.group_size
-        title += f" · K/V head {kv + 1} (shared by heads {first}-{last})" if last > first else f" · K/V head {kv + 1}"
+        group = result.group_of(kv)
+        title += f" · K/V head {kv} (shared by heads {_span(group)})" if len(group) > 1 else f" · K/V head {kv}"
     if head in result.dropped_heads:
         title += " · DROPPED"
     return title
@@ -145,7 +193,7 @@ def run_view(
     """
     chosen = set(sections)
     parts: list[RenderableType] = []
-    per_head = {Section.scores, Section.scaled, Section.weights, Section.heads}
+    per_head = {Section.q, Section.k, Section.v, Section.scores, Section.scaled, Section.weights, Section.heads}
     if chosen & per_head:
         for head in range(result.heads):
             parts.append(Rule(head_title(result, head), align="left", style="dim"))
@@ -172,8 +220,10 @@ def run_view(
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))
         held, matrix_rows = matrix_source(result, matrices)
+        blocked = None if held.mask is None else ~held.mask
         parts.append(matrix_table(title, held.average_weights, result.tokens, result.key_tokens, precision,
-                                  emphasise_row_max=True, max_rows=max_rows, matrix_rows=matrix_rows))  # fmt: skip
+                                  emphasise_row_max=True, blocked=blocked, max_rows=max_rows,
+                                  matrix_rows=matrix_rows))  # fmt: skip
     return Group(*parts)
 
 
@@ -181,7 +231,7 @@ def ablation_table(
     shift: Ablation, tokens: Sequence[str], precision: int, *, max_rows: int | None = None
 ) -> FittedGrid:
     """How far each token's output moved when the dropped heads were zeroed."""
-    dropped = ", ".join(str(h + 1) for h in shift.dropped_heads)
+    dropped = ", ".join(str(h) for h in shift.dropped_heads)
     title = f"Ablation · head{'s' if len(shift.dropped_heads) > 1 else ''} {dropped} dropped"
     return matrix_table(title, shift.per_token[:, None], tokens, [f"L2 shift of {shift.compared}"], precision,
                         footer=("all", [shift.overall]), max_rows=max_rows)  # fmt: skip
@@ -191,7 +241,10 @@ SCALE_LABELS = {"sqrt_dk": "1/√d_k", "sqrt_d_model": "1/√d_model", "none": "
 
 
 def summary_line(result: AttentionResult, source: str) -> Text:
-    """Two or three lines naming the problem: its source; sizes, scale and engine; masks and layout."""
+    """Two to four lines naming the problem: its source; sizes, scale and engine; masks, layout, pooling.
+
+    With a mask, the last line says how masked cells look (``MASKED_NOTE``).
+    """
     n, m = len(result.tokens), len(result.key_tokens)
     sizes = f"{n} tokens" if result.tokens == result.key_tokens else f"{n} queries × {m} keys"
     heads = f"{result.heads} head{'s' if result.heads > 1 else ''} × d_k {result.d_k}"
@@ -203,12 +256,17 @@ def summary_line(result: AttentionResult, source: str) -> Text:
         f"{fmt(result.scale, 4)}",
     ]
     extras = []
+    if result.kv_pooled_from is not None:
+        kind = "MQA" if result.kv_heads == 1 else "GQA"
+        extras.append(f"K/V heads mean-pooled {result.kv_pooled_from} → {result.kv_heads} ({kind} from MHA)")
     if result.layout != "contiguous":
         extras.append(f"layout {result.layout}")
     if result.blocked_pairs is not None:
-        extras.append(f"mask: {result.blocked_pairs} of {n * m} query-key pairs blocked (·)")
+        extras.append(f"mask: {result.blocked_pairs} of {n * m} query-key pairs blocked ({MASKED})")
     if result.parameters:
         extras.append(f"{result.parameters:,} parameters")
     if extras:
         lines.append(" · ".join(extras))
+    if result.blocked_pairs:
+        lines.append(MASKED_NOTE)
     return Text("\n".join(lines), style="dim")

@@ -14,10 +14,10 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from attnx.analysis.trace import HeadTrace, KeyLine, Trace
+from attnx.analysis.trace import HeadTrace, KeyLine, KeySummary, Trace
 from attnx.render.formats import to_jsonl
 from attnx.render.layout import compact_table
-from attnx.render.numbers import fmt, fmt_row
+from attnx.render.numbers import MASKED, fmt, fmt_row
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import describe_columns
 from attnx.result import AttentionResult
@@ -112,11 +112,80 @@ def _rest_labels(head: HeadTrace) -> list[str]:
     return ["", f"… {head.rest.count} more" if head.rest else ""]
 
 
+def _weight(line: KeyLine, precision: int) -> str:
+    """A key's weight, or the ``MASKED`` marker for a masked key."""
+    return MASKED if line.masked else fmt(line.weight, precision)
+
+
+def _minus(value: float, precision: int) -> str:
+    """``value`` as the right side of a subtraction: negatives in parentheses."""
+    text = fmt(value, precision)
+    return f"({text})" if text.startswith("-") else text
+
+
+def exp_term(line: KeyLine, head: HeadTrace, precision: int) -> str:
+    """``"exp(0.0000 − 1.4142) = 0.2431"``: one key's softmax numerator; the marker for a masked key."""
+    if line.masked:
+        return MASKED
+    return f"exp({fmt(line.scaled, precision)} − {_minus(head.exp_max, precision)}) = {fmt(line.exp, precision)}"
+
+
+def division(exp: float, head: HeadTrace, weight: float, precision: int) -> str:
+    """``"0.2431 / 2.7294 = 0.0891"``: a numerator (or a sum of them) over the row's sum, and the weight."""
+    return f"{fmt(exp, precision)} / {fmt(head.exp_sum, precision)} = {fmt(weight, precision)}"
+
+
+def exp_sum_line(head: HeadTrace, precision: int) -> Text:
+    """``"Σe = 1.0000 + 0.2431 + … = 2.7294"``: the softmax's denominator, written out over the keys shown.
+
+    The keys not shown one by one are one term, with their count; masked keys are left out.
+    """
+    terms = [fmt(line.exp, precision) for line in head.keys if not line.masked]
+    rest: KeySummary | None = head.rest
+    if rest is not None and rest.count > rest.masked:
+        terms.append(f"{fmt(rest.exp, precision)} (… {rest.count} more)")
+    return Text(f"Σe = {' + '.join(terms) or '0'} = {fmt(head.exp_sum, precision)}")
+
+
+def softmax_table(head: HeadTrace, precision: int, *, stacked: bool = False) -> RenderableType:
+    """The softmax of the row written out: per key e = exp(scaled − max), then weight = e / Σe; then Σe.
+
+    The keys are those ``keys_table`` shows, the others one row; masked keys show the ``MASKED``
+    marker (the softmax leaves them out). ``stacked`` puts each division under its exp, for narrow
+    consoles. A row whose every key is masked has no softmax: its weights are 0 (attnx's rule).
+    """
+    if head.exp_sum == 0.0:
+        return Text("softmax: every key is masked for this query, so no key is weighed: its weights and "
+                    "head output are 0 (attnx's rule for a row with nothing to attend)", style="dim")  # fmt: skip
+    some_masked = any(line.masked for line in head.keys) or (head.rest is not None and head.rest.masked > 0)
+    over = " of the visible keys" if some_masked else ""
+    table = _table(f"softmax (max = {fmt(head.exp_max, precision)}, the largest scaled score{over})")
+    _vectors(table, *(["e = exp(scaled − max), then e / Σe"] if stacked else ["e = exp(scaled − max)", "e / Σe"]))
+    table.add_column("", no_wrap=True)
+
+    def cells(exp: str, divided: str) -> list[str]:
+        if not stacked:
+            return [exp, divided]
+        return [exp if divided == MASKED else f"{exp}\n{divided}"]
+
+    for line in head.keys:
+        divided = MASKED if line.masked else division(line.exp, head, line.weight, precision)
+        row = [*_labels(line), *cells(exp_term(line, head, precision), divided), TOP_MARK if line.is_top else ""]
+        table.add_row(*map(Text, row), style=_row_style(line))
+    if head.rest is not None:
+        rest = head.rest
+        row = [*_rest_labels(head), *cells(fmt(rest.exp, precision), division(rest.exp, head, rest.weight, precision)),
+               ""]  # fmt: skip
+        table.add_row(*map(Text, row), style="italic")
+    return Group(table, exp_sum_line(head, precision))
+
+
 def keys_table(head: HeadTrace, scale: float, precision: int, entries: int | None, *, arithmetic: bool = True) -> Table:
     """One row per shown key: raw and scaled score, masked, weight and a ``◀ max`` mark.
 
     With ``arithmetic`` also the key's slice and the dot product term by term. The keys not shown
-    are one last row with their total weight.
+    are one last row with their total weight. A masked key's scores are shown as computed before
+    the mask; its weight is the ``MASKED`` marker, as in every table.
     """
     table = _table(f"scores (scaled = raw × {fmt(scale, precision)}) and weights")
     if arithmetic:
@@ -128,7 +197,7 @@ def keys_table(head: HeadTrace, scale: float, precision: int, entries: int | Non
         if arithmetic:
             cells += [fmt_vector(line.key, precision, entries), dot_product(head.query, line, precision)]
         cells += [fmt(line.raw, precision), fmt(line.scaled, precision), "yes" if line.masked else "no"]
-        cells += [fmt(line.weight, precision), TOP_MARK if line.is_top else ""]
+        cells += [_weight(line, precision), TOP_MARK if line.is_top else ""]
         table.add_row(*map(Text, cells), style=_row_style(line))
     if head.rest is not None:
         cells = _rest_labels(head) + [""] * (2 * arithmetic + 2)
@@ -163,7 +232,9 @@ def output_table(head: HeadTrace, token: str, precision: int, entries: int | Non
 
     for line in head.keys:
         value, contribution = (fmt_vector(v, precision, entries) for v in (line.value, line.contribution))
-        cells = [*_labels(line), fmt(line.weight, precision), *vectors(value, contribution)]
+        if line.masked:
+            contribution = MASKED
+        cells = [*_labels(line), _weight(line, precision), *vectors(value, contribution)]
         table.add_row(*map(Text, cells), style=_row_style(line))
     total = sum(line.weight for line in head.keys)
     if head.rest is not None:
@@ -178,7 +249,7 @@ def output_table(head: HeadTrace, token: str, precision: int, entries: int | Non
 
 
 def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:
-    """One head of a trace: its header, the query slice, the keys and the weighted sum of values."""
+    """One head of a trace: its header, the query slice, the keys, the softmax and the weighted sum of values."""
     token = trace.token
     split = Group(
         keys_table(head, trace.scale, precision, entries, arithmetic=False),
@@ -190,6 +261,8 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
         Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}"),
         Fitted(keys_table(head, trace.scale, precision, entries), split),
         Text(""),
+        Fitted(softmax_table(head, precision), softmax_table(head, precision, stacked=True)),
+        Text(""),
         Fitted(
             output_table(head, token, precision, entries),
             output_table(head, token, precision, entries, stacked=True),
@@ -199,11 +272,11 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
 
 
 def head_label(head: HeadTrace) -> str:
-    """``"Head 1 · columns 0-1 · d_k = 2"``, worded as `attnx run` titles its heads (counted from 1)."""
-    label = f"Head {head.head + 1} · columns {describe_columns(head.columns)} · d_k = {head.d_k}"
+    """``"Head 0 · columns 0-1 · d_k = 2"``, worded as `attnx run` titles its heads (counted from 0)."""
+    label = f"Head {head.head} · columns {describe_columns(head.columns)} · d_k = {head.d_k}"
     if head.shared_with:
-        first, last = head.shared_with[0] + 1, head.shared_with[-1] + 1
-        label += f" · K/V head {head.kv_head + 1} (shared by heads {first}-{last})"
+        first, last = head.shared_with[0], head.shared_with[-1]
+        label += f" · K/V head {head.kv_head} (shared by heads {first}-{last})"
     if head.dropped:
         label += " · DROPPED"
     return label
@@ -220,7 +293,7 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
     Vectors longer than ``entries`` (None: no limit) are shown with their middle left out.
     """
     if len(trace.heads) == 1 and trace.n_heads > 1:
-        which = f"head {trace.heads[0].head + 1} of {trace.n_heads}"
+        which = f"head {trace.heads[0].head} of {trace.n_heads}"
     else:
         which = f"{trace.n_heads} head{'s' if trace.n_heads > 1 else ''}"
     sizes = f"{trace.n_keys} keys · d_model {len(trace.output)} · {which}"
@@ -250,6 +323,7 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
             "products": to_plain(line.products),
             "raw": _number(line.raw),
             "scaled": _number(line.scaled),
+            "exp": _number(line.exp),
             "masked": line.masked,
             "weight": _number(line.weight),
             "contribution": to_plain(line.contribution),
@@ -261,6 +335,7 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
     if head.rest is not None:
         rest = {
             "count": head.rest.count,
+            "exp": _number(head.rest.exp),
             "weight": _number(head.rest.weight),
             "contribution": to_plain(head.rest.contribution),
             "masked": head.rest.masked,
@@ -273,12 +348,18 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
         "q": to_plain(head.query),
         "keys": keys,
         "rest": rest,
+        "softmax": {"max": _number(head.exp_max), "sum": _number(head.exp_sum)},
         "output": to_plain(head.output),
     }
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
-    """The JSON object of `attnx trace --format json` (``format_version`` first; indices count from 0, heads too)."""
+    """The JSON object of `attnx trace --format json` (``format_version`` first; indices count from 0, heads too).
+
+    Per head, ``softmax`` holds the row's ``max`` (the largest scaled score of the keys the query may
+    attend; null when it may attend none) and ``sum`` (Σ exp(scaled − max)); per key, ``exp`` is
+    exp(scaled − max) (0 for a masked key), so that ``weight`` = ``exp`` / ``sum``.
+    """
     return {
         "format_version": FORMAT_VERSION,
         "token": trace.token,
@@ -301,11 +382,12 @@ def trace_jsonl(trace: Trace) -> str:
     return to_jsonl(records)
 
 
-TRACE_QUANTITIES = ("raw", "scaled", "weight", "masked")
+TRACE_QUANTITIES = ("raw", "scaled", "exp", "weight", "masked")
 
 
 def trace_csv(trace: Trace) -> str:
-    """Tidy CSV: ``head,key,key_token,quantity,value`` for the raw/scaled score, weight and mask of shown keys.
+    """Tidy CSV: ``head,key,key_token,quantity,value`` for the raw/scaled score, exp(scaled − max), weight and
+    mask of the keys shown.
 
     Heads and keys are 0-based indices, as in every machine format.
     """
@@ -314,7 +396,7 @@ def trace_csv(trace: Trace) -> str:
     writer.writerow(["head", "key", "key_token", "quantity", "value"])
     for head in trace.heads:
         for line in head.keys:
-            values = (line.raw, line.scaled, line.weight, float(line.masked))
+            values = (line.raw, line.scaled, line.exp, line.weight, float(line.masked))
             for quantity, value in zip(TRACE_QUANTITIES, values, strict=True):
                 writer.writerow([head.head, line.index, line.token, quantity, repr(float(value))])
     return buffer.getvalue()

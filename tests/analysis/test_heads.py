@@ -59,6 +59,12 @@ class TestLabels:
         np.testing.assert_allclose(stats.effective_keys, 6.0, atol=1e-12)
         np.testing.assert_allclose(stats.max_weight, 1 / 6, atol=1e-15)
 
+    def test_uniform_head_ties_every_visible_key(self) -> None:
+        """q = 0 under a causal mask: query i ties its i + 1 visible keys, the first of them key 0."""
+        (stats,) = head_stats(compute(pattern_spec("uniform", causal=True)))
+        assert stats.top_ties.tolist() == [1, 2, 3, 4, 5, 6]
+        assert stats.top_key.tolist() == [0] * 6
+
     def test_other_scores_of_a_self_head(self) -> None:
         """A self head leaves (1 − p)/5 on each other key: that is its previous-token and first-token score."""
         (stats,) = head_stats(compute(pattern_spec("self")))

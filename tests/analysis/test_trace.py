@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from attnx.analysis.trace import (
     resolve_query,
     select_keys,
     select_terms,
+    softmax_terms,
 )
 from attnx.engines import compute
 from attnx.errors import UsageError
@@ -62,15 +64,15 @@ class TestWorkedExample:
                 assert abs(line.weight - weight) < DECIMALS_4
             np.testing.assert_allclose(head.output, output, rtol=0, atol=DECIMALS_4)
 
-    def test_head_1_of_cat(self) -> None:
-        """Head 1 of "cat": weights 0.3664, 0.0891, 0.3664, 0.0891, 0.0891 and output [0.4109, 0.1336]."""
+    def test_head_0_of_cat(self) -> None:
+        """Head 0 of "cat": weights 0.3664, 0.0891, 0.3664, 0.0891, 0.0891 and output [0.4109, 0.1336]."""
         head = worked_trace("cat").heads[0]
         weights = [line.weight for line in head.keys]
         np.testing.assert_allclose(weights, [0.3664, 0.0891, 0.3664, 0.0891, 0.0891], rtol=0, atol=DECIMALS_4)
         np.testing.assert_allclose(head.output, [0.4109, 0.1336], rtol=0, atol=DECIMALS_4)
 
     def test_contributions_are_weighted_value_rows(self) -> None:
-        """Head 1 of "cat": "The" contributes 0.3664 × [1, 0] and "mat" 0.0891 × [0.5, 0.5]."""
+        """Head 0 of "cat": "The" contributes 0.3664 × [1, 0] and "mat" 0.0891 × [0.5, 0.5]."""
         head = worked_trace("cat").heads[0]
         np.testing.assert_allclose(head.keys[0].contribution, [0.3664, 0.0], rtol=0, atol=DECIMALS_4)
         np.testing.assert_allclose(head.keys[4].contribution, [0.0445, 0.0445], rtol=0, atol=DECIMALS_4)
@@ -98,10 +100,16 @@ class TestWorkedExample:
         assert (trace.n_heads, trace.n_keys, trace.scale) == (2, 5, pytest.approx(2**-0.5))
 
     def test_top_keys_include_ties(self) -> None:
-        """In head 1 "cat" ties "The" and "sat", in head 2 "The" and "on": all of them are marked."""
+        """In head 0 "cat" ties "The" and "sat", in head 1 "The" and "on": all of them are marked."""
         trace = worked_trace("cat")
         assert [line.token for line in trace.heads[0].keys if line.is_top] == ["The", "sat"]
         assert [line.token for line in trace.heads[1].keys if line.is_top] == ["The", "on"]
+
+    def test_uniform_row_marks_every_key(self) -> None:
+        """ "on" in head 0 weighs all five keys 0.2: all five are marked, in head 1 only "on" (0.3673)."""
+        trace = worked_trace("on")
+        assert [line.is_top for line in trace.heads[0].keys] == [True] * 5
+        assert [line.token for line in trace.heads[1].keys if line.is_top] == ["on"]
 
     def test_nothing_masked_without_a_mask(self) -> None:
         """Results carry no mask yet, so no key is masked."""
@@ -210,13 +218,13 @@ class TestReadsTheResult:
         assert masked_keys(compute(spec), 1).tolist() == [False, False, True, True, True]
 
     def test_grouped_kv_heads_read_their_shared_head(self) -> None:
-        """With kv_heads, query heads 1-2 read K/V head 1: the key slices come from it."""
+        """With kv_heads, query heads 0-1 read K/V head 0: the key slices come from it."""
         spec = load_spec(str(CONFIGS / "gqa.yaml"))
         result = compute(spec.select_queries([2]))
         trace = build_trace(result)
         assert [h.kv_head for h in trace.heads] == [0, 0, 1, 1]
         assert trace.heads[1].shared_with == (0, 1)
-        np.testing.assert_array_equal(trace.heads[1].keys[0].key, result.k_heads[0, 0])
+        np.testing.assert_array_equal(trace.heads[1].keys[0].key, result.k[0, 0])
         for head in trace.heads:
             total = sum(line.contribution for line in head.keys)
             np.testing.assert_allclose(total, head.output, rtol=1e-12, atol=1e-15)
@@ -230,11 +238,73 @@ class TestReadsTheResult:
         assert build_trace(compute(load_spec()), 0).projected is None
 
 
+class TestSoftmax:
+    def test_worked_example_cat_head_0(self) -> None:
+        """ "cat", head 0: max √2; e = 1 for The and sat, e^-√2 = 0.2431 for the others; Σe = 2 + 3e^-√2."""
+        head = worked_trace("cat").heads[0]
+        small = math.exp(-math.sqrt(2))
+        assert head.exp_max == pytest.approx(math.sqrt(2), rel=1e-15)
+        np.testing.assert_allclose([line.exp for line in head.keys], [1, small, 1, small, small], rtol=1e-14)
+        assert head.exp_sum == pytest.approx(2 + 3 * small, rel=1e-15)
+        assert abs(small - 0.2431) < DECIMALS_4 and abs(head.exp_sum - 2.7294) < DECIMALS_4
+
+    @pytest.mark.parametrize("token", TOKENS)
+    def test_division_gives_the_engine_weights(self, token: str) -> None:
+        """Each e / Σe equals the weight the engine computed, to float64 rounding."""
+        for head in worked_trace(token).heads:
+            for line in head.keys:
+                assert line.exp / head.exp_sum == pytest.approx(line.weight, rel=1e-14)
+
+    def test_masked_keys_are_left_out(self) -> None:
+        """Causal "cat": the three later keys have e = 0 and Σe covers The and cat only."""
+        spec = load_spec(overrides=Overrides(causal=True))
+        head = build_trace(compute(spec.select_queries([1]))).heads[0]
+        exps = [line.exp for line in head.keys]
+        assert exps[2:] == [0.0, 0.0, 0.0]
+        assert head.exp_max == pytest.approx(math.sqrt(2)) and exps[0] == 1.0  # The scores 2 × 0.7071
+        assert head.exp_sum == pytest.approx(1 + math.exp(-math.sqrt(2)), rel=1e-15)
+        # sat scores √2 too, but it is masked: the max is over the visible keys only
+        assert head.keys[2].scaled == pytest.approx(math.sqrt(2))
+
+    def test_every_key_masked(self) -> None:
+        """A row with no visible key has no max (NaN) and Σe = 0; each e is 0."""
+        terms, top, total = softmax_terms(np.array([1.0, 2.0]), np.array([True, True]))
+        assert terms.tolist() == [0.0, 0.0] and math.isnan(top) and total == 0.0
+
+    def test_collapsed_keys_carry_their_sum(self) -> None:
+        """With 50 keys, the ten shown and the summary's e add up to Σe, and its weight is its e / Σe."""
+        trace = build_trace(compute(random_spec(50, 16, 4, seed=11).select_queries([17])))
+        for head in trace.heads:
+            assert head.rest is not None
+            shown = sum(line.exp for line in head.keys)
+            assert shown + head.rest.exp == pytest.approx(head.exp_sum, rel=1e-14)
+            assert head.rest.exp / head.exp_sum == pytest.approx(head.rest.weight, rel=1e-12)
+
+    def test_float32_result(self) -> None:
+        """A float32 run is written out in float64 from its scaled scores: e / Σe within float32 rounding."""
+        result = compute(load_spec().select_queries([2]), dtype="float32")
+        for head in build_trace(result).heads:
+            for line in head.keys:
+                assert line.exp / head.exp_sum == pytest.approx(line.weight, rel=1e-6)
+
+
 class TestResolveQuery:
     def test_token_and_query(self) -> None:
         """A token that appears once, or an index in range, picks that row."""
         assert resolve_query(TOKENS, token="cat") == 1
         assert resolve_query(TOKENS, query=4) == 4
+
+    def test_byte_level_tokens_match_without_their_space(self) -> None:
+        """`cat` finds the token shown as ` cat`; an exact match wins over a stripped one."""
+        tokens = ("The", " cat", " sat", " The")
+        assert resolve_query(tokens, token="cat") == 1
+        assert resolve_query(tokens, token=" sat") == 2
+        assert resolve_query(tokens, token="The") == 0
+
+    def test_stripped_matches_can_be_ambiguous(self) -> None:
+        """Two tokens that read `the` once stripped: both positions are listed."""
+        with pytest.raises(UsageError, match=r"^token 'the' appears at queries 0, 2; pick one with --query$"):
+            resolve_query((" the", " cat", "the "), token="the")
 
     def test_duplicate_token(self) -> None:
         """A token that appears twice lists its positions and suggests --query."""
@@ -268,13 +338,14 @@ class TestResolveQuery:
 
 
 class TestResolveHead:
-    def test_counted_from_one(self) -> None:
-        """--head 2 is the 0-based head 1; no --head means every head."""
-        assert resolve_head(2, 2) == (1,)
+    def test_counted_from_zero(self) -> None:
+        """--head 1 is the second head, 1 (heads count from 0); no --head means every head."""
+        assert resolve_head(1, 2) == (1,)
+        assert resolve_head(0, 2) == (0,)
         assert resolve_head(None, 2) is None
 
-    @pytest.mark.parametrize("head", [0, 3])
+    @pytest.mark.parametrize("head", [-1, 2])
     def test_out_of_range(self, head: int) -> None:
-        """A head outside 1..H says the valid range."""
-        with pytest.raises(UsageError, match=rf"^head {head} is out of range; heads are numbered 1\.\.2$"):
+        """A head outside 0..H-1 says the valid range."""
+        with pytest.raises(UsageError, match=rf"^head {head} is out of range; heads are numbered 0\.\.1$"):
             resolve_head(head, 2)

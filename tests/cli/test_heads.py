@@ -48,14 +48,27 @@ class TestHeadsCommand:
         out = invoke(runner, "heads", PATTERNS).stdout
         assert "induction" in out and "previous-token" in out
         assert "self ≥ 0.5 · previous-token ≥ 0.5" in out
-        assert "Head 5 · columns 24-29 · d_k = 6 · induction (0.9942)" in out
+        assert "Head 4 · columns 24-29 · d_k = 6 · induction (0.9942)" in out
+        labels = [line.split()[:2] for line in out.splitlines() if re.match(r"\s*H\d ", line)]
+        assert labels == [["H0", "self"], ["H1", "previous-token"], ["H2", "first-token"], ["H3", "uniform"],
+                          ["H4", "induction"]]  # fmt: skip
 
     def test_worked_example_scale_diagnostics(self, runner: CliRunner) -> None:
         """On the worked example the saturation numbers are the scaled-score std and mean max weight."""
         data = json.loads(invoke(runner, "heads", "-f", "json").stdout)
         head = data["heads"][0]
-        assert head["scaled_std"] == pytest.approx(math.sqrt(0.24), rel=1e-12)  # head 1: 0.4899
+        assert head["scaled_std"] == pytest.approx(math.sqrt(0.24), rel=1e-12)  # head 0: 0.4899
         assert head["mean_max_weight"] == pytest.approx((0.2509 + 0.3664 + 0.3673 + 0.2 + 0.2509) / 5, abs=1e-4)
+
+    def test_tied_top_keys(self, runner: CliRunner) -> None:
+        """The worked example's head 0: "on" weighs all five keys 0.2, so its top key is The and four more tie it."""
+        out = invoke(runner, "heads").stdout
+        rows = [line.split() for line in out.splitlines() if re.match(r"(The|cat|sat|on|mat)\s", line)]
+        assert [row[6:] for row in rows[:5]] == [["cat", "+2", "tied"], ["The", "+1", "tied"], ["sat"],
+                                                 ["The", "+4", "tied"], ["cat", "+2", "tied"]]  # fmt: skip
+        data = json.loads(invoke(runner, "heads", "-f", "json").stdout)
+        queries = data["heads"][0]["queries"]
+        assert [(q["top_key"], q["top_key_ties"]) for q in queries] == [(1, 3), (0, 2), (2, 1), (0, 5), (1, 3)]
 
     def test_heatmap_view_without_colour(self, runner: CliRunner) -> None:
         """--view heatmap with NO_COLOR draws shades under the label table."""

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -14,15 +15,22 @@ from attnx import __version__, engines
 from attnx.cli import app
 from attnx.cli import run as run_module
 from attnx.engines import compute
+from attnx.io import load_spec
 from tests.conftest import AVERAGE_WEIGHTS, DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, OUTPUT, TOKENS
 
+CONFIGS = Path(__file__).parents[2] / "configs"
 JSON_KEYS = [
     "format_version",
     "tokens",
     "heads",
+    "kv_heads",
+    "kv_pooled_from",
     "d_model",
     "d_k",
     "scale",
+    "q",
+    "k",
+    "v",
     "scores",
     "scaled",
     "weights",
@@ -44,7 +52,8 @@ class TestRunTable:
         result = runner.invoke(app, ["run"])
         assert result.exit_code == 0, result.output
         out = result.output
-        assert "Head 1 · columns 0-1 · d_k = 2" in out and "Head 2 · columns 2-3 · d_k = 2" in out
+        assert "Head 0 · columns 0-1 · d_k = 2" in out and "Head 1 · columns 2-3 · d_k = 2" in out
+        assert "Head 2" not in out
         for row in (*HEAD1_WEIGHTS, *HEAD2_WEIGHTS, *OUTPUT, *AVERAGE_WEIGHTS):
             assert " ".join(f"{x:.4f}" for x in row) in " ".join(out.replace("│", " ").split())
 
@@ -53,7 +62,7 @@ class TestRunTable:
         result = runner.invoke(app, ["run", "--show", "output"])
         assert result.exit_code == 0
         assert "Concatenated output" in result.output
-        assert "weights (softmax)" not in result.output and "Head 1" not in result.output
+        assert "weights (softmax)" not in result.output and "Head 0" not in result.output
 
     def test_show_accepts_commas_and_repeats(self, runner: CliRunner) -> None:
         """--show weights,output --show average prints those three sections."""
@@ -61,6 +70,23 @@ class TestRunTable:
         assert result.exit_code == 0
         assert "weights (softmax)" in result.output and "Weights averaged" in result.output
         assert "raw scores" not in result.output
+
+    def test_show_q_k_v(self, runner: CliRunner) -> None:
+        """--show q,k,v prints each head's slices of Q, K and V and nothing else."""
+        result = runner.invoke(app, ["run", "--show", "q,k,v"], env={"NO_COLOR": "1"})
+        assert result.exit_code == 0, result.output
+        out = result.stdout
+        assert out.count("Q_h (columns") == out.count("K_h (columns") == out.count("V_h (columns") == 2
+        assert "weights (softmax)" not in out and "Concatenated output" not in out
+        rows = [line.split() for line in out.splitlines()]
+        assert ["cat", "0.0000", "2.0000"] in rows  # Q_h of "cat" in head 0
+
+    def test_show_all_adds_q_k_v_to_the_default(self, runner: CliRunner) -> None:
+        """--show all prints every section; the default leaves out q, k and v."""
+        every = runner.invoke(app, ["run", "--show", "all"]).stdout
+        default = runner.invoke(app, ["run"]).stdout
+        assert "Q_h (columns 0-1 of Q)" in every and "Weights averaged" in every
+        assert "Q_h" not in default and "K_h" not in default and "Weights averaged" in default
 
     def test_precision(self, runner: CliRunner) -> None:
         """--precision 2 rounds table cells to two decimals."""
@@ -137,7 +163,7 @@ class TestRows:
     ) -> None:
         """Every section (causal mask, W^O, a dropped head) prints the same whether the matrices of the rows
         shown are computed alone or taken from the whole result."""
-        args = ("--rows", "6", "--causal", "--drop-head", "2", "-H", "2", "--d-model", "8", *view)
+        args = ("--rows", "6", "--causal", "--drop-head", "1", "-H", "2", "--d-model", "8", *view)
         alone = self.invoke(runner, *args, show=())
 
         def whole(spec, options, needs, max_rows):  # type: ignore[no-untyped-def]
@@ -184,7 +210,7 @@ class TestRunJson:
         result = runner.invoke(app, ["run", "--format", "json"])
         assert result.exit_code == 0
         data = json.loads(result.output)
-        assert next(iter(data)) == "format_version" and data["format_version"] == "1.0"
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.1"
         assert set(JSON_KEYS) <= set(data)
         assert data["tokens"] == list(TOKENS)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
@@ -194,6 +220,27 @@ class TestRunJson:
         # Full precision: the first weight is softmax's exact value, not a 4-decimal rounding.
         e = np.exp([0.0, 2**-0.5, 2**-0.5, 0.0, 2**-0.5])
         assert data["weights"][0][0][0] == pytest.approx(e[0] / e.sum(), rel=1e-15)
+
+    def test_projected_q_k_v(self, runner: CliRunner) -> None:
+        """q is [head, query, d_k] and k, v are [kv_head, key, d_k], equal to the input's column slices."""
+        data = json.loads(runner.invoke(app, ["run", "configs/gqa.yaml", "--format", "json"]).stdout)
+        spec = load_spec(str(CONFIGS / "gqa.yaml"))
+        q, k, v = (np.array(data[name]) for name in ("q", "k", "v"))
+        assert (q.shape, k.shape, v.shape) == ((4, 3, 2), (2, 3, 2), (2, 3, 2))
+        np.testing.assert_array_equal(q[3], spec.q[:, 6:8])
+        np.testing.assert_array_equal(k[1], spec.k[:, 2:4])
+        np.testing.assert_array_equal(v[0], spec.v[:, 0:2])
+        assert data["kv_pooled_from"] is None
+        assert list(data)[list(data).index("kv_pooled_from") :][:4] == ["kv_pooled_from", "d_model", "d_k", "scale"]
+
+    def test_projections_are_applied(self, runner: CliRunner) -> None:
+        """With W_q, the q key holds X·W_q + b_q split into heads, not the input."""
+        data = json.loads(runner.invoke(app, ["run", "configs/projections-with-wo.yaml", "--format", "json"]).stdout)
+        spec = load_spec(str(CONFIGS / "projections-with-wo.yaml"))
+        assert spec.x is not None and spec.w_q is not None
+        projected = spec.x @ spec.w_q.weight + (spec.w_q.bias if spec.w_q.bias is not None else 0.0)
+        q = np.array(data["q"])
+        np.testing.assert_allclose(np.concatenate(list(q), axis=1), projected, rtol=1e-15)
 
     def test_file_and_heads_override(self, runner: CliRunner) -> None:
         """A config file runs, and --heads on the command line overrides its heads."""
@@ -214,6 +261,28 @@ class TestRunJson:
         data = json.loads(result.output)
         assert data["dtype"] == "float32"
         np.testing.assert_allclose(data["output"], OUTPUT, atol=DECIMALS_4, rtol=0)
+
+
+class TestRunExports:
+    def test_npy_q(self, runner: CliRunner) -> None:
+        """--format npy --tensor q writes the [head, query, d_k] query slices."""
+        data = runner.invoke(app, ["run", "-f", "npy", "--tensor", "q"]).stdout_bytes
+        q = np.load(io.BytesIO(data))
+        assert q.shape == (2, 5, 2)
+        np.testing.assert_array_equal(q[1, 1], [0.0, 1.0])
+
+    def test_csv_k_has_a_kv_head_axis(self, runner: CliRunner) -> None:
+        """--format csv --tensor k names its axes kv_head, key, dim."""
+        text = runner.invoke(app, ["run", "configs/gqa.yaml", "-f", "csv", "--tensor", "k"]).stdout
+        lines = text.splitlines()
+        assert lines[0] == "tensor,kv_head,key,dim,key_token,value"
+        assert len(lines) == 1 + 2 * 3 * 2 and lines[1] == "k,0,0,0,a,1.0"
+
+    def test_jsonl_carries_the_query_slice(self, runner: CliRunner) -> None:
+        """Each head-query record of --format jsonl has its q."""
+        records = [json.loads(line) for line in runner.invoke(app, ["run", "-f", "jsonl"]).stdout.splitlines()]
+        cat = next(r for r in records if r["record"] == "head_query" and (r["head"], r["query"]) == (0, 1))
+        assert cat["q"] == [0.0, 2.0]
 
 
 class TestRunErrors:
@@ -288,7 +357,8 @@ class TestRunErrors:
         """--show with an unknown section lists the valid ones."""
         result = runner.invoke(app, ["run", "--show", "wieghts"])
         assert result.exit_code == 2
-        assert "unknown section 'wieghts' for --show; choose from scores, scaled" in result.stderr
+        assert "unknown section 'wieghts' for --show; choose from q, k, v, scores, scaled" in result.stderr
+        assert result.stderr.endswith(", average, all\n")
 
 
 class TestEntryPoints:
@@ -314,6 +384,7 @@ class TestNeeds:
         from attnx.cli.run import needs_for
 
         assert needs_for(OutputFormat.table, ["output"], None) == {"mask", "output"}
+        assert needs_for(OutputFormat.table, ["q", "v"], None) == {"mask", "output", "q", "v"}
         assert needs_for(OutputFormat.table, ["weights", "average"], None) == {
             "mask",
             "output",

@@ -50,22 +50,32 @@ class TestTraceTable:
         assert by_token.stdout == by_query.stdout
 
     def test_head_restricts(self, runner: CliRunner) -> None:
-        """--head 2 prints head 2 only."""
-        result = runner.invoke(app, ["trace", "-t", "cat", "--head", "2", "--no-color"])
+        """--head 1 prints the second head only (heads count from 0), titled as `run` titles it."""
+        result = runner.invoke(app, ["trace", "-t", "cat", "--head", "1", "--no-color"])
         assert result.exit_code == 0
-        assert "Head 2 · columns 2-3" in result.stdout and "Head 1 ·" not in result.stdout
-        assert "head 2 of 2" in result.stdout
+        assert "Head 1 · columns 2-3" in result.stdout and "Head 0 ·" not in result.stdout
+        assert "head 1 of 2" in result.stdout
+        first = runner.invoke(app, ["trace", "-t", "cat", "--head", "0", "--no-color"])
+        assert "Head 0 · columns 0-1" in first.stdout and "Head 1 ·" not in first.stdout
+
+    def test_token_matches_without_the_leading_space(self, runner: CliRunner) -> None:
+        """--token cat finds the token shown as ' cat' (a GPT-2 style byte-level token, decoded)."""
+        doc = '{"heads": 1, "tokens": ["The", " cat"], "q": [[1.0], [2.0]], "k": [[1.0], [0.5]], "v": [[1.0], [3.0]]}'
+        result = runner.invoke(app, ["trace", "-", "-t", "cat", "--format", "json"], input=doc)
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert (data["token"], data["query"]) == (" cat", 1)
 
     def test_keys_collapse_and_all(self, runner: CliRunner) -> None:
         """By default 10 keys of 30 are shown with '… 20 more'; --keys all shows every key."""
         summary = re.compile(r"… (\d+) more(?! …)")
         default = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--no-color"], env={"COLUMNS": "200"})
         assert default.exit_code == 0
-        assert summary.findall(default.stdout) == ["20"] * 4  # two heads, two tables each
+        assert summary.findall(default.stdout) == ["20"] * 8  # two heads, three tables and the Σe line each
         every = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--keys", "all", "--no-color"])
         assert every.exit_code == 0 and summary.findall(every.stdout) == []
         two = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--keys", "2", "--no-color"])
-        assert summary.findall(two.stdout) == ["28"] * 4
+        assert summary.findall(two.stdout) == ["28"] * 8
 
     def test_terms_elide_and_all(self, runner: CliRunner) -> None:
         """With d_k = 16, eight products per dot product by default; --terms all writes all sixteen."""
@@ -135,8 +145,8 @@ class TestTraceJson:
         np.testing.assert_allclose(trace["output"], run["output"][9], rtol=1e-13, atol=0)
 
     def test_head_and_keys(self, runner: CliRunner) -> None:
-        """--head 2 --keys 3 gives one head, three keys and the summary of the other 27."""
-        data = trace_json(runner, *RANDOM, "-t", "w0", "--head", "2", "--keys", "3")
+        """--head 1 --keys 3 gives head 1, three keys and the summary of the other 27."""
+        data = trace_json(runner, *RANDOM, "-t", "w0", "--head", "1", "--keys", "3")
         (head,) = data["heads"]
         assert head["head"] == 1 and len(head["keys"]) == 3 and head["rest"]["count"] == 27
 
@@ -151,8 +161,8 @@ class TestTraceErrors:
             ),
             (["-t", "dog"], "token 'dog' is not in the input; tokens: The, cat, sat, on, mat"),
             (["--query", "5"], "query 5 is out of range; the input has queries 0..4"),
-            (["-t", "cat", "--head", "3"], "head 3 is out of range; heads are numbered 1..2"),
-            (["-t", "cat", "--head", "0"], "head 0 is out of range; heads are numbered 1..2"),
+            (["-t", "cat", "--head", "2"], "head 2 is out of range; heads are numbered 0..1"),
+            (["-t", "cat", "--head", "-1"], "head -1 is out of range; heads are numbered 0..1"),
             ([], "pick the query to trace with --token or --query; tokens: The, cat, sat, on, mat"),
             (["-t", "cat", "--query", "1"], "give --token or --query, not both (got --token 'cat' and --query 1)"),
             (["-t", "cat", "--terms", "none"], "--terms expects a whole number of at least 1 or 'all', got 'none'"),
@@ -174,8 +184,8 @@ class TestStartup:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert proc.stdout == "False False\n"
 
-    def test_help_counts_heads_from_one(self, runner: CliRunner) -> None:
-        """The help of --head says heads are counted from 1."""
+    def test_help_counts_heads_from_zero(self, runner: CliRunner) -> None:
+        """The help of --head says heads are counted from 0."""
         result = runner.invoke(app, ["trace", "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0
-        assert "counted from 1" in squeeze(result.stdout)
+        assert "Trace only head N, counted from 0 as in the tables (0..H-1)" in squeeze(result.stdout)

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 SHAPES = [(1, 1, 1), (5, 4, 2), (9, 24, 3), (33, 64, 8), (128, 128, 2)]
-TENSORS = ("scores", "scaled", "weights", "head_outputs", "output", "average_weights")
+TENSORS = ("q", "k", "v", "scores", "scaled", "weights", "head_outputs", "output", "average_weights")
 
 
 def random_spec(n: int, d_model: int, heads: int, seed: int = 0):

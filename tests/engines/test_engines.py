@@ -253,3 +253,22 @@ class TestTorchOutputPath:
         assert tuple(query.shape) == (1, 2, 6, 4) and query.data_ptr() == spec.q.ctypes.data
         assert output.data_ptr() == out.data_ptr()  # the concatenated output is a view of SDPA's
         np.testing.assert_allclose(output.numpy(), compute(spec, "numpy").output, rtol=1e-12, atol=1e-12)
+
+
+class TestSlices:
+    """The engines return each head's slices of Q, K and V (``q``, ``k``, ``v``) as they used them."""
+
+    def test_only_when_asked(self, engine: str) -> None:
+        """needs={"q", "output"} returns q and leaves k, v and the matrices out."""
+        part = compute(load_spec(), engine, needs={"q", "output"})
+        assert part.q is not None and part.k is None and part.v is None and part.weights is None
+        np.testing.assert_array_equal(part.q[1], load_spec().q[:, 2:4])
+
+    def test_blocked_path_leaves_q_unscaled(self, engine: str) -> None:
+        """600 tokens, 4 heads (past the one-piece limit): q is Q's columns as given, not Q times the scale."""
+        spec = load_spec(overrides=Overrides(seed=2, tokens=tuple(f"t{i}" for i in range(600)), d_model=8, heads=4))
+        result = compute(spec, engine, needs={"q", "k", "v", "output"})
+        assert result.q is not None and result.k is not None and result.v is not None
+        np.testing.assert_array_equal(result.q, spec.q.reshape(600, 4, 2).transpose(1, 0, 2))
+        np.testing.assert_array_equal(result.v[3], spec.v[:, 6:8])
+        assert not result.q.flags.writeable

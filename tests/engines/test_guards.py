@@ -55,7 +55,7 @@ class TestOverflow:
         with pytest.raises(NumericError) as info:
             compute(spec([[1.0], [1e20]], [[1e20]]), engine, dtype="float32", device="cpu")
         assert str(info.value) == (
-            "in.yaml: the score Q·K of query 'q1' and key 'k0' in head 1 overflows float32 (beyond ±3.403e+38); "
+            "in.yaml: the score Q·K of query 'q1' and key 'k0' in head 0 overflows float32 (beyond ±3.403e+38); "
             "use --dtype float64"
         )
 
@@ -66,8 +66,14 @@ class TestOverflow:
 
     def test_scaling_overflows(self) -> None:
         """A finite score times a huge scale: the scaled score is named."""
-        with pytest.raises(NumericError, match=r"^in\.yaml: the scaled score of query 'q0' and key 'k0' in head 1"):
+        with pytest.raises(NumericError, match=r"^in\.yaml: the scaled score of query 'q0' and key 'k0' in head 0"):
             compute(replace(spec([[1e10]], [[1e10]]), scale=1e300))
+
+    def test_heads_are_named_from_zero(self, engine: str) -> None:
+        """Two heads, the second overflowing: the message names head 1, counted from 0 as in every table."""
+        two = replace(spec([[1.0, 1.0], [1.0, 1e20]], [[1.0, 1e20]]), heads=2, kv_heads=2)
+        with pytest.raises(NumericError, match=r"^in\.yaml: the score Q·K of query 'q1' and key 'k0' in head 1 "):
+            compute(two, engine, dtype="float32", device="cpu")
 
     def test_projected_output_overflows(self) -> None:
         """An output projection that overflows is named as such."""

@@ -52,7 +52,7 @@ def visible(spec: AttentionSpec) -> np.ndarray:
 
 def value_heads(result: AttentionResult) -> np.ndarray:
     """``[head, key, d_k]``: the V slice each query head reads (grouped heads share one)."""
-    return np.stack([result.v_heads[result.kv_head(h)] for h in range(result.heads)])
+    return np.stack([result.v[result.kv_head(h)] for h in range(result.heads)])
 
 
 class TestWeights:

@@ -5,6 +5,7 @@ import io
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,10 +13,18 @@ from rich.console import Console
 
 from attnx.analysis.trace import Trace, build_trace
 from attnx.engines import compute
-from attnx.io import load_spec
+from attnx.io import Overrides, load_spec
 from attnx.render.numbers import fmt
 from attnx.render.serialize import dumps
-from attnx.render.trace import dot_product, dot_terms, fmt_factor, fmt_vector, trace_to_dict, trace_view
+from attnx.render.trace import (
+    dot_product,
+    dot_terms,
+    fmt_factor,
+    fmt_vector,
+    head_label,
+    trace_to_dict,
+    trace_view,
+)
 from attnx.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
 
@@ -98,7 +107,7 @@ class TestTraceView:
         """The trace of "cat" shows the head headers, query slices, term-by-term rows, outputs."""
         text = squeeze(render(worked_trace("cat")))
         assert "Trace of 'cat' (query 1) · 5 keys · d_model 4 · 2 heads" in text
-        assert "Head 1 · columns 0-1 · d_k = 2" in text and "Head 2 · columns 2-3 · d_k = 2" in text
+        assert "Head 0 · columns 0-1 · d_k = 2" in text and "Head 1 · columns 2-3 · d_k = 2" in text
         assert "Q_h[cat] = [0.0000, 2.0000]" in text and "Q_h[cat] = [0.0000, 1.0000]" in text
         assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 no 0.3664 ◀ max" in text
         assert "1 cat [1.0000, 0.0000] 0.0×1.0 + 2.0×0.0 = 0.0000 0.0000 0.0000 no 0.0891" in text
@@ -107,9 +116,51 @@ class TestTraceView:
         assert "concatenated output O[cat] = [0.4109, 0.1336, 0.2289, 0.3663]" in text
 
     def test_top_mark_on_every_tied_key(self) -> None:
-        """ "The" ties three keys in head 1: each of their rows carries the mark."""
+        """ "The" ties three keys in head 0 and two in head 1: each of their rows carries the mark, in the
+        scores table and in the softmax table."""
         lines = [line for line in render(worked_trace("The")).splitlines() if "◀ max" in line]
-        assert [line.split()[1] for line in lines] == ["cat", "sat", "mat", "cat", "on"]
+        assert [line.split()[1] for line in lines] == ["cat", "sat", "mat"] * 2 + ["cat", "on"] * 2
+
+    def test_uniform_row_marks_all_five(self) -> None:
+        """ "on" weighs every key 0.2 in head 0: all five rows of each table carry the mark."""
+        lines = [line for line in render(worked_trace("on")).splitlines() if "◀ max" in line]
+        assert [line.split()[1] for line in lines] == [*TOKENS, *TOKENS, "on", "on"]
+
+    def test_softmax_written_out(self) -> None:
+        """ "cat", head 0: each exp(scaled − max), each division by Σe, and Σe written out, as in the tutorial."""
+        text = squeeze(render(worked_trace("cat")))
+        assert "softmax (max = 1.4142, the largest scaled score)" in text
+        assert "0 The exp(1.4142 − 1.4142) = 1.0000 1.0000 / 2.7294 = 0.3664 ◀ max" in text
+        assert "1 cat exp(0.0000 − 1.4142) = 0.2431 0.2431 / 2.7294 = 0.0891" in text
+        assert "Σe = 1.0000 + 0.2431 + 1.0000 + 0.2431 + 0.2431 = 2.7294" in text
+        # head 1: max 0.7071; "mat" scales to 0.3536
+        assert "4 mat exp(0.3536 − 0.7071) = 0.7022 0.7022 / 3.6883 = 0.1904" in text
+
+    def test_softmax_stacks_when_narrow(self) -> None:
+        """At 60 columns each division goes under its exp, and no line is wider than 60."""
+        out = render(worked_trace("cat"), width=60)
+        text = squeeze(out)
+        assert "e = exp(scaled − max), then e / Σe" in text
+        assert "0 The exp(1.4142 − 1.4142) = 1.0000 ◀ max\n1.0000 / 2.7294 = 0.3664" in text
+        assert max(len(line) for line in out.splitlines()) <= 60
+
+    def test_softmax_of_collapsed_keys(self) -> None:
+        """With 30 keys, the 20 not shown are one row with their e and its division, and one term of Σe."""
+        trace = wide_trace()
+        head = trace.heads[0]
+        rest = head.rest
+        assert rest is not None
+        text = squeeze(render(trace, width=200))
+        division = f"{fmt(rest.exp, 4)} / {fmt(head.exp_sum, 4)} = {fmt(rest.weight, 4)}"
+        assert f"… 20 more {fmt(rest.exp, 4)} {division}" in text
+        assert f" + {fmt(rest.exp, 4)} (… 20 more) = {fmt(head.exp_sum, 4)}" in text
+
+    def test_no_softmax_when_every_key_is_masked(self) -> None:
+        """A query that may attend no key says so instead of a softmax table."""
+        mask = np.array([[False, False], [True, True]])
+        spec = AttentionSpec(np.eye(2), np.eye(2), np.eye(2), 1, ("a", "b"), ("a", "b"), mask=mask)
+        text = squeeze(render(build_trace(compute(spec.select_queries([0])))))
+        assert "softmax: every key is masked for this query" in text and "Σe" not in text
 
     def test_collapsed_keys(self) -> None:
         """With 30 keys, 10 rows and one '… 20 more' row with their total weight and contribution."""
@@ -135,7 +186,25 @@ class TestTraceView:
         head = trace.heads[0]
         masked = dataclasses.replace(head, keys=(dataclasses.replace(head.keys[0], masked=True), *head.keys[1:]))
         text = squeeze(render(dataclasses.replace(trace, heads=(masked,))))
-        assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 yes 0.3664" in text
+        assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 yes · ◀ max" in text
+
+    def test_causal_masked_keys_show_the_marker(self) -> None:
+        """Causal "cat": the later keys keep their scores, and show · for weight, e and contribution."""
+        trace = build_trace(compute(load_spec(overrides=Overrides(causal=True)).select_queries([1])), heads=(0,))
+        text = squeeze(render(trace))
+        assert "2 sat [1.0000, 1.0000] 0.0×1.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 yes ·" in text
+        assert "2 sat · ·" in text  # the softmax table: left out
+        assert "2 sat · [0.0000, 0.0000] ·" in text  # the weighted sum of values
+        assert "softmax (max = 1.4142, the largest scaled score of the visible keys)" in text
+        assert "Σe = 1.0000 + 0.2431 = 1.2431" in text
+        assert "0 The exp(1.4142 − 1.4142) = 1.0000 1.0000 / 1.2431 = 0.8044 ◀ max" in text
+
+    def test_grouped_heads_are_labelled_from_zero(self) -> None:
+        """gqa.yaml: head 3 reads K/V head 1, shared by heads 2-3, as `attnx run` titles it."""
+        spec = load_spec(str(Path(__file__).parents[2] / "configs" / "gqa.yaml"))
+        trace = build_trace(compute(spec.select_queries([0])), heads=(3,))
+        assert head_label(trace.heads[0]) == "Head 3 · columns 6-7 · d_k = 2 · K/V head 1 (shared by heads 2-3)"
+        assert "· head 3 of 4" in render(trace).splitlines()[0]
 
     def test_tokens_are_not_markup(self) -> None:
         """A token that looks like Rich markup is printed as it is."""
@@ -154,7 +223,7 @@ class TestTraceToDict:
     def test_shape_and_values(self) -> None:
         """format_version first; per head the dims, query slice, per key the arithmetic; the output."""
         data = json.loads(dumps(trace_to_dict(worked_trace("cat"))))
-        assert next(iter(data)) == "format_version" and data["format_version"] == "1.0"
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.1"
         assert (data["token"], data["query"], data["n_heads"], data["n_keys"]) == ("cat", 1, 2, 5)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
         head = data["heads"][0]
@@ -162,7 +231,12 @@ class TestTraceToDict:
         the = head["keys"][0]
         assert the["token"] == "The" and the["k"] == [0.0, 1.0] and the["products"] == [0.0, 2.0]
         assert (the["raw"], the["masked"], the["top"]) == (2.0, False, True)
-        assert the["scaled"] == pytest.approx(math.sqrt(2), rel=1e-15)
+        assert the["scaled"] == pytest.approx(math.sqrt(2), rel=1e-15) and the["exp"] == 1.0
+        assert head["softmax"]["max"] == pytest.approx(math.sqrt(2), rel=1e-15)
+        assert head["softmax"]["sum"] == pytest.approx(2 + 3 * math.exp(-math.sqrt(2)), rel=1e-15)
+        assert [key["exp"] / head["softmax"]["sum"] for key in head["keys"]] == pytest.approx(
+            [key["weight"] for key in head["keys"]], rel=1e-14
+        )
         assert abs(the["weight"] - 0.3664) < DECIMALS_4
         np.testing.assert_allclose(the["contribution"], [the["weight"], 0.0], rtol=1e-15)
         assert head["rest"] is None
@@ -175,6 +249,8 @@ class TestTraceToDict:
         data = trace_to_dict(wide_trace())
         head = data["heads"][1]
         assert head["head"] == 1 and len(head["keys"]) == 10 and head["rest"]["count"] == 20
+        exps = sum(key["exp"] for key in head["keys"]) + head["rest"]["exp"]
+        assert exps == pytest.approx(head["softmax"]["sum"], rel=1e-14)
         assert all(len(key["products"]) == 16 for key in head["keys"])
         total = np.sum([key["contribution"] for key in head["keys"]], axis=0) + head["rest"]["contribution"]
         np.testing.assert_allclose(total, head["output"], rtol=1e-12)
