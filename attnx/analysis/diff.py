@@ -66,9 +66,17 @@ class Sweep:
 
 
 def variant_spec(spec: AttentionSpec, varied: str, value: int | float | str) -> AttentionSpec:
-    """``spec`` with setting ``varied`` set to ``value``, the rest unchanged (validated again)."""
+    """``spec`` with setting ``varied`` set to ``value``, the rest unchanged (validated again).
+
+    Fewer K/V heads than ``spec`` has are made by mean-pooling its K/V heads within each group, as
+    grouped-query attention is made from a multi-head checkpoint (Ainslie et al., 2023): every
+    configuration of a ``kv_heads`` sweep reads the same keys and values, pooled.
+    """
     if varied == "heads":
         return spec.with_heads(int(value))
+    if varied == "kv_heads":
+        pool = getattr(spec, "with_kv_heads", None)  # the spec's pooling, where this attnx has it
+        return pool(int(value)) if pool is not None else replace(spec, kv_heads=int(value))
     return replace(spec, **{varied: value})
 
 
@@ -134,20 +142,32 @@ class Side:
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
     dtype: str
+    allowed: np.ndarray | None = None  # [query, key], True = may attend; None: no mask
 
 
 def side_from_result(result: AttentionResult, source: str) -> Side:
     """The computed ``result`` of the input ``source``, as a side (the tensors a JSON result carries)."""
     tensors = {name: getattr(result, name) for name in RESULT_TENSORS if getattr(result, name) is not None}
-    return Side(source, "input", tensors, result.tokens, result.key_tokens, result.dtype)
+    return Side(source, "input", tensors, result.tokens, result.key_tokens, result.dtype, result.mask)
+
+
+def _saved_mask(meta: Mapping[str, object], n: int, m: int) -> np.ndarray | None:
+    """The ``mask`` a JSON result carries (``[query, key]`` booleans), or None when it has none of that shape."""
+    mask = meta.get("mask")
+    if not isinstance(mask, list) or len(mask) != n:
+        return None
+    if not all(isinstance(row, list) and len(row) == m and all(isinstance(x, bool) for x in row) for row in mask):
+        return None
+    return np.array(mask, dtype=bool).reshape(n, m)
 
 
 def side_from_saved(saved: SavedResult) -> Side:
-    """A JSON result read back, as a side."""
+    """A JSON result read back, as a side (its mask too, where it has one)."""
     meta = saved.meta
     tokens = tuple(map(str, meta.get("tokens", ())))
     key_tokens = tuple(map(str, meta.get("key_tokens", tokens)))
-    return Side(saved.source, "result", saved.tensors, tokens, key_tokens, str(meta.get("dtype", "float64")))
+    allowed = _saved_mask(meta, len(tokens), len(key_tokens))
+    return Side(saved.source, "result", saved.tensors, tokens, key_tokens, str(meta.get("dtype", "float64")), allowed)
 
 
 @dataclass(frozen=True)
@@ -183,12 +203,17 @@ class TensorComparison:
 
 @dataclass(frozen=True, eq=False)
 class Comparison:
-    """Two sides compared tensor by tensor; ``weight_delta`` is ``|A − B|`` of the weights where shapes agree."""
+    """Two sides compared tensor by tensor; ``weight_delta`` is ``|A − B|`` of the weights where shapes agree.
+
+    ``masked`` (``[query, key]``) is True where both sides block the pair: a masked cell in both,
+    whose weights are 0 by definition. None when either side has no mask or the shapes differ.
+    """
 
     a: Side
     b: Side
     rows: tuple[TensorComparison, ...]
     weight_delta: np.ndarray | None
+    masked: np.ndarray | None = None
 
     @property
     def passed(self) -> bool:
@@ -246,4 +271,7 @@ def compare_sides(a: Side, b: Side, *, rtol: float | None = None, atol: float | 
     delta = None
     if wa is not None and wb is not None and wa.shape == wb.shape:
         delta = np.abs(np.asarray(wa, dtype=np.float64) - np.asarray(wb, dtype=np.float64))
-    return Comparison(a, b, rows, delta)
+    masked = None
+    if a.allowed is not None and b.allowed is not None and a.allowed.shape == b.allowed.shape:
+        masked = ~a.allowed & ~b.allowed
+    return Comparison(a, b, rows, delta, masked)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
@@ -46,27 +47,31 @@ BArg = Annotated[
 ]  # fmt: skip
 SweepHeadsOpt = Annotated[
     str | None,
-    typer.Option("--heads", metavar="H,H,...", help="Head counts to compare, e.g. 1,2,4.", show_default=False),
-]
+    typer.Option("--heads", metavar="H,H,...", help="Head counts to compare, e.g. 1,2,4 (one value: fixed, not "
+                 "compared).", show_default=False),
+]  # fmt: skip
 SweepScaleOpt = Annotated[
     str | None,
-    typer.Option("--scale", metavar="S,S,...", help="Scales to compare: sqrt_dk, sqrt_d_model, none or numbers.",
-                 show_default=False),
+    typer.Option("--scale", metavar="S,S,...", help="Scales to compare: sqrt_dk, sqrt_d_model, none or numbers "
+                 "(one value: fixed).", show_default=False),
 ]  # fmt: skip
 SweepLayoutOpt = Annotated[
     str | None,
-    typer.Option("--layout", metavar="L,L", help="Layouts to compare: contiguous,interleaved.", show_default=False),
-]
+    typer.Option("--layout", metavar="L,L", help="Layouts to compare: contiguous,interleaved (one value: fixed).",
+                 show_default=False),
+]  # fmt: skip
 SweepKvHeadsOpt = Annotated[
-    str | None, typer.Option("--kv-heads", metavar="N,N,...", help="K/V head counts to compare.", show_default=False)
-]
+    str | None,
+    typer.Option("--kv-heads", metavar="N,N,...", help="K/V head counts to compare, e.g. 1,2,4: fewer K/V heads "
+                 "than the input has are mean-pooled within each group (one value: fixed).", show_default=False),
+]  # fmt: skip
 
 
 def parse_list(text: str, option: str, convert: Callable[[str], T]) -> list[T]:
-    """``"1,2,4"`` -> ``[1, 2, 4]`` through ``convert``; at least two values, each valid."""
+    """``"1,2,4"`` -> ``[1, 2, 4]`` through ``convert``: one value or more, each valid."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
-    if len(parts) < 2:
-        raise UsageError(f"{option} compares two values or more, comma-separated, got {text!r}")
+    if not parts:
+        raise UsageError(f"{option} takes one value, or two or more to compare, comma-separated, got {text!r}")
     return [convert(part) for part in parts]
 
 
@@ -125,12 +130,14 @@ def diff(
 ) -> None:
     """Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.
 
-    A sweep shows each configuration's weights per head, its output and how far outputs move (per token L2 and
-    max abs). With two inputs or JSON results: per tensor max abs/rel difference, where the largest is, and a
-    verdict; exit 0 when within --rtol/--atol, 1 when not, 2 on bad input. --model DIR --text "..." --layer L:
-    sweep layer L of a local checkpoint.
+    A sweep shows each configuration's weights per head, its output and how far outputs move (per token L2, max abs).
+    One list varies; the other sweep flags may fix one value (--heads 4 --kv-heads 1,2,4).
+    Fewer K/V heads than the input has are mean-pooled within each group (GQA from multi-head attention).
+    With two inputs or JSON results: per tensor max abs/rel difference, where the largest is, and a verdict.
+    Exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
+    --model DIR --text "..." --layer L: sweep layer L of a local checkpoint.
     """
-    sweeps = {
+    settings = {
         name: values
         for name, values in (
             ("heads", heads and parse_list(heads, "--heads", _count("--heads"))),
@@ -140,6 +147,8 @@ def diff(
         )
         if values
     }
+    sweeps = {name: values for name, values in settings.items() if len(values) > 1}
+    fixed = {name: values[0] for name, values in settings.items() if len(values) == 1}
     overrides = InputFlags(seed=seed, tokens=tokens, d_model=d_model, causal=causal).overrides()
     limits = caps.limits()
     from attnx.cli.model_input import model_spec
@@ -149,7 +158,7 @@ def diff(
     if b is not None:
         if checkpoint.wanted:
             raise UsageError("--model replaces A and B: with a model, diff sweeps one setting of its layer")
-        if sweeps:
+        if settings:
             raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
         if a == b == "-":
             raise UsageError("only one of A and B can be - (stdin)")
@@ -170,9 +179,11 @@ def diff(
     if len(sweeps) != 1:
         given = ", ".join(f"--{name.replace('_', '-')}" for name in sweeps) or "none"
         raise UsageError(
-            f"give exactly one of --heads, --scale, --layout, --kv-heads (comma lists), or two inputs A B; got {given}"
+            "give exactly one of --heads, --scale, --layout, --kv-heads as a comma list of two values or more "
+            f"(the others may fix one value), or two inputs A B; lists given: {given}"
         )
     ((varied, values),) = sweeps.items()
+    overrides = replace(overrides, **fixed)  # type: ignore[arg-type]
     if rtol is not None or atol is not None:
         raise UsageError("--rtol and --atol apply to two inputs A B, not to a sweep")
     from attnx.analysis.diff import sweep

@@ -7,19 +7,22 @@ from typing import Any
 
 import numpy as np
 from rich.columns import Columns
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.diff import Comparison, Location, Side, Sweep, TensorComparison, Variant
 from attnx.render.engines import diff_to_dict, sci, tolerance_text
+from attnx.render.fitted import FittedGrid
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of, weight_heatmaps
 from attnx.render.layout import compact_table
-from attnx.render.numbers import fmt
+from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table
+from attnx.result import AttentionResult
 
 DIFF_KEYS = ("max_abs", "max_rel", "worst_index", "rtol", "atol")  # null where a tensor could not be compared
 FLAGS = {"heads": "--heads", "scale": "--scale", "layout": "--layout", "kv_heads": "--kv-heads"}
@@ -30,29 +33,95 @@ def _table(title: str | None = None) -> Table:
 
 
 def _columns(table: Table, *headers: str, numeric: bool = True) -> None:
+    """Numbers are never wrapped nor cut; text (labels, locations, shapes) wraps when the width is short."""
     for header in headers:
-        table.add_column(header, justify="right" if numeric else "left", header_style="bold cyan", no_wrap=True)
+        table.add_column(header, justify="right" if numeric else "left", header_style="bold cyan",
+                         no_wrap=numeric, overflow="fold")  # fmt: skip
+
+
+def letter(index: int) -> str:
+    """The key of configuration ``index`` (from 0) where labels do not fit: ``A`` … ``Z``, ``AA``, ``AB``, …"""
+    key = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        key = chr(ord("A") + rest) + key
+    return key
+
+
+# The setting each sweep's labels already name ("scale=none" names the scale's kind, not its value).
+NAMED_BY_LABEL = {"heads": "heads", "scale": "scale_mode", "layout": "layout", "kv_heads": "K/V"}
+NUMERIC_SETTINGS = ("heads", "d_k", "K/V", "scale")
+
+
+def settings(result: AttentionResult, precision: int) -> dict[str, str]:
+    """A configuration's settings as shown: heads, d_k, K/V heads, the scale's kind and value, layout."""
+    return {
+        "heads": str(result.heads),
+        "d_k": str(result.d_k),
+        "K/V": str(result.kv_heads),
+        "scale_mode": SCALE_LABELS[result.scale_mode],
+        "scale": fmt(result.scale, max(precision, 4)),
+        "layout": result.layout,
+    }
+
+
+def _plural(count: str, noun: str) -> str:
+    return f"{count} {noun}{'' if count == '1' else 's'}"
+
+
+def shared_settings(shared: dict[str, str]) -> str:
+    """The settings every configuration has, as words: ``2 heads · d_k 2 · 2 K/V heads · scale 1/√d_k``."""
+    words = []
+    if "heads" in shared:
+        words.append(_plural(shared["heads"], "head"))
+    if "d_k" in shared:
+        words.append(f"d_k {shared['d_k']}")
+    if "K/V" in shared:
+        words.append(_plural(shared["K/V"], "K/V head"))
+    if "scale_mode" in shared:
+        value = f" = {shared['scale']}" if "scale" in shared else ""
+        words.append(f"scale {shared['scale_mode']}{value}")
+    if "layout" in shared:
+        words.append(f"layout {shared['layout']}")
+    return " · ".join(words)
+
+
+def split_settings(sweep: Sweep, precision: int) -> tuple[dict[str, str], list[str]]:
+    """The settings all computed configurations share (name -> shown value), and the names of those that vary.
+
+    The varying setting a label already names is left out of the varying ones (``H=2`` says heads 2).
+    """
+    rows = [settings(v.result, precision) for v in sweep.variants if v.result is not None]
+    if not rows:
+        return {}, []
+    named = NAMED_BY_LABEL[sweep.varied]
+    shared = {name: value for name, value in rows[0].items() if all(row[name] == value for row in rows)}
+    varying = [name for name in rows[0] if name not in shared and name != named]
+    return {name: value for name, value in shared.items() if name != named}, varying
 
 
 def variants_table(sweep: Sweep, precision: int) -> Table:
-    """One row per head of each configuration: sizes, scale, layout and the saturation numbers.
+    """One row per head (``H0``, ``H1``, …) of each configuration: the settings that vary, and saturation.
 
     The numbers are those of seed 004's softmax-saturation demo: the spread (std) of the scaled
-    scores and the mean max weight; configurations the input cannot take follow as lines.
+    scores and the mean max weight. Settings every configuration shares are said once above the
+    table (see ``sweep_view``), so the table keeps to 60 columns; labels wrap, numbers never.
     """
+    _, varying = split_settings(sweep, precision)
     table = _table("Configurations")
     _columns(table, "config", numeric=False)
-    _columns(table, "heads", "d_k", "K/V", "scale")
-    _columns(table, "layout", numeric=False)
+    for name in varying:
+        _columns(table, name, numeric=name in NUMERIC_SETTINGS)
     _columns(table, "head", "std scaled", "mean max w")
     for variant in sweep.variants:
         r, s = variant.result, variant.saturation
         if r is None or s is None:
             continue
-        scale = f"{SCALE_LABELS[r.scale_mode]} = {fmt(r.scale, max(precision, 4))}"
-        config = [variant.label, str(r.heads), str(r.d_k), str(r.kv_heads), scale, r.layout]
+        shown = settings(r, precision)
+        config = [variant.label, *(shown[name] for name in varying)]
         for h in range(r.heads):
-            numbers = [str(h + 1), fmt(float(s.scaled_std[h]), precision), fmt(float(s.mean_max_weight[h]), precision)]
+            numbers = [f"H{h}", fmt(float(s.scaled_std[h]), precision), fmt(float(s.mean_max_weight[h]), precision)]
             table.add_row(*(config if h == 0 else [""] * len(config)), *numbers)
     return table
 
@@ -61,6 +130,12 @@ def errors_view(sweep: Sweep) -> RenderableType:
     """One line per configuration that could not be computed, saying why."""
     lines = [Text(f"{v.label}: not computed: {v.error}", style="yellow") for v in sweep.variants if v.error]
     return Group(*lines)
+
+
+def pooled_note(result: AttentionResult) -> str:
+    """`` · K/V heads mean-pooled 4 → 2`` when the result's K/V heads were pooled from more, else ``""``."""
+    before = result.kv_pooled_from
+    return f" · K/V heads mean-pooled {before} → {result.kv_heads}" if before else ""
 
 
 def variant_view(
@@ -80,24 +155,93 @@ def variant_view(
         )  # fmt: skip
     output = matrix_table("Concatenated output", r.output, r.tokens, [f"d{c}" for c in range(r.d_model)], precision,
                           max_rows=max_rows)  # fmt: skip
-    title = f"{variant.label} · {r.heads} head{'s' if r.heads > 1 else ''} × d_k {r.d_k}"
+    title = f"{variant.label} · {r.heads} head{'s' if r.heads > 1 else ''} × d_k {r.d_k}{pooled_note(r)}"
     return Group(Rule(title, align="left", style="dim"), weights, Text(""), output)
+
+
+def _grid_width(grid: FittedGrid, columns: int) -> int:
+    """Characters ``grid`` takes with its first ``columns`` columns, all shown."""
+    return grid.label_width + sum(grid.separator + grid.width(j) for j in range(columns))
+
+
+def column_runs(grid: FittedGrid, room: int) -> list[list[int]]:
+    """``grid``'s columns cut into runs that each fit ``room`` characters beside the row labels (one at least)."""
+    runs: list[list[int]] = [[]]
+    used = grid.label_width
+    for j in range(len(grid.col_labels)):
+        width = grid.separator + grid.width(j)
+        if runs[-1] and used + width > room:
+            runs.append([])
+            used = grid.label_width
+        runs[-1].append(j)
+        used += width
+    return runs
+
+
+class ShiftTables:
+    """The per-token L2 and max-abs shift tables of a sweep, every number whole at any width.
+
+    Columns are labelled ``H=1 → H=2`` where those labels fit the width; else by the
+    configurations' letters (``A → B``) with a legend line (``A = scale=sqrt_dk``); and where even
+    those columns do not fit side by side, the rest follow in tables below, never left out.
+    """
+
+    def __init__(self, sweep: Sweep, precision: int, max_rows: int | None = None) -> None:
+        self.sweep, self.precision, self.max_rows = sweep, precision, max_rows
+        variants = sweep.variants
+        self.labels = [f"{variants[s.before].label} → {variants[s.after].label}" for s in sweep.shifts]
+        self.keys = [f"{letter(s.before)} → {letter(s.after)}" for s in sweep.shifts]
+        self.metrics = [
+            (f"{metric} shift of {sweep.compared} per token", np.stack(per_token, axis=1), overall)
+            for metric, per_token, overall in (
+                ("L2", [s.l2 for s in sweep.shifts], [s.l2_overall for s in sweep.shifts]),
+                ("max abs", [s.max_abs for s in sweep.shifts], [s.max_abs_overall for s in sweep.shifts]),
+            )
+        ]
+
+    def grid(self, metric: int, labels: Sequence[str], columns: Sequence[int], title: str | None = None) -> FittedGrid:
+        """The table of ``metrics[metric]`` with ``columns`` (indices of shifts), labelled by ``labels``."""
+        name, matrix, overall = self.metrics[metric]
+        cols = list(columns)
+        footer = ("all", [overall[j] for j in cols])
+        return matrix_table(title or name, matrix[:, cols], self.sweep.tokens, [labels[j] for j in cols],
+                            self.precision, footer=footer, max_rows=self.max_rows)  # fmt: skip
+
+    def legend(self) -> Text:
+        """``A = H=1 · B = H=2 · …``: what each letter stands for (the configurations computed)."""
+        used = sorted({i for s in self.sweep.shifts for i in (s.before, s.after)})
+        return Text(" · ".join(f"{letter(i)} = {self.sweep.variants[i].label}" for i in used), style="dim")
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        room, every = options.max_width, range(len(self.labels))
+        full = [self.grid(m, self.labels, every) for m in range(len(self.metrics))]
+        if all(_grid_width(grid, len(every)) <= room for grid in full):
+            yield Columns(full, padding=(1, 4))
+            return
+        keyed = [self.grid(m, self.keys, every) for m in range(len(self.metrics))]
+        runs = [column_runs(grid, room) for grid in keyed]
+        if all(len(r) == 1 for r in runs):
+            yield Columns(keyed, padding=(1, 4))
+        else:
+            for m, metric_runs in enumerate(runs):
+                for k, cols in enumerate(metric_runs):
+                    title = self.metrics[m][0] + (" (continued)" if k else "")
+                    yield Text("") if m or k else Text("", end="")
+                    yield self.grid(m, self.keys, cols, title)
+        yield self.legend()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        every = range(len(self.labels))
+        full = sum(_grid_width(self.grid(m, self.labels, every), len(every)) for m in range(len(self.metrics)))
+        narrowest = max(_grid_width(self.grid(m, self.keys, [0]), 1) for m in range(len(self.metrics)))
+        return Measurement(min(narrowest, full), full + 4 * (len(self.metrics) - 1))
 
 
 def shifts_view(sweep: Sweep, precision: int, max_rows: int | None = None) -> RenderableType:
     """Per token and overall, how far the output moves between configurations: L2 and max abs."""
     if not sweep.shifts:
         return Text("fewer than two configurations computed: no output shifts", style="dim")
-    labels = [f"{sweep.variants[s.before].label} → {sweep.variants[s.after].label}" for s in sweep.shifts]
-    tables = []
-    for metric, per_token, overall in (
-        ("L2", [s.l2 for s in sweep.shifts], [s.l2_overall for s in sweep.shifts]),
-        ("max abs", [s.max_abs for s in sweep.shifts], [s.max_abs_overall for s in sweep.shifts]),
-    ):
-        title = f"{metric} shift of {sweep.compared} per token"
-        tables.append(matrix_table(title, np.stack(per_token, axis=1), sweep.tokens, labels, precision,
-                                   footer=("all", overall), max_rows=max_rows))  # fmt: skip
-    return Columns(tables, padding=(1, 4))
+    return ShiftTables(sweep, precision, max_rows)
 
 
 def sweep_view(
@@ -108,12 +252,17 @@ def sweep_view(
     computed = [v for v in sweep.variants if v.result is not None]
     first = computed[0].result if computed else None
     engine = f" · {first.engine} {first.dtype} {first.device}" if first is not None else ""
+    shared, _ = split_settings(sweep, precision)
+    same = f"; every configuration has {shared_settings(shared)}" if shared_settings(shared) else ""
     parts: list[RenderableType] = [
-        Text(f"{sweep.source}{engine} · {FLAGS[sweep.varied]} varies, the rest stays", style="dim"),
+        Text(f"{sweep.source}{engine} · {FLAGS[sweep.varied]} varies{same}", style="dim"),
         variants_table(sweep, precision),
         errors_view(sweep),
     ]
-    scale = scale_of([v.result.weights for v in computed])  # one colour scale for every configuration
+    results = [v.result for v in computed if v.result is not None]
+    if any(r.blocked_pairs for r in results):
+        parts.append(Text(MASKED_NOTE, style="dim"))
+    scale = scale_of([r.weights for r in results])  # one colour scale for every configuration
     parts += [variant_view(v, precision, heatmap=heatmap, colour=colour, scale=scale, max_rows=max_rows)
               for v in computed]  # fmt: skip
     if heatmap and computed:
@@ -123,7 +272,10 @@ def sweep_view(
 
 
 def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
-    """The JSON object of a sweep (``format_version`` first; indices 0-based)."""
+    """The JSON object of a sweep (``format_version`` first; indices 0-based: ``from``/``to`` index ``configs``).
+
+    ``kv_pooled_from`` is the K/V head count a configuration's K/V heads were mean-pooled from (null: not pooled).
+    """
     configs = []
     for v in sweep.variants:
         entry: dict[str, Any] = {"label": v.label, "value": v.value, "error": v.error}
@@ -131,7 +283,8 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
         if r is not None and s is not None:
             entry.update(
                 heads=r.heads, kv_heads=r.kv_heads, d_k=r.d_k, scale=r.scale, scale_mode=r.scale_mode,
-                layout=r.layout, scaled_std=to_plain(s.scaled_std), mean_max_weight=to_plain(s.mean_max_weight),
+                layout=r.layout, kv_pooled_from=r.kv_pooled_from,
+                scaled_std=to_plain(s.scaled_std), mean_max_weight=to_plain(s.mean_max_weight),
                 weights=to_plain(r.weights), output=to_plain(getattr(r, sweep.compared)),
             )  # fmt: skip
         configs.append(entry)
@@ -159,11 +312,13 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
 
 
 def locate(name: str, index: Sequence[int], side: Side) -> str:
-    """Where an element sits, for people: ``head 1 · cat → The`` (heads from 1, tokens by name)."""
+    """Where an element sits, for people: ``head 0 · cat → The`` (heads from 0, tokens by name)."""
     parts = []
     for axis, i in zip(TENSOR_AXES.get(name, ()), index, strict=False):
         if axis == "head":
-            parts.append(f"head {i + 1}")
+            parts.append(f"head {i}")
+        elif axis == "kv_head":
+            parts.append(f"K/V head {i}")
         elif axis == "query":
             parts.append(side.tokens[i] if i < len(side.tokens) else f"query {i}")
         elif axis == "key":
@@ -197,32 +352,68 @@ def tolerances(comparison: Comparison) -> set[tuple[float, float]]:
     return {(r.diff.tolerance.rtol, r.diff.tolerance.atol) for r in comparison.rows if r.diff is not None}
 
 
-def comparison_table(comparison: Comparison) -> Table:
+def comparison_table(comparison: Comparison, *, stacked: int = 0) -> Table:
     """One row per tensor: shape, max abs and rel difference, where the largest is, verdict.
 
     Tolerances get columns of their own only where they differ between tensors (float32 scales
-    atol by each tensor's magnitude); otherwise ``comparison_view`` states them once.
+    atol by each tensor's magnitude); otherwise ``comparison_view`` states them once. For narrow
+    terminals, ``stacked`` 1 puts where the largest difference is under the tensor's name instead
+    of in a column of its own, and ``stacked`` 2 the tolerances too: that column of text wraps,
+    the numbers keep their width (see ``FirstFit``).
     """
     per_row = len(tolerances(comparison)) > 1
+    tolerance_columns = per_row and stacked < 2
     table = _table()
-    _columns(table, "tensor", numeric=False)
-    table.add_column("shape", header_style="bold cyan")
-    _columns(table, "max abs", "max rel", *(("rtol", "atol") if per_row else ()))
-    table.add_column("largest at", header_style="bold cyan")
+    _columns(table, "tensor · largest at" if stacked else "tensor", numeric=False)
+    _columns(table, "shape", "max abs", "max rel", *(("rtol", "atol") if tolerance_columns else ()))
+    if not stacked:
+        _columns(table, "largest at", numeric=False)
     _columns(table, "verdict", numeric=False)
     for row in comparison.rows:
         d = row.diff
         if d is None:  # the problem's first words; the shape column shows the shapes
-            numbers = [""] * (4 if per_row else 2)
-            problem = Text((row.problem or "").partition(":")[0], style="yellow")
-            table.add_row(row.name, shapes(row), *numbers, problem, _verdict(row))
-            continue
-        numbers = [sci(d.max_abs), sci(d.max_rel)]
-        if per_row:
-            numbers += [tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol)]
-        at = locate(row.name, row.largest[0].index, comparison.a) if row.largest else ""
-        table.add_row(row.name, shapes(row), *numbers, at, _verdict(row))
+            numbers = [""] * (4 if tolerance_columns else 2)
+            at = Text((row.problem or "").partition(":")[0], style="yellow")
+        else:
+            numbers = [sci(d.max_abs), sci(d.max_rel)]
+            rtol, atol = tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol)
+            if tolerance_columns:
+                numbers += [rtol, atol]
+            where = locate(row.name, row.largest[0].index, comparison.a) if row.largest else ""
+            at = Text(f"at {where}" if stacked and where else where)
+            if per_row and not tolerance_columns:
+                at.append(f"{chr(10) + '  ' if where else ''}rtol {rtol} · atol {atol}", style="dim")
+        if stacked:
+            name = Text(row.name)
+            if at.plain:
+                name.append("\n  ").append_text(at)
+            table.add_row(name, shapes(row), *numbers, _verdict(row))
+        else:
+            table.add_row(row.name, shapes(row), *numbers, at, _verdict(row))
     return table
+
+
+class FirstFit:
+    """The first of several renderings that fits the width without wrapping, else the last (the narrowest)."""
+
+    def __init__(self, *choices: RenderableType) -> None:
+        self.choices = choices
+
+    @staticmethod
+    def natural(console: Console, options: ConsoleOptions, renderable: RenderableType) -> int:
+        """The width ``renderable`` takes when nothing limits it."""
+        return Measurement.get(console, options.update(max_width=1 << 16), renderable).maximum
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for choice in self.choices[:-1]:
+            if self.natural(console, options, choice) <= options.max_width:
+                yield choice
+                return
+        yield self.choices[-1]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        sizes = [Measurement.get(console, options, choice) for choice in self.choices]
+        return Measurement(min(size.minimum for size in sizes), sizes[0].maximum)
 
 
 def largest_table(comparison: Comparison, precision: int) -> Table | None:
@@ -243,7 +434,8 @@ def largest_table(comparison: Comparison, precision: int) -> Table | None:
 def delta_heatmaps(
     comparison: Comparison, precision: int, *, colour: bool, max_rows: int | None = None
 ) -> RenderableType:
-    """Per head, ``|A − B|`` of the weights as a heatmap, with its legend."""
+    """Per head (from 0), ``|A − B|`` of the weights as a heatmap, with its legend; a pair both sides mask is
+    drawn as `run` draws a masked cell."""
     delta = comparison.weight_delta
     if delta is None:
         return Text("no heatmap: the weights are missing on one side or differ in shape", style="dim")
@@ -252,11 +444,14 @@ def delta_heatmaps(
     rows = a.tokens or [str(i) for i in range(delta.shape[1])]
     keys = a.key_tokens or [str(j) for j in range(delta.shape[2])]
     grids = [
-        heatmap(f"Head {h + 1} · |A − B| of weights", delta[h], rows, keys, precision, scale=scale, colour=colour,
-                max_rows=max_rows)
+        heatmap(f"Head {h} · |A − B| of weights", delta[h], rows, keys, precision, scale=scale, colour=colour,
+                blocked=comparison.masked, max_rows=max_rows)
         for h in range(delta.shape[0])
     ]  # fmt: skip
-    return Group(Columns(grids, padding=(1, 4)), legend(scale, precision, colour))
+    parts: list[RenderableType] = [Columns(grids, padding=(1, 4)), legend(scale, precision, colour)]
+    if comparison.masked is not None and comparison.masked.any():
+        parts.append(Text(MASKED_NOTE.partition(";")[0], style="dim"))
+    return Group(*parts)
 
 
 def comparison_view(
@@ -276,7 +471,9 @@ def comparison_view(
     if len(shared) == 1:
         ((rtol, atol),) = shared
         lines.append(f"tolerance: |A − B| ≤ atol + rtol·|B|, rtol {tolerance_text(rtol)}, atol {tolerance_text(atol)}")
-    parts: list[RenderableType] = [Text("\n".join(lines), style="dim"), comparison_table(comparison)]
+    layouts = (0, 1, 2) if len(tolerances(comparison)) > 1 else (0, 1)
+    table = FirstFit(*(comparison_table(comparison, stacked=layout) for layout in layouts))
+    parts: list[RenderableType] = [Text("\n".join(lines), style="dim"), table]
     largest = largest_table(comparison, precision)
     if largest is not None:
         parts.append(largest)

@@ -2,21 +2,37 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from attnx.cli import app
-from attnx.io import load_spec
+from attnx.io import Overrides, load_spec
+from attnx.render.engines import sci, tolerance_text
+from attnx.render.numbers import MASKED, fmt
+from tests.analysis.test_diff import needs_pooling
 from tests.engines.test_engines import reference
 
+RANDOM = ["--seed", "0", "--tokens", "The cat sat on mat", "--d-model", "4"]
 
-def invoke(runner: CliRunner, *args: str, code: int = 0, input: str | None = None):
-    result = runner.invoke(app, list(args), input=input, env={"COLUMNS": "120"})
+
+def invoke(runner: CliRunner, *args: str, code: int = 0, input: str | None = None, columns: int = 120):
+    result = runner.invoke(app, list(args), input=input, env={"COLUMNS": str(columns)})
     assert result.exit_code == code, result.output
     return result
+
+
+# A number as a table shows it, standing alone: not part of a longer number, nor cut by an ellipsis.
+NUMBER = re.compile(r"(?<![\w.…])-?\d+(?:\.\d+)?(?:e[-+]\d+)?(?![\w.…])")
+
+
+def whole_numbers(text: str) -> set[str]:
+    """Every number ``text`` shows whole."""
+    return set(NUMBER.findall(text))
 
 
 @pytest.fixture
@@ -89,17 +105,41 @@ class TestHeadsSweep:
         assert unscaled["mean_max_weight"][0] > 2 * scaled["mean_max_weight"][0]
 
     def test_layout_sweep_table(self, runner: CliRunner) -> None:
-        """--layout contiguous,interleaved: the second configuration's heads read columns 0,2 and 1,3."""
+        """--layout contiguous,interleaved: the second configuration's heads 0 and 1 read columns 0,2 and 1,3."""
         out = invoke(runner, "diff", "--layout", "contiguous,interleaved").stdout
-        assert "Head 1 · columns 0,2 · d_k = 2" in out and "layout=interleaved" in out
+        assert "Head 0 · columns 0,2 · d_k = 2" in out and "Head 1 · columns 1,3 · d_k = 2" in out
+        assert "layout=interleaved" in out
+
+    def test_heads_count_from_0(self, runner: CliRunner) -> None:
+        """The configurations table names heads H0.. and gives each its own saturation numbers."""
+        out = invoke(runner, "diff", "--heads", "1,2,4").stdout
+        data = json.loads(invoke(runner, "diff", "--heads", "1,2,4", "-f", "json").stdout)
+        four = data["configs"][2]
+        for h in range(4):
+            std, top = fmt(four["scaled_std"][h], 4), fmt(four["mean_max_weight"][h], 4)
+            assert re.search(rf"\bH{h}\s+{std}\s+{top}\b", out)
+        assert "H4" not in out and "Head 4" not in out
+
+    def test_fixed_setting_beside_the_sweep(self, runner: CliRunner) -> None:
+        """One value of another sweep flag fixes that setting: --scale none --heads 1,2 multiplies by 1 in both."""
+        data = json.loads(invoke(runner, "diff", "--scale", "none", "--heads", "1,2", "-f", "json").stdout)
+        assert data["varied"] == "heads"
+        assert [(c["heads"], c["scale_mode"], c["scale"]) for c in data["configs"]] == [
+            (1, "none", 1.0),
+            (2, "none", 1.0),
+        ]
+        spec = load_spec()
+        np.testing.assert_allclose(data["configs"][0]["weights"], [softmax(spec.q @ spec.k.T)], rtol=1e-13)
 
     @pytest.mark.parametrize(
         ("args", "message"),
         [
-            ([], "give exactly one of --heads, --scale, --layout, --kv-heads"),
-            (["--heads", "2"], "--heads compares two values or more"),
+            ([], "give exactly one of --heads, --scale, --layout, --kv-heads as a comma list"),
+            (["--heads", "2"], "lists given: none"),
+            (["--heads", ","], "--heads takes one value, or two or more to compare"),
             (["--heads", "1,two"], "--heads takes whole numbers of at least 1, not 'two'"),
-            (["--heads", "1,2", "--scale", "none,sqrt_dk"], "got --heads, --scale"),
+            (["--kv-heads", "0,1"], "--kv-heads takes whole numbers of at least 1, not '0'"),
+            (["--heads", "1,2", "--scale", "none,sqrt_dk"], "lists given: --heads, --scale"),
             (["--layout", "contiguous,diagonal"], "--layout takes contiguous, interleaved, not 'diagonal'"),
             (["--heads", "1,2", "--atol", "1"], "--rtol and --atol apply to two inputs"),
         ],
@@ -128,7 +168,7 @@ class TestRows:
         a.write_text(json.dumps(doc))
         b.write_text(json.dumps({**doc, "scale": 0.75}))
         out = invoke(runner, "diff", str(a), str(b), code=1).stdout
-        assert "head 1 · x → [b]" in out
+        assert "head 0 · x → [b]" in out
 
 
 class TestTwoInputs:
@@ -147,19 +187,19 @@ class TestTwoInputs:
         assert 0 < data["tensors"][0]["max_abs"] < 1e-11
 
     def test_different_is_exit_1_with_locations(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
-        """A different scale: exit 1; the largest weight difference is at head 1, query sat, key sat."""
+        """A different scale: exit 1; the largest weight difference is at head 0, query sat, key sat."""
         other = input_file(tmp_path, "scaled.json", scale=0.75)
         data = json.loads(invoke(runner, "diff", worked_json, other, "-f", "json", code=1).stdout)
         weights = next(t for t in data["tensors"] if t["tensor"] == "weights")
         assert data["passed"] is False and weights["passed"] is False
         assert weights["axes"] == ["head", "query", "key"] and weights["worst_index"] == [0, 2, 2]
         top = weights["largest"][0]
-        # head 1, sat → sat: raw scores [1, 1, 2, 0, 1], scaled by 1/√2 in A and by 0.75 in B
+        # head 0, sat → sat: raw scores [1, 1, 2, 0, 1], scaled by 1/√2 in A and by 0.75 in B
         a, b = (math.exp(2 * m) / sum(math.exp(x * m) for x in (1, 1, 2, 0, 1)) for m in (2**-0.5, 0.75))
         assert (top["a"], top["b"]) == (pytest.approx(a, rel=1e-12), pytest.approx(b, rel=1e-12))
         assert top["abs_diff"] == pytest.approx(b - a, rel=1e-9)
         table = invoke(runner, "diff", worked_json, other, code=1).stdout
-        assert "head 1 · sat → sat" in table and "A and B differ: 5 of 6 tensors" in table
+        assert "head 0 · sat → sat" in table and "A and B differ: 5 of 6 tensors" in table
 
     def test_tolerance_flags(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
         """--atol large enough turns the same comparison into exit 0."""
@@ -212,4 +252,196 @@ class TestTwoInputs:
         """--view heatmap adds |A − B| of the weights per head, with its legend."""
         other = input_file(tmp_path, "scaled.json", scale=0.75)
         out = invoke(runner, "diff", worked_json, other, "--view", "heatmap", code=1).stdout
-        assert "Head 1 · |A − B| of weights" in out and "|A − B| of weights: ' ' 0.0000" in out
+        assert "Head 0 · |A − B| of weights" in out and "Head 1 · |A − B| of weights" in out
+        assert "Head 2" not in out and "|A − B| of weights: ' ' 0.0000" in out
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def grouped(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, kv_heads: int) -> dict[str, np.ndarray]:
+    """Textbook grouped-query attention, a loop over heads: head h reads K/V head h // (heads / kv_heads)."""
+    d_k = q.shape[1] // heads
+    weights, outputs = [], []
+    for h in range(heads):
+        g = h // (heads // kv_heads)
+        w = softmax(q[:, h * d_k : (h + 1) * d_k] @ k[:, g * d_k : (g + 1) * d_k].T / math.sqrt(d_k))
+        weights.append(w)
+        outputs.append(w @ v[:, g * d_k : (g + 1) * d_k])
+    return {"weights": np.stack(weights), "output": np.concatenate(outputs, axis=1)}
+
+
+def pooled(m: np.ndarray, kv_before: int, kv_heads: int) -> np.ndarray:
+    """K or V (contiguous heads) with its K/V heads averaged in groups of kv_before / kv_heads, by hand."""
+    n, d_k = m.shape[0], m.shape[1] // kv_before
+    return m.reshape(n, kv_heads, kv_before // kv_heads, d_k).mean(axis=2).reshape(n, -1)
+
+
+class TestKvHeadsSweep:
+    def test_labels_and_values_the_input_cannot_take(self, runner: CliRunner) -> None:
+        """gqa.yaml at 2 K/V heads is computed as it is; 4 K/V heads (more than it has) is reported, not raised."""
+        data = json.loads(invoke(runner, "diff", "configs/gqa.yaml", "--kv-heads", "2,4", "-f", "json").stdout)
+        assert data["varied"] == "kv_heads" and [c["label"] for c in data["configs"]] == ["kv_heads=2", "kv_heads=4"]
+        two, four = data["configs"]
+        assert (two["heads"], two["kv_heads"], two["kv_pooled_from"], two["error"]) == (4, 2, None, None)
+        spec = load_spec("configs/gqa.yaml")
+        np.testing.assert_allclose(two["weights"], grouped(spec.q, spec.k, spec.v, 4, 2)["weights"], rtol=1e-13)
+        assert "weights" not in four and "kv_heads" in four["error"]
+        assert data["shifts"] == []
+
+    def test_random_input_keeps_its_draw(self, runner: CliRunner) -> None:
+        """--heads 4 fixes the head count of a random input; its 4 K/V heads are `run --seed 0 -H 4`'s."""
+        data = json.loads(invoke(runner, "diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2", "-f", "json").stdout)
+        mha = json.loads(invoke(runner, "run", *RANDOM, "-H", "4", "-f", "json").stdout)
+        first = data["configs"][0]
+        assert (first["label"], first["heads"], first["kv_heads"]) == ("kv_heads=4", 4, 4)
+        np.testing.assert_array_equal(first["weights"], mha["weights"])
+        np.testing.assert_array_equal(first["output"], mha["output"])
+
+    @needs_pooling
+    def test_gqa_sweep_pools(self, runner: CliRunner) -> None:
+        """gqa.yaml pooled to one K/V head: its keys average to [0.5, 0.5] each, so every weight is 1/3."""
+        data = json.loads(invoke(runner, "diff", "configs/gqa.yaml", "--kv-heads", "1,2,4", "-f", "json").stdout)
+        one, two, four = data["configs"]
+        assert (one["kv_heads"], one["kv_pooled_from"], one["error"]) == (1, 2, None)
+        np.testing.assert_allclose(one["weights"], np.full((4, 3, 3), 1 / 3), rtol=1e-13)
+        np.testing.assert_allclose(one["output"], np.full((3, 8), 1 / 3), rtol=1e-13)  # mean of pooled V rows
+        assert two["error"] is None and four["error"] is not None
+        (shift,) = data["shifts"]
+        change = np.asarray(two["output"]) - 1 / 3
+        assert (shift["from"], shift["to"]) == (0, 1)
+        np.testing.assert_allclose(shift["l2"], np.linalg.norm(change, axis=1), rtol=1e-12)
+        out = invoke(runner, "diff", "configs/gqa.yaml", "--kv-heads", "1,2,4").stdout
+        assert "kv_heads=1 · 4 heads × d_k 2 · K/V heads mean-pooled 2 → 1" in out
+
+    @needs_pooling
+    def test_random_sweep_compares_all_three(self, runner: CliRunner) -> None:
+        """4, 2 and 1 K/V heads of one random draw: each pooled configuration equals attention on K/V pooled by hand."""
+        args = ["diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2,1", "-f", "json"]
+        data = json.loads(invoke(runner, *args).stdout)
+        assert [c["error"] for c in data["configs"]] == [None, None, None]
+        base = load_spec(overrides=Overrides(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=4, heads=4))
+        for config in data["configs"]:
+            kv = config["kv_heads"]
+            expected = grouped(base.q, pooled(base.k, 4, kv), pooled(base.v, 4, kv), 4, kv)
+            np.testing.assert_allclose(config["weights"], expected["weights"], rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(config["output"], expected["output"], rtol=1e-12, atol=1e-15)
+        assert [(s["from"], s["to"]) for s in data["shifts"]] == [(0, 1), (1, 2), (0, 2)]
+
+
+def sweep_numbers(data: dict[str, Any], matrices: bool) -> set[str]:
+    """Every number a sweep's table must show, formatted as the table formats it (precision 4)."""
+    numbers = set()
+    for config in data["configs"]:
+        if config["error"] is not None:
+            continue
+        numbers.add(fmt(config["scale"], 4))
+        numbers.update(fmt(x, 4) for x in [*config["scaled_std"], *config["mean_max_weight"]])
+        if matrices:
+            numbers.update(fmt(x, 4) for x in np.ravel(config["weights"]))
+            numbers.update(fmt(x, 4) for x in np.ravel(config["output"]))
+    for s in data["shifts"]:
+        numbers.update(fmt(x, 4) for x in [*s["l2"], *s["max_abs"], s["l2_overall"], s["max_abs_overall"]])
+    return numbers
+
+
+def comparison_numbers(data: dict[str, Any]) -> set[str]:
+    """Every number the tables of `diff A B` must show: differences, tolerances, and the largest of failures."""
+    numbers = set()
+    for row in data["tensors"]:
+        numbers.update({sci(row["max_abs"]), sci(row["max_rel"]), tolerance_text(row["rtol"]),
+                        tolerance_text(row["atol"])})  # fmt: skip
+        if not row["passed"]:
+            for loc in row["largest"]:
+                numbers.update({fmt(loc["a"], 4), fmt(loc["b"], 4), sci(loc["abs_diff"])})
+    return numbers
+
+
+class TestLegibleWidths:
+    SWEEPS: ClassVar[dict[str, tuple[list[str], bool]]] = {
+        "heads": (["--heads", "1,2,4"], True),
+        "scale": (["--scale", "sqrt_dk,sqrt_d_model,none"], True),
+        "layout": (["--layout", "contiguous,interleaved"], True),
+        "kv-heads": (["configs/gqa.yaml", "--kv-heads", "2,1,4"], False),  # 8 output columns: left out at 60
+    }
+
+    @staticmethod
+    def check(out: str, expected: set[str], columns: int) -> None:
+        missing = expected - whole_numbers(out)
+        assert not missing, f"numbers not shown whole at {columns} columns: {sorted(missing)}\n{out}"
+        assert not re.search(r"\d…|…\d", out), out
+        assert max(map(len, out.splitlines())) <= columns
+
+    @pytest.mark.parametrize("columns", [60, 80, 100])
+    @pytest.mark.parametrize("kind", SWEEPS)
+    def test_sweep_numbers_whole(self, runner: CliRunner, kind: str, columns: int) -> None:
+        """At 60, 80 and 100 columns every number of the sweep's JSON shows whole in its table."""
+        args, matrices = self.SWEEPS[kind]
+        data = json.loads(invoke(runner, "diff", *args, "-f", "json").stdout)
+        out = invoke(runner, "diff", *args, columns=columns).stdout
+        self.check(out, sweep_numbers(data, matrices), columns)
+
+    @needs_pooling
+    @pytest.mark.parametrize("columns", [60, 80, 100])
+    def test_pooled_sweep_numbers_whole(self, runner: CliRunner, columns: int) -> None:
+        """A --kv-heads 4,2,1 sweep of a random input: every number whole, its labels on the shift tables."""
+        args = ["diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2,1"]
+        data = json.loads(invoke(runner, *args, "-f", "json").stdout)
+        assert [c["error"] for c in data["configs"]] == [None, None, None] and len(data["shifts"]) == 3
+        out = invoke(runner, *args, columns=columns).stdout
+        self.check(out, sweep_numbers(data, True), columns)
+
+    @pytest.mark.parametrize("columns", [60, 80, 100])
+    @pytest.mark.parametrize("dtype", ["float64", "float32"])
+    def test_two_inputs_numbers_whole(
+        self, runner: CliRunner, worked_json: str, tmp_path: Path, dtype: str, columns: int
+    ) -> None:
+        """`diff A B` (float32: a tolerance per tensor): differences, tolerances and the largest ones whole."""
+        args = ["diff", worked_json, input_file(tmp_path, "scaled.json", scale=0.75), "--dtype", dtype]
+        data = json.loads(invoke(runner, *args, "-f", "json", code=1).stdout)
+        out = invoke(runner, *args, columns=columns, code=1).stdout
+        self.check(out, comparison_numbers(data), columns)
+        for row in data["tensors"]:
+            assert row["tensor"] in out
+
+    def test_shift_labels_where_they_fit(self, runner: CliRunner) -> None:
+        """Labels head the shift columns where they fit (H=1 → H=2 at 80, the scales' at 120); else letters."""
+        heads = invoke(runner, "diff", "--heads", "1,2,4", columns=80).stdout
+        assert "H=1 → H=2" in heads and "A → B" not in heads
+        args = ["diff", "--scale", "sqrt_dk,sqrt_d_model,none"]
+        wide, narrow = (invoke(runner, *args, columns=columns).stdout for columns in (120, 80))
+        assert "scale=sqrt_dk → scale=none" in wide and "A → C" not in wide
+        assert "A → B" in narrow and "A → C" in narrow and "scale=sqrt_dk → scale=none" not in narrow
+        assert "A = scale=sqrt_dk · B = scale=sqrt_d_model · C = scale=none" in narrow
+
+    def test_many_shifts_continue_below(self, runner: CliRunner) -> None:
+        """Six scales give nine shift columns: at 60 columns they continue in a second table, none left out."""
+        args = ["diff", "--scale", "0.1,0.2,0.3,0.4,0.5,0.6"]
+        data = json.loads(invoke(runner, *args, "-f", "json").stdout)
+        out = invoke(runner, *args, columns=60).stdout
+        assert "L2 shift of output per token (continued)" in out and "columns left out" not in out.split("Output")[1]
+        self.check(out, sweep_numbers(data, True), 60)
+
+
+class TestMaskedCells:
+    def test_sweep_weights_look_as_in_run(self, runner: CliRunner) -> None:
+        """A causal input's weights in a sweep read line for line as `run` prints them, masked cells included."""
+        config = "configs/causal-self-attention.yaml"
+        run = invoke(runner, "run", config, "--show", "weights", columns=60).stdout
+        out = invoke(runner, "diff", config, "--heads", "2,1", columns=60).stdout
+        rows = [line for line in run.splitlines() if re.match(r"\w+ +\d\.\d{4} ", line)]
+        assert len(rows) == 12 and all(line in out.splitlines() for line in rows)  # 2 heads × 6 tokens
+        assert f"the   1.0000{MASKED:>9}" in out  # "the" attends to itself only
+        assert "masked (weight 0)" in out
+
+    def test_delta_heatmap_marks_pairs_masked_on_both_sides(self, runner: CliRunner, tmp_path: Path) -> None:
+        """|A − B| of a causal result against its input: blocked pairs show the marker, the others 0.0000."""
+        config = "configs/causal-self-attention.yaml"
+        saved = tmp_path / "causal.json"
+        saved.write_text(invoke(runner, "run", config, "-f", "json").stdout)
+        out = invoke(runner, "diff", str(saved), config, "--view", "heatmap", "--no-color").stdout
+        first = next(line for line in out.splitlines() if line.startswith("the "))
+        assert first.split() == ["the", "0.0000", *[MASKED] * 5]
+        assert "masked (weight 0)" in out
