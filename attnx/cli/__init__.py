@@ -19,15 +19,79 @@ from attnx.cli import run as run_cmd
 from attnx.cli import trace as trace_cmd
 from attnx.cli.common import DEBUG
 
-EPILOG = (
+EXIT_CODES = (
     "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input · "
     "130 interrupted."
 )
 
+# A checkpoint folder for the examples that need one (nothing in the repository is one): the tests run those
+# examples on a tiny GPT-2 of their own in its place.
+CHECKPOINT = "models/gpt2"
+
+# Each command's help ends with these, runnable as they are from the repository's root (tests/cli/test_help.py
+# runs every one). Keep each under 78 characters: the help must stay legible at 80 columns.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": (
+        "attnx run",
+        "attnx trace --token cat",
+        "attnx heads configs/attention-patterns.yaml",
+    ),
+    "run": (
+        "attnx run",
+        "attnx run configs/causal-self-attention.yaml --show weights,output",
+        'attnx run --seed 0 --tokens "the quick brown fox" -H 2 --drop-head 0',
+    ),
+    "trace": (
+        "attnx trace --token cat",
+        "attnx trace configs/causal-self-attention.yaml --query 3 --head 1",
+        "attnx trace configs/random-quick-brown-fox.yaml -t fox --format json",
+    ),
+    "check": (
+        "attnx check",
+        "attnx check configs/gqa.yaml --format json",
+        'attnx check --seed 0 --tokens "a b c d e f" -H 2 --causal',
+    ),
+    "diff": (
+        "attnx diff --heads 1,2,4",
+        "attnx diff configs/pitfall-wrong-scale.yaml --scale sqrt_dk,sqrt_d_model",
+        "attnx diff configs/pitfall-interleaved.yaml --layout contiguous,interleaved",
+    ),
+    "heads": (
+        "attnx heads configs/attention-patterns.yaml",
+        "attnx heads configs/attention-patterns.yaml --view heatmap",
+        'attnx heads --seed 0 --tokens "a b c a b c" -H 4 --format json',
+    ),
+    "model": (
+        f"attnx model {CHECKPOINT}",
+        f'attnx heads --model {CHECKPOINT} --text "The cat sat on the mat" --layer all',
+        f'attnx run --model {CHECKPOINT} --text "The cat sat" --layer 1 --show weights',
+    ),
+    "engines": (
+        "attnx engines",
+        "attnx engines --format json",
+    ),
+    "bench": (
+        "attnx bench --lengths 128,256,512",
+        "attnx bench --engines numpy --dtype float64 --path weights --lengths 64,128",
+    ),
+}
+# What the examples of a command need that the repository does not hold, said above them.
+NOTES = {
+    "model": f"{CHECKPOINT} is a checkpoint folder you downloaded: config.json, model.safetensors, tokenizer.json",
+}
+
+
+def epilog(command: str) -> str:
+    """A command's examples (indented, one per line; ``""``: the app's own), then the exit codes."""
+    note = NOTES.get(command)
+    lines = "\n".join(f"  {example}" for example in EXAMPLES[command])
+    return f"Examples{f' ({note})' if note else ''}:\n{lines}\n\n{EXIT_CODES}"
+
+
 app = typer.Typer(
     name="attnx",
     help="Compute multi-head attention and show every step of it.",
-    epilog=EPILOG,
+    epilog=epilog(""),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -56,14 +120,14 @@ def _root(
         DEBUG["on"] = True
 
 
-app.command("run", epilog=EPILOG)(run_cmd.run)
-app.command("trace", epilog=EPILOG)(trace_cmd.trace)
-app.command("check", epilog=EPILOG)(check_cmd.check)
-app.command("diff", epilog=EPILOG)(diff_cmd.diff)
-app.command("heads", epilog=EPILOG)(heads_cmd.heads)
-app.command("model", epilog=EPILOG)(model_cmd.model)
-app.command("engines", epilog=EPILOG)(engines_cmd.engines)
-app.command("bench", epilog=EPILOG)(bench_cmd.bench)
+app.command("run", epilog=epilog("run"))(run_cmd.run)
+app.command("trace", epilog=epilog("trace"))(trace_cmd.trace)
+app.command("check", epilog=epilog("check"))(check_cmd.check)
+app.command("diff", epilog=epilog("diff"))(diff_cmd.diff)
+app.command("heads", epilog=epilog("heads"))(heads_cmd.heads)
+app.command("model", epilog=epilog("model"))(model_cmd.model)
+app.command("engines", epilog=epilog("engines"))(engines_cmd.engines)
+app.command("bench", epilog=epilog("bench"))(bench_cmd.bench)
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ import typer
 
 from attnx.cli.common import (
     Dtype,
-    DtypeOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
@@ -24,15 +23,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.bench import BenchRow, BenchSettings
 
 LengthsOpt = Annotated[str, typer.Option("--lengths", help="Sequence lengths, comma-separated.")]
-BenchHeadsOpt = Annotated[int, typer.Option("--heads", "-H", min=1, help="Heads.")]
+BenchHeadsOpt = Annotated[int, typer.Option("--heads", "-H", min=1, help="Number of heads.")]
 BenchDModelOpt = Annotated[int, typer.Option("--d-model", min=1, help="Width of Q, K, V.")]
 EnginesOpt = Annotated[
     str | None,
-    typer.Option("--engines", help="Engines, comma-separated (default: every available one).", show_default=False),
+    typer.Option(
+        "--engines",
+        help="Engines to time, comma-separated: numpy, torch (default: every available one).",
+        show_default=False,
+    ),
 ]
+BenchDtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Floating-point type of Q, K, V and the timed work.")]
 PathOpt = Annotated[
-    str, typer.Option("--path", help="output: head outputs only (no N×N matrices); weights: also the weights.")
-]
+    str,
+    typer.Option("--path", metavar="output|weights", help="output: head outputs only (no N×N matrices); weights: "
+                 "also the weights."),
+]  # fmt: skip
 RepeatOpt = Annotated[
     int,
     typer.Option("--repeat", min=1, help="Timed rounds, each side running once per round in turn; the best counts."),
@@ -56,7 +62,7 @@ def bench(
     heads: BenchHeadsOpt = 8,
     d_model: BenchDModelOpt = 512,
     engines: EnginesOpt = None,
-    dtype: DtypeOpt = Dtype.float32,
+    dtype: BenchDtypeOpt = Dtype.float32,
     path: PathOpt = "output",
     repeat: RepeatOpt = 3,
     output_format: ReportFormatOpt = ReportFormat.table,
@@ -65,8 +71,8 @@ def bench(
 ) -> None:
     """Time the engines on random Q/K/V over a range of sequence lengths (progress on stderr).
 
-    Prints time, the memory the full weights would take, the growth per length, GFLOP/s and the
-    ratio to bare torch SDPA (when torch is installed).
+    Per engine and length: the best time, the memory the full weights would take, the growth per length, GFLOP/s.
+    With torch installed, also each time's ratio to bare torch SDPA on the same input.
     """
     from attnx.analysis.bench import PATHS, BenchSettings
     from attnx.engines import engine_statuses
@@ -81,7 +87,7 @@ def bench(
     sizes = parse_ints(lengths, "--lengths")
     if d_model % heads:
         raise UsageError(f"--d-model {d_model} is not divisible by --heads {heads}")
-    settings = BenchSettings(sizes, heads, d_model, chosen, dtype.value if dtype else "float32", path, repeat)
+    settings = BenchSettings(sizes, heads, d_model, chosen, dtype.value, path, repeat)
     rows = run_with_progress(settings, no_color)
 
     from attnx.render.bench import bench_table, bench_to_dict

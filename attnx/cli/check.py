@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from attnx.cli.common import EXIT_FAILURE, ConfigArg, FormatOpt, NoColorOpt, OutputFormat, OutputOpt, emit, guarded
+from attnx.cli.common import (
+    EXIT_FAILURE,
+    ConfigArg,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    RowFormat,
+    RowFormatOpt,
+    emit,
+    guarded,
+)
 from attnx.cli.flags import CapFlags, InputFlags, ModelFlags, load_input, with_flags
 
 RtolOpt = Annotated[
@@ -16,8 +26,8 @@ RtolOpt = Annotated[
 ]  # fmt: skip
 AtolOpt = Annotated[
     float | None,
-    typer.Option("--atol", min=0.0, help="Absolute tolerance (default: 1e-7 float64, 1e-5·max(1,|ref|) float32).",
-                 show_default=False),
+    typer.Option("--atol", min=0.0, help="Absolute tolerance (default: 1e-7 float64, 1e-5 × max(1, max|ref|) "
+                 "float32).", show_default=False),
 ]  # fmt: skip
 
 
@@ -29,15 +39,15 @@ def check(
     checkpoint: ModelFlags = ModelFlags(),
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
-    output_format: FormatOpt = OutputFormat.table,
+    output_format: RowFormatOpt = RowFormat.table,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     caps: CapFlags = CapFlags(),
 ) -> None:
     """Cross-check every available engine/device/dtype against the float64 NumPy reference.
 
-    Exit 0 when every row is within tolerance, 1 when any is not. With --model, the layers before --layer run on
-    the reference (numpy float64); the layer itself runs on every target.
+    Exit 0 when every row is within tolerance, 1 when any is not.
+    With --model, the layers before --layer run on the reference (numpy float64), the layer on every target.
     """
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses

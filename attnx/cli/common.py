@@ -42,8 +42,17 @@ class OutputFormat(str, Enum):
 BINARY_FORMATS = (OutputFormat.npy, OutputFormat.npz)
 
 
+class RowFormat(str, Enum):
+    """What a command of rows (trace, check, engines) writes: its table, JSON, JSON lines or CSV."""
+
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+
+
 class ReportFormat(str, Enum):
-    """What a report command (bench, diff, heads) writes: its table, or JSON."""
+    """What a report command (bench, diff, heads, model) writes: its table, or JSON."""
 
     table = "table"
     json = "json"
@@ -83,7 +92,7 @@ ConfigArg = Annotated[
     str | None,
     typer.Argument(
         metavar="[CONFIG|-]",
-        help="Input file (YAML or JSON), or - for stdin. Default: the built-in worked example.",
+        help="Input file (YAML, JSON or .npz), or - for stdin. Default: the built-in worked example.",
         show_default=False,
     ),
 ]
@@ -104,8 +113,9 @@ DModelOpt = Annotated[
 ]
 KvHeadsOpt = Annotated[
     int | None,
-    typer.Option("--kv-heads", min=1, help="K/V heads for GQA/MQA (divides --heads).", show_default=False),
-]
+    typer.Option("--kv-heads", min=1, help="K/V heads for GQA/MQA (divides --heads); fewer than the input "
+                 "has are mean-pooled within each group.", show_default=False),
+]  # fmt: skip
 ScaleOpt = Annotated[
     str | None,
     typer.Option(
@@ -122,8 +132,8 @@ CausalOpt = Annotated[
 ]
 DropHeadOpt = Annotated[
     list[int] | None,
-    typer.Option("--drop-head", min=1, metavar="N", help="Zero head N (1-based) before concatenation; repeatable.",
-                 show_default=False),
+    typer.Option("--drop-head", min=0, metavar="N", help="Zero head N (counted from 0) before concatenation; "
+                 "repeatable.", show_default=False),
 ]  # fmt: skip
 EngineOpt = Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")]
 DeviceOpt = Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")]
@@ -131,8 +141,12 @@ DtypeOpt = Annotated[
     Dtype | None,
     typer.Option("--dtype", help="Floating-point type (default: float64; float32 on mps).", show_default=False),
 ]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format (stdout or --output).")]
-ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format (stdout or --output).")]
+FORMAT_HELP = "Output format (stdout or --output)."
+# Each command offers only the formats it can write: run all six (FormatOpt); trace, check and engines
+# tables of rows (RowFormatOpt); bench, diff, heads and model a table or JSON (ReportFormatOpt).
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
+RowFormatOpt = Annotated[RowFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
+ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
 OutputOpt = Annotated[
     str | None,
     typer.Option("--output", "-o", metavar="FILE", help="Write to FILE atomically instead of stdout.",
@@ -152,11 +166,12 @@ ModelOpt = Annotated[
                  "tokenizer.json): explore one of its layers on --text.", show_default=False),
 ]  # fmt: skip
 TextOpt = Annotated[
-    str | None, typer.Option("--text", help="With --model: the text the model reads.", show_default=False)
-]
+    str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.",
+                             show_default=False)
+]  # fmt: skip
 LayerOpt = Annotated[
     str | None,
-    typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 1 as --head (default 1).",
+    typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).",
                  show_default=False),
 ]  # fmt: skip
 
@@ -255,7 +270,7 @@ def check_destination(output_format: OutputFormat, output: str | None) -> None:
 
 
 def emit(
-    output_format: OutputFormat | ReportFormat,
+    output_format: OutputFormat | RowFormat | ReportFormat,
     producers: Mapping[OutputFormat, Producer],
     *,
     output: str | None = None,
@@ -311,7 +326,7 @@ ExportOpt = Annotated[
 
 
 def emit_view(
-    output_format: OutputFormat | ReportFormat,
+    output_format: OutputFormat | RowFormat | ReportFormat,
     producers: Mapping[OutputFormat, Producer],
     view: Callable[[bool], RenderableType],
     *,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from attnx.cli.common import FormatOpt, NoColorOpt, OutputFormat, OutputOpt, emit, guarded
+from attnx.cli.common import NoColorOpt, OutputFormat, OutputOpt, RowFormat, RowFormatOpt, emit, guarded
 
 
 @guarded
 def engines(
-    output_format: FormatOpt = OutputFormat.table, output: OutputOpt = None, no_color: NoColorOpt = False
+    output_format: RowFormatOpt = RowFormat.table, output: OutputOpt = None, no_color: NoColorOpt = False
 ) -> None:
     """List the engines, their versions, the devices present and the dtypes each supports."""
     from attnx.engines import engine_statuses

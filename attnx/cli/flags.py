@@ -39,6 +39,7 @@ from attnx.cli.common import (
     Producer,
     QuietOpt,
     ReportFormat,
+    RowFormat,
     RowsOpt,
     ScaleOpt,
     SeedOpt,
@@ -170,7 +171,7 @@ class ViewFlags:
 
     def emit(
         self,
-        output_format: OutputFormat | ReportFormat,
+        output_format: OutputFormat | RowFormat | ReportFormat,
         producers: Mapping[OutputFormat, Producer],
         table: Callable[[bool], RenderableType],
     ) -> None:

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attnx.cli import app
+from attnx.render.serialize import FORMAT_VERSION
 
 TORCH_BLOCKED = (
     "import sys; sys.modules['torch'] = None; from attnx.cli import main; sys.argv = ['attnx', *{args!r}]; main()"
@@ -28,7 +29,7 @@ class TestEngines:
         result = runner.invoke(app, ["engines", "--format", "json"])
         assert result.exit_code == 0
         data = json.loads(result.stdout)
-        assert data["format_version"] == "1.0"
+        assert data["format_version"] == FORMAT_VERSION
         by_name = {e["name"]: e for e in data["engines"]}
         assert by_name["numpy"]["devices"] == [{"name": "cpu", "dtypes": ["float64", "float32"]}]
         assert by_name["torch"]["available"] and by_name["torch"]["version"].startswith("2.")

@@ -2,17 +2,21 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import pytest
 import typer
 from rich.text import Text
 from typer.testing import CliRunner
 
+from attnx.cli import app
 from attnx.cli.common import Device, Dtype, Engine, Layout, OutputFormat, View
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
 from attnx.errors import UsageError
+from tests.conftest import DECIMALS_4, OUTPUT
 
 ExtraOpt = Annotated[int, typer.Option("--extra")]
 
@@ -71,6 +75,11 @@ class TestGroups:
         overrides = InputFlags(tokens="the  cat", scale="0.5", layout=Layout.interleaved).overrides([2])
         assert overrides.tokens == ("the", "cat") and overrides.scale == 0.5
         assert overrides.layout == "interleaved" and overrides.drop_heads == (2,)
+
+    def test_drop_heads_pass_through_as_counted_from_0(self) -> None:
+        """--drop-head 0 is head 0: the flags hand the loaders the numbers as typed, no shift."""
+        assert InputFlags().overrides([0, 3]).drop_heads == (0, 3)
+        assert InputFlags().overrides().drop_heads == ()
 
     def test_input_given_names_each_flag(self) -> None:
         """`given` maps the flags as typed to their values, for messages that name the first one given."""
@@ -137,3 +146,23 @@ class TestCommandsKeepTheirOptionOrder:
         names = list(inspect.signature(getattr(importlib.import_module(module), name)).parameters)
         start = names.index(before) + 1
         assert names[start : start + 7] == ["output", "view", "rows", "export", "quiet", "no_color", after]
+
+
+class TestDropHead:
+    """--drop-head N zeroes head N, counted from 0 as every table and the JSON count."""
+
+    def test_drop_head_0_zeroes_the_first_head(self, runner: CliRunner) -> None:
+        """On the worked example (H = 2, d_k = 2), --drop-head 0 zeroes output columns 0-1 and reports head 0."""
+        result = runner.invoke(app, ["run", "--drop-head", "0", "-f", "json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert data["ablation"]["dropped_heads"] == [0]
+        output = np.array(data["output"])
+        assert np.all(output[:, :2] == 0.0)
+        np.testing.assert_allclose(output[:, 2:], OUTPUT[:, 2:], atol=DECIMALS_4)  # head 1 as published
+
+    def test_a_head_past_the_last_is_refused(self, runner: CliRunner) -> None:
+        """--drop-head 2 with two heads (0 and 1) is exit 2 with one line."""
+        result = runner.invoke(app, ["run", "--drop-head", "2"])
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.startswith("attnx: error: ") and result.stderr.count("\n") == 1

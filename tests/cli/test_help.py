@@ -1,0 +1,169 @@
+"""Tests for the help of every command: its examples run, it fits 80 columns, and what it says is true."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer
+from rich.cells import cell_len
+from typer.testing import CliRunner
+
+from attnx.cli import CHECKPOINT, EXAMPLES, app
+
+ROOT = Path(__file__).parents[2]
+COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "engines", "bench")
+CASES = [pytest.param(command, example, id=example) for command, examples in EXAMPLES.items() for example in examples]
+
+
+def help_text(runner: CliRunner, command: str, columns: int = 80) -> str:
+    """`attnx [COMMAND] --help` as printed to a pipe that is ``columns`` wide."""
+    result = runner.invoke(app, [*command.split(), "--help"], env={"COLUMNS": str(columns), "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def options(command: str) -> dict[str, typer.core.TyperOption]:
+    """A command's options by their long name (`--format` -> its click parameter)."""
+    click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    return {name: param for param in click_command.params for name in param.opts if name.startswith("--")}
+
+
+class TestExamples:
+    """Each command's help ends with two or three examples that run as they are and exit 0."""
+
+    def test_every_command_has_two_or_three(self) -> None:
+        """The app and each of its commands have their examples, and every example names its command."""
+        assert set(EXAMPLES) == {"", *COMMANDS}
+        for command, examples in EXAMPLES.items():
+            assert 2 <= len(examples) <= 3, command
+            if command not in ("", "model"):  # the app's and model's show other commands
+                assert {shlex.split(example)[1] for example in examples} == {command}
+
+    @pytest.mark.parametrize("command", ["", *COMMANDS])
+    def test_help_ends_with_the_examples_then_the_exit_codes(self, runner: CliRunner, command: str) -> None:
+        """The help shows each example whole on its own line, after "Examples", and ends with the exit codes."""
+        lines = [line.strip() for line in help_text(runner, command).splitlines() if line.strip()]
+        start = next(i for i, line in enumerate(lines) if line.startswith("Examples"))
+        shown = [line for line in lines[start:] if line.startswith("attnx ")]
+        assert shown == list(EXAMPLES[command])
+        assert lines[-2:] == [
+            "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure ·",
+            "2 bad usage or input · 130 interrupted.",
+        ]
+
+    @pytest.mark.parametrize(("command", "example"), CASES)
+    def test_example_runs(
+        self, runner: CliRunner, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, command: str,
+        example: str,
+    ) -> None:  # fmt: skip
+        """From the repository's root, the example exits 0 and prints its result (a checkpoint: a tiny GPT-2's)."""
+        monkeypatch.chdir(ROOT)
+        words = shlex.split(example)
+        assert words[0] == "attnx"
+        if CHECKPOINT in words:
+            path = str(request.getfixturevalue("gpt2").path)
+            words = [path if word == CHECKPOINT else word for word in words]
+        result = runner.invoke(app, words[1:], env={"COLUMNS": "100"})
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip()
+        if "--format json" in example:
+            assert json.loads(result.stdout)["format_version"]
+
+
+class TestLegibleAt80Columns:
+    """Help piped to an 80-column reader keeps every line within 80 cells."""
+
+    @pytest.mark.parametrize("command", ["", *COMMANDS])
+    def test_no_line_over_80(self, runner: CliRunner, command: str) -> None:
+        """No line of the help is wider than 80 cells."""
+        text = help_text(runner, command)
+        widest = max(text.splitlines(), key=cell_len)
+        assert cell_len(widest) <= 80, widest
+
+    @pytest.mark.parametrize("command", ["", *COMMANDS])
+    def test_description_lines_are_whole_sentences(self, runner: CliRunner, command: str) -> None:
+        """Typer keeps a description's line breaks as written: each must end a sentence, never split one."""
+        text = help_text(runner, command, columns=300)
+        description = text.split("Usage:", 1)[1].split("╭", 1)[0].splitlines()[1:]
+        lines = [line.strip() for line in description if line.strip()]
+        assert lines, text
+        broken = [line for line in lines if not line.endswith((".", ":", ")"))]
+        assert broken == []
+
+
+class TestHelpTellsTheTruth:
+    """What the help offers works, its defaults are the real ones, and it counts from 0."""
+
+    @pytest.mark.parametrize(
+        ("command", "formats"),
+        [
+            ("run", ["table", "json", "jsonl", "csv", "npy", "npz"]),
+            ("trace", ["table", "json", "jsonl", "csv"]),
+            ("check", ["table", "json", "jsonl", "csv"]),
+            ("engines", ["table", "json", "jsonl", "csv"]),
+            ("diff", ["table", "json"]),
+            ("heads", ["table", "json"]),
+            ("model", ["table", "json"]),
+            ("bench", ["table", "json"]),
+        ],
+    )
+    def test_format_lists_only_what_the_command_writes(self, command: str, formats: list[str]) -> None:
+        """Each command's --format offers exactly the formats it can write."""
+        assert list(options(command)["--format"].type.choices) == formats  # type: ignore[attr-defined]
+
+    @pytest.mark.parametrize(
+        "args",
+        [
+            ["run"], ["trace", "-t", "cat"], ["check"], ["engines"], ["diff", "--heads", "1,2"], ["heads"],
+            ["bench", "--lengths", "8", "-H", "1", "--d-model", "4", "--repeat", "1", "--engines", "numpy"],
+        ],
+    )  # fmt: skip
+    def test_every_offered_format_works(self, runner: CliRunner, tmp_path: Path, args: list[str]) -> None:
+        """Every format a command's help offers is written, exit 0 (binary ones to --output)."""
+        for choice in options(args[0])["--format"].type.choices:  # type: ignore[attr-defined]
+            target = tmp_path / f"out.{choice}"
+            one_tensor = ["--tensor", "output"] if choice == "npy" else []  # npy holds one array
+            result = runner.invoke(app, [*args, "--format", choice, *one_tensor, "--output", str(target)])
+            assert result.exit_code == 0, (choice, result.output)
+            assert target.stat().st_size > 0
+
+    def test_bench_dtype_default_is_float32(self, runner: CliRunner) -> None:
+        """bench's help states float32, the dtype it times when --dtype is not given."""
+        assert options("bench")["--dtype"].default == "float32"
+        assert "[default: float32]" in help_text(runner, "bench", columns=200)
+        result = runner.invoke(app, ["bench", "--lengths", "8", "-H", "1", "--d-model", "4", "--repeat", "1",
+                                     "--engines", "numpy", "--format", "json"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["settings"]["dtype"] == "float32"
+
+    @pytest.mark.parametrize("command", ["run", "trace", "check", "diff", "heads"])
+    def test_layer_counts_from_0_and_names_no_missing_flag(self, runner: CliRunner, command: str) -> None:
+        """--layer's help says layers count from 0 (default 0) and names no flag the command lacks."""
+        option = options(command)["--layer"]
+        assert "counted from 0 (default 0)" in option.help
+        named = set(re.findall(r"--[a-z][a-z-]*", option.help))
+        assert named <= set(options(command)), named - set(options(command))
+
+    @pytest.mark.parametrize("command", ["run", "trace", "check", "heads"])
+    def test_config_names_every_input_format(self, command: str) -> None:
+        """CONFIG's help names YAML, JSON, .npz and - for stdin."""
+        (config,) = (p for p in typer.main.get_command(app).commands[command].params if p.name == "config")  # type: ignore[attr-defined]
+        assert "YAML, JSON or .npz" in config.help and "- for stdin" in config.help
+
+    @pytest.mark.parametrize("command", ["", *COMMANDS])
+    def test_nothing_counts_from_1(self, runner: CliRunner, command: str) -> None:
+        """No help says 1-based, counted from 1, or ranges like 1..H: everything counts from 0."""
+        text = " ".join(help_text(runner, command, columns=300).split())
+        for stale in ("1-based", "from 1", "1..", "(default 1)"):
+            assert stale not in text, stale
+
+    def test_drop_head_counts_from_0(self, runner: CliRunner) -> None:
+        """--drop-head takes 0 and up, and its help says heads count from 0."""
+        option = options("run")["--drop-head"]
+        assert option.help == "Zero head N (counted from 0) before concatenation; repeatable."
+        result = runner.invoke(app, ["run", "--drop-head", "-1"])
+        assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
