@@ -79,8 +79,10 @@ class AttentionSpec:
     projects the concatenated heads. ``mask`` (``[query, key]``, True = may attend), ``padding``
     (``[key]``, True = padding) and ``causal`` combine into ``allowed()``. ``dropped_heads`` (0-based)
     are zeroed before concatenation. ``query_positions[i]`` is the original position of query row
-    ``i`` (see ``select_queries``). Arrays are read-only copies: float64, or float32 when given
-    float32 (bool for masks). ``source`` names where the problem came from, for messages.
+    ``i`` (see ``select_queries``). ``kv_pooled_from`` is the number of K/V heads the input had
+    before ``with_kv_heads`` mean-pooled them (None: not pooled). Arrays are read-only copies:
+    float64, or float32 when given float32 (bool for masks). ``source`` names where the problem
+    came from, for messages.
     ``limits`` are the caps the input was read under; ``compute`` checks the arrays it is about to
     build against them (no caps when None, as for a spec built in code).
     """
@@ -107,6 +109,7 @@ class AttentionSpec:
     padding: np.ndarray | None = None
     dropped_heads: tuple[int, ...] = field(default=())
     limits: Limits | None = field(default=None, repr=False)
+    kv_pooled_from: int | None = None
 
     def __post_init__(self) -> None:
         where = self.source
@@ -143,8 +146,15 @@ class AttentionSpec:
         dropped = tuple(sorted(set(self.dropped_heads)))
         bad = [h for h in dropped if not 0 <= h < self.heads]
         if bad:
-            raise ConfigError(f"{where}: cannot drop head {bad[0] + 1}: heads are numbered 1..{self.heads}")
+            raise ConfigError(f"{where}: cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")
         object.__setattr__(self, "dropped_heads", dropped)
+        pooled = self.kv_pooled_from
+        if pooled is not None and (
+            isinstance(pooled, bool) or not isinstance(pooled, int) or pooled <= self.kv_heads or pooled % self.kv_heads  # type: ignore[operator]
+        ):
+            raise ConfigError(
+                f"{where}: kv_pooled_from must be a multiple of kv_heads {self.kv_heads} larger than it, got {pooled!r}"
+            )
 
     def _check_direct(self, where: str) -> None:
         missing = [name for name in ("q", "k", "v") if getattr(self, name) is None]
@@ -356,6 +366,37 @@ class AttentionSpec:
         """
         return replace(self, heads=heads, kv_heads=None if self.kv_heads == self.heads else self.kv_heads)
 
+    def with_kv_heads(self, kv_heads: int) -> AttentionSpec:
+        """The same problem with ``kv_heads`` K/V heads, made by mean-pooling the K/V heads it has.
+
+        As grouped-query attention is made from a multi-head checkpoint (Ainslie et al., 2023): with
+        ``r = self.kv_heads / kv_heads``, new K/V head ``g`` is the mean of heads ``g·r … g·r + r − 1``
+        (the heads whose query heads it now serves), for K and for V, each head's columns found by the
+        layout. A projected input pools the head columns of ``w_k``, ``w_v`` and their biases instead:
+        projection is linear, so the mean of the weights gives the mean of the projections.
+        ``kv_pooled_from`` keeps the count before the first pooling. The same count returns ``self``;
+        more heads than the input has, or a count that does not divide it, is a ConfigError.
+        """
+        current = int(self.kv_heads or self.heads)
+        if kv_heads == current:
+            return self
+        if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1 or current % kv_heads:
+            if isinstance(kv_heads, int) and kv_heads > current:
+                why = f"the input has {current} K/V heads, fewer than {kv_heads} (pooling only merges heads)"
+            else:
+                why = f"the input's {current} K/V heads do not pool evenly into {kv_heads!r}"
+            raise ConfigError(f"{self.source}: {why}; kv_heads that work: {', '.join(map(str, divisors(current)))}")
+        pooled: dict[str, object] = {"kv_heads": kv_heads, "kv_pooled_from": self.kv_pooled_from or current}
+        if self.x is not None:
+            for name in ("w_k", "w_v"):
+                w: Linear = getattr(self, name)
+                bias = None if w.bias is None else pool_heads(w.bias, current, kv_heads, self.layout)
+                pooled[name] = Linear(pool_heads(w.weight, current, kv_heads, self.layout), bias)
+        else:
+            pooled["k"] = pool_heads(self.k, current, kv_heads, self.layout)  # type: ignore[arg-type]
+            pooled["v"] = pool_heads(self.v, current, kv_heads, self.layout)  # type: ignore[arg-type]
+        return replace(self, **pooled)  # type: ignore[arg-type]
+
     def select_queries(self, rows: Sequence[int]) -> AttentionSpec:
         """The same problem restricted to some query rows (0-based), all keys kept.
 
@@ -379,6 +420,24 @@ class AttentionSpec:
         if self.mask is not None:
             narrowed["mask"] = self.mask[index]
         return replace(self, **narrowed)  # type: ignore[arg-type]
+
+
+def pool_heads(array: np.ndarray, heads: int, into: int, layout: str = "contiguous") -> np.ndarray:
+    """``array`` (``[..., heads·d_k]``) with its ``heads`` column heads mean-pooled into ``into`` heads.
+
+    New head ``g`` is the mean of old heads ``g·r … g·r + r − 1`` (``r = heads / into``); a head's
+    columns are a block (contiguous) or every ``heads``-th column (interleaved), before and after.
+    """
+    *lead, width = array.shape
+    d_k, r = width // heads, heads // into
+    if layout == "interleaved":  # column j belongs to head j mod heads
+        split = np.swapaxes(array.reshape(*lead, d_k, heads), -1, -2)  # (..., heads, d_k)
+    else:
+        split = array.reshape(*lead, heads, d_k)  # (..., heads, d_k)
+    means = split.reshape(*lead, into, r, d_k).mean(axis=-2)  # (..., into, d_k)
+    if layout == "interleaved":
+        means = np.swapaxes(means, -1, -2)  # (..., d_k, into)
+    return means.reshape(*lead, into * d_k)
 
 
 def _columns(head: int, heads: int, d_k: int, layout: str) -> range:

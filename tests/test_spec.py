@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from attnx.spec import AttentionSpec, Linear
+from attnx.errors import ConfigError
+from attnx.spec import AttentionSpec, Linear, pool_heads
 
 
 def direct_spec(scale: float = 1.0) -> AttentionSpec:
@@ -79,3 +81,105 @@ class TestDtypes:
         assert (spec.q.dtype, spec.k.dtype, spec.v.dtype) == (np.float32, np.float64, np.float64)
         assert (spec.w_o.weight.dtype, spec.w_o.bias.dtype) == (np.float32, np.float64)
         assert spec.q is not q and not spec.q.flags.writeable
+
+
+ROW = np.arange(8.0)  # 4 heads of d_k 2
+
+
+class TestPoolHeads:
+    """pool_heads averages whole heads, found by the layout, into fewer heads."""
+
+    def test_contiguous(self) -> None:
+        """4 → 2: heads [0 1] [2 3] [4 5] [6 7] become [1 2] [5 6]."""
+        np.testing.assert_array_equal(pool_heads(ROW, 4, 2), [1, 2, 5, 6])
+
+    def test_interleaved(self) -> None:
+        """4 → 2 interleaved: head h is columns (h, h + 4); the pooled heads 0 and 1 are columns (0, 2) and (1, 3)."""
+        np.testing.assert_array_equal(pool_heads(ROW, 4, 2, "interleaved"), [0.5, 2.5, 4.5, 6.5])
+
+    def test_leading_axes_kept(self) -> None:
+        """A [rows, columns] weight pools each row; 4 → 1 averages every head."""
+        weight = np.stack([ROW, 10 * ROW])
+        np.testing.assert_array_equal(pool_heads(weight, 4, 1), [[3, 4], [30, 40]])
+
+    def test_same_count_is_identity(self) -> None:
+        """Pooling 4 heads into 4 leaves every column where it was."""
+        np.testing.assert_array_equal(pool_heads(ROW, 4, 4, "interleaved"), ROW)
+
+
+def mha_spec(layout: str = "contiguous") -> AttentionSpec:
+    """Four heads of d_k 2 over three tokens, K and V of four heads, drawn from seed 1."""
+    q, k, v = np.random.default_rng(1).standard_normal((3, 3, 8))
+    return AttentionSpec(q, k, v, 4, ("a", "b", "c"), ("a", "b", "c"), layout=layout)
+
+
+class TestWithKvHeads:
+    """with_kv_heads makes GQA/MQA from multi-head attention by mean-pooling K/V heads (Ainslie et al., 2023)."""
+
+    @pytest.mark.parametrize("layout", ["contiguous", "interleaved"])
+    def test_computes_as_the_pooled_inputs_do(self, layout: str) -> None:
+        """The pooled spec's weights equal those of a GQA spec given the hand-pooled K and V."""
+        from attnx.engines import compute
+
+        spec = mha_spec(layout)
+        pooled = spec.with_kv_heads(2)
+        k = np.array(spec.k)
+        by_head = k.reshape(3, 4, 2) if layout == "contiguous" else k.reshape(3, 2, 4).transpose(0, 2, 1)  # (N, H, d_k)
+        means = (by_head[:, 0::2] + by_head[:, 1::2]) / 2  # heads (0, 1) and (2, 3): (N, 2, d_k)
+        hand_k = means.reshape(3, 4) if layout == "contiguous" else means.transpose(0, 2, 1).reshape(3, 4)
+        np.testing.assert_allclose(pooled.k, hand_k, rtol=0, atol=1e-15)
+        grouped = AttentionSpec(spec.q, hand_k, pooled.v, 4, spec.tokens, spec.key_tokens, kv_heads=2, layout=layout)
+        np.testing.assert_allclose(compute(pooled).weights, compute(grouped).weights, rtol=0, atol=1e-15)
+        assert compute(pooled).kv_pooled_from == 4
+
+    def test_chained_pooling_remembers_the_first_count(self) -> None:
+        """4 → 2 → 1 says pooled from 4, and equals 4 → 1."""
+        spec = mha_spec()
+        twice, once = spec.with_kv_heads(2).with_kv_heads(1), spec.with_kv_heads(1)
+        assert (twice.kv_heads, twice.kv_pooled_from) == (1, 4)
+        np.testing.assert_allclose(twice.k, once.k, rtol=0, atol=1e-15)
+
+    def test_same_count_returns_the_spec(self) -> None:
+        """Asking for the K/V heads the spec has changes nothing."""
+        spec = mha_spec()
+        assert spec.with_kv_heads(4) is spec and spec.kv_pooled_from is None
+
+    @pytest.mark.parametrize(
+        ("kv_heads", "message"),
+        [
+            (8, "s: the input has 4 K/V heads, fewer than 8 (pooling only merges heads); kv_heads that work: 1, 2, 4"),
+            (3, "s: the input's 4 K/V heads do not pool evenly into 3; kv_heads that work: 1, 2, 4"),
+            (0, "s: the input's 4 K/V heads do not pool evenly into 0; kv_heads that work: 1, 2, 4"),
+        ],
+    )
+    def test_refused_counts(self, kv_heads: int, message: str) -> None:
+        """More heads than there are, a count that does not divide them, or none: the valid choices are named."""
+        spec = AttentionSpec(np.ones((1, 8)), np.ones((1, 8)), np.ones((1, 8)), 4, ("a",), ("a",), source="s")
+        with pytest.raises(ConfigError) as info:
+            spec.with_kv_heads(kv_heads)
+        assert str(info.value) == message
+
+    def test_kv_pooled_from_is_checked(self) -> None:
+        """kv_pooled_from must be a larger multiple of kv_heads."""
+        with pytest.raises(
+            ConfigError, match=r"kv_pooled_from must be a multiple of kv_heads 4 larger than it, got 2$"
+        ):
+            AttentionSpec(np.ones((1, 8)), np.ones((1, 8)), np.ones((1, 8)), 4, ("a",), ("a",), kv_pooled_from=2)
+
+
+class TestDroppedHeads:
+    """Dropped heads count from 0, as every table and the JSON do."""
+
+    def test_out_of_range(self) -> None:
+        """Dropping head 4 of four is refused with the range 0..3."""
+        with pytest.raises(ConfigError, match=r"^s: cannot drop head 4: heads are numbered 0\.\.3$"):
+            AttentionSpec(
+                np.ones((1, 8)), np.ones((1, 8)), np.ones((1, 8)), 4, ("a",), ("a",), source="s", dropped_heads=(4,)
+            )
+
+    def test_kept_sorted_and_unique(self) -> None:
+        """Heads 3, 0, 3 are kept as (0, 3)."""
+        spec = AttentionSpec(
+            np.ones((1, 8)), np.ones((1, 8)), np.ones((1, 8)), 4, ("a",), ("a",), dropped_heads=(3, 0, 3)
+        )
+        assert spec.dropped_heads == (0, 3)

@@ -23,7 +23,7 @@ KEYS = (
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
 FLOAT_MAX = sys.float_info.max
-_YAML_TEXT_NUMBER = re.compile(r"[-+]?\d+[eE][-+]?\d+")  # a float without a dot, which YAML 1.1 reads as text
+_NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")  # text a reader would take for a number
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters, lone surrogates
 
 
@@ -31,8 +31,10 @@ _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control chara
 class Overrides:
     """Values given on the command line; each one that is not None replaces the document's key.
 
-    ``causal`` adds a causal mask to whatever the document masks; ``drop_heads`` (1-based, as on
-    the command line) are zeroed before concatenation.
+    ``kv_heads`` sets how many K/V heads random inputs draw; on an input whose K and V have more
+    heads, their heads are mean-pooled within each group (``AttentionSpec.with_kv_heads``).
+    ``causal`` adds a causal mask to whatever the document masks; ``drop_heads`` (counted from 0,
+    as everywhere) are zeroed before concatenation.
     """
 
     heads: int | None = None
@@ -46,19 +48,51 @@ class Overrides:
     drop_heads: tuple[int, ...] = ()
 
     def apply(self, data: dict[str, Any]) -> dict[str, Any]:
-        """A copy of ``data`` with these values put in."""
+        """A copy of ``data`` with these values put in.
+
+        ``kv_heads`` goes in only where it says what the input holds: for random inputs (a seed),
+        and for K/V narrower than Q with no ``kv_heads`` of their own. Otherwise ``spec_from_document``
+        pools the input's K/V heads down to it.
+        """
         merged = dict(data)
-        for key in ("heads", "seed", "d_model", "kv_heads", "scale", "layout"):
+        for key in ("heads", "seed", "d_model", "scale", "layout"):
             if getattr(self, key) is not None:
                 merged[key] = getattr(self, key)
         if self.tokens is not None:
             merged["tokens"] = list(self.tokens)
+        if self.kv_heads is not None and ("seed" in merged or ("kv_heads" not in merged and _narrow_kv(merged))):
+            merged["kv_heads"] = self.kv_heads
         return merged
 
 
+def _narrow_kv(data: dict[str, Any]) -> bool:
+    """True when ``k`` (or ``w_k``) is a matrix with fewer columns than ``q`` (or ``w_q``) has."""
+    for left, right in (("q", "k"), ("w_q", "w_k")):
+        q, k = data.get(left), data.get(right)
+        widths = [_width(value) for value in (q, k)]
+        if None not in widths:
+            return widths[1] < widths[0]  # type: ignore[operator]
+    return False
+
+
+def _width(value: Any) -> int | None:
+    """Columns of a matrix written as rows or held as an array, or None when it is neither."""
+    if isinstance(value, np.ndarray):
+        return int(value.shape[1]) if value.ndim == 2 else None
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        return len(value[0])
+    return None
+
+
 def spec_from_document(doc: Document, overrides: Overrides | None = None) -> AttentionSpec:
-    """Check every key of ``doc`` against the contract and build the spec it describes."""
+    """Check every key of ``doc`` against the contract and build the spec it describes.
+
+    An ``overrides.kv_heads`` smaller than the K/V heads the input holds mean-pools them
+    (``AttentionSpec.with_kv_heads``); the spec records the count before in ``kv_pooled_from``.
+    """
     overrides = overrides or Overrides()
+    if "format_version" in doc.data:
+        raise doc.error((), _OUTPUT_NOT_INPUT.format(name=doc.name) if "weights" in doc.data else _OTHER_OUTPUT)
     data = overrides.apply(doc.data)
     for key in data:
         if key not in KEYS:
@@ -77,7 +111,7 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
     query_tokens, key_tokens = _labels(doc, data, n, m, self_attention=inputs["self_attention"])
     causal, mask = _mask(doc, data, n, m)
     causal = causal or overrides.causal
-    return AttentionSpec(
+    spec = AttentionSpec(
         q=inputs.get("q"),
         k=inputs.get("k"),
         v=inputs.get("v"),
@@ -97,9 +131,22 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         causal=causal,
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,
-        dropped_heads=tuple(h - 1 for h in overrides.drop_heads),
+        dropped_heads=tuple(overrides.drop_heads),
         limits=doc.limits,
     )
+    if overrides.kv_heads is not None and overrides.kv_heads != spec.kv_heads:
+        spec = spec.with_kv_heads(overrides.kv_heads)
+    return spec
+
+
+_OUTPUT_NOT_INPUT = (
+    "this is an attnx result (from `attnx run --format json`), not an input: compare it with "
+    "`attnx diff {name} OTHER` (another result or an input), or run the input it was made from"
+)
+_OTHER_OUTPUT = (
+    "this is attnx output (JSON with format_version), not an input; an input holds q, k and v, "
+    "x with w_q, w_k and w_v, or a seed and tokens"
+)
 
 
 def _inputs(doc: Document, data: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +163,7 @@ def _inputs(doc: Document, data: dict[str, Any]) -> dict[str, Any]:
         count = len(_token_list(doc, data, "tokens" if "tokens" in data else "query_tokens"))
         d_model = _whole(doc, data, "d_model", DEFAULT_D_MODEL, minimum=1)
         _check_shape(doc, ("d_model",) if "d_model" in data else ("seed",), (count, d_model))
-        q, k, v = random_qkv(seed, count, d_model)
+        q, k, v = random_qkv(seed, count, d_model, _random_kv_width(doc, data, d_model))
         return {"q": q, "k": k, "v": v, "n": count, "m": count, "self_attention": True}
     if direct and projected:
         raise doc.error((projected[0],), "give either x with w_q, w_k, w_v or direct q, k, v, not both")
@@ -246,9 +293,27 @@ def _check_width(doc: Document, key: str, data: dict[str, Any], width: int, name
             raise doc.error((key,), f"is {d_model} but {name} has {width} columns")
 
 
-def random_qkv(seed: int, n: int, d_model: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Q, K and V drawn together: ``default_rng(seed).standard_normal((3, n, d_model))``."""
-    q, k, v = np.random.default_rng(seed).standard_normal((3, n, d_model))
+def _random_kv_width(doc: Document, data: dict[str, Any], d_model: int) -> int:
+    """Columns of random K and V: ``kv_heads × d_k`` (never more than ``d_model``, already checked against the
+    caps), or ``d_model`` when the head counts do not fit (the spec then says why)."""
+    heads = _whole(doc, data, "heads", DEFAULT_HEADS, minimum=1)
+    kv_heads = _whole(doc, data, "kv_heads", heads, minimum=1)
+    return kv_heads * (d_model // heads) if d_model % heads == 0 and heads % kv_heads == 0 else d_model
+
+
+def random_qkv(
+    seed: int, n: int, d_model: int, kv_width: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q ``[n, d_model]``, then K and V ``[n, kv_width]`` (default ``d_model``), from one generator.
+
+    With ``rng = numpy.random.default_rng(seed)``: ``q = rng.standard_normal((n, d_model))``, then
+    ``k, v = rng.standard_normal((2, n, kv_width))``, where ``kv_width = kv_heads × d_k``. The
+    generator fills arrays in order, so with ``kv_width == d_model`` (no grouped K/V heads) these
+    are exactly ``rng.standard_normal((3, n, d_model))``: the numbers attnx has always drawn.
+    """
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((n, d_model))
+    k, v = rng.standard_normal((2, n, d_model if kv_width is None else kv_width))
     return q, k, v
 
 
@@ -302,7 +367,7 @@ def _check_numbers(doc: Document, row: Any, path: tuple[str | int, ...]) -> None
         raise doc.error(path, f"expected a non-empty list of numbers, got {_describe(row)}")
     for j, cell in enumerate(row):
         if type(cell) is not float and type(cell) is not int:
-            hint = _text_hint(doc, cell)
+            hint = _text_hint(cell)
             raise doc.error((*path, j), f"expected a number, got {_describe(cell)}{hint}")
         if not _finite(cell):
             got = cell if type(cell) is float else f"an integer of {len(str(abs(cell)))} digits"
@@ -332,14 +397,22 @@ def _whole(doc: Document, data: dict[str, Any], key: str, default: int, minimum:
 
 
 def _token_list(doc: Document, data: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = data[key]
+    """A list of tokens, or one string of words separated by spaces (as ``--tokens`` takes them)."""
+    value = written = data[key]
+    if isinstance(value, str):
+        bad = _UNPRINTABLE.search(value)
+        if bad:
+            raise doc.error((key,), f"control character U+{ord(bad[0]):04X} in the tokens (tokens are printed)")
+        value = value.split()
     if not isinstance(value, list) or not value:
-        raise doc.error((key,), f"expected a non-empty list of strings, got {_describe(value)}")
+        got = _describe(written)
+        raise doc.error((key,), f"expected a non-empty list of strings or one string of words, got {got}")
     _check_shape(doc, (key,), (len(value),))
     out = []
     for i, token in enumerate(value):
         if isinstance(token, bool) or not isinstance(token, (str, int, float)):
-            raise doc.error((key, i), f"expected a string, got {_describe(token)} (quote it)")
+            hint = " (quote it)" if isinstance(token, bool) or token is None else ""
+            raise doc.error((key, i), f"expected a string, got {_describe(token)}{hint}")
         bad = _UNPRINTABLE.search(token) if isinstance(token, str) else None
         if bad:
             raise doc.error((key, i), f"control character U+{ord(bad[0]):04X} in a token (tokens are printed)")
@@ -351,21 +424,11 @@ def _shape(array: np.ndarray) -> str:
     return "x".join(map(str, array.shape))
 
 
-def _text_hint(doc: Document, value: Any) -> str:
-    """Why a number came out as text: YAML 1.1's ``1e3`` (no dot), or quotes."""
-    if not isinstance(value, str) or not _looks_numeric(value):
-        return ""
-    if doc.root is not None and _YAML_TEXT_NUMBER.fullmatch(value.strip()):
-        return " (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)"
-    return " (a number in quotes is text: remove the quotes)"
-
-
-def _looks_numeric(value: str) -> bool:
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True
+def _text_hint(value: Any) -> str:
+    """Why a number came out as text: it was written in quotes."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        return " (a number in quotes is text: remove the quotes)"
+    return ""
 
 
 def _describe(value: Any) -> str:

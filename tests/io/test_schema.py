@@ -72,7 +72,8 @@ class TestInvalidInputs:
             ),
             ("q: []\nk: [[1]]\nv: [[1]]\n", "in.yaml:1:4: q: expected a non-empty list of rows, got an empty list"),
             ("q: [[1, x]]\nk: [[1]]\nv: [[1]]\n", "in.yaml:1:9: q[0][1]: expected a number, got text 'x'"),
-            ("q: [[1, 1e3]]\nk: [[1]]\nv: [[1]]\n", "q[0][1]: expected a number, got text '1e3' (write 1000.0"),
+            ("q: [[1, 1_000]]\nk: [[1]]\nv: [[1]]\n", "in.yaml:1:9: q[0][1]: expected a number, got text '1_000'"),
+            ("q: [[1, '2.5']]\nk: [[1]]\nv: [[1]]\n", "got text '2.5' (a number in quotes is text: remove the quotes)"),
             ("q: [[1, true]]\nk: [[1]]\nv: [[1]]\n", "q[0][1]: expected a number, got a boolean (true)"),
             ("q: [[.nan]]\nk: [[1]]\nv: [[1]]\n", "q[0][0]: expected a finite number, got nan"),
             (
@@ -94,12 +95,12 @@ class TestInvalidInputs:
                 "tokens: 1 tokens given but there are 2 queries",
             ),
             (
-                "tokens: [a, no]\nq: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\n",
+                "tokens: [a, false]\nq: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\n",
                 "tokens[1]: expected a string, got a boolean (false) (quote it)",
             ),
             ("version: 2\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", "unsupported input version 2"),
             ("- 1\n- 2\n", "expected a mapping of keys"),
-            ("a: &x [1]\nb: *x\n", "in.yaml:2:4: YAML aliases (*name) are not accepted"),
+            ("q: &x [[1]]\nk: *x\nb: *x\n", "in.yaml:3:1: b: unknown key"),
             ("q: [[1]]\nq: [[2]]\n", "in.yaml:2:1: duplicate key 'q'"),
         ],
     )
@@ -157,8 +158,9 @@ class TestCapsAndCells:
             (".nan", "expected a finite number, got nan"),
             ("-.inf", "expected a finite number, got -inf"),
             ("1" * 400, "expected a finite number, got an integer of 400 digits"),
-            ("yes", "expected a number, got a boolean (true)"),
-            ("1e3", "expected a number, got text '1e3' (write 1000.0, not 1e3: YAML 1.1 reads 1e3 as text)"),
+            ("true", "expected a number, got a boolean (true)"),
+            ("yes", "expected a number, got text 'yes'"),
+            ("1:30", "expected a number, got text '1:30'"),
             ("null", "expected a number, got nothing (null)"),
         ],
     )
@@ -194,3 +196,231 @@ class TestCapsAndCells:
         """The spec keeps the caps it was read under, for compute to check the arrays it builds."""
         limits = Limits(max_elements=99)
         assert spec_from_document(parse_document("q: [[1]]\nk: [[1]]\nv: [[1]]\n", "in.yaml", limits)).limits == limits
+
+
+class TestHandWrittenInputs:
+    """Inputs written the natural way: YAML 1.2 numbers, unquoted words, tokens as one string."""
+
+    def test_numbers_as_people_write_them(self) -> None:
+        """1e-3, 1e3, .5 and -1.5E+2 are numbers in a matrix."""
+        spec = spec_of("q: [[1e-3, 1e3], [.5, -1.5E+2]]\nk: [[1, 0], [0, 1]]\nv: [[1, 0], [0, 1]]\n")
+        np.testing.assert_array_equal(spec.q, [[0.001, 1000.0], [0.5, -150.0]])
+
+    def test_words_yaml_1_1_took_for_booleans(self) -> None:
+        """on, no, yes and off are tokens, as written."""
+        spec = spec_of("tokens: [on, no, yes, off]\nseed: 1\n")
+        assert spec.tokens == ("on", "no", "yes", "off")
+
+    def test_tokens_as_one_string(self) -> None:
+        """tokens: The cat sat on mat is five tokens, split at spaces as --tokens is."""
+        spec = spec_of("tokens: The cat sat  on mat\nseed: 1\n")
+        assert spec.tokens == ("The", "cat", "sat", "on", "mat")
+        assert spec.q.shape == (5, 8)
+
+    def test_query_and_key_tokens_as_strings(self) -> None:
+        """query_tokens and key_tokens take one string of words too."""
+        spec = spec_of(
+            "query_tokens: le chat\nkey_tokens: the cat sat\nq: [[1], [2]]\nk: [[1], [2], [3]]\nv: [[1], [2], [3]]\n"
+        )
+        assert spec.tokens == ("le", "chat") and spec.key_tokens == ("the", "cat", "sat")
+
+    @pytest.mark.parametrize(
+        ("tokens", "message"),
+        [
+            ('" "', "in.yaml:1:9: tokens: expected a non-empty list of strings or one string of words, got text ' '"),
+            ("a b c", "in.yaml:1:9: tokens: 3 tokens given but there are 2 queries"),
+            ('"a \\e[31mb"', "in.yaml:1:9: tokens: control character U+001B in the tokens (tokens are printed)"),
+            ("[a, [b]]", "in.yaml:1:13: tokens[1]: expected a string, got a list"),
+        ],
+    )
+    def test_bad_token_strings(self, tokens: str, message: str) -> None:
+        """A blank string, a count that does not match, control characters and nested lists are located errors."""
+        assert error_of(f"tokens: {tokens}\nq: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\n") == message
+
+    def test_the_shipped_example_is_written_naturally(self) -> None:
+        """configs/cat-sat-on-mat.yaml writes its tokens unquoted, and they read as the textbook's words."""
+        from pathlib import Path
+
+        text = (Path(__file__).parents[2] / "configs" / "cat-sat-on-mat.yaml").read_text("utf-8")
+        assert "tokens: [The, cat, sat, on, mat]\n" in text
+        assert spec_of(text).tokens == ("The", "cat", "sat", "on", "mat")
+
+
+class TestResultGivenAsInput:
+    """attnx's own JSON output given where an input is expected says what it is and what to do with it."""
+
+    def test_run_result(self) -> None:
+        """A `run --format json` result names itself and points to attnx diff."""
+        text = '{"format_version": "1.1", "tokens": ["a"], "heads": 1, "weights": [[[1.0]]]}'
+        assert error_of(text, "out.json") == (
+            "out.json: this is an attnx result (from `attnx run --format json`), not an input: compare it with "
+            "`attnx diff out.json OTHER` (another result or an input), or run the input it was made from"
+        )
+
+    def test_other_output(self) -> None:
+        """Other attnx JSON (a trace, a sweep) is named as output, and the message says what an input holds."""
+        assert error_of('{"format_version": "1.1", "token": "a", "query": 0}', "trace.json") == (
+            "trace.json: this is attnx output (JSON with format_version), not an input; an input holds q, k and v, "
+            "x with w_q, w_k and w_v, or a seed and tokens"
+        )
+
+    def test_diff_still_reads_results(self, tmp_path) -> None:
+        """load_input_or_result still gives a run result back as a result (attnx diff reads it)."""
+        from attnx.io.results import SavedResult, load_input_or_result
+
+        path = tmp_path / "r.json"
+        path.write_text('{"format_version": "1.1", "tokens": ["a"], "weights": [[[1.0]]]}')
+        loaded = load_input_or_result(str(path))
+        assert isinstance(loaded, SavedResult) and loaded.tensors["weights"].tolist() == [[[1.0]]]
+
+
+class TestRandomGqa:
+    """Random inputs draw K and V with kv_heads × d_k columns, from the same stream as before."""
+
+    def test_kv_heads_equal_to_heads_draws_the_numbers_of_before(self) -> None:
+        """With kv_width = d_model the draw is exactly default_rng(seed).standard_normal((3, N, d_model))."""
+        q, k, v = random_qkv(3, 5, 8, 8)
+        expected = np.random.default_rng(3).standard_normal((3, 5, 8))
+        np.testing.assert_array_equal(np.stack([q, k, v]), expected)
+        np.testing.assert_array_equal(np.stack(random_qkv(3, 5, 8)), expected)
+
+    def test_grouped_draw(self) -> None:
+        """Q first (N × d_model), then K and V together (2 × N × kv_heads·d_k), from one generator."""
+        q, k, v = random_qkv(3, 5, 8, 4)
+        rng = np.random.default_rng(3)
+        np.testing.assert_array_equal(q, rng.standard_normal((5, 8)))
+        expected_k, expected_v = rng.standard_normal((2, 5, 4))
+        np.testing.assert_array_equal(k, expected_k)
+        np.testing.assert_array_equal(v, expected_v)
+        np.testing.assert_array_equal(q, np.random.default_rng(3).standard_normal((3, 5, 8))[0])  # Q never changes
+
+    def test_command_line(self) -> None:
+        """--seed 0 --tokens 'The cat sat on mat' --d-model 8 -H 4 --kv-heads 2: K and V are 5 × 4, not pooled."""
+        spec = load_spec(
+            overrides=Overrides(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=8, heads=4, kv_heads=2)
+        )
+        assert (spec.heads, spec.kv_heads, spec.d_k, spec.kv_pooled_from) == (4, 2, 2, None)
+        assert spec.q.shape == (5, 8) and spec.k.shape == spec.v.shape == (5, 4)
+        _, k, v = random_qkv(0, 5, 8, 4)
+        np.testing.assert_array_equal(spec.k, k)
+        np.testing.assert_array_equal(spec.v, v)
+
+    def test_seed_in_a_file(self) -> None:
+        """seed:, heads: 4 and kv_heads: 1 in a file draw K and V of one head (d_k columns); the same seed, the same draw."""
+        text = "seed: 5\ntokens: [a, b, c]\nd_model: 8\nheads: 4\nkv_heads: 1\n"
+        spec, again = spec_of(text), spec_of(text)
+        assert spec.k.shape == (3, 2) and spec.kv_heads == 1
+        np.testing.assert_array_equal(spec.k, again.k)
+        np.testing.assert_array_equal(spec.v, random_qkv(5, 3, 8, 2)[2])
+
+    def test_kv_heads_override_on_a_seeded_file(self) -> None:
+        """--kv-heads on a seeded file sets the draw; it does not pool."""
+        spec = spec_of("seed: 5\ntokens: [a, b, c]\nd_model: 8\nheads: 4\n", Overrides(kv_heads=2))
+        assert spec.k.shape == (3, 4) and spec.kv_pooled_from is None
+
+    def test_kv_heads_that_do_not_divide_heads(self) -> None:
+        """A random input asked for 3 K/V heads of 4 query heads names the counts that work."""
+        with pytest.raises(ConfigError, match=r"heads 4 is not divisible by kv_heads 3; kv_heads that work: 1, 2, 4$"):
+            load_spec(overrides=Overrides(seed=0, tokens=("a",), d_model=8, heads=4, kv_heads=3))
+
+
+K4 = "[[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]]"  # 4 K/V heads of d_k 2
+V4 = "[[1, 1, 1, 1, 1, 1, 1, 1], [2, 0, 2, 0, 2, 0, 2, 0]]"
+
+
+class TestKvHeadsOverride:
+    """--kv-heads below the input's K/V heads mean-pools them within each group (Ainslie et al., 2023)."""
+
+    def pooled(self, text: str, kv_heads: int):
+        return spec_of(text, Overrides(kv_heads=kv_heads))
+
+    def test_contiguous_k_and_v(self) -> None:
+        """4 → 2: K/V head 0 is the mean of heads 0 and 1 (columns 0-3), head 1 of heads 2 and 3 (columns 4-7)."""
+        spec = self.pooled(f"heads: 4\nq: {K4}\nk: {K4}\nv: {V4}\n", 2)
+        np.testing.assert_array_equal(spec.k, [[2, 3, 6, 7], [0, 0, 6, 6]])
+        np.testing.assert_array_equal(spec.v, [[1, 1, 1, 1], [2, 0, 2, 0]])
+        np.testing.assert_array_equal(spec.q, [[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]])  # Q untouched
+        assert (spec.kv_heads, spec.kv_pooled_from, spec.group_size) == (2, 4, 2)
+
+    def test_interleaved(self) -> None:
+        """With layout interleaved, head h owns columns h and h + 4: 4 → 2 gives columns (h, h + 2) of 2 heads."""
+        spec = self.pooled(f"heads: 4\nlayout: interleaved\nq: {K4}\nk: {K4}\nv: {V4}\n", 2)
+        # head h = [row[h], row[h+4]]; new head 0 = mean(heads 0, 1), new head 1 = mean(heads 2, 3)
+        np.testing.assert_array_equal(spec.k, [[1.5, 3.5, 5.5, 7.5], [0, 0, 4, 8]])
+        np.testing.assert_array_equal(spec.v, [[1, 1, 1, 1], [1, 1, 1, 1]])
+
+    def test_to_one_head(self) -> None:
+        """4 → 1 (MQA) averages all four heads."""
+        spec = self.pooled(f"heads: 4\nq: {K4}\nk: {K4}\nv: {V4}\n", 1)
+        np.testing.assert_array_equal(spec.k, [[4, 5], [3, 3]])
+        assert spec.kv_pooled_from == 4
+
+    def test_from_a_gqa_input(self) -> None:
+        """An input with kv_heads 2 pools to 1 and remembers 2."""
+        spec = self.pooled(
+            "heads: 4\nkv_heads: 2\nq: [[1, 2, 3, 4, 5, 6, 7, 8]]\nk: [[1, 3, 5, 7]]\nv: [[0, 0, 2, 2]]\n", 1
+        )
+        np.testing.assert_array_equal(spec.k, [[3, 5]])
+        np.testing.assert_array_equal(spec.v, [[1, 1]])
+        assert (spec.kv_heads, spec.kv_pooled_from) == (1, 2)
+
+    def test_projected_input_pools_the_weights(self) -> None:
+        """x with w_k, b_k: the pooled weights' projection equals the pooled projection (projection is linear)."""
+        rng = np.random.default_rng(0)
+        x, w, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 4)), rng.standard_normal(4)
+        lists = {name: value.tolist() for name, value in (("x", x), ("w_q", w), ("w_k", w), ("w_v", w))}
+        text = "heads: 2\n" + "".join(f"{name}: {value}\n" for name, value in lists.items()) + f"b_k: {b.tolist()}\n"
+        spec = self.pooled(text, 1)
+        assert spec.w_k.weight.shape == (4, 2) and spec.w_v.bias is None
+        projected = x @ w + b  # (3, 4): heads 0 and 1 of d_k 2
+        expected = (projected[:, :2] + projected[:, 2:]) / 2
+        np.testing.assert_allclose(x @ spec.w_k.weight + spec.w_k.bias, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(spec.w_q.weight, w)  # W_q untouched
+        assert spec.kv_pooled_from == 2
+
+    def test_same_count_is_no_pooling(self) -> None:
+        """--kv-heads equal to the input's K/V heads changes nothing."""
+        spec = self.pooled(f"heads: 4\nq: {K4}\nk: {K4}\nv: {V4}\n", 4)
+        assert spec.kv_pooled_from is None
+        np.testing.assert_array_equal(spec.k, [[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]])
+
+    def test_narrow_k_without_kv_heads_takes_the_override(self) -> None:
+        """K/V narrower than Q with no kv_heads in the file: --kv-heads says how many heads they hold."""
+        spec = self.pooled("heads: 4\nq: [[1, 2, 3, 4, 5, 6, 7, 8]]\nk: [[1, 3, 5, 7]]\nv: [[0, 0, 2, 2]]\n", 2)
+        assert (spec.kv_heads, spec.kv_pooled_from) == (2, None)
+        np.testing.assert_array_equal(spec.k, [[1, 3, 5, 7]])
+
+    @pytest.mark.parametrize(
+        ("kv_heads", "message"),
+        [
+            (
+                8,
+                "in.yaml: the input has 4 K/V heads, fewer than 8 (pooling only merges heads); kv_heads that work: 1, 2, 4",
+            ),
+            (3, "in.yaml: the input's 4 K/V heads do not pool evenly into 3; kv_heads that work: 1, 2, 4"),
+        ],
+    )
+    def test_counts_that_cannot_be_pooled(self, kv_heads: int, message: str) -> None:
+        """More K/V heads than the input has, or a count that does not divide them, names the counts that work."""
+        with pytest.raises(ConfigError) as info:
+            self.pooled(f"heads: 4\nq: {K4}\nk: {K4}\nv: {V4}\n", kv_heads)
+        assert str(info.value) == message
+
+    def test_with_heads_override(self) -> None:
+        """-H 4 --kv-heads 2 on the worked example (d_model 4): four heads of d_k 1 share two pooled K/V heads."""
+        spec = load_spec(overrides=Overrides(heads=4, kv_heads=2))
+        assert (spec.heads, spec.kv_heads, spec.kv_pooled_from, spec.d_k) == (4, 2, 4, 1)
+        np.testing.assert_array_equal(spec.k[0], [0.5, 0.5])  # The's K row [0, 1, 0, 1]: means of (0, 1) and (0, 1)
+
+
+class TestDropHeads:
+    """--drop-head counts from 0, as every table and the JSON do: the schema passes the numbers through."""
+
+    def test_passed_through(self) -> None:
+        """Overrides(drop_heads=(0,)) drops head 0."""
+        assert load_spec(overrides=Overrides(drop_heads=(0,))).dropped_heads == (0,)
+
+    def test_out_of_range(self) -> None:
+        """Head 2 of two heads is out of range, and the message says heads are numbered 0..1."""
+        with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1$"):
+            load_spec(overrides=Overrides(drop_heads=(2,)))

@@ -63,9 +63,9 @@ class TestRealAttentionKeys:
         assert (spec.kv_heads, spec.group_size, spec.multiplier, spec.layout) == (2, 2, 0.5, "interleaved")
         assert [spec.kv_head(h) for h in range(4)] == [0, 0, 1, 1]
 
-    def test_drop_heads_override_is_one_based(self) -> None:
-        """--drop-head 2 drops the second head (index 1)."""
-        assert spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(2,))).dropped_heads == (1,)
+    def test_drop_heads_override_counts_from_0(self) -> None:
+        """--drop-head 1 drops head 1, the second of two: the number is kept as given."""
+        assert spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(1,))).dropped_heads == (1,)
 
 
 class TestRealAttentionErrors:
@@ -100,8 +100,8 @@ class TestRealAttentionErrors:
 
     def test_drop_head_out_of_range(self) -> None:
         """Dropping a head that does not exist names the valid range."""
-        with pytest.raises(ConfigError, match=r"cannot drop head 3: heads are numbered 1\.\.2"):
-            spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(3,)))
+        with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1$"):
+            spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(2,)))
 
     def test_select_queries_keeps_causal_positions(self) -> None:
         """A selected query row keeps its causal mask from its original position."""
