@@ -191,7 +191,7 @@ def diff(
 
     base = (
         model_spec(a, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
-                   quiet=display.quiet, config_name="A", **backend.options())
+                   quiet=display.quiet, config_name="A", limits=limits, **backend.options())
         if checkpoint.wanted
         else load_spec(a, overrides, limits)
     )  # fmt: skip

@@ -250,5 +250,5 @@ def load_input(
     limits, overrides = caps.limits(), inputs.overrides(drop_heads)
     if checkpoint.wanted:
         return model_spec(config, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
-                          quiet=quiet, **(backend or EngineFlags()).options())  # fmt: skip
+                          quiet=quiet, limits=limits, **(backend or EngineFlags()).options())  # fmt: skip
     return load_spec(config, overrides, limits)

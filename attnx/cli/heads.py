@@ -63,7 +63,7 @@ def heads(
     if layer is not None and layer.strip().lower() == "all":
         if display.heatmap:
             raise UsageError("--layer all shows a grid of labels; --view heatmap draws one layer's weights")
-        model_view(config, checkpoint, backend, display, output_format=output_format, input_flags=inputs.given())
+        model_view(config, checkpoint, backend, display, caps, output_format=output_format, input_flags=inputs.given())
         return
     spec = load_input(config, inputs, checkpoint, caps, backend, quiet=display.quiet)
     result = compute(spec, **backend.options())
@@ -90,6 +90,7 @@ def model_view(
     checkpoint: ModelFlags,
     backend: EngineFlags,
     display: ViewFlags,
+    caps: CapFlags,
     *,
     output_format: OutputFormat | ReportFormat,
     input_flags: dict[str, object],
@@ -98,6 +99,7 @@ def model_view(
     from attnx.cli.model_input import model_view as build
 
     view = build(config, model=checkpoint.model, text=checkpoint.text, quiet=display.quiet, input_flags=input_flags,
+                 limits=caps.limits(),
                  **backend.options())  # fmt: skip
     from attnx.render import model as render
     from attnx.render.serialize import dumps

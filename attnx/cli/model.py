@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from attnx.cli.common import FormatOpt, NoColorOpt, OutputFormat, OutputOpt, emit, guarded
+from attnx.cli.common import NoColorOpt, OutputFormat, OutputOpt, ReportFormat, ReportFormatOpt, emit, guarded
+from attnx.cli.flags import CapFlags, with_flags
 
 DirArg = Annotated[
     str,
@@ -16,22 +17,25 @@ DirArg = Annotated[
 
 
 @guarded
+@with_flags
 def model(
     path: DirArg,
-    output_format: FormatOpt = OutputFormat.table,
+    output_format: ReportFormatOpt = ReportFormat.table,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
+    caps: CapFlags = CapFlags(),
 ) -> None:
     """Describe a local Hugging Face style checkpoint: family, layers, heads, d_model, vocabulary, max length.
 
-    Only config.json, the weights' header and tokenizer.json are read. Explore its heads with
-    --model DIR --text "..." on run, trace, diff, heads (--layer all: the model view) and check.
+    Only config.json, the weights' header and tokenizer.json are read (within the input limits).
+    Explore its heads with --model DIR --text "..." on run, trace, diff, heads and check.
+    Layers and heads count from 0; heads --layer all shows every layer's heads (the model view).
     """
     from attnx.models import describe
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 
-    info = describe(path)
+    info = describe(path, caps.limits())
     emit(
         output_format,
         {

@@ -1,4 +1,4 @@
-"""What commands share for --model: the options checked, a progress bar on stderr, a layer's spec, the model view."""
+"""What --model commands share: options checked, the text (or stdin), a progress bar, a layer's spec, the model view."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from attnx.errors import UsageError
+from attnx.errors import InputError, UsageError
+from attnx.limits import Limits
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -17,35 +18,55 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.spec import AttentionSpec
 
 ALL = "all"
+STDIN = "-"
 
 
 def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
-    """``--layer``: ``"3"`` -> 2 (layers count from 1 on the command line); ``"all"`` -> None; default layer 1."""
+    """``--layer``: ``"3"`` -> 3 (layers count from 0, as heads do); ``"all"`` -> None; default layer 0."""
     if value is None:
         return 0
     if value.strip().lower() == ALL:
         if not allow_all:
-            raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 1")
+            raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 0")
         return None
     try:
         number = int(value)
     except ValueError:
-        number = 0
-    if number < 1:
-        raise UsageError(f"--layer takes a layer number counted from 1{' or all' if allow_all else ''}, not {value!r}")
-    return number - 1
+        number = -1
+    if number < 0:
+        raise UsageError(f"--layer takes a layer number counted from 0{' or all' if allow_all else ''}, not {value!r}")
+    return number
+
+
+def read_text(text: str, limits: Limits) -> str:
+    """The text to run: ``--text`` itself, or with ``-`` the text on stdin (its final line breaks dropped,
+    as the shell's ``$(...)`` drops them), within ``max_bytes`` and valid UTF-8."""
+    if text != STDIN:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # bytes of the command line that are not UTF-8 arrive as surrogates
+            raise UsageError(f"--text is not UTF-8 text (character {exc.start} cannot be encoded)") from None
+        limits.check_bytes(size, "--text")
+        return text
+    from attnx.io.documents import read_bytes
+
+    raw, name = read_bytes(STDIN, limits)
+    try:
+        return raw.decode("utf-8-sig").rstrip("\r\n")  # a byte-order mark is dropped
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: the text is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
 
 
 def check_model_options(
     config: str | None, *, model: str | None, text: str | None, config_name: str = "CONFIG"
 ) -> tuple[str, str]:
-    """The checkpoint folder and the text, once --model's companions are known to fit together."""
+    """The checkpoint folder and ``--text`` (``-``: stdin, not read yet), once --model's companions fit together."""
     if model is None:
         raise UsageError("--text and --layer go with --model DIR")
     if config is not None:
         raise UsageError(f"--model replaces {config_name}: give one or the other")
     if text is None:
-        raise UsageError('--model needs the text to run: --text "..."')
+        raise UsageError('--model needs the text to run: --text "..." (or --text - to read it from stdin)')
     return model, text
 
 
@@ -121,18 +142,25 @@ def model_spec(
     device: str = "auto",
     quiet: bool = False,
     config_name: str = "CONFIG",
+    limits: Limits | None = None,
 ) -> AttentionSpec:
-    """The spec of one layer of ``--model`` on ``--text`` (``--layer``, from 1), with the command line's overrides."""
+    """The spec of one layer of ``--model`` on ``--text`` (``--layer``, from 0), with the command line's overrides.
+
+    ``limits`` (default: ``Limits.from_env()``) hold for the text, the checkpoint's files and every
+    array the forward pass builds, checked before the first layer runs.
+    """
     from attnx.models import load_model_spec
 
-    path, words = check_model_options(config, model=model, text=text, config_name=config_name)
+    limits = limits or Limits.from_env()
+    path, given = check_model_options(config, model=model, text=text, config_name=config_name)
     random = {"--seed": overrides.seed, "--tokens": overrides.tokens, "--d-model": overrides.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")
     index = parse_layer(layer)
     assert index is not None  # parse_layer without allow_all never returns None
-    with progress_for(f"running layers before {index + 1}", quiet) as progress:
+    words = read_text(given, limits)  # stdin is read once every option is known to be right
+    with progress_for(f"running layers before {index}", quiet) as progress:
         return load_model_spec(path, words, index, engine=engine, dtype=dtype, device=device, overrides=overrides,
-                               progress=progress)  # fmt: skip
+                               progress=progress, limits=limits)  # fmt: skip
 
 
 def model_view(
@@ -145,18 +173,23 @@ def model_view(
     device: str = "auto",
     quiet: bool = False,
     input_flags: Mapping[str, object] | None = None,
+    limits: Limits | None = None,
 ) -> ModelView:
     """Every layer's heads of ``--model`` on ``--text``: labels and entropy, each layer computed once.
 
     ``input_flags`` (flag -> value) are the input options of the command: any one given is refused,
-    since they change one layer's input and the model view shows the model as it is.
+    since they change one layer's input and the model view shows the model as it is. ``limits``
+    (default: ``Limits.from_env()``) hold as for ``model_spec``, for every layer.
     """
     from attnx.analysis.model_view import model_view as build
     from attnx.engines import resolve_dtype
     from attnx.models import layer_results, open_model
 
-    path, words = check_model_options(config, model=model, text=text)
+    limits = limits or Limits.from_env()
+    path, given = check_model_options(config, model=model, text=text)
     refuse(input_flags or {}, "changes one layer's input; --layer all shows the model as it is: give --layer N")
-    with open_model(path, resolve_dtype(engine, device, dtype)) as opened, progress_for("layers", quiet) as progress:
+    words = read_text(given, limits)
+    kind = resolve_dtype(engine, device, dtype)
+    with open_model(path, kind, limits) as opened, progress_for("layers", quiet) as progress:
         results = layer_results(opened, words, engine=engine, device=device, progress=progress)
         return build(results, model=path, architecture=opened.architecture.name)

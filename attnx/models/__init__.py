@@ -4,7 +4,14 @@ The engines know nothing about models. ``load_model_spec`` tokenizes a text, run
 layers before the one asked for (each layer's attention through ``attnx.engines.compute`` on the
 selected engine, the rest in NumPy) and returns that layer's attention as an ordinary
 ``AttentionSpec``: its input x, W_q, W_k, W_v, W_o and biases, its mask and its token labels.
-Layers are counted from 0 here; the command line counts them from 1, as it counts heads.
+Layers and heads are counted from 0, here and on the command line (``--layer 0`` is the first layer),
+as in transformers' ``outputs.attentions[0]`` and TransformerLens' ``L0H3``.
+
+Every input cap applies: config.json and tokenizer.json are bounded in bytes (and config.json in
+depth) before they are parsed, each tensor is checked against the caps before it is read, and
+once the text is tokenized, the arrays the forward pass will build (the tokens, the residual
+stream, the MLP's hidden layer and each computed layer's ``[head, query, key]`` scores) are
+checked before the first layer runs.
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attnx.errors import ModelError
+from attnx.errors import LimitError, ModelError
+from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
 from attnx.models.bert import Bert
 from attnx.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
@@ -64,14 +72,16 @@ def architecture_of(checkpoint: Checkpoint) -> type[Architecture]:
 class Model:
     """An open checkpoint: its family and config, its weights (read lazily) and its tokenizer.
 
-    ``dtype`` is the forward pass's working dtype (NumPy's name).
+    ``dtype`` is the forward pass's working dtype (NumPy's name); ``limits`` the caps its files and
+    the arrays of a forward pass are held to (default: ``Limits.from_env()``).
     """
 
-    def __init__(self, path: str | Path, dtype: str = "float64") -> None:
-        self.checkpoint = Checkpoint(path)
+    def __init__(self, path: str | Path, dtype: str = "float64", limits: Limits | None = None) -> None:
+        self.limits = limits or Limits.from_env()
+        self.checkpoint = Checkpoint(path, self.limits)
         try:
             self.architecture = architecture_of(self.checkpoint)(self.checkpoint, dtype)
-            self.tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER))
+            self.tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER), self.limits)
         except BaseException:
             self.checkpoint.close()
             raise
@@ -82,25 +92,46 @@ class Model:
         return self.architecture.layers
 
     def source(self, layer: int) -> str:
-        """How specs of layer ``layer`` (0-based) name themselves: ``"DIR (bert), layer 3 of 6"``."""
-        return f"{self.checkpoint.name} ({self.architecture.name}), layer {layer + 1} of {self.layers}"
+        """How specs of layer ``layer`` (from 0) name themselves: ``"DIR (bert), layer 3 of 6"``."""
+        return f"{self.checkpoint.name} ({self.architecture.name}), layer {layer} of {self.layers}"
 
     def check_layer(self, layer: int) -> None:
-        """A layer index (0-based) out of range is a ModelError, worded for people (layers 1..L)."""
+        """A layer index out of range is a ModelError that gives the range (layers count from 0)."""
         if not 0 <= layer < self.layers:
             raise ModelError(
-                f"{self.checkpoint.name}: layer {layer + 1} does not exist: the model has {self.layers} layers, "
-                f"numbered 1..{self.layers}"
+                f"{self.checkpoint.name}: layer {layer} does not exist: the model has layers 0..{self.layers - 1}"
             )
+
+    def check_sizes(self, n: int, *, heads: int | None = None, layer: int = 0) -> None:
+        """Refuse, before anything runs, a text of ``n`` tokens whose forward pass up to ``layer`` would build
+        an array over the caps: the tokens (``max_dimension``), the ``[head, query, key]`` scores of a layer
+        (``heads``: the model's unless given), the residual stream and, past the first layer, the MLP's hidden
+        layer (``max_elements``, and ``max_dimension`` per axis).
+        """
+        arch, limits = self.architecture, self.limits
+        if n > limits.max_dimension:
+            raise LimitError(f"{self.checkpoint.name}: {limits.exceeded('max_dimension', f'a text of {n:,} tokens')}")
+        arrays = [("the scores", (heads or arch.heads, n, n)), ("the residual stream", (n, arch.d_model))]
+        if layer > 0:
+            arrays.append(("the MLP's hidden layer", (n, arch.d_ff)))
+        for what, shape in arrays:
+            problem = limits.shape_problem(shape)
+            if problem:
+                raise LimitError(f"{self.checkpoint.name}: {what}: {problem}")
 
     def encode(self, text: str) -> Encoded:
         """``text`` as the model's tokens (special tokens included; never padded or truncated)."""
         arch = self.architecture
         return self.tokenizer.encode(text, max_length=arch.max_length, vocab_size=arch.vocab_size)
 
-    def run(self, text: str, *, engine: str = "numpy", device: str = "auto") -> ForwardPass:
-        """A forward pass of ``text``, about to enter layer 0."""
-        return ForwardPass(self, self.encode(text), engine=engine, device=device)
+    def run(
+        self, text: str, *, engine: str = "numpy", device: str = "auto", heads: int | None = None, layer: int = 0
+    ) -> ForwardPass:
+        """A forward pass of ``text``, about to enter layer 0, once ``check_sizes`` has passed it for the
+        layers up to ``layer`` (the last whose attention will be computed, with ``heads`` heads)."""
+        encoded = self.encode(text)
+        self.check_sizes(len(encoded.ids), heads=heads, layer=layer)
+        return ForwardPass(self, encoded, engine=engine, device=device)
 
     def info(self) -> ModelInfo:
         """What the checkpoint holds (read from config.json and the weights' header only)."""
@@ -141,9 +172,9 @@ class Model:
         self.close()
 
 
-def open_model(path: str | Path, dtype: str = "float64") -> Model:
-    """Open the checkpoint folder ``path`` (config.json, model.safetensors, tokenizer.json)."""
-    return Model(path, dtype)
+def open_model(path: str | Path, dtype: str = "float64", limits: Limits | None = None) -> Model:
+    """Open the checkpoint folder ``path`` (config.json, model.safetensors, tokenizer.json) under ``limits``."""
+    return Model(path, dtype, limits)
 
 
 class ForwardPass:
@@ -170,7 +201,8 @@ class ForwardPass:
             self._stream = arch.after_attention(self.layer - 1, self._stream, self._pending)
             self._pending = None
         self.model.check_layer(self.layer)
-        return arch.attention_spec(self.layer, self._stream, self.tokens, self.model.source(self.layer))
+        spec = arch.attention_spec(self.layer, self._stream, self.tokens, self.model.source(self.layer))
+        return replace(spec, limits=self.model.limits)  # compute checks what it builds against the same caps
 
     def step(self, needs: Collection[str] = ()) -> AttentionResult:
         """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer."""
@@ -184,9 +216,9 @@ class ForwardPass:
         return result
 
 
-def describe(path: str | Path) -> ModelInfo:
+def describe(path: str | Path, limits: Limits | None = None) -> ModelInfo:
     """What the checkpoint folder ``path`` holds: family, layers, heads, sizes, vocabulary, maximum length."""
-    with open_model(path) as model:
+    with open_model(path, limits=limits) as model:
         return model.info()
 
 
@@ -200,18 +232,21 @@ def load_model_spec(
     device: str = "auto",
     overrides: Overrides | None = None,
     progress: Progress | None = None,
+    limits: Limits | None = None,
 ) -> AttentionSpec:
-    """The attention of layer ``layer`` (0-based) of the model in ``path`` on ``text``, as a spec.
+    """The attention of layer ``layer`` (from 0) of the model in ``path`` on ``text``, as a spec.
 
     The layers before it run on ``engine`` in ``dtype`` (default: the engine's); only their weights
     and layer ``layer``'s attention weights are read. ``overrides`` (heads, scale, layout, causal,
-    dropped heads, as on the command line) apply to the returned spec only.
+    dropped heads, as on the command line) apply to the returned spec only. ``limits`` (default:
+    ``Limits.from_env()``) are checked before the first layer runs and travel with the spec.
     """
     from attnx.engines import resolve_dtype
 
-    with open_model(path, resolve_dtype(engine, device, dtype)) as model:
+    with open_model(path, resolve_dtype(engine, device, dtype), limits) as model:
         model.check_layer(layer)
-        forward = model.run(text, engine=engine, device=device)
+        heads = overrides.heads if overrides is not None else None
+        forward = model.run(text, engine=engine, device=device, heads=heads, layer=layer)
         for done in range(layer):
             forward.step()
             if progress is not None:
@@ -229,8 +264,9 @@ def layer_results(
     needs: Collection[str] = ("weights", "scaled", "mask"),
     progress: Progress | None = None,
 ) -> Iterator[AttentionResult]:
-    """Every layer's attention on ``text``, in order, each computed once as the forward pass goes."""
-    forward = model.run(text, engine=engine, device=device)
+    """Every layer's attention on ``text``, in order, each computed once as the forward pass goes
+    (the sizes of every layer are checked against the model's caps before the first runs)."""
+    forward = model.run(text, engine=engine, device=device, layer=model.layers - 1)
     for layer in range(model.layers):
         result = forward.step(needs)
         if progress is not None:
@@ -239,15 +275,17 @@ def layer_results(
 
 
 def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
-    """``spec`` with the command line's heads, K/V heads, scale, layout, causal mask and dropped heads."""
+    """``spec`` with the command line's heads, K/V heads, scale, layout, causal mask and dropped heads (from 0)."""
     if overrides.heads is not None:
         spec = spec.with_heads(overrides.heads)
+    if overrides.kv_heads is not None:
+        spec = spec.with_kv_heads(overrides.kv_heads)
     changes: dict[str, object] = {}
-    for key in ("kv_heads", "scale", "layout"):
+    for key in ("scale", "layout"):
         if getattr(overrides, key) is not None:
             changes[key] = getattr(overrides, key)
     if overrides.causal:
         changes["causal"] = True
     if overrides.drop_heads:
-        changes["dropped_heads"] = tuple(h - 1 for h in overrides.drop_heads)
+        changes["dropped_heads"] = tuple(overrides.drop_heads)
     return replace(spec, **changes) if changes else spec  # type: ignore[arg-type]

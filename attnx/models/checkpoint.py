@@ -1,4 +1,4 @@
-"""A local Hugging Face checkpoint folder: config.json, and model.safetensors read tensor by tensor."""
+"""A local Hugging Face checkpoint folder: config.json, and model.safetensors read tensor by tensor, within the caps."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from attnx.errors import ModelError
+from attnx.errors import LimitError, ModelError
+from attnx.limits import Limits
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 FILES = (CONFIG, WEIGHTS, TOKENIZER)
-INSTALL_HINT = 'pip install "attnx[models]"'
+INSTALL_HINT = (
+    'python -m pip install safetensors tokenizers (from a clone of attnx: python -m pip install -e ".[models]")'
+)
 
 # What a folder that lacks one of FILES may hold instead, and what to say about it.
 ALTERNATIVES = {
@@ -39,12 +42,16 @@ class Checkpoint:
 
     ``prefix`` is put before every tensor name: checkpoints saved from a task model carry the base
     model under a prefix (``bert.``, ``transformer.``), bare ones none (see ``use_prefix``).
+    ``limits`` bound config.json (``max_bytes``, ``max_depth``) and every tensor read, checked against
+    ``max_dimension`` and ``max_elements`` from the file's header before its data is touched (an
+    embedding table read by rows counts only the rows read).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, limits: Limits | None = None) -> None:
         require_libraries()
         self.name = str(path)
         self.path = Path(path)
+        self.limits = limits or Limits.from_env()
         if not self.path.is_dir():
             raise ModelError(f"{self.name}: no such folder; a checkpoint folder holds {', '.join(FILES)}")
         for name in FILES:
@@ -64,13 +71,25 @@ class Checkpoint:
         raise ModelError(f"{path}: missing{held}")
 
     def _read_config(self) -> dict[str, Any]:
+        from attnx.io.jsontext import line_col, too_deep
+
         path = self.path / CONFIG
         try:
-            data = json.loads(path.read_text("utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ModelError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+            self.limits.check_bytes(path.stat().st_size, str(path))
+            text = path.read_text("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ModelError(f"{path}: cannot be read: {exc}") from None
+        deep = too_deep(text, self.limits.max_depth)
+        if deep is not None:
+            offset, level = deep
+            found = self.limits.exceeded("max_depth", f"level {level} of nesting")
+            raise LimitError(f"{path}:{line_col(text, offset)}: {found}")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ModelError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise ModelError(f"{path}: not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ModelError(f"{path}: expected a JSON object")
         return data
@@ -137,16 +156,26 @@ class Checkpoint:
     def tensor(self, name: str, *alternatives: str) -> np.ndarray:
         """Tensor ``name`` (under the prefix; else the first of ``alternatives`` held), read now."""
         part, full = self._slice(name, *alternatives)
+        self._check_shape(full, tuple(part.get_shape()))
         return self._read(part, full, slice(None))
 
-    def rows(self, name: str, index: slice | Sequence[int]) -> np.ndarray:
+    def rows(self, name: str, index: slice | Sequence[int] | np.ndarray) -> np.ndarray:
         """Rows of a 2-D tensor: a slice, or the rows of ``index`` (each read alone: the table stays on disk)."""
         part, full = self._slice(name)
+        shape = tuple(part.get_shape())
+        count = len(range(*index.indices(shape[0]))) if isinstance(index, slice) else len(index)
+        self._check_shape(full, (count, *shape[1:]))
         if isinstance(index, slice):
             return self._read(part, full, index)
         unique, inverse = np.unique(np.asarray(index, dtype=np.intp), return_inverse=True)
         rows = np.concatenate([self._read(part, full, slice(int(i), int(i) + 1)) for i in unique])
         return rows[inverse]
+
+    def _check_shape(self, full: str, shape: tuple[int, ...]) -> None:
+        """Refuse to read ``shape`` of tensor ``full`` when an axis or its element count is over the caps."""
+        problem = self.limits.shape_problem(shape)
+        if problem:
+            raise LimitError(f"{self.path / WEIGHTS}: tensor {full!r}: {problem}")
 
     def _read(self, part: Any, full: str, index: slice) -> np.ndarray:
         if part.get_dtype() == "BF16":  # NumPy has no bfloat16: widen the raw 16 bits to float32

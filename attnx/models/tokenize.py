@@ -1,7 +1,9 @@
-"""Turning a text into a model's tokens with its tokenizer.json: never padded, never truncated."""
+"""Turning a text into a model's tokens with its tokenizer.json: never padded, never truncated, labelled as text."""
 
 from __future__ import annotations
 
+import functools
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,15 +11,83 @@ from typing import Any
 import numpy as np
 
 from attnx.errors import ModelError
+from attnx.limits import Limits
+
+LABEL_WIDTH = 48  # a longer token is clipped to this many characters in its label (the last one "…")
+# Characters shown escaped (``\n``, ``\x1b``, ``\u202e``): controls, format characters (bidi controls among
+# them), line and paragraph separators, surrogates. Written raw they would move the cursor, recolour the
+# terminal or reorder the line around them.
+ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 @dataclass(frozen=True, eq=False)
 class Encoded:
-    """A text as token ids (``[token]``), token type ids, and labels spelled as the tokenizer spells them."""
+    """A text as token ids (``[token]``), token type ids, and each token's label and stored spelling.
+
+    ``pieces`` are the tokens as the vocabulary spells them (``Ġcat``, ``Ċ``, ``##ing``); ``tokens``
+    are their labels, what every table, trace and JSON shows (`` cat``, ``\\n``, ``##ing``; see ``label``).
+    """
 
     ids: np.ndarray
     type_ids: np.ndarray
     tokens: tuple[str, ...]
+    pieces: tuple[str, ...] = ()
+
+
+@functools.cache
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet read backwards: the printable character that stands for each byte -> the byte.
+
+    Bytes that are printable Latin-1 stand for themselves; the other 68 (controls, space, ...) are
+    moved to U+0100 onwards in order (space is ``Ġ``, newline ``Ċ``), as in GPT-2's ``bytes_to_unicode``.
+    """
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in kept]
+    table = {chr(b): b for b in kept}
+    table.update({chr(256 + i): b for i, b in enumerate(moved)})
+    return table
+
+
+def byte_level_text(piece: str) -> str | None:
+    """The text a byte-level token stands for (``Ġcat`` -> `` cat``, ``Ċ`` -> ``\\n``), or None if ``piece``
+    holds a character outside the byte alphabet.
+
+    A token that holds only part of a character's UTF-8 bytes shows the bytes it holds as ``\\xf0``.
+    """
+    table = byte_decoder()
+    try:
+        raw = bytes(table[char] for char in piece)
+    except KeyError:
+        return None
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+def escape(text: str) -> str:
+    """``text`` with controls, format characters and separators written as escapes (``\\n``, ``\\x1b``, ``\\u202e``)."""
+    if all(unicodedata.category(char) not in ESCAPED_CATEGORIES for char in text):
+        return text
+    out = []
+    for char in text:
+        if unicodedata.category(char) not in ESCAPED_CATEGORIES:
+            out.append(char)
+        elif char in NAMED_ESCAPES:
+            out.append(NAMED_ESCAPES[char])
+        else:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
+def label(piece: str, *, byte_level: bool = False) -> str:
+    """A token as people read it: the text it stands for, escaped, at most ``LABEL_WIDTH`` characters.
+
+    With ``byte_level`` (GPT-2 style tokenizers) the token is first read back from the byte alphabet:
+    ``Ġcat`` is `` cat`` and ``Ċ`` is ``\\n``, so ``--token cat`` finds it and a table shows the text.
+    """
+    text = (byte_level_text(piece) if byte_level else None) or piece
+    text = escape(text)
+    return text if len(text) <= LABEL_WIDTH else text[: LABEL_WIDTH - 1] + "…"
 
 
 class TextTokenizer:
@@ -25,17 +95,25 @@ class TextTokenizer:
 
     Some tokenizer.json files pad every input to a fixed length or cut it short (all-MiniLM-L6-v2's
     pads to 128): attnx never does either to a single text. ``stored`` says what the file asked for.
+    The file is parsed by the native ``tokenizers`` library only once its size is within ``max_bytes``.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limits: Limits | None = None) -> None:
         from tokenizers import Tokenizer
 
         self.path = path
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise ModelError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        (limits or Limits.from_env()).check_bytes(size, str(path))
         try:
             self._tokenizer = Tokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises plain Exception subclasses for bad files
             raise ModelError(f"{path}: not a readable tokenizer.json: {exc}") from None
         self.stored = _stored_settings(self._tokenizer)
+        self.byte_level = _is_byte_level(self._tokenizer)
+        self._added = frozenset(self._tokenizer.get_added_tokens_decoder())
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
 
@@ -51,7 +129,10 @@ class TextTokenizer:
 
     def encode(self, text: str, *, max_length: int, vocab_size: int) -> Encoded:
         """``text`` with the model's special tokens; too long for the model, or empty, is a ModelError."""
-        encoding = self._tokenizer.encode(text, add_special_tokens=True)
+        try:
+            encoding = self._tokenizer.encode(text, add_special_tokens=True)
+        except Exception as exc:  # a str the native code cannot take (a lone surrogate) is a plain TypeError
+            raise ModelError(f"{self.path}: the text cannot be tokenized: {exc}") from None
         n = len(encoding.ids)
         if n == 0:
             raise ModelError(f"{self.path}: the text gives no tokens; give a --text with some words")
@@ -66,7 +147,21 @@ class TextTokenizer:
                 f"{self.path}: token id {int(ids.max())} is beyond the model's vocabulary of {vocab_size}: "
                 "the tokenizer does not belong to this model"
             )
-        return Encoded(ids, np.asarray(encoding.type_ids, dtype=np.intp), tuple(encoding.tokens))
+        pieces = tuple(encoding.tokens)
+        labels = tuple(
+            label(piece, byte_level=self.byte_level and int(i) not in self._added)
+            for piece, i in zip(pieces, encoding.ids, strict=True)
+        )
+        return Encoded(ids, np.asarray(encoding.type_ids, dtype=np.intp), labels, pieces)
+
+
+def _is_byte_level(tokenizer: Any) -> bool:
+    """True when the tokenizer spells bytes with GPT-2's alphabet (its decoder or pre-tokenizer is ByteLevel)."""
+    for part in (tokenizer.decoder, tokenizer.pre_tokenizer):
+        state = part.__getstate__() if part is not None else None  # the part's JSON, as bytes
+        if isinstance(state, bytes) and b'"ByteLevel"' in state:
+            return True
+    return False
 
 
 def _stored_settings(tokenizer: Any) -> tuple[str, ...]:

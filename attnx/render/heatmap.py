@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,15 +13,18 @@ from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.text import Text
 
+from attnx.render.colours import Rgb, hex_of, text_on
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
 from attnx.render.tables import head_title, matrix_source
 from attnx.result import AttentionResult
 
 SHADES = " ░▒▓█"  # level k of 0..4 stands for a value near k/4 of the scale's top
-# Viridis at five stops: readable on dark and light backgrounds, and in print.
+# Viridis at five stops: ordered in lightness, readable by the colour-blind, and in print.
 PALETTE = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
-DARK_TEXT_FROM = 0.6  # on cells at least this far up the scale the number is black, below it white
+# Positions on the scale are rounded to one of this many levels, so the colours (and the styles) a
+# heatmap can draw are a finite set, each checked for contrast (tests/render/test_heatmap.py).
+LEVELS = 256
 
 
 @dataclass(frozen=True)
@@ -48,19 +52,36 @@ def shade(fraction: float) -> str:
     return SHADES[int(fraction * 4 + 0.5)]
 
 
-def colour_at(fraction: float) -> Color:
-    """The palette colour at position 0..1, interpolated between its stops."""
-    x = fraction * (len(PALETTE) - 1)
+def level(fraction: float) -> int:
+    """The palette level 0..LEVELS-1 nearest to position ``fraction`` (clipped to 0..1)."""
+    return round(min(1.0, max(0.0, fraction)) * (LEVELS - 1))
+
+
+@functools.cache
+def level_rgb(k: int) -> Rgb:
+    """The colour of level ``k``, interpolated between the palette's stops."""
+    x = k / (LEVELS - 1) * (len(PALETTE) - 1)
     i = min(int(x), len(PALETTE) - 2)
     t = x - i
     low, high = PALETTE[i], PALETTE[i + 1]
     r, g, b = (round(lo + (hi - lo) * t) for lo, hi in zip(low, high, strict=True))
-    return Color.from_rgb(r, g, b)
+    return (r, g, b)
+
+
+def colour_at(fraction: float) -> Color:
+    """The palette colour at position 0..1 (at the nearest of its ``LEVELS`` levels)."""
+    return Color.from_rgb(*level_rgb(level(fraction)))
+
+
+@functools.cache
+def _level_style(k: int) -> Style:
+    background = level_rgb(k)
+    return Style(bgcolor=hex_of(background), color=hex_of(text_on(background)))
 
 
 def cell_style(fraction: float) -> Style:
-    """Background from the palette; black or white numbers, whichever reads on it."""
-    return Style(bgcolor=colour_at(fraction), color="black" if fraction >= DARK_TEXT_FROM else "white")
+    """Background from the palette; black or white numbers, whichever contrasts more with it (WCAG ≥ 4.5)."""
+    return _level_style(level(fraction))
 
 
 def heat_cell(value: float, scale: HeatScale, precision: int, colour: bool, width: int = 0) -> Text:
@@ -124,16 +145,24 @@ def number_width(matrix: np.ndarray, precision: int) -> int:
 
 def legend(scale: HeatScale, precision: int, colour: bool) -> Text:
     """What the colours (or shades) mean: five steps from 0 to the top of the scale."""
-    text = Text(f"{scale.name}: ", style="dim")
+    text = Text()
+    text.append(f"{scale.name}: ", style="dim")  # a span, not the line's style: the swatches are not dimmed
     for k in range(len(SHADES)):
         value = scale.top * k / (len(SHADES) - 1)
         if colour:
-            text.append("  ", style=Style(bgcolor=colour_at(k / (len(SHADES) - 1))))
+            text.append("  ", style=cell_style(k / (len(SHADES) - 1)))
         else:
             text.append(f"'{SHADES[k]}'" if k == 0 else SHADES[k])
         text.append(f" {fmt(value, precision)}  ")
     text.append(f"(0 to the largest shown, {fmt(scale.top, precision)})", style="dim")
     return text
+
+
+def _weights(result: AttentionResult) -> np.ndarray:
+    """The result's weights (a ValueError, not a drawing of nothing, when they were not computed)."""
+    result.require("weights")
+    assert result.weights is not None  # for type checkers: require raised otherwise
+    return result.weights
 
 
 def weight_heatmaps(
@@ -150,10 +179,11 @@ def weight_heatmaps(
     ``matrices``, when given, holds the weights of the rows shown, computed alone (see ``run_view``).
     """
     held, matrix_rows = matrix_source(result, matrices)
-    scale = scale or scale_of([held.weights])
+    weights = _weights(held)
+    scale = scale or scale_of([weights])
     blocked = None if held.mask is None else ~held.mask
     grids = [
-        heatmap(head_title(result, h), held.weights[h], result.tokens, result.key_tokens, precision,
+        heatmap(head_title(result, h), weights[h], result.tokens, result.key_tokens, precision,
                 scale=scale, colour=colour, blocked=blocked, max_rows=max_rows, matrix_rows=matrix_rows)
         for h in range(result.heads)
     ]  # fmt: skip
@@ -169,6 +199,6 @@ def weights_view(
     matrices: AttentionResult | None = None,
 ) -> RenderableType:
     """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
-    scale = scale_of([matrix_source(result, matrices)[0].weights])
+    scale = scale_of([_weights(matrix_source(result, matrices)[0])])
     grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows, matrices=matrices)
     return Group(grids, legend(scale, precision, colour))

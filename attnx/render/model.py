@@ -6,15 +6,15 @@ from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.heads import THRESHOLDS, HeadStats
 from attnx.analysis.model_view import ModelView
 from attnx.models.architecture import ModelInfo
+from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary
-from attnx.render.heatmap import HeatScale, colour_at
+from attnx.render.heatmap import HeatScale, cell_style
 from attnx.render.serialize import FORMAT_VERSION
 
 # Label codes of the model view's cells: five characters at most, so twelve heads fit 80 columns.
@@ -27,6 +27,7 @@ CODES = {
     "focused": "focus",
 }
 TOKENS_SHOWN = 16
+LABEL_STYLE = f"bold {hex_of(ACCENT)}"  # layer and head labels, fact names: legible on dark and light terminals
 
 
 def size_text(size: int) -> str:
@@ -60,7 +61,7 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
 def info_view(info: ModelInfo) -> RenderableType:
     """`attnx model`: the checkpoint's folder, then its facts as a two-column table."""
     table = Table(box=None, show_header=False, pad_edge=False)
-    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column(style=LABEL_STYLE, no_wrap=True)
     table.add_column()
     for name, value in info_rows(info):
         table.add_row(name, Text(value))  # a path or name with [brackets] is not Rich markup
@@ -98,35 +99,38 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
 
 
 def tokens_line(tokens: tuple[str, ...]) -> str:
-    """The first tokens of the text, and how many there are."""
+    """The first tokens of the text, each in quotes (a leading space shows), and how many there are."""
     more = len(tokens) - TOKENS_SHOWN
-    return "tokens: " + " ".join(tokens[:TOKENS_SHOWN]) + (f" … ({more} more)" if more > 0 else "")
+    return "tokens: " + " ".join(f"'{t}'" for t in tokens[:TOKENS_SHOWN]) + (f" … ({more} more)" if more > 0 else "")
 
 
 def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True) -> RenderableType:
-    """The layer × head grid: each cell a head's label code over its mean normalised entropy.
+    """The layer × head grid (``L0``, ``H0``: both count from 0): each cell a head's label code over its
+    mean normalised entropy.
 
-    With colour the entropy is drawn on the heatmap palette (dark: one key, bright: uniform).
+    With colour the entropy is drawn on a heatmap cell (dark: one key, bright: uniform), its number
+    black or white, whichever reads on the cell (see ``attnx.render.colours``).
     """
     scale = HeatScale(1.0, "entropy")
     # No padding: the box's one-space column separators are the only gaps (12 heads × 6 + 4 = 76 columns).
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
-    table.add_column("", style="bold cyan", no_wrap=True)
+    table.add_column("", style=LABEL_STYLE, no_wrap=True)
     for h in range(view.heads):
-        table.add_column(f"H{h + 1}", justify="right", no_wrap=True, header_style="bold cyan")
+        table.add_column(f"H{h}", justify="right", no_wrap=True, header_style=LABEL_STYLE)
+    width = max(len(CODES[label]) for label in CODES)
     for layer, stats in enumerate(view.layers):
         cells = []
         for s in stats:
             entropy = s.scores.get("uniform")
-            text = Text(CODES.get(s.label or "", NONE) + "\n", style="bold" if s.label else "dim")
+            text = Text()
+            text.append(CODES.get(s.label or "", NONE), style="bold" if s.label else "dim")
             number = cell(entropy, precision)
-            if colour and entropy is not None:
-                paint = colour_at(scale.fraction(entropy))
-                text.append(number, Style(color=paint))
+            if colour and entropy is not None:  # the number, not dimmed: it keeps the contrast chosen for its cell
+                text.append("\n" + number.rjust(width), cell_style(scale.fraction(entropy)))
             else:
-                text.append(number)
+                text.append("\n" + number)
             cells.append(text)
-        table.add_row(f"L{layer + 1}", *cells)
+        table.add_row(f"L{layer}", *cells)
     codes = ", ".join(f"{code} = {label}" for label, code in CODES.items() if code != label)
     about = (
         f"{view.model} ({view.architecture}) · {len(view.tokens)} tokens · {len(view.layers)} layers × "

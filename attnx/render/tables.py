@@ -249,7 +249,7 @@ def summary_line(result: AttentionResult, source: str) -> Text:
     sizes = f"{n} tokens" if result.tokens == result.key_tokens else f"{n} queries × {m} keys"
     heads = f"{result.heads} head{'s' if result.heads > 1 else ''} × d_k {result.d_k}"
     if result.kv_heads != result.heads:
-        heads += f" ({result.kv_heads} K/V heads)"
+        heads += f" ({result.kv_heads} K/V head{'s' if result.kv_heads > 1 else ''})"
     lines = [
         f"{source} · {result.engine} {result.dtype} {result.device}",
         f"{sizes} · d_model {result.d_model} · {heads} · scale {SCALE_LABELS[result.scale_mode]} = "
@@ -257,8 +257,8 @@ def summary_line(result: AttentionResult, source: str) -> Text:
     ]
     extras = []
     if result.kv_pooled_from is not None:
-        kind = "MQA" if result.kv_heads == 1 else "GQA"
-        extras.append(f"K/V heads mean-pooled {result.kv_pooled_from} → {result.kv_heads} ({kind} from MHA)")
+        kind = "multi-query" if result.kv_heads == 1 else "grouped-query"
+        extras.append(f"K/V heads mean-pooled {result.kv_pooled_from} → {result.kv_heads} ({kind} attention)")
     if result.layout != "contiguous":
         extras.append(f"layout {result.layout}")
     if result.blocked_pairs is not None:

@@ -24,7 +24,7 @@ def invoke(runner: CliRunner, *args: str, code: int = 0):
     return result
 
 
-def model_args(reference: Reference, layer: str = "2") -> list[str]:
+def model_args(reference: Reference, layer: str = "1") -> list[str]:
     return ["--model", str(reference.path), "--text", TEXT, "--layer", layer]
 
 
@@ -48,7 +48,7 @@ class TestModelCommand:
 
 class TestCommandsOnAModel:
     def test_run_json_weights_match_transformers(self, runner: CliRunner, bert: Reference) -> None:
-        """attnx run --model ... --layer 2: the weights of layer 2 equal transformers' (float32 within 1e-5)."""
+        """attnx run --model ... --layer 1: the weights of layer 1 (the second) equal transformers' attentions[1]."""
         data = json.loads(invoke(runner, "run", *model_args(bert), "-f", "json", "--dtype", "float32").stdout)
         assert data["tokens"] == ["[CLS]", *TEXT.split(), "[SEP]"]
         assert np.abs(np.array(data["weights"]) - bert.attentions[1]).max() <= 1e-5
@@ -56,25 +56,25 @@ class TestCommandsOnAModel:
 
     def test_trace_a_token(self, runner: CliRunner, gpt2: Reference) -> None:
         """attnx trace on a GPT-2 layer: causal, so the traced token sees only itself and earlier keys."""
-        data = json.loads(invoke(runner, "trace", *model_args(gpt2, "3"), "--query", "3", "-f", "json").stdout)
+        data = json.loads(invoke(runner, "trace", *model_args(gpt2, "2"), "--query", "3", "-f", "json").stdout)
         assert data["query"] == 3 and data["n_heads"] == 4
         weights = [[key["weight"] for key in head["keys"]] for head in data["heads"]]
         np.testing.assert_allclose(weights, gpt2.attentions[2][:, 3, :], atol=1e-5)
         assert [key["masked"] for key in data["heads"][0]["keys"]] == [False] * 4 + [True] * 6
 
     def test_heads_one_layer(self, runner: CliRunner, bert: Reference) -> None:
-        """attnx heads --model ... --layer 1 labels that layer's heads as head_stats does on its weights."""
-        data = json.loads(invoke(runner, "heads", *model_args(bert, "1"), "-f", "json").stdout)
+        """attnx heads --model ... --layer 0 labels the first layer's heads as head_stats does on its weights."""
+        data = json.loads(invoke(runner, "heads", *model_args(bert, "0"), "-f", "json").stdout)
         with open_model(bert.path) as model:
             expected = head_stats(next(layer_results(model, TEXT)))
         assert [h["label"] for h in data["heads"]] == [s.label for s in expected]
         assert [h["mean_entropy"] for h in data["heads"]] == pytest.approx([s.mean_entropy for s in expected])
 
     def test_diff_sweep_and_ablation(self, runner: CliRunner, bert: Reference) -> None:
-        """diff sweeps heads on a model layer; run --drop-head ablates one of its heads."""
+        """diff sweeps heads on a model layer; run --drop-head 2 (from 0, as in the JSON) ablates one of its heads."""
         data = json.loads(invoke(runner, "diff", *model_args(bert), "--heads", "2,4", "-f", "json").stdout)
         assert [c["label"] for c in data["configs"]] == ["H=2", "H=4"] and data["compared"] == "projected"
-        run = json.loads(invoke(runner, "run", *model_args(bert), "--drop-head", "3", "-f", "json").stdout)
+        run = json.loads(invoke(runner, "run", *model_args(bert), "--drop-head", "2", "-f", "json").stdout)
         assert run["ablation"]["dropped_heads"] == [2] and run["ablation"]["shift_overall"] > 0
 
     def test_check_passes(self, runner: CliRunner, gpt2: Reference) -> None:
@@ -99,11 +99,12 @@ class TestModelView:
             assert "queries" not in layer["heads"][0]
 
     def test_table_grid(self, runner: CliRunner, bert: Reference) -> None:
-        """The table is a grid: one row per layer (L1..L3), one column per head (H1..H4), and the legend."""
+        """The table is a grid: one row per layer (L0..L2), one column per head (H0..H3), and the legend."""
         out = invoke(runner, "heads", *model_args(bert, "all")).stdout
         assert "3 layers × 4 heads" in out and "Model view" in out
-        assert [line.split()[0] for line in out.splitlines() if line.startswith("L")] == ["L1", "L2", "L3"]
-        assert "H1" in out and "H4" in out and "prev = previous-token" in out
+        assert [line.split()[0] for line in out.splitlines() if line.startswith("L")] == ["L0", "L1", "L2"]
+        header = next(line for line in out.splitlines() if "H0" in line)
+        assert header.split() == ["H0", "H1", "H2", "H3"] and "prev = previous-token" in out
 
     def test_grid_fits_80_columns_with_12_heads(self) -> None:
         """Twelve heads of five-letter labels fit in 80 columns."""
@@ -114,8 +115,36 @@ class TestModelView:
         view = ModelView("m", "bert", ("a",), (stats,) * 2, 12, 32, 0.1, "sqrt_dk", "numpy", "cpu", "float64")
         console = Console(file=io.StringIO(), width=80, color_system=None)
         console.print(model_view_table(view, colour=False))
-        grid = [line for line in console.file.getvalue().splitlines() if line.startswith("L1")]
-        assert grid == ["L1 " + " ".join(["first"] * 12)]
+        grid = [line for line in console.file.getvalue().splitlines() if line.startswith("L0")]
+        assert grid == ["L0 " + " ".join(["first"] * 12)]
+
+
+class TestModelViewColours:
+    def test_every_style_reads_on_dark_and_light_terminals(self, bert: Reference) -> None:
+        """Every style the model view and `attnx model` draw passes the contrast rules: labels, captions, and the
+        entropy cells from 0 (dark purple, white numbers) to 1 (their backgrounds are all tested in test_heatmap)."""
+        from attnx.analysis.model_view import ModelView
+        from attnx.models import describe
+        from attnx.render.colours import WHITE, contrast, rgb_of, style_problem
+        from attnx.render.model import CODES, info_view, model_view_table
+
+        labels = [*CODES, None]
+        stats = tuple(
+            type("S", (), {"label": labels[h % len(labels)], "scores": {"uniform": h / 11 if h < 12 else None}})()
+            for h in range(13)
+        )  # entropy 0, 1/11, ..., 1 and one head without a value
+        view = ModelView("m", "gpt2", ("the", " cat"), (stats,) * 2, 13, 8, 0.35, "sqrt_dk", "numpy", "cpu", "float64")
+        console = Console(file=io.StringIO(), width=140, force_terminal=True, color_system="truecolor")
+        drawn = [
+            seg.style
+            for renderable in (model_view_table(view), info_view(describe(bert.path)))
+            for line in console.render_lines(renderable, console.options, pad=False)
+            for seg in line
+            if seg.style is not None and (seg.text.strip() or seg.style.bgcolor is not None)
+        ]
+        assert len(drawn) > 2 * 13 and [style_problem(style) for style in drawn] == [None] * len(drawn)
+        zero = next(style for style in drawn if style.bgcolor is not None)  # L0 H0: entropy 0.00
+        assert rgb_of(zero.color) == WHITE and contrast(WHITE, rgb_of(zero.bgcolor)) > 15
 
 
 class TestUsageErrors:
@@ -127,11 +156,14 @@ class TestUsageErrors:
             (["run", "--model", "{path}"], "--model needs the text to run"),
             (["run", "--model", "{path}", "--text", "a", "--seed", "3"], "--seed describes random inputs"),
             (
-                ["run", "--model", "{path}", "--text", "a", "--layer", "0"],
-                "--layer takes a layer number counted from 1",
+                ["run", "--model", "{path}", "--text", "a", "--layer", "-1"],
+                "--layer takes a layer number counted from 0, not '-1'",
             ),
             (["trace", "--model", "{path}", "--text", "a", "--layer", "all"], "--layer all is for `attnx heads`"),
-            (["run", "--model", "{path}", "--text", "a", "--layer", "9"], "layer 9 does not exist: the model has 3"),
+            (
+                ["run", "--model", "{path}", "--text", "a", "--layer", "3"],
+                "layer 3 does not exist: the model has layers 0..2",
+            ),
             (
                 ["heads", "--model", "{path}", "--text", "a", "--layer", "all", "-H", "2"],
                 "-H/--heads changes one layer's input",
@@ -164,10 +196,152 @@ class TestUsageErrors:
         assert "model_type 't5' is not supported; attnx runs the BERT family" in result.stderr
 
 
+# One command line per way a model layer becomes an input: each must hold every cap.
+MODEL_COMMANDS = {
+    "run": ["run", "--layer", "1"],
+    "trace": ["trace", "--layer", "1", "--query", "0"],
+    "check": ["check", "--layer", "1"],
+    "heads": ["heads", "--layer", "1"],
+    "model view": ["heads", "--layer", "all"],
+    "diff sweep": ["diff", "--layer", "1", "--heads", "2,4"],
+}
+
+
+@pytest.fixture(scope="module")
+def deep_bert(bert: Reference, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT with a config.json nested five levels deep (an extra key holding [[[[1]]]])."""
+    path = Path(shutil.copytree(bert.path, tmp_path_factory.mktemp("deep") / "bert"))
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "extra": [[[[1]]]]}))
+    return path
+
+
+class TestLimitsOnModelInputs:
+    @pytest.mark.parametrize("command", MODEL_COMMANDS)
+    def test_max_elements_counts_the_scores(self, runner: CliRunner, bert: Reference, command: str) -> None:
+        """--max-elements 10: the layer's 4 × 12 × 12 scores are refused before any layer runs, exit 2, one line."""
+        args = [*MODEL_COMMANDS[command], "--model", bert.path, "--text", TEXT, "--max-elements", "10"]
+        result = invoke(runner, *args, code=2)
+        assert result.stderr == (
+            f"attnx: error: {bert.path}: the scores: an array of 4 × 12 × 12 (576 elements) exceeds the element "
+            "cap of 10 elements per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS\n"
+        )
+
+    @pytest.mark.parametrize("command", MODEL_COMMANDS)
+    def test_max_dimension_counts_the_tokens(self, runner: CliRunner, bert: Reference, command: str) -> None:
+        """--max-dimension 11: the text's 12 tokens are one axis too long."""
+        args = [*MODEL_COMMANDS[command], "--model", bert.path, "--text", TEXT, "--max-dimension", "11"]
+        result = invoke(runner, *args, code=2)
+        assert result.stderr == (
+            f"attnx: error: {bert.path}: a text of 12 tokens exceeds the dimension cap of 11 per axis; "
+            "raise it with --max-dimension or ATTNX_MAX_DIMENSION\n"
+        )
+
+    @pytest.mark.parametrize("command", [*MODEL_COMMANDS, "model"])
+    def test_max_bytes_bounds_the_files(self, runner: CliRunner, bert: Reference, command: str) -> None:
+        """--max-bytes below config.json's size refuses it unparsed, on every command that reads a checkpoint."""
+        size = (bert.path / "config.json").stat().st_size
+        given = ["model", bert.path] if command == "model" else [*MODEL_COMMANDS[command], "--model", bert.path]
+        args = [*given, "--text", TEXT] if command != "model" else given
+        result = invoke(runner, *args, "--max-bytes", str(size - 1), code=2)
+        assert result.stderr == (
+            f"attnx: error: {bert.path / 'config.json'}: {size} bytes exceeds the input size cap of {size - 1} "
+            "bytes; raise it with --max-bytes or ATTNX_MAX_BYTES\n"
+        )
+
+    @pytest.mark.parametrize("command", [*MODEL_COMMANDS, "model"])
+    def test_max_depth_bounds_config_json(self, runner: CliRunner, deep_bert: Path, command: str) -> None:
+        """--max-depth 4 refuses a config.json nested five deep, at the bracket that goes too deep."""
+        given = ["model", deep_bert] if command == "model" else [*MODEL_COMMANDS[command], "--model", deep_bert]
+        args = [*given, "--text", TEXT] if command != "model" else given
+        result = invoke(runner, *args, "--max-depth", "4", code=2)
+        assert result.stderr.startswith(f"attnx: error: {deep_bert / 'config.json'}:1:")
+        assert result.stderr.endswith(
+            ": level 5 of nesting exceeds the depth cap of 4 levels; raise it with --max-depth or ATTNX_MAX_DEPTH\n"
+        )
+        invoke(runner, *args, "--max-depth", "5", "-f", "json")
+
+    def test_max_bytes_bounds_the_text(self, runner: CliRunner, bert: Reference) -> None:
+        """--text longer than --max-bytes is refused as any input is."""
+        result = invoke(runner, "run", "--model", bert.path, "--text", TEXT, "--max-bytes", "10", code=2)
+        assert result.stderr == (
+            f"attnx: error: --text: {len(TEXT)} bytes exceeds the input size cap of 10 bytes; "
+            "raise it with --max-bytes or ATTNX_MAX_BYTES\n"
+        )
+
+    def test_caps_from_the_environment(self, runner: CliRunner, bert: Reference) -> None:
+        """ATTNX_MAX_ELEMENTS holds for a model input as the flag does."""
+        result = runner.invoke(
+            app, ["run", "--model", str(bert.path), "--text", TEXT], env={"ATTNX_MAX_ELEMENTS": "10"}
+        )
+        assert result.exit_code == 2 and "the scores: an array of 4 × 12 × 12" in result.stderr
+
+    def test_within_the_caps(self, runner: CliRunner, bert: Reference) -> None:
+        """Caps just large enough for every array of the run let it through (exit 0)."""
+        caps = ["--max-elements", "2048", "--max-dimension", "64"]
+        data = json.loads(invoke(runner, "run", *model_args(bert), *caps, "-f", "json").stdout)
+        assert np.array(data["weights"]).shape == (4, 12, 12)
+
+
+class TestTextFromStdin:
+    def test_dash_reads_stdin(self, runner: CliRunner, bert: Reference) -> None:
+        """--text - reads the text from stdin, its final line break dropped: the same tokens and weights as --text."""
+        given = json.loads(invoke(runner, "run", *model_args(bert), "-f", "json").stdout)
+        args = ["run", "--model", str(bert.path), "--text", "-", "--layer", "1", "-f", "json"]
+        result = runner.invoke(app, args, input=TEXT + "\n")
+        assert result.exit_code == 0, result.output
+        piped = json.loads(result.stdout)
+        assert piped["tokens"] == given["tokens"] and piped["weights"] == given["weights"]
+
+    def test_model_view_reads_stdin(self, runner: CliRunner, gpt2: Reference) -> None:
+        """heads --layer all takes --text - too."""
+        args = ["heads", "--model", str(gpt2.path), "--text", "-", "--layer", "all", "-f", "json"]
+        result = runner.invoke(app, args, input="the cat sat")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["tokens"] == ["the", " cat", " sat"]
+
+    def test_text_not_utf8_on_the_command_line(self, runner: CliRunner, bert: Reference) -> None:
+        """--text holding bytes that are not UTF-8 (a lone surrogate to Python) is exit 2 with one line."""
+        result = invoke(runner, "run", "--model", bert.path, "--text", "the \udcff cat", code=2)
+        assert result.stderr == "attnx: error: --text is not UTF-8 text (character 4 cannot be encoded)\n"
+
+    def test_not_utf8(self, runner: CliRunner, bert: Reference) -> None:
+        """Bytes that are not UTF-8 on stdin: exit 2, one line with the offset."""
+        result = runner.invoke(app, ["run", "--model", str(bert.path), "--text", "-"], input=b"the \xff cat")
+        assert result.exit_code == 2
+        assert result.stderr == "attnx: error: <stdin>: the text is not UTF-8 (byte 0xff at offset 4)\n"
+
+    def test_stdin_over_max_bytes(self, runner: CliRunner, bert: Reference) -> None:
+        """stdin is read no further than --max-bytes."""
+        args = ["run", "--model", str(bert.path), "--text", "-", "--max-bytes", "10"]
+        result = runner.invoke(app, args, input=TEXT)
+        assert result.exit_code == 2
+        assert result.stderr == (
+            "attnx: error: <stdin>: a stream longer than 10 bytes exceeds the input size cap of 10 bytes; "
+            "raise it with --max-bytes or ATTNX_MAX_BYTES\n"
+        )
+
+
+class TestByteLevelTokens:
+    def test_json_and_table_show_text(self, runner: CliRunner, gpt2: Reference) -> None:
+        """GPT-2's Ġcat and Ċ are ' cat' and a visible \\n in the JSON and the table; no Ġ is left anywhere."""
+        args = ["run", "--model", gpt2.path, "--text", "the cat\nsat", "--layer", "0"]
+        data = json.loads(invoke(runner, *args, "-f", "json").stdout)
+        assert data["tokens"] == ["the", " cat", "\\n", "sat"]
+        table = invoke(runner, *args, "--show", "weights").stdout
+        rows = [line for line in table.splitlines() if line.startswith((" cat ", "\\n "))]
+        assert len(rows) == 2 * 4 and "Ġ" not in table and "Ċ" not in table  # two rows in each head's table
+
+    def test_trace_finds_a_byte_level_token_by_its_word(self, runner: CliRunner, gpt2: Reference) -> None:
+        """trace --token cat finds the token ' cat' (stored as Ġcat)."""
+        args = ["trace", "--model", gpt2.path, "--text", "the cat", "--layer", "0", "--token", "cat", "-f", "json"]
+        assert json.loads(invoke(runner, *args).stdout)["query"] == 1
+
+
 class TestLayerOption:
     def test_parse_layer(self) -> None:
-        """--layer counts from 1 (default 1); all only where allowed."""
-        assert (parse_layer(None), parse_layer("1"), parse_layer("6"), parse_layer("all", allow_all=True)) == (
+        """--layer counts from 0 (default 0); all only where allowed."""
+        assert (parse_layer(None), parse_layer("0"), parse_layer("5"), parse_layer("all", allow_all=True)) == (
             0,
             0,
             5,

@@ -27,11 +27,11 @@ class TestFlags:
         assert data["fully_masked_rows"] == []
 
     def test_kv_heads(self, runner: CliRunner) -> None:
-        """--kv-heads on a GQA config is reported and heads of a group share K/V."""
+        """A GQA config is reported as such; --kv-heads 1 on it mean-pools its two K/V heads into one (MQA)."""
         data = run_json(runner, str(CONFIGS / "gqa.yaml"))
         assert (data["heads"], data["kv_heads"]) == (4, 2)
-        mqa = run_json(runner, str(CONFIGS / "gqa.yaml"), "--kv-heads", "1", "--heads", "2")
-        assert mqa["kv_heads"] == 1 and mqa["d_k"] == 4
+        mqa = run_json(runner, str(CONFIGS / "gqa.yaml"), "--kv-heads", "1")
+        assert (mqa["heads"], mqa["kv_heads"], mqa["d_k"]) == (4, 1, 2)
 
     @pytest.mark.parametrize(("scale", "multiplier"), [("sqrt_d_model", 0.5), ("none", 1.0), ("0.25", 0.25)])
     def test_scale(self, runner: CliRunner, scale: str, multiplier: float) -> None:
@@ -47,14 +47,14 @@ class TestFlags:
         assert "--scale takes sqrt_dk, sqrt_d_model, none or a finite number, not 'sqrt_d'" in result.stderr
 
     def test_layout(self, runner: CliRunner) -> None:
-        """--layout interleaved makes head 1 read columns 0 and 2; the title says so."""
+        """--layout interleaved makes head 0 read columns 0 and 2; the title says so."""
         result = runner.invoke(app, ["run", "--layout", "interleaved", "--show", "weights"])
-        assert "Head 1 · columns 0,2 · d_k = 2" in result.stdout
+        assert "Head 0 · columns 0,2 · d_k = 2" in result.stdout
         assert run_json(runner, "--layout", "interleaved")["layout"] == "interleaved"
 
     def test_drop_head(self, runner: CliRunner) -> None:
-        """--drop-head 2 zeroes head 2's columns and reports the shift per token."""
-        data = run_json(runner, "--drop-head", "2")
+        """--drop-head 1 (heads count from 0) zeroes the second head's columns and reports the shift per token."""
+        data = run_json(runner, "--drop-head", "1")
         output = np.array(data["output"])
         assert not output[:, 2:].any()
         shift = data["ablation"]
@@ -64,10 +64,10 @@ class TestFlags:
         np.testing.assert_allclose(shift["shift_overall"], np.linalg.norm(head2), rtol=1e-14)
 
     def test_drop_head_out_of_range(self, runner: CliRunner) -> None:
-        """Dropping head 3 of 2 is exit 2 with the valid range."""
-        result = runner.invoke(app, ["run", "--drop-head", "3"])
+        """Dropping head 2 of two (heads 0 and 1) is exit 2 with the valid range."""
+        result = runner.invoke(app, ["run", "--drop-head", "2"])
         assert result.exit_code == 2
-        assert "cannot drop head 3: heads are numbered 1..2" in result.stderr
+        assert "cannot drop head 2: heads are numbered 0..1" in result.stderr
 
 
 class TestRealConfigs:

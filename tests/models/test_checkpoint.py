@@ -114,8 +114,8 @@ class TestErrors:
             load_model_spec(gpt2.path, "", 0)
 
     def test_layer_out_of_range(self, bert: Reference) -> None:
-        """Layers are named for people in the message: 1..L."""
-        with pytest.raises(ModelError, match=r"layer 4 does not exist: the model has 3 layers, numbered 1\.\.3"):
+        """Layers count from 0: the message gives the range 0..L-1."""
+        with pytest.raises(ModelError, match=r"layer 3 does not exist: the model has layers 0\.\.2$"):
             load_model_spec(bert.path, TEXT, 3)
 
     def test_missing_tensor(self, bert: Reference, tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ class TestErrors:
         tensors = load_file(str(path / "model.safetensors"))
         del tensors["bert.encoder.layer.1.attention.self.key.bias"]
         save_file(tensors, str(path / "model.safetensors"))
-        load_model_spec(path, TEXT, 0)  # layer 1 needs nothing of layer 2
+        load_model_spec(path, TEXT, 0)  # layer 0 needs nothing of layer 1
         with pytest.raises(ModelError, match=r"missing tensor 'bert.encoder.layer.1.attention.self.key.bias'"):
             load_model_spec(path, TEXT, 1)
 

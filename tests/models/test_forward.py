@@ -37,10 +37,8 @@ class TestAgreementWithTransformers:
         assert np.abs(spec.x - checkpoint.x[layer]).max() <= TOLERANCE
         result = compute(spec, engine, dtype="float32")
         assert np.abs(result.weights - checkpoint.attentions[layer]).max() <= TOLERANCE
-        assert (
-            spec.source
-            == f"{checkpoint.path} ({'gpt2' if 'gpt2' in checkpoint.path.name else 'bert'}), layer {layer + 1} of 3"
-        )
+        family = "gpt2" if "gpt2" in checkpoint.path.name else "bert"
+        assert spec.source == f"{checkpoint.path} ({family}), layer {layer} of 3"
 
 
 class TestSpecs:
@@ -68,21 +66,21 @@ class TestSpecs:
             np.testing.assert_array_equal(spec.w_o.weight, ckpt.tensor("h.2.attn.c_proj.weight"))
 
     def test_inverse_layer_scale(self, gpt2_variant: Reference) -> None:
-        """scale_attn_by_inverse_layer_idx: layer 3's multiplier is 1/√d_k / 3."""
+        """scale_attn_by_inverse_layer_idx: layer 2's multiplier is 1/√d_k / 3 (1/(layer + 1))."""
         spec = load_model_spec(gpt2_variant.path, TEXT, 2)
         assert spec.multiplier == pytest.approx(1 / np.sqrt(8) / 3, rel=1e-15)
 
     def test_overrides_apply_to_the_layer(self, bert: Reference) -> None:
-        """Heads, scale and dropped heads from the command line change the handed-out layer only."""
+        """Heads, scale and dropped heads (counted from 0) from the command line change the handed-out layer only."""
         plain = load_model_spec(bert.path, TEXT, 2)
         changed = load_model_spec(bert.path, TEXT, 2, overrides=Overrides(heads=2, scale="none", drop_heads=(1,)))
         np.testing.assert_array_equal(changed.x, plain.x)
-        assert (changed.heads, changed.scale, changed.dropped_heads) == (2, "none", (0,))
+        assert (changed.heads, changed.scale, changed.dropped_heads) == (2, "none", (1,))
 
 
 class TestLaziness:
     def test_only_the_layers_needed_are_read(self, bert: Reference, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Layer 2's spec reads layer 1 whole, layer 2's attention only, nothing of layer 3, and the used embedding rows."""
+        """Layer 1's spec reads layer 0 whole, layer 1's attention only, nothing of layer 2, and the used embedding rows."""
         read: list[str] = []
         original_slice = Checkpoint._slice
 

@@ -12,7 +12,19 @@ from typer.testing import CliRunner
 from attnx.cli import app
 from attnx.engines import compute
 from attnx.io import load_spec
-from attnx.render.heatmap import HeatScale, colour_at, heatmap, legend, scale_of, shade, weights_view
+from attnx.render.colours import BLACK, MIN_TEXT_CONTRAST, WHITE, contrast, rgb_of, style_problem
+from attnx.render.heatmap import (
+    LEVELS,
+    HeatScale,
+    cell_style,
+    colour_at,
+    heatmap,
+    legend,
+    level_rgb,
+    scale_of,
+    shade,
+    weights_view,
+)
 
 ANSI = "\x1b["
 TOP = "#fde725"  # the palette's last stop, rgb(253, 231, 37): the largest weight shown
@@ -55,21 +67,62 @@ def worked():
     return compute(load_spec())
 
 
+def drawn_styles(renderable: object) -> list:
+    """The style of every segment a truecolor terminal draws for ``renderable`` that shows: text, or a background."""
+    console = Console(file=io.StringIO(), width=140, force_terminal=True, color_system="truecolor")
+    lines = console.render_lines(renderable, console.options, pad=False)
+    shown = [seg for line in lines for seg in line if seg.style is not None]
+    return [seg.style for seg in shown if seg.text.strip() or seg.style.bgcolor is not None]
+
+
+class TestContrast:
+    def test_every_level_reads(self) -> None:
+        """Each of the LEVELS cell styles (all the heatmap can draw) has text contrasting ≥ 4.5 with its background."""
+        ratios = []
+        for k in range(LEVELS):
+            style = cell_style(k / (LEVELS - 1))
+            assert style_problem(style) is None, style
+            assert rgb_of(style.bgcolor) == level_rgb(k)
+            ratios.append(contrast(rgb_of(style.color), rgb_of(style.bgcolor)))
+        assert min(ratios) >= MIN_TEXT_CONTRAST and len(ratios) == LEVELS
+
+    def test_every_position_is_one_of_the_levels(self) -> None:
+        """Any position on the scale, in range or not, is drawn with one of the LEVELS styles checked above."""
+        levels = {cell_style(k / (LEVELS - 1)) for k in range(LEVELS)}
+        positions = [*np.linspace(0.0, 1.0, 4099), -0.5, 1.5, 1e-9, 1 - 1e-9]
+        assert {cell_style(float(f)) for f in positions} <= levels
+
+    def test_white_on_dark_black_on_light(self) -> None:
+        """The bottom (dark purple) carries white numbers, the top (yellow) black ones."""
+        assert rgb_of(cell_style(0.0).color) == WHITE and rgb_of(cell_style(1.0).color) == BLACK
+        assert contrast(WHITE, level_rgb(0)) > 15 and contrast(BLACK, level_rgb(LEVELS - 1)) > 15
+
+    def test_drawn_cells_and_legend_read(self, worked) -> None:
+        """Every cell and legend swatch of a drawn heatmap passes the contrast rule (the grid's labels are
+        render/fitted.py's)."""
+        styles = drawn_styles(weights_view(worked, 4, colour=True))
+        painted = [style for style in styles if style.bgcolor is not None]
+        assert len(painted) >= 2 * 25  # two heads of 5 × 5 cells
+        assert [style_problem(style) for style in painted] == [None] * len(painted)
+        swatches = [style for style in drawn_styles(legend(HeatScale(1.0), 2, colour=True)) if style.bgcolor]
+        assert [style_problem(style) for style in swatches] == [None] * 5
+
+
 class TestHeatmapRendering:
     def test_with_colour(self, worked) -> None:
         """With colour every cell keeps its number on a background; the largest weight is yellow, no shades."""
         text = render(weights_view(worked, 4, colour=True), colour=True)
-        assert ANSI in text and "48;2;253;231;37m 0.3673" in text  # head 1, sat → sat: the top of the scale
+        assert ANSI in text and "48;2;253;231;37m 0.3673" in text  # head 0, sat → sat: the top of the scale
         assert not set("░▒▓█") & set(text)
         plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
-        assert "Head 1 · columns 0-1 · d_k = 2" in plain and "Head 2 · columns 2-3 · d_k = 2" in plain
+        assert "Head 0 · columns 0-1 · d_k = 2" in plain and "Head 1 · columns 2-3 · d_k = 2" in plain
         assert re.search(r"cat\s+0\.3664\s+0\.0891\s+0\.3664\s+0\.0891\s+0\.0891", plain)
 
     def test_without_colour_shades_keep_the_pattern(self, worked) -> None:
         """Without colour each cell carries a shade next to its number; no ANSI at all."""
         text = render(weights_view(worked, 4, colour=False), colour=False)
         assert ANSI not in text
-        # head 1, scale 0 to 0.3673: 0.3664 → █, 0.0891 → ░ (0.24 of the top), 0.2000 → ▒ (0.54)
+        # head 0, scale 0 to 0.3673: 0.3664 → █, 0.0891 → ░ (0.24 of the top), 0.2000 → ▒ (0.54)
         assert "cat ██ 0.3664 ░░ 0.0891 ██ 0.3664 ░░ 0.0891 ░░ 0.0891" in text
         assert "on  ▒▒ 0.2000 ▒▒ 0.2000 ▒▒ 0.2000 ▒▒ 0.2000 ▒▒ 0.2000" in text
         assert "weight: ' ' 0.0000  ░ 0.0918  ▒ 0.1837  ▓ 0.2755  █ 0.3673" in text
@@ -109,7 +162,7 @@ class TestViewsAndExports:
         svg = target.read_text("utf-8")
         assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
         assert f'fill="{TOP}"' in svg
-        assert "0.3664" in svg and "cat" in svg and "Head&#160;2" in svg
+        assert "0.3664" in svg and "cat" in svg and "Head&#160;1" in svg
         assert not list(tmp_path.glob(".*.tmp"))  # written atomically
 
     def test_svg_export_without_colour_uses_shades(self, runner: CliRunner, tmp_path: Path) -> None:

@@ -151,9 +151,9 @@ class TestSummaryLine:
         """A result whose K/V heads were mean-pooled from 4 to 2 says so; from 4 to 1 is MQA."""
         gqa = compute(load_spec(str(CONFIGS / "gqa.yaml")))
         text = plain(summary_line(dataclasses.replace(gqa, kv_pooled_from=4), "gqa.yaml"))
-        assert "K/V heads mean-pooled 4 → 2 (GQA from MHA)" in text
+        assert "K/V heads mean-pooled 4 → 2 (grouped-query attention)" in text
         mqa = dataclasses.replace(gqa, kv_heads=1, kv_pooled_from=4)
-        assert "K/V heads mean-pooled 4 → 1 (MQA from MHA)" in plain(summary_line(mqa, "gqa.yaml"))
+        assert "K/V heads mean-pooled 4 → 1 (multi-query attention)" in plain(summary_line(mqa, "gqa.yaml"))
         assert "mean-pooled" not in plain(summary_line(gqa, "gqa.yaml"))
 
     def test_spec_pooling_reaches_the_result(self) -> None:

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attnx.errors import LimitError
+from attnx.io import Overrides
+from attnx.limits import Limits, size_text
+from attnx.models import describe, layer_results, load_model_spec, open_model
+from tests.models.checkpoints import TEXT, Reference
+
+# TEXT is 12 tokens for the tiny BERT ([CLS], ten words, [SEP]); both tiny models have 4 heads, d_model 32.
+N = 12
+
+
+def copy_of(reference: Reference, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(reference.path, tmp_path / reference.path.name))
+
+
+class TestFiles:
+    def test_config_over_max_bytes(self, bert: Reference) -> None:
+        """config.json larger than max_bytes is refused before it is parsed, naming the cap and its flag."""
+        size = (bert.path / "config.json").stat().st_size
+        with pytest.raises(LimitError) as caught:
+            describe(bert.path, Limits(max_bytes=size - 1))
+        assert str(caught.value) == (
+            f"{bert.path / 'config.json'}: {size} bytes exceeds the input size cap of {size - 1} bytes; "
+            "raise it with --max-bytes or ATTNX_MAX_BYTES"
+        )
+
+    def test_tokenizer_over_max_bytes(self, gpt2: Reference) -> None:
+        """tokenizer.json larger than max_bytes is never handed to the native parser."""
+        size = (gpt2.path / "tokenizer.json").stat().st_size
+        assert size > (gpt2.path / "config.json").stat().st_size
+        with pytest.raises(LimitError) as caught:
+            describe(gpt2.path, Limits(max_bytes=size - 1))
+        assert str(caught.value).startswith(
+            f"{gpt2.path / 'tokenizer.json'}: {size_text(size)} exceeds the input size cap of {size_text(size - 1)};"
+        )
+
+    def test_config_deeper_than_max_depth(self, bert: Reference, tmp_path: Path) -> None:
+        """config.json nested deeper than max_depth is refused at the bracket that goes too deep."""
+        path = copy_of(bert, tmp_path)
+        config = json.loads((path / "config.json").read_text())
+        config["extra"] = [[[[1]]]]  # levels 2 to 5
+        (path / "config.json").write_text(json.dumps(config))
+        describe(path, Limits(max_depth=5))
+        with pytest.raises(LimitError, match=r"config\.json:1:\d+: level 5 of nesting exceeds the depth cap of 4"):
+            describe(path, Limits(max_depth=4))
+
+    def test_config_integer_too_long(self, bert: Reference, tmp_path: Path) -> None:
+        """An integer of 5000 digits in config.json is one clear error, not a crash."""
+        path = copy_of(bert, tmp_path)
+        text = (
+            (path / "config.json").read_text().replace('"num_hidden_layers": 3', '"num_hidden_layers": ' + "9" * 5000)
+        )
+        (path / "config.json").write_text(text)
+        from attnx.errors import ModelError
+
+        with pytest.raises(ModelError, match=r"config\.json: not valid JSON: Exceeds the limit"):
+            describe(path)
+
+
+class TestArraysOfTheForwardPass:
+    def test_tokens_over_max_dimension(self, bert: Reference) -> None:
+        """A text of more tokens than max_dimension is refused after tokenizing, before any layer runs."""
+        with pytest.raises(LimitError) as caught:
+            load_model_spec(bert.path, TEXT, 0, limits=Limits(max_dimension=N - 1))
+        assert str(caught.value) == (
+            f"{bert.path}: a text of {N} tokens exceeds the dimension cap of {N - 1:,} per axis; "
+            "raise it with --max-dimension or ATTNX_MAX_DIMENSION"
+        )
+
+    def test_scores_over_max_elements(self, bert: Reference) -> None:
+        """The layer's [head, query, key] scores (4 × 12 × 12 = 576) over max_elements are refused by name."""
+        load_model_spec(bert.path, TEXT, 0, limits=Limits(max_elements=1024))
+        with pytest.raises(LimitError) as caught:
+            load_model_spec(bert.path, TEXT, 0, limits=Limits(max_elements=575))
+        assert str(caught.value) == (
+            f"{bert.path}: the scores: an array of 4 × 12 × 12 (576 elements) exceeds the element cap of "
+            "575 elements per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS"
+        )
+
+    def test_scores_count_the_heads_asked_for(self, bert: Reference) -> None:
+        """-H 8 on the layer makes its scores 8 × 12 × 12: that is what is checked, before the layer is built."""
+        with pytest.raises(LimitError, match=r"the scores: an array of 8 × 12 × 12 \(1,152 elements\)"):
+            load_model_spec(bert.path, TEXT, 0, overrides=Overrides(heads=8), limits=Limits(max_elements=1100))
+
+    def test_residual_stream_axis_over_max_dimension(self, bert: Reference) -> None:
+        """d_model 32 is an axis of the residual stream: over max_dimension 16 it is refused."""
+        with pytest.raises(LimitError, match=r"the residual stream: an axis of 32 exceeds the dimension cap of 16"):
+            load_model_spec(bert.path, TEXT, 0, limits=Limits(max_dimension=16))
+
+    def test_mlp_counts_only_past_the_first_layer(self, bert: Reference) -> None:
+        """The MLP's hidden layer (12 × 64 = 768) is built only when a layer before the one asked for runs."""
+        with open_model(bert.path, limits=Limits(max_elements=700)) as model:
+            model.check_sizes(N, layer=0)
+            with pytest.raises(LimitError, match=r"the MLP's hidden layer: an array of 12 × 64 \(768 elements\)"):
+                model.check_sizes(N, layer=1)
+
+    def test_model_view_checks_every_layer_before_the_first_runs(self, bert: Reference) -> None:
+        """layer_results refuses before computing anything when a later layer's arrays would be over the caps."""
+        heard: list[tuple[int, int]] = []
+        with (
+            open_model(bert.path, limits=Limits(max_elements=700)) as model,
+            pytest.raises(LimitError, match="the MLP's hidden layer"),
+        ):
+            list(layer_results(model, TEXT, progress=lambda done, total: heard.append((done, total))))
+        assert heard == []
+
+    def test_spec_carries_the_caps(self, gpt2: Reference) -> None:
+        """The handed-out spec keeps the caps, so compute checks what it builds (after any override) against them."""
+        limits = Limits(max_elements=5000)
+        assert load_model_spec(gpt2.path, TEXT, 1, limits=limits).limits == limits
+
+
+class TestTensors:
+    def test_tensor_over_max_elements_is_not_read(self, gpt2: Reference) -> None:
+        """A weight over max_elements (c_attn: 32 × 96) is refused from the file's header, naming the tensor."""
+        with pytest.raises(LimitError) as caught:
+            load_model_spec(gpt2.path, TEXT, 0, limits=Limits(max_elements=3000))
+        assert str(caught.value) == (
+            f"{gpt2.path / 'model.safetensors'}: tensor 'transformer.h.0.attn.c_attn.weight': an array of "
+            "32 × 96 (3,072 elements) exceeds the element cap of 3,000 elements per array; "
+            "raise it with --max-elements or ATTNX_MAX_ELEMENTS"
+        )
+
+    def test_embedding_table_counts_the_rows_read(self, gpt2: Reference) -> None:
+        """The token embedding table (vocabulary × 32, over the cap whole) is read by rows: only those count."""
+        vocabulary = describe(gpt2.path).vocab_size
+        assert vocabulary * 32 > 5000
+        spec = load_model_spec(gpt2.path, TEXT, 0, limits=Limits(max_elements=5000))
+        assert spec.n_queries == len(gpt2.ids)
