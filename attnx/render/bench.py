@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from attnx.analysis.bench import BenchRow, BenchSettings
+from attnx.render.colours import LABEL
 from attnx.render.layout import compact_table
 from attnx.render.serialize import FORMAT_VERSION
 
@@ -24,7 +25,7 @@ def bench_table(rows: list[BenchRow], settings: BenchSettings) -> Table:
     )
     headers = ("engine", "length", "time ms", "weights MiB", "peak MiB", "× prev", "GFLOP/s", "× SDPA")
     for header in headers:
-        table.add_column(header, justify="left" if header == "engine" else "right", header_style="bold cyan")
+        table.add_column(header, justify="left" if header == "engine" else "right", header_style=LABEL)
     for row in rows:
         table.add_row(
             row.engine,

@@ -33,12 +33,25 @@ ACCENT: Rgb = (0, 135, 175)
 # luminance 0.23 (5.5 on black, 3.8 on white), xterm colour 166. ANSI yellow, the usual choice, has a
 # contrast of 1.1 to 1.6 on a white terminal.
 HIGHLIGHT: Rgb = (215, 95, 0)
-FOREGROUNDS = (ACCENT, HIGHLIGHT)
+# Verdicts: a green (xterm 28, luminance 0.17) and a red (xterm 160, luminance 0.14).
+GOOD: Rgb = (0, 135, 0)
+BAD: Rgb = (215, 0, 0)
+FOREGROUNDS = (ACCENT, HIGHLIGHT, GOOD, BAD)
 
 
 def hex_of(rgb: Rgb) -> str:
     """``(0, 135, 175)`` -> ``"#0087af"``, as Rich's styles take it."""
     return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+# The styles every renderer draws text in on the terminal's own background: one name for one purpose.
+LABEL = f"bold {hex_of(ACCENT)}"  # row and column labels, table headers
+EMPHASIS = f"bold {hex_of(HIGHLIGHT)}"  # a row's largest value, a head's label score
+WARNING = hex_of(HIGHLIGHT)  # something left out or not computed
+PASS = hex_of(GOOD)
+FAIL = f"bold {hex_of(BAD)}"
+ERROR = hex_of(BAD)
+STYLES = (LABEL, EMPHASIS, WARNING, PASS, FAIL, ERROR)
 
 
 def _linear(channel: int) -> float:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.diff import Comparison, Location, Side, Sweep, TensorComparison, Variant
+from attnx.render.colours import FAIL, LABEL, PASS, WARNING
 from attnx.render.engines import diff_to_dict, sci, tolerance_text
 from attnx.render.fitted import FittedGrid
 from attnx.render.formats import TENSOR_AXES
@@ -35,7 +36,7 @@ def _table(title: str | None = None) -> Table:
 def _columns(table: Table, *headers: str, numeric: bool = True) -> None:
     """Numbers are never wrapped nor cut; text (labels, locations, shapes) wraps when the width is short."""
     for header in headers:
-        table.add_column(header, justify="right" if numeric else "left", header_style="bold cyan",
+        table.add_column(header, justify="right" if numeric else "left", header_style=LABEL,
                          no_wrap=numeric, overflow="fold")  # fmt: skip
 
 
@@ -128,7 +129,7 @@ def variants_table(sweep: Sweep, precision: int) -> Table:
 
 def errors_view(sweep: Sweep) -> RenderableType:
     """One line per configuration that could not be computed, saying why."""
-    lines = [Text(f"{v.label}: not computed: {v.error}", style="yellow") for v in sweep.variants if v.error]
+    lines = [Text(f"{v.label}: not computed: {v.error}", style=WARNING) for v in sweep.variants if v.error]
     return Group(*lines)
 
 
@@ -344,7 +345,7 @@ def _side_line(label: str, side: Side) -> str:
 
 
 def _verdict(row: TensorComparison) -> Text:
-    return Text("pass", style="green") if row.passed else Text("FAIL", style="bold red")
+    return Text("pass", style=PASS) if row.passed else Text("FAIL", style=FAIL)
 
 
 def tolerances(comparison: Comparison) -> set[tuple[float, float]]:
@@ -373,7 +374,7 @@ def comparison_table(comparison: Comparison, *, stacked: int = 0) -> Table:
         d = row.diff
         if d is None:  # the problem's first words; the shape column shows the shapes
             numbers = [""] * (4 if tolerance_columns else 2)
-            at = Text((row.problem or "").partition(":")[0], style="yellow")
+            at = Text((row.problem or "").partition(":")[0], style=WARNING)
         else:
             numbers = [sci(d.max_abs), sci(d.max_rel)]
             rtol, atol = tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol)
@@ -481,9 +482,9 @@ def comparison_view(
         parts.append(delta_heatmaps(comparison, precision, colour=colour, max_rows=max_rows))
     total = len(comparison.rows)
     if comparison.passed:
-        parts.append(Text(f"A and B agree: all {total} tensors within tolerance", style="bold green"))
+        parts.append(Text(f"A and B agree: all {total} tensors within tolerance", style=f"bold {PASS}"))
     else:
-        parts.append(Text(f"A and B differ: {comparison.failures} of {total} tensors", style="bold red"))
+        parts.append(Text(f"A and B differ: {comparison.failures} of {total} tensors", style=FAIL))
     return Group(*parts)
 
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from attnx.analysis.check import REFERENCE, CheckReport
 from attnx.analysis.compare import TensorDiff
 from attnx.engines import EngineStatus
+from attnx.render.colours import ERROR, FAIL, LABEL, PASS, WARNING
 from attnx.render.formats import to_jsonl
 from attnx.render.layout import compact_table
 from attnx.render.serialize import FORMAT_VERSION, to_plain
@@ -21,10 +22,10 @@ def engines_table(statuses: list[EngineStatus]) -> Table:
     """One row per engine and device: version, device, dtypes (default first)."""
     table = compact_table()
     for header in ("engine", "version", "device", "dtypes (default first)"):
-        table.add_column(header, header_style="bold cyan", no_wrap=header != "dtypes (default first)")
+        table.add_column(header, header_style=LABEL, no_wrap=header != "dtypes (default first)")
     for status in statuses:
         if not status.available:
-            table.add_row(status.name, Text("not available", style="red"), "", Text(status.problem or "", style="dim"))
+            table.add_row(status.name, Text("not available", style=ERROR), "", Text(status.problem or "", style="dim"))
             continue
         for i, (device, dtypes) in enumerate(status.devices):
             table.add_row(status.name if i == 0 else "", status.version if i == 0 else "", device, ", ".join(dtypes))
@@ -63,12 +64,12 @@ def check_view(report: CheckReport, source: str) -> RenderableType:
     table = compact_table(f"{source} · against {' '.join(REFERENCE)}")
     for header in ("target", "tensor", "max abs", "max rel", "rtol", "atol", "verdict"):
         numeric = header in ("max abs", "max rel", "rtol", "atol")
-        table.add_column(header, justify="right" if numeric else "left", header_style="bold cyan", no_wrap=True)
+        table.add_column(header, justify="right" if numeric else "left", header_style=LABEL, no_wrap=True)
     previous = None
     for row in report.rows:
         t, d = row.target, row.diff
         label = f"{t.engine} {t.device} {t.dtype}"
-        verdict = Text("pass", style="green") if d.passed else Text("FAIL", style="bold red")
+        verdict = Text("pass", style=PASS) if d.passed else Text("FAIL", style=FAIL)
         table.add_row(
             label if label != previous else "", row.tensor,
             sci(d.max_abs), sci(d.max_rel), tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol), verdict,
@@ -76,12 +77,12 @@ def check_view(report: CheckReport, source: str) -> RenderableType:
         previous = label
     parts: list[RenderableType] = [table]
     for status in report.unavailable:
-        parts.append(Text(f"skipped {status.name}: {status.problem}", style="yellow"))
+        parts.append(Text(f"skipped {status.name}: {status.problem}", style=WARNING))
     total = len(report.rows)
     if report.passed:
-        parts.append(Text(f"all {total} rows within tolerance", style="bold green"))
+        parts.append(Text(f"all {total} rows within tolerance", style=f"bold {PASS}"))
     else:
-        parts.append(Text(f"{report.failures} of {total} rows beyond tolerance", style="bold red"))
+        parts.append(Text(f"{report.failures} of {total} rows beyond tolerance", style=FAIL))
     return Group(*parts)
 
 

@@ -24,10 +24,12 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
 
+from attnx.render.colours import LABEL
+
 GAP = "…"
 ROW_GAP = "⋮"
 RULE = "─"  # under the header, as rich.box.SIMPLE_HEAD draws it
-LABEL_STYLE = "bold cyan"  # row labels and column labels
+LABEL_STYLE = LABEL  # row labels and column labels
 
 
 def shown_rows(count: int, max_rows: int | None) -> list[int]:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
+from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.fitted import ROW_GAP, after_gap, left_out, shown_rows
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
 from attnx.render.layout import compact_table
@@ -51,13 +52,13 @@ def thresholds_line() -> Text:
 def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
     """One row per head: its label and score, every label's score, and the saturation numbers."""
     table = compact_table("Heads")
-    table.add_column("head", justify="right", style="bold cyan", no_wrap=True)
-    table.add_column("label", no_wrap=True, header_style="bold cyan")
+    table.add_column("head", justify="right", style=LABEL, no_wrap=True)
+    table.add_column("label", no_wrap=True, header_style=LABEL)
     for header in (*SCORE_HEADERS.values(), "std", "max w"):
-        table.add_column(header, justify="right", no_wrap=True, header_style="bold cyan")
+        table.add_column(header, justify="right", no_wrap=True, header_style=LABEL)
 
     def score(s: HeadStats, name: str) -> Text:
-        return Text(cell(s.scores[name], precision), style="bold yellow" if name == s.label else "")
+        return Text(cell(s.scores[name], precision), style=EMPHASIS if name == s.label else "")
 
     for s in stats:
         table.add_row(
@@ -88,10 +89,10 @@ def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_row
     Past ``max_rows`` queries (None: no limit), the first and last, and a line saying how many are left out.
     """
     table = compact_table()
-    table.add_column("query", style="bold cyan", no_wrap=True)
+    table.add_column("query", style=LABEL, no_wrap=True)
     for header in ("keys", "entropy", "/ log keys", "eff. keys", "max w"):
-        table.add_column(header, justify="right", no_wrap=True, header_style="bold cyan")
-    table.add_column("top key", no_wrap=True, header_style="bold cyan")
+        table.add_column(header, justify="right", no_wrap=True, header_style=LABEL)
+    table.add_column("top key", no_wrap=True, header_style=LABEL)
     rows = shown_rows(len(result.tokens), max_rows)
     for k, i in enumerate(rows):
         if after_gap(rows, k):

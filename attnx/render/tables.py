@@ -11,11 +11,12 @@ from rich.rule import Rule
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation, ablation
+from attnx.render.colours import EMPHASIS
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import MASKED, MASKED_NOTE, MASKED_STYLE, fmt
 from attnx.result import AttentionResult, row_maxima
 
-TOP_STYLE = "bold yellow"  # every cell that is its row's maximum, ties included (``row_maxima``)
+TOP_STYLE = EMPHASIS  # every cell that is its row's maximum, ties included (``row_maxima``)
 
 
 class Section(str, Enum):
@@ -55,7 +56,7 @@ def matrix_table(
 ) -> FittedGrid:
     """One labelled matrix, as many columns as the width holds.
 
-    With ``emphasise_row_max`` every cell that is its row's maximum is bold yellow, ties included
+    With ``emphasise_row_max`` every cell that is its row's maximum is drawn in EMPHASIS, ties included
     (``row_maxima`` says what a tie is). Cells where ``blocked`` is True (masked keys) are shown as
     the dim ``MASKED`` marker, or, with ``blocked_numbers`` (scores, computed before the mask), as
     their number, dim. ``footer`` is a bold row after a blank line: a label and one value per

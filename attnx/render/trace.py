@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.trace import HeadTrace, KeyLine, KeySummary, Trace
+from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.formats import to_jsonl
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
@@ -22,7 +23,7 @@ from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import describe_columns
 from attnx.result import AttentionResult
 
-TOP_STYLE = "bold yellow"
+TOP_STYLE = EMPHASIS
 MASKED_STYLE = "dim strike"
 TOP_MARK = "◀ max"
 UNBOUNDED = 1_000_000  # a width to measure a table's natural width with
@@ -86,7 +87,7 @@ def _table(title: str) -> Table:
     """A titled table with one label column per key (``#``, ``key``); the caller adds the rest."""
     table = compact_table(title, min_width=len(title))
     table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column("key", style="bold cyan", no_wrap=True)
+    table.add_column("key", style=LABEL, no_wrap=True)
     return table
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import itertools
+import re
+from pathlib import Path
 
 import pytest
 from rich.color import Color, ColorSystem
@@ -12,6 +14,7 @@ from attnx.render.colours import (
     FOREGROUNDS,
     MIN_FOREGROUND_CONTRAST,
     MIN_TEXT_CONTRAST,
+    STYLES,
     WHITE,
     contrast,
     hex_of,
@@ -83,3 +86,17 @@ class TestStyleProblem:
         """Dark purple or yellow on the terminal's background, theme colours, white on teal, dimmed colours are refused."""
         problem = style_problem(style)
         assert problem is not None and why in problem
+
+
+class TestRendererStyles:
+    @pytest.mark.parametrize("style", STYLES)
+    def test_named_styles_read_on_any_terminal(self, style: str) -> None:
+        """Every style the renderers draw text in on the terminal's background passes the contrast rules."""
+        assert style_problem(Style.parse(style)) is None
+
+    @pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "attnx" / "render").glob("*.py")))
+    def test_no_renderer_names_a_theme_colour(self, path: Path) -> None:
+        """No renderer styles text with one of the 16 ANSI colour names, which the terminal's theme decides."""
+        names = "black|red|green|yellow|blue|magenta|cyan|white"
+        pattern = re.compile(rf"""["'](?:[a-z ]* )?(?:bright_)?(?:{names})(?: on [a-z_]+)?["']""")
+        assert pattern.findall(path.read_text("utf-8")) == []

@@ -10,6 +10,7 @@ from rich.measure import Measurement
 from rich.style import Style
 from rich.text import Text
 
+from attnx.render.colours import LABEL
 from attnx.render.fitted import FittedGrid, _shares, after_gap, row_lookup, shown_rows
 from attnx.render.heatmap import number_width
 from attnx.render.numbers import fmt
@@ -199,13 +200,13 @@ class TestDrawing:
         ]
 
     def test_styles(self) -> None:
-        """Labels are bold cyan (the row label's padding too); a cell's style covers the blanks that justify it."""
+        """Labels are in the LABEL style (the row label's padding too); a cell's style covers the blanks that justify it."""
         grid = FittedGrid("t", ["row"], ["col"], lambda j, rows: [Text("7", style="bold yellow") for _ in rows])
         header, rule, row = styled(grid, 40)[1:4]
         assert "".join(char for char, _ in row) == "row     7"
-        assert all(style == Style.parse("bold cyan") for _, style in row[:4])  # "row" and its padding
+        assert all(style == Style.parse(LABEL) for _, style in row[:4])  # "row" and its padding
         assert [style for _, style in row[4:]] == [Style()] * 2 + [Style.parse("bold yellow")] * 3
-        assert header[-1] == ("l", Style.parse("bold cyan")) and all(style == Style() for _, style in rule)
+        assert header[-1] == ("l", Style.parse(LABEL)) and all(style == Style() for _, style in rule)
 
     def test_justifying_spreads_a_cell_style_but_padding_does_not(self) -> None:
         """A heatmap cell's background covers the blanks that justify it in a wide column, not the padding."""

@@ -213,10 +213,10 @@ class TestTraceView:
         assert "Q_h[[bold]] = [1.0000, 0.0000]" in text and "0  [bold]" in text
 
     def test_styles(self) -> None:
-        """On a colour console the top key's row is bold yellow."""
+        """On a colour console the top key's row is in the emphasis colour (bold orange #d75f00)."""
         console = Console(width=100, color_system="truecolor", force_terminal=True, record=True, file=io.StringIO())
         console.print(trace_view(worked_trace("cat"), 4))
-        assert "\x1b[1;33m" in console.export_text(styles=True)
+        assert "\x1b[1;38;2;215;95;0m" in console.export_text(styles=True)
 
 
 class TestTraceToDict:
