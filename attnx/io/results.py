@@ -15,6 +15,9 @@ from attnx.spec import AttentionSpec
 
 # Tensors a JSON result may carry, with their rank; comparisons work on these.
 RESULT_TENSORS = {
+    "q": 3,
+    "k": 3,
+    "v": 3,
     "scores": 3,
     "scaled": 3,
     "weights": 3,

@@ -175,7 +175,7 @@ class TestCompareSides:
         comparison = compare_sides(side_from_result(result, "a"), side_from_result(result, "b"))
         assert comparison.passed and comparison.failures == 0
         assert [row.name for row in comparison.rows] == [
-            "scores", "scaled", "weights", "head_outputs", "output", "average_weights",
+            "q", "k", "v", "scores", "scaled", "weights", "head_outputs", "output", "average_weights",
         ]  # fmt: skip
         assert all(row.diff.max_abs == 0 for row in comparison.rows)
 

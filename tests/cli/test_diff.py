@@ -175,7 +175,7 @@ class TestTwoInputs:
     def test_equal_is_exit_0(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
         """A JSON result against the input it came from: every tensor 0 apart, exit 0."""
         out = invoke(runner, "diff", worked_json, input_file(tmp_path, "same.json")).stdout
-        assert "A and B agree: all 6 tensors within tolerance" in out
+        assert "A and B agree: all 9 tensors within tolerance" in out
         assert "(attnx result, float64)" in out and "(input, computed here, float64)" in out
 
     def test_near_equal_is_exit_0(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ class TestTwoInputs:
         assert (top["a"], top["b"]) == (pytest.approx(a, rel=1e-12), pytest.approx(b, rel=1e-12))
         assert top["abs_diff"] == pytest.approx(b - a, rel=1e-9)
         table = invoke(runner, "diff", worked_json, other, code=1).stdout
-        assert "head 0 · sat → sat" in table and "A and B differ: 5 of 6 tensors" in table
+        assert "head 0 · sat → sat" in table and "A and B differ: 5 of 9 tensors" in table
 
     def test_tolerance_flags(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
         """--atol large enough turns the same comparison into exit 0."""
