@@ -1,0 +1,340 @@
+"""Every attnx command in README.md and docs/*.md runs and does what the text says (tests/docs_examples.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests import docs_examples as docs
+from tests.runner import run_attnx
+
+EXAMPLES, MISTAKES = docs.parse_files(docs.documents())
+
+
+@pytest.fixture(scope="session")
+def docs_folder(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The examples' working folder: configs/, models/minilm, models/gpt2-tiny (the session's tiny GPT-2), kernel/."""
+    try:
+        gpt2 = request.getfixturevalue("gpt2").path
+    except pytest.skip.Exception:  # no torch or transformers: the GPT-2 examples fail, saying the folder is missing
+        gpt2 = None
+    return docs.prepare_folder(tmp_path_factory.mktemp("docs"), gpt2)
+
+
+class TestDocumentedCommands:
+    """What the README and docs show is what attnx does."""
+
+    @pytest.mark.parametrize("example", [pytest.param(e, id=e.name) for e in EXAMPLES])
+    def test_command(self, example: docs.Example, docs_folder: Path) -> None:
+        """The command exits as the text says and prints the lines shown under it."""
+        if re.search(r"\bjq\b", example.command) and shutil.which("jq") is None:
+            pytest.skip("jq is not installed (apt-get install jq); .ci/run installs it")
+        result = docs.check(example, docs_folder)
+        if result.failure is not None:
+            pytest.fail(result.failure, pytrace=False)
+
+    @pytest.mark.parametrize("path", docs.documents(), ids=lambda p: p.relative_to(docs.ROOT).as_posix())
+    def test_no_command_outside_a_console_block(self, path: Path) -> None:
+        """Each attnx command shown is a `$ attnx ...` line of a console block, where it is run."""
+        mistakes = [str(m) for m in MISTAKES if m.path == path]
+        if mistakes:
+            pytest.fail("\n".join(mistakes), pytrace=False)
+
+    def test_the_docs_hold_examples(self) -> None:
+        """The scan finds the README and its examples, so that a broken scan cannot pass silently."""
+        assert (docs.ROOT / "README.md") in docs.documents()
+        assert sum(e.path.name == "README.md" for e in EXAMPLES) >= 5
+
+
+MARKDOWN = """\
+# Title
+
+Run `attnx run -H 1` or ``attnx trace -t cat`` in prose; `attnx` alone and `pip install attnx` are not commands.
+
+```console
+$ attnx run --show summary
+line one
+...
+last line
+
+$ COLUMNS=100 attnx run --heads 3  # exits 2
+attnx: error: something
+$ attnx diff \\
+    --heads 1,2
+$ python -m pip install -e ".[dev]" -c constraints.txt
+$ attnx run -f json | jq .heads
+2
+```
+
+```bash
+attnx run
+echo fine
+```
+
+   ```console
+   $ attnx engines
+   numpy
+   ```
+
+```console
+attnx heads
+$ attnx run
+```
+"""
+
+
+class TestParsing:
+    """The harness reads the contract off markdown: commands, expected lines, exit codes, mistakes."""
+
+    def test_commands_in_order(self) -> None:
+        """Inline spans and console commands are found in the order of the text, set-up commands left out."""
+        examples, _ = docs.parse(MARKDOWN, "doc.md")
+        assert [(e.line, e.command) for e in examples] == [
+            (3, "attnx run -H 1"),
+            (3, "attnx trace -t cat"),
+            (6, "attnx run --show summary"),
+            (11, "COLUMNS=100 attnx run --heads 3"),
+            (13, "attnx diff     --heads 1,2"),
+            (16, "attnx run -f json | jq .heads"),
+            (26, "attnx engines"),
+            (32, "attnx run"),
+        ]
+
+    def test_expected_lines_and_exit_codes(self) -> None:
+        """Lines under a command are its expected output (trailing blank lines dropped); `# exits N` sets its status."""
+        examples, _ = docs.parse(MARKDOWN, "doc.md")
+        by_line = {e.line: e for e in examples}
+        assert by_line[3].expected is None and by_line[3].exit_code == 0
+        assert by_line[6].expected == ("line one", "...", "last line") and by_line[6].output_lines == (6, 9)
+        assert by_line[11].expected == ("attnx: error: something",) and by_line[11].exit_code == 2
+        assert by_line[13].expected == () and by_line[13].exit_code == 0
+        assert by_line[16].expected == ("2",)
+        assert by_line[26].expected == ("numpy",) and by_line[26].indent == 3
+
+    def test_only_lines_without_an_ellipsis_are_updated(self) -> None:
+        """--update rewrites expected lines that exist and hold no `...`."""
+        examples, _ = docs.parse(MARKDOWN, "doc.md")
+        assert [e.line for e in examples if e.updatable] == [11, 16, 26]
+
+    def test_attnx_outside_a_console_block_is_a_mistake(self) -> None:
+        """`attnx` lines in a bash block, or before a console block's first `$ `, are reported with their line."""
+        _, mistakes = docs.parse(MARKDOWN, "doc.md")
+        assert [(m.line, m.text) for m in mistakes] == [(21, "attnx run"), (31, "attnx heads")]
+        assert str(mistakes[0]) == "doc.md:21: 'attnx run': write it as `$ attnx ...` in a console block"
+
+    def test_a_dollar_line_outside_a_console_block_is_a_mistake(self) -> None:
+        """`$ attnx` in a block that is not `console` is reported too."""
+        _, mistakes = docs.parse("```sh\n$ attnx run\n```\n", "doc.md")
+        assert [(m.line, m.text) for m in mistakes] == [(2, "$ attnx run")]
+
+    def test_an_unclosed_block_runs_to_the_end(self) -> None:
+        """A console block without its closing fence ends with the text."""
+        examples, _ = docs.parse("```console\n$ attnx run\nout\n", "doc.md")
+        assert [(e.command, e.expected) for e in examples] == [("attnx run", ("out",))]
+
+
+class TestCommandForms:
+    """Plain attnx commands run in-process; anything with shell syntax goes to bash."""
+
+    @pytest.mark.parametrize(
+        ("command", "form"),
+        [
+            ("attnx run", ({}, ["run"])),
+            ('attnx run --tokens "a b c" -H 1', ({}, ["run", "--tokens", "a b c", "-H", "1"])),
+            (
+                "COLUMNS=100 NO_COLOR=1 attnx diff --heads 1,2",
+                ({"COLUMNS": "100", "NO_COLOR": "1"}, ["diff", "--heads", "1,2"]),
+            ),
+            ("attnx trace -t '|'", ({}, ["trace", "-t", "|"])),
+            ("attnx run -f json | jq .heads", None),
+            ("attnx run > out.txt", None),
+            ("attnx run && attnx trace", None),
+            ("attnx run; attnx trace", None),
+            ('attnx run --tokens "$(cat words)"', None),
+            ("attnx run configs/*.yaml", None),
+            ("echo x | attnx run -", None),
+            ("python -c 'print(1)'", None),
+            ("FOO=1", None),
+            ('attnx run --tokens "unclosed', None),
+        ],
+    )
+    def test_in_process_form(self, command: str, form: tuple[dict[str, str], list[str]] | None) -> None:
+        """The environment and arguments of a plain command, or None for one the shell must run."""
+        assert docs.in_process_form(command) == form
+
+
+class TestMatching:
+    """Expected lines match actual ones exactly, `...` standing for any run of lines."""
+
+    @pytest.mark.parametrize(
+        ("expected", "actual", "matches"),
+        [
+            (["a", "b"], ["a", "b"], True),
+            (["a", "b"], ["a", "c"], False),
+            (["a"], ["a", "b"], False),
+            (["a", "...", "d"], ["a", "b", "c", "d"], True),
+            (["a", "...", "d"], ["a", "d"], True),
+            (["a", "...", "d"], ["a", "b"], False),
+            (["..."], [], True),
+            (["...", "x", "..."], ["a", "x", "b"], True),
+            (["...", "x", "..."], ["a", "b"], False),
+            ([], [], True),
+        ],
+    )
+    def test_lines_match(self, expected: list[str], actual: list[str], matches: bool) -> None:
+        """`...` matches zero or more lines; every other line must be equal."""
+        assert docs.lines_match(expected, actual) is matches
+
+    def test_output_lines(self) -> None:
+        """Stdout comes before stderr; trailing spaces and trailing blank lines are dropped."""
+        assert docs.output_lines("a  \nb\n\n", "err \n\n") == ("a", "b", "", "err")
+
+    def test_verdict_shows_a_unified_diff(self) -> None:
+        """A mismatch names the example and shows a unified diff; a wrong exit status is said first."""
+        example = docs.Example(Path("README.md"), 7, "attnx run", 0, ("a", "b"))
+        assert docs.verdict(example, 0, ("a", "b")) is None
+        failure = docs.verdict(example, 2, ("a", "c"))
+        assert failure is not None
+        assert failure.splitlines()[:2] == ["README.md:7: $ attnx run", "exit status 2, the text says 0"]
+        assert "-b\n+c" in failure and "--- expected (the text)" in failure
+
+
+class TestRunning:
+    """Examples run in the prepared folder, with the documented environment, in-process or in bash."""
+
+    def test_in_process_and_bash_agree(self, docs_folder: Path) -> None:
+        """The same command gives the same lines in-process and through bash (80 columns, no colour)."""
+        plain = docs.Example(Path("doc.md"), 1, "attnx run configs/gqa.yaml --show weights", 0, ())
+        shell = docs.Example(Path("doc.md"), 2, "attnx run configs/gqa.yaml --show weights | cat", 0, ())
+        inside, through_bash = docs.run(plain, docs_folder), docs.run(shell, docs_folder)
+        assert inside == through_bash and inside[0] == 0 and "\x1b[" not in "".join(inside[1])
+        assert max(len(line) for line in inside[1]) <= 80
+
+    def test_the_folder_holds_what_the_docs_use(self, docs_folder: Path) -> None:
+        """configs/, both checkpoints and the kernel files are there, and a correct kernel's output matches attnx's."""
+        assert (docs_folder / "configs" / "cat-sat-on-mat.yaml").is_file()
+        assert (docs_folder / "models" / "minilm" / "model.safetensors").is_file()
+        assert (docs_folder / "models" / "gpt2-tiny" / "tokenizer.json").is_file()
+        right = np.load(docs_folder / "kernel" / "output.npy")
+        wrong = np.load(docs_folder / "kernel" / "output-wrong-scale.npy")
+        assert right.shape == wrong.shape == (6, 16) and right.dtype == np.float32
+        assert not np.allclose(right, wrong, atol=1e-3)
+
+    def test_exit_comment_and_failure_output(self, docs_folder: Path) -> None:
+        """`# exits 2` is checked, and a failing command's stderr line is compared like stdout."""
+        text = "```console\n$ attnx run --heads 3  # exits 2\nattnx: error: wrong\n```\n"
+        (example,), _ = docs.parse(text, "doc.md")
+        result = docs.check(example, docs_folder)
+        assert result.code == 2 and result.lines[0].startswith("attnx: error: ")
+        assert (
+            result.failure is not None
+            and "exit status" not in result.failure
+            and "-attnx: error: wrong" in result.failure
+        )
+
+    def test_environment_has_no_attnx_variables(self, docs_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """ATTNX_* and FORCE_COLOR from outside reach neither path; HF_HUB_OFFLINE and COLUMNS=80 are set."""
+        monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "1")
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        code, lines = docs.run(docs.Example(Path("doc.md"), 1, "attnx run", 0, ()), docs_folder)
+        assert code == 0 and not any("\x1b[" in line for line in lines)
+        shell = "env | grep -E '^(ATTNX_|FORCE_COLOR|HF_HUB_OFFLINE|COLUMNS)' | sort"
+        assert docs.run(docs.Example(Path("doc.md"), 1, shell, 0, ()), docs_folder)[1] == (
+            "COLUMNS=80",
+            "HF_HUB_OFFLINE=1",
+        )
+
+
+class TestUpdate:
+    """--update rewrites expected output in place and says what changed."""
+
+    def test_rewrites_only_what_it_may(self, docs_folder: Path, tmp_path: Path) -> None:
+        """Stale lines are replaced (the fence's indent kept); `...` blocks and bare commands stay as written."""
+        doc = tmp_path / "doc.md"
+        doc.write_text(
+            "  ```console\n  $ attnx --version\n  attnx 0.0.0\n\n  $ attnx --version\n  ...\n  $ attnx --version\n  ```\n"
+        )
+        examples, _ = docs.parse(doc.read_text(), doc)
+        results = [docs.check(e, docs_folder) for e in examples]
+        version = results[0].lines[0]
+        assert version.startswith("attnx ") and version != "attnx 0.0.0"
+        changes = docs.update(results)
+        assert len(changes) == 1 and f"-attnx 0.0.0\n+{version}" in changes[0]
+        assert doc.read_text() == (
+            f"  ```console\n  $ attnx --version\n  {version}\n\n  $ attnx --version\n  ...\n  $ attnx --version\n  ```\n"
+        )
+        assert docs.update([docs.check(e, docs_folder) for e in docs.parse(doc.read_text(), doc)[0]]) == []
+
+
+class TestInProcessRunner:
+    """tests/runner.py runs attnx as the console script does and leaves the test process as it found it."""
+
+    def test_binary_stdout(self) -> None:
+        """--format npy reaches stdout as bytes that NumPy reads back."""
+        outcome = run_attnx("run", "-f", "npy", "--tensor", "weights")
+        assert outcome.code == 0 and outcome.stderr == ""
+        assert np.load(io.BytesIO(outcome.stdout_bytes)).shape == (2, 5, 5)
+
+    def test_stdin_bytes(self) -> None:
+        """stdin is piped in as bytes."""
+        outcome = run_attnx("run", "-", "-f", "json", stdin=b"heads: 1\nq: [[1.0]]\nk: [[1.0]]\nv: [[4.0]]\n")
+        assert outcome.code == 0 and json.loads(outcome.stdout)["output"] == [[4.0]]
+
+    def test_state_is_restored(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Environment, working folder, streams, argv and DEBUG are as before, though the run changed or read them."""
+        from attnx.cli import common
+
+        monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "1")
+        before = (dict(os.environ), os.getcwd(), sys.stdout, sys.stderr, sys.stdin, list(sys.argv), dict(common.DEBUG))
+        outcome = run_attnx("--debug", "run", "-f", "json", cwd=tmp_path, env={"NO_COLOR": "1"})
+        assert outcome.code == 0  # ATTNX_MAX_ELEMENTS=1 from outside did not reach the run
+        after = (dict(os.environ), os.getcwd(), sys.stdout, sys.stderr, sys.stdin, list(sys.argv), dict(common.DEBUG))
+        assert after == before
+
+    def test_environment_reaches_the_consoles(self) -> None:
+        """COLUMNS sets the width, FORCE_COLOR colours, NO_COLOR wins, and an ATTNX_* given in env applies."""
+        narrow = run_attnx("run", "-s", "output", env={"COLUMNS": "50"})
+        assert max(len(line) for line in narrow.stdout.splitlines()) == 50
+        assert "\x1b[" in run_attnx("run", env={"FORCE_COLOR": "1"}).stdout
+        assert "\x1b[" not in run_attnx("run", env={"FORCE_COLOR": "1", "NO_COLOR": "1"}).stdout
+        capped = run_attnx("run", env={"ATTNX_MAX_ELEMENTS": "4"})
+        assert capped.code == 2 and "ATTNX_MAX_ELEMENTS" in capped.stderr
+
+    def test_an_escaping_exception_is_exit_1_with_a_traceback(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With --debug an unexpected error escapes main(): the runner prints its traceback and reports exit 1."""
+        import attnx.engines
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(attnx.engines, "compute", broken)
+        outcome = run_attnx("--debug", "run")
+        assert outcome.code == 1 and isinstance(outcome.exception, RuntimeError)
+        assert (
+            outcome.stderr.startswith("Traceback (most recent call last):") and "RuntimeError: boom" in outcome.stderr
+        )
+
+    def test_warnings_print_as_in_a_fresh_process(self) -> None:
+        """A warning inside the run is a line on stderr, not the error pytest's filterwarnings makes it outside."""
+        import warnings
+
+        import attnx.engines
+
+        real = attnx.engines.compute
+
+        def warns(*args, **kwargs):
+            warnings.warn("careful", UserWarning, stacklevel=1)
+            return real(*args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(attnx.engines, "compute", warns)
+            outcome = run_attnx("run", "-f", "json")
+        assert outcome.code == 0 and "UserWarning: careful" in outcome.stderr
