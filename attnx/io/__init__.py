@@ -15,13 +15,13 @@ __all__ = ["BUILTIN_NAME", "Limits", "Overrides", "builtin_document", "load_sour
 BUILTIN_NAME = "cat-sat-on-mat"
 
 
-def builtin_document() -> Document:
-    """The worked example "The cat sat on mat" (H=2), shipped inside the package."""
+def builtin_document(limits: Limits | None = None) -> Document:
+    """The worked example "The cat sat on mat" (H=2), shipped inside the package, read under ``limits``."""
     # Shipped as JSON (the same document as configs/cat-sat-on-mat.yaml) so that `attnx run` with no
     # file never pays for importing a YAML parser.
     # A plain path: importlib.resources would import zipfile on every start-up.
     text = (Path(__file__).parent.parent / "data" / f"{BUILTIN_NAME}.json").read_text("utf-8")
-    return parse_document(text, f"built-in example ({BUILTIN_NAME})")
+    return parse_document(text, f"built-in example ({BUILTIN_NAME})", limits)
 
 
 def load_source(source: str, limits: Limits | None = None) -> Document:
@@ -64,5 +64,5 @@ def load_spec(
     elif overrides.seed is not None:
         doc = Document({}, "command line", limits=limits)
     else:
-        doc = builtin_document()
+        doc = builtin_document(limits)
     return spec_from_document(doc, overrides)

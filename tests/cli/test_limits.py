@@ -34,6 +34,15 @@ class TestLimitFlags:
             "raise it with --max-bytes or ATTNX_MAX_BYTES\n"
         )
 
+    @pytest.mark.parametrize("command", ["run", "trace", "check", "heads"])
+    def test_builtin_example_is_capped_too(self, runner: CliRunner, command: str) -> None:
+        """The built-in example, with no file given, is read under the flags' caps like any input."""
+        extra = ["--token", "cat"] if command == "trace" else []
+        assert refused(runner, command, *extra, "--max-elements", "10") == (
+            "attnx: error: built-in example (cat-sat-on-mat):5:7: q: an array of 5 × 4 (20 elements) exceeds the "
+            "element cap of 10 elements per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS\n"
+        )
+
     def test_variable(self, runner: CliRunner) -> None:
         """ATTNX_MAX_DIMENSION=4 is too small for the five tokens of the worked example."""
         assert ":7:3: q: an axis of 5 exceeds the dimension cap of 4 per axis" in refused(
