@@ -353,15 +353,28 @@ def emit_view(
         emit(output_format, {OutputFormat.table: lambda: view(False), **producers}, output=output, no_color=no_color)
         return
     console = stdout_console(no_color)
-    console.record = export is not None
-    colour = console.color_system is not None if export is None else colour_allowed(no_color) and suffix != ".txt"
-    console.print(view(colour))
+    shown = console.color_system is not None
+    wanted = colour_allowed(no_color) and suffix != ".txt"  # what the export shows
+    console.record = export is not None and wanted == shown
+    console.print(view(shown))
     if export is not None:
         from attnx.io.output import atomic_write
 
-        saved = {".svg": lambda: console.export_svg(title="attnx"), ".html": console.export_html,
-                 ".txt": console.export_text}[suffix]()  # fmt: skip
+        # Piped stdout shows shades where an SVG shows colours: the export then draws its own copy.
+        recorder = console if console.record else _recording_console(console.width, wanted)
+        if recorder is not console:
+            recorder.print(view(wanted))
+        saved = {".svg": lambda: recorder.export_svg(title="attnx"), ".html": recorder.export_html,
+                 ".txt": recorder.export_text}[suffix]()  # fmt: skip
         atomic_write(export, saved.encode("utf-8"))
+
+
+def _recording_console(width: int, colour: bool) -> Console:
+    """A console that only records, ``width`` columns wide, in true colour or none."""
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), record=True, width=width, color_system="truecolor" if colour else None,
+                   force_terminal=colour, highlight=False, emoji=False)  # fmt: skip
 
 
 def render_plain(renderable: RenderableType) -> str:

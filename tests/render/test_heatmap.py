@@ -165,6 +165,15 @@ class TestViewsAndExports:
         assert "0.3664" in svg and "cat" in svg and "Head&#160;1" in svg
         assert not list(tmp_path.glob(".*.tmp"))  # written atomically
 
+    def test_piped_stdout_keeps_its_shades_beside_a_coloured_export(self, runner: CliRunner, tmp_path: Path) -> None:
+        """Piped stdout shows shade characters while the SVG export shows colours: each gets its own drawing."""
+        target = tmp_path / "heatmap.svg"
+        result = runner.invoke(app, ["run", "--view", "heatmap", "--export", str(target)], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, result.output
+        assert "cat ██ 0.3664 ░░ 0.0891 ██ 0.3664" in result.stdout
+        svg = target.read_text("utf-8")
+        assert f'fill="{TOP}"' in svg and "█" not in svg
+
     def test_svg_export_without_colour_uses_shades(self, runner: CliRunner, tmp_path: Path) -> None:
         """--no-color: the SVG carries shade characters and no palette colour."""
         target = tmp_path / "plain.svg"
