@@ -27,9 +27,10 @@ class EngineEntry:
     install_hint: str
 
 
+# Install hints that work from a clone of attnx (it is not on PyPI).
 ENGINES: dict[str, EngineEntry] = {
-    "numpy": EngineEntry("numpy", "attnx.engines.numpy_engine", 'pip install "attnx"'),
-    "torch": EngineEntry("torch", "attnx.engines.torch_engine", 'pip install "attnx[torch]"'),
+    "numpy": EngineEntry("numpy", "attnx.engines.numpy_engine", "python -m pip install numpy"),
+    "torch": EngineEntry("torch", "attnx.engines.torch_engine", 'python -m pip install ".[torch]"'),
 }
 
 
