@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -116,7 +116,9 @@ class AttentionResult:
         if mask is None:
             fully_masked, blocked = spec.mask_census()
         else:
-            fully_masked = tuple(spec.query_positions[i] for i in np.flatnonzero(~mask.any(axis=1)))  # type: ignore[index]
+            positions = spec.query_positions
+            assert positions is not None  # a tuple once the spec's __post_init__ has run
+            fully_masked = tuple(positions[i] for i in np.flatnonzero(~mask.any(axis=1)))
             blocked = mask.size - int(np.count_nonzero(mask))
         return cls(
             tokens=spec.tokens,
@@ -138,7 +140,8 @@ class AttentionResult:
             dropped_heads=spec.dropped_heads,
             parameters=spec.parameters,
             kv_pooled_from=getattr(spec, "kv_pooled_from", None),
-            **{name: None for name in ARRAYS} | arrays,
+            # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
+            **cast("dict[str, Any]", {name: None for name in ARRAYS} | arrays),
         )
 
     @property

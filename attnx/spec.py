@@ -6,6 +6,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -148,9 +149,10 @@ class AttentionSpec:
         if bad:
             raise ConfigError(f"{where}: cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")
         object.__setattr__(self, "dropped_heads", dropped)
-        pooled = self.kv_pooled_from
+        pooled, kv_heads = self.kv_pooled_from, self.kv_heads
+        assert kv_heads is not None  # set by _check_heads
         if pooled is not None and (
-            isinstance(pooled, bool) or not isinstance(pooled, int) or pooled <= self.kv_heads or pooled % self.kv_heads  # type: ignore[operator]
+            isinstance(pooled, bool) or not isinstance(pooled, int) or pooled <= kv_heads or pooled % kv_heads
         ):
             raise ConfigError(
                 f"{where}: kv_pooled_from must be a multiple of kv_heads {self.kv_heads} larger than it, got {pooled!r}"
@@ -265,12 +267,18 @@ class AttentionSpec:
     @property
     def d_model(self) -> int:
         """Width of Q (all heads together)."""
-        return self.w_q.d_out if self.w_q is not None else int(self.q.shape[1])  # type: ignore[union-attr]
+        if self.w_q is not None:
+            return self.w_q.d_out
+        assert self.q is not None  # a direct spec: q was checked first
+        return int(self.q.shape[1])
 
     @property
     def kv_width(self) -> int:
         """Width of K and V (all K/V heads together)."""
-        return self.w_k.d_out if self.w_k is not None else int(self.k.shape[1])  # type: ignore[union-attr]
+        if self.w_k is not None:
+            return self.w_k.d_out
+        assert self.k is not None  # a direct spec: k was checked first
+        return int(self.k.shape[1])
 
     @property
     def d_k(self) -> int:
@@ -280,12 +288,16 @@ class AttentionSpec:
     @property
     def n_queries(self) -> int:
         """Number of query rows (N)."""
-        return int((self.x if self.x is not None else self.q).shape[0])  # type: ignore[union-attr]
+        rows = self.x if self.x is not None else self.q
+        assert rows is not None  # x, or a direct spec's q
+        return int(rows.shape[0])
 
     @property
     def n_keys(self) -> int:
         """Number of key and value rows (M)."""
-        return int((self.kv_source if self.x is not None else self.k).shape[0])  # type: ignore[union-attr]
+        rows = self.kv_source if self.x is not None else self.k
+        assert rows is not None  # x_kv or x, or a direct spec's k
+        return int(rows.shape[0])
 
     @property
     def group_size(self) -> int:
@@ -346,10 +358,13 @@ class AttentionSpec:
             return (), 0
         found: list[int] = []
         blocked = 0
+        positions = self.query_positions
+        assert positions is not None  # a tuple once __post_init__ has run
         for start in range(0, self.n_queries, block):
             allowed = self.allowed(slice(start, start + block))
-            found.extend(self.query_positions[start + i] for i in np.flatnonzero(~allowed.any(axis=1)))  # type: ignore[union-attr,index]
-            blocked += allowed.size - int(np.count_nonzero(allowed))  # type: ignore[union-attr]
+            assert allowed is not None  # masked, so allowed() builds the block
+            found.extend(positions[start + i] for i in np.flatnonzero(~allowed.any(axis=1)))
+            blocked += allowed.size - int(np.count_nonzero(allowed))
         return tuple(found), blocked
 
     def key_limit(self, rows: slice = slice(None)) -> int:
@@ -386,16 +401,17 @@ class AttentionSpec:
             else:
                 why = f"the input's {current} K/V heads do not pool evenly into {kv_heads!r}"
             raise ConfigError(f"{self.source}: {why}; kv_heads that work: {', '.join(map(str, divisors(current)))}")
-        pooled: dict[str, object] = {"kv_heads": kv_heads, "kv_pooled_from": self.kv_pooled_from or current}
+        pooled: dict[str, Any] = {"kv_heads": kv_heads, "kv_pooled_from": self.kv_pooled_from or current}
         if self.x is not None:
             for name in ("w_k", "w_v"):
                 w: Linear = getattr(self, name)
                 bias = None if w.bias is None else pool_heads(w.bias, current, kv_heads, self.layout)
                 pooled[name] = Linear(pool_heads(w.weight, current, kv_heads, self.layout), bias)
         else:
-            pooled["k"] = pool_heads(self.k, current, kv_heads, self.layout)  # type: ignore[arg-type]
-            pooled["v"] = pool_heads(self.v, current, kv_heads, self.layout)  # type: ignore[arg-type]
-        return replace(self, **pooled)  # type: ignore[arg-type]
+            assert self.k is not None and self.v is not None  # a direct spec
+            pooled["k"] = pool_heads(self.k, current, kv_heads, self.layout)
+            pooled["v"] = pool_heads(self.v, current, kv_heads, self.layout)
+        return replace(self, **pooled)
 
     def select_queries(self, rows: Sequence[int]) -> AttentionSpec:
         """The same problem restricted to some query rows (0-based), all keys kept.
@@ -407,19 +423,22 @@ class AttentionSpec:
         bad = [i for i in index if not 0 <= i < self.n_queries]
         if bad:
             raise ConfigError(f"{self.source}: query {bad[0]} is out of range 0..{self.n_queries - 1}")
-        narrowed: dict[str, object] = {
+        positions = self.query_positions
+        assert positions is not None  # a tuple once __post_init__ has run
+        narrowed: dict[str, Any] = {
             "tokens": tuple(self.tokens[i] for i in index),
-            "query_positions": tuple(self.query_positions[i] for i in index),  # type: ignore[index]
+            "query_positions": tuple(positions[i] for i in index),
         }
         if self.x is not None:
             narrowed["x"] = self.x[index]
             if self.x_kv is None:  # keys and values keep reading every row of x
                 narrowed["x_kv"] = self.x
         else:
-            narrowed["q"] = self.q[index]  # type: ignore[index]
+            assert self.q is not None  # a direct spec
+            narrowed["q"] = self.q[index]
         if self.mask is not None:
             narrowed["mask"] = self.mask[index]
-        return replace(self, **narrowed)  # type: ignore[arg-type]
+        return replace(self, **narrowed)
 
 
 def pool_heads(array: np.ndarray, heads: int, into: int, layout: str = "contiguous") -> np.ndarray:

@@ -140,6 +140,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
 def _sdpa_factory() -> Callable[[AttentionSpec, str], Callable[[], object]] | None:
     """torch's bare-SDPA reference, where torch is installed."""
     try:
-        return load_engine("torch").sdpa_reference  # type: ignore[no-any-return]
+        factory: Callable[[AttentionSpec, str], Callable[[], object]] = load_engine("torch").sdpa_reference
+        return factory
     except EngineUnavailableError:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,8 @@ def variant_spec(spec: AttentionSpec, varied: str, value: int | float | str) -> 
     if varied == "kv_heads":
         pool = getattr(spec, "with_kv_heads", None)  # the spec's pooling, where this attnx has it
         return pool(int(value)) if pool is not None else replace(spec, kv_heads=int(value))
-    return replace(spec, **{varied: value})
+    change: dict[str, Any] = {varied: value}  # a field named at run time; AttentionSpec checks the value
+    return replace(spec, **change)
 
 
 def _label(varied: str, value: int | float | str) -> str:
@@ -119,7 +121,7 @@ def sweep(
         result = compute(changed, engine, dtype=dtype, device=device)
         variants.append(Variant(_label(varied, value), value, result, saturation(result)))
     computed = [i for i, v in enumerate(variants) if v.result is not None]
-    results = [variants[i].result for i in computed]
+    results = [v.result for v in variants if v.result is not None]  # those of ``computed``
     compared = "projected" if results and all(r.projected is not None for r in results) else "output"
     pairs = list(itertools.pairwise(computed))
     pairs += [(computed[0], i) for i in computed[2:]]

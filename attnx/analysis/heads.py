@@ -166,6 +166,7 @@ def head_stats(result: AttentionResult) -> tuple[HeadStats, ...]:
     targets = positional_targets(result)
     spread = saturation(result)
     stats = []
+    assert result.weights is not None  # head statistics are computed from the weights
     for h in range(result.heads):
         weights = np.asarray(result.weights[h], dtype=np.float64)  # (N, M)
         entropy = np.where(visible > 0, _entropy(weights), np.nan)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from attnx.analysis.heads import HeadStats, head_stats
 from attnx.result import AttentionResult
@@ -33,7 +34,7 @@ class ModelView:
 def model_view(results: Iterable[AttentionResult], *, model: str, architecture: str) -> ModelView:
     """Head statistics of each layer's result, taken in order; no result is kept once read."""
     layers: list[tuple[HeadStats, ...]] = []
-    about: dict[str, object] = {}
+    about: dict[str, Any] = {}  # ModelView fields, read from the first layer's result
     for result in results:
         if not about:
             about = {name: getattr(result, name) for name in ("tokens", "heads", "d_k", "scale", "scale_mode",
@@ -41,4 +42,4 @@ def model_view(results: Iterable[AttentionResult], *, model: str, architecture: 
         layers.append(head_stats(result))
     if not layers:
         raise ValueError("a model view needs at least one layer")
-    return ModelView(model=model, architecture=architecture, layers=tuple(layers), **about)  # type: ignore[arg-type]
+    return ModelView(model=model, architecture=architecture, layers=tuple(layers), **about)

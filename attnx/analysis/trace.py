@@ -191,6 +191,10 @@ def softmax_terms(scaled: np.ndarray, masked: np.ndarray) -> tuple[np.ndarray, f
 
 
 def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None, keys: int | None) -> HeadTrace:
+    # A trace reads every intermediate, so the result was computed with all of them.
+    assert result.q is not None and result.k is not None and result.v is not None
+    assert result.scores is not None and result.scaled is not None and result.weights is not None
+    assert result.head_outputs is not None
     q = result.q[head, row]  # (d_k,)
     kv = result.kv_head(head)
     k, v = result.k[kv], result.v[kv]  # (M, d_k)

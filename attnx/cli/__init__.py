@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from types import ModuleType
 from typing import Annotated
@@ -155,7 +156,6 @@ def main() -> None:
 def _click_exceptions() -> ModuleType:
     """The exceptions module of the click that Typer runs on: its own copy from Typer 0.26, else click."""
     try:
-        from typer._click import exceptions
+        return importlib.import_module("typer._click.exceptions")
     except ImportError:  # pragma: no cover - older Typer, on the click package
-        from click import exceptions
-    return exceptions
+        return importlib.import_module("click.exceptions")

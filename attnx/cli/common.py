@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, ParamSpec, TypeVar
 
 import typer
 
@@ -247,7 +247,7 @@ def stdout_console(no_color: bool = False) -> Console:
     """A console on the current stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
     from rich.console import Console
 
-    color_system = "auto" if colour_allowed(no_color) else None
+    color_system: Literal["auto"] | None = "auto" if colour_allowed(no_color) else None
     # emoji=False: attnx prints no :emoji: codes, and rich would import its 2 ms table of them
     return Console(file=sys.stdout, highlight=False, emoji=False, color_system=color_system)
 
@@ -288,6 +288,7 @@ def emit(
     check_destination(output_format, output)
     payload = make()
     if output_format is OutputFormat.table:
+        assert not isinstance(payload, bytes)  # a table is text or a renderable
         if output is None:
             stdout_console(no_color).print(payload)
             return
@@ -361,6 +362,7 @@ def emit_view(
         from attnx.io.output import atomic_write
 
         # Piped stdout shows shades where an SVG shows colours: the export then draws its own copy.
+        assert suffix is not None  # export is not None
         recorder = console if console.record else _recording_console(console.width, wanted)
         if recorder is not console:
             recorder.print(view(wanted))
@@ -382,9 +384,10 @@ def render_plain(renderable: RenderableType) -> str:
     from rich.console import Console
 
     width = int(os.environ.get("COLUMNS", "0") or 0) or 100
-    console = Console(file=io.StringIO(), color_system=None, width=width, highlight=False, emoji=False)
+    buffer = io.StringIO()
+    console = Console(file=buffer, color_system=None, width=width, highlight=False, emoji=False)
     console.print(renderable)
-    return console.file.getvalue()  # type: ignore[attr-defined]
+    return buffer.getvalue()
 
 
 DEBUG = {"on": bool(os.environ.get("ATTNX_DEBUG"))}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -148,7 +148,8 @@ def diff(
         if values
     }
     sweeps = {name: values for name, values in settings.items() if len(values) > 1}
-    fixed = {name: values[0] for name, values in settings.items() if len(values) == 1}
+    # Overrides fields named at run time (heads, scale, layout, kv_heads), one value each.
+    fixed: dict[str, Any] = {name: values[0] for name, values in settings.items() if len(values) == 1}
     overrides = InputFlags(seed=seed, tokens=tokens, d_model=d_model, causal=causal).overrides()
     limits = caps.limits()
     from attnx.cli.model_input import model_spec
@@ -183,7 +184,7 @@ def diff(
             f"(the others may fix one value), or two inputs A B; lists given: {given}"
         )
     ((varied, values),) = sweeps.items()
-    overrides = replace(overrides, **fixed)  # type: ignore[arg-type]
+    overrides = replace(overrides, **fixed)
     if rtol is not None or atol is not None:
         raise UsageError("--rtol and --atol apply to two inputs A B, not to a sweep")
     from attnx.analysis.diff import sweep

@@ -209,7 +209,10 @@ def with_flags(func: Callable[P, R]) -> Callable[P, R]:
         if not (isinstance(group, type) and issubclass(group, GROUPS)):
             parameters.append(parameter)
             continue
-        fields = group_parameters(group)
+        # Through a plain `type`: mypy takes type[InputFlags] | ... for unhashable (it checks the class
+        # against Hashable with the instances' __hash__).
+        group_class: type = group
+        fields = group_parameters(group_class)
         groups[parameter.name] = (group, [field.name for field in fields])
         parameters += fields
     seen = [parameter.name for parameter in parameters]
@@ -223,6 +226,7 @@ def with_flags(func: Callable[P, R]) -> Callable[P, R]:
             kwargs[name] = group(**{field: kwargs.pop(field) for field in fields if field in kwargs})
         return func(*args, **kwargs)
 
+    # Typer reads the signature from here; typeshed's function type has no __signature__ to set.
     wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
     return wrapper

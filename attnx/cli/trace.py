@@ -10,6 +10,7 @@ from attnx.cli.common import (
     ConfigArg,
     DropHeadOpt,
     NoColorOpt,
+    OutputFormat,
     OutputOpt,
     PrecisionOpt,
     QuietOpt,
@@ -110,10 +111,10 @@ def trace(
     emit(
         output_format,
         {
-            RowFormat.table: table,
-            RowFormat.json: lambda: dumps(render.trace_to_dict(explained)),
-            RowFormat.jsonl: lambda: render.trace_jsonl(explained),
-            RowFormat.csv: lambda: render.trace_csv(explained),
+            OutputFormat.table: table,
+            OutputFormat.json: lambda: dumps(render.trace_to_dict(explained)),
+            OutputFormat.jsonl: lambda: render.trace_jsonl(explained),
+            OutputFormat.csv: lambda: render.trace_csv(explained),
         },
         output=output,
         no_color=no_color,

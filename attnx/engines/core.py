@@ -98,10 +98,12 @@ def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None =
     """
     keep = EVERYTHING if needs is None else frozenset(needs)
     if spec.x is not None:
+        assert spec.w_q is not None and spec.w_k is not None and spec.w_v is not None  # checked by AttentionSpec
         x = ops.array(spec.x)
         x_kv = ops.array(spec.x_kv) if spec.x_kv is not None else x
-        q, k, v = linear(ops, x, spec.w_q), linear(ops, x_kv, spec.w_k), linear(ops, x_kv, spec.w_v)  # type: ignore[arg-type]
+        q, k, v = linear(ops, x, spec.w_q), linear(ops, x_kv, spec.w_k), linear(ops, x_kv, spec.w_v)
     else:
+        assert spec.q is not None and spec.k is not None and spec.v is not None  # checked by AttentionSpec
         q, k, v = ops.array(spec.q), ops.array(spec.k), ops.array(spec.v)
     h, h_kv = spec.heads, int(spec.kv_heads or spec.heads)
     q_heads = split_heads(ops, q, h, spec.layout)  # (H, N, d_k)

@@ -25,7 +25,7 @@ def check_sizes(spec: AttentionSpec, needs: Collection[str] | None = None) -> No
     if spec.limits is None:
         return
     n, m = spec.n_queries, spec.n_keys
-    arrays = [("Q", (n, spec.d_model)), ("K and V", (m, spec.kv_width))]
+    arrays: list[tuple[str, tuple[int, ...]]] = [("Q", (n, spec.d_model)), ("K and V", (m, spec.kv_width))]
     if needs is None or MATRICES & set(needs):
         arrays.append(("the scores", (spec.heads, n, m)))
     for what, shape in arrays:

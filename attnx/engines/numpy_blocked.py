@@ -31,6 +31,7 @@ passes run in parallel too.
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import os
 import platform
@@ -128,14 +129,13 @@ def exp2_is_fast() -> bool:
 
 def cpu_features() -> dict[str, bool]:
     """The CPU features NumPy found and dispatches on (empty if this NumPy does not say)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-    except ImportError:  # pragma: no cover - NumPy 1.x
+    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # NumPy 2, then NumPy 1.x
         try:
-            from numpy.core._multiarray_umath import __cpu_features__ as features
-        except ImportError:
-            return {}
-    return dict(features)
+            features = importlib.import_module(name).__cpu_features__
+        except (ImportError, AttributeError):  # pragma: no cover - another NumPy
+            continue
+        return dict(features)
+    return {}
 
 
 @functools.cache
@@ -200,7 +200,7 @@ def _helpers() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max(1, workers() - 1), thread_name_prefix="attnx")
 
 
-def by_row(op: np.ufunc, x: np.ndarray, column: np.ndarray, out: np.ndarray) -> np.ndarray:
+def by_row(op: np.ufunc, x: np.ndarray, column: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """``op(x, column, out=out)`` for rows ``x`` (..., cols) and one value per row, ``column`` (..., 1).
 
     A ufunc loop takes up to NumPy's buffer size (8192 elements) at a time. When rows are shorter,
@@ -210,10 +210,10 @@ def by_row(op: np.ufunc, x: np.ndarray, column: np.ndarray, out: np.ndarray) -> 
     """
     cols = x.shape[-1]
     if cols < LONG_ROW or cols >= np.getbufsize():
-        return op(x, column, out=out)  # type: ignore[no-any-return]
+        return op(x, column, out=out)
     with np.errstate():  # np.setbufsize holds until this scope ends
         np.setbufsize(cols // 16 * 16)  # NumPy takes multiples of 16
-        return op(x, column, out=out)  # type: ignore[no-any-return]
+        return op(x, column, out=out)
 
 
 def softmax_rows_(s: np.ndarray, allowed: np.ndarray | None, exp: np.ufunc = np.exp) -> np.ndarray:
@@ -299,7 +299,9 @@ class _Operands:
         """The keys ``rows`` may not attend, tile by tile (None: every key is open)."""
         spec = self.spec
         if spec.mask is not None or spec.padding is not None:
-            return _Blocked(full=~spec.allowed(rows))
+            allowed = spec.allowed(rows)
+            assert allowed is not None  # a mask or padding: allowed() builds the rows
+            return _Blocked(full=~allowed)
         if spec.causal:
             return _Blocked(positions=spec.positions[rows, None])
         return None
@@ -378,6 +380,7 @@ class _Blocked:
         first = max(start, self.open_to)
         if first >= stop:
             return None
+        assert self.positions is not None  # without ``full``, a causal mask gave the positions
         if self.last[0] != (start, stop):
             self.last = (start, stop), (first, np.arange(first, stop) > self.positions)  # after the query's position
         return self.last[1]
@@ -389,10 +392,10 @@ def per_thread(make: Callable[[], Buffers]) -> Callable[[], Buffers]:
 
     def get() -> Buffers:
         try:
-            return local.value  # type: ignore[no-any-return]
+            return local.value
         except AttributeError:
             local.value = make()
-            return local.value  # type: ignore[no-any-return]
+            return local.value
 
     return get
 
@@ -476,7 +479,9 @@ def _weights_path(ops: _Operands, wanted: frozenset[str]) -> dict[str, np.ndarra
     The tile stays in cache; only the final weights go to memory, written once.
     """
     spec, (h, n, d_k), m = ops.spec, ops.q.shape, ops.k.shape[1]
-    out = {name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted}
+    out: dict[str, np.ndarray] = {
+        name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted
+    }
     average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
     head_outputs, exp_paths = ops.head_outputs(), ops.exp_paths  # not when raw or scaled scores are kept
     rows_per_task = block_rows(weight_rows(m, ops.dtype.itemsize), n)

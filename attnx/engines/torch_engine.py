@@ -96,7 +96,8 @@ class TorchBackend:
         mask_is_causal_only = (
             spec.causal and spec.mask is None and spec.padding is None and spec.query_positions == tuple(range(n))
         )  # the last test, which builds a tuple, only when causal
-        allowed = None if mask_is_causal_only or not spec.masked else self.array(spec.allowed())
+        blocks = None if mask_is_causal_only else spec.allowed()  # None when nothing is masked
+        allowed = None if blocks is None else self.array(blocks)
         # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs. The heads stay
         # views of the [token, head·d_k] tensors, the layout models use: the kernel reads them in place,
         # and its output follows the query's layout, so it comes back in token order (no copy either way).
@@ -131,11 +132,13 @@ def sdpa_reference(spec: AttentionSpec, dtype: str = "float32", device: str = "c
 
     Benchmarks time it as the reference; the tensors are prepared here, outside the timed call.
     """
+    assert spec.q is not None and spec.k is not None and spec.v is not None  # a direct spec (q, k, v given)
     backend = TorchBackend(dtype, device)
+    kv_heads = int(spec.kv_heads or spec.heads)
     with torch.inference_mode():
         q, k, v = (
             backend.array(x).view(-1, h, spec.d_k).transpose(0, 1).contiguous()[None]  # (1, H, N, d_k)
-            for x, h in ((spec.q, spec.heads), (spec.k, spec.kv_heads), (spec.v, spec.kv_heads))
+            for x, h in ((spec.q, spec.heads), (spec.k, kv_heads), (spec.v, kv_heads))
         )
 
     def run() -> object:

@@ -55,7 +55,7 @@ class Document:
             return self.name
         from attnx.io.yamltext import child  # a node tree exists only if YAML was read
 
-        node = self.root
+        node: yaml.Node | None = self.root
         for i, part in enumerate(path):
             node = child(node, part, key=key and i == len(path) - 1)
             if node is None:

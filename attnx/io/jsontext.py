@@ -7,8 +7,13 @@ position, so a valid document pays nothing for them; none of them recurses.
 from __future__ import annotations
 
 import json
+import json.decoder
 import re
-from json.decoder import WHITESPACE, scanstring
+from collections.abc import Callable
+
+# The scanners json.loads itself uses: CPython's json.decoder has them, typeshed's stub does not declare them.
+WHITESPACE: re.Pattern[str] = json.decoder.WHITESPACE  # type: ignore[attr-defined]  # missing from typeshed
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]  # idem
 
 PathPart = str | int
 
@@ -103,4 +108,6 @@ def _next(text: str, pos: int) -> int | None:
 
 
 def _skip(text: str, pos: int) -> int:
-    return WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
+    match = WHITESPACE.match(text, pos)
+    assert match is not None  # `[ \t\n\r]*` matches at every position
+    return match.end()

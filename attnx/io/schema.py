@@ -68,10 +68,9 @@ class Overrides:
 def _narrow_kv(data: dict[str, Any]) -> bool:
     """True when ``k`` (or ``w_k``) is a matrix with fewer columns than ``q`` (or ``w_q``) has."""
     for left, right in (("q", "k"), ("w_q", "w_k")):
-        q, k = data.get(left), data.get(right)
-        widths = [_width(value) for value in (q, k)]
-        if None not in widths:
-            return widths[1] < widths[0]  # type: ignore[operator]
+        q_width, k_width = _width(data.get(left)), _width(data.get(right))
+        if q_width is not None and k_width is not None:
+            return k_width < q_width
     return False
 
 

@@ -65,7 +65,8 @@ class _Loader(yaml.SafeLoader):
     """SafeLoader with YAML 1.2 core-schema scalars that bounds nesting and alias expansion while composing."""
 
     # Resolvers from scratch: none of PyYAML's YAML 1.1 ones (yes/no/on/off, 1_000, 1:30, timestamps, <<, =).
-    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, re.Pattern[str]]]]] = {}
+    # (A class attribute in PyYAML, declared as an instance variable in the types-PyYAML stub.)
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, re.Pattern[str]]]]] = {}  # type: ignore[misc]
 
     def __init__(self, stream: str, name: str, limits: Limits) -> None:
         super().__init__(stream)
@@ -77,10 +78,11 @@ class _Loader(yaml.SafeLoader):
         self.shared: set[int] = set()  # ids of nodes some alias points at
         self.built: dict[int, Any] = {}  # their Python values, built once
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:  # type: ignore[override]
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             node = super().compose_node(parent, index)  # the anchored node (an undefined alias is an error)
+            assert node is not None  # PyYAML's composer always returns a node (its stub says Optional)
             if id(node) not in self.measured:
                 raise ConfigError(
                     f"{self.located(event)}: YAML alias *{clip(event.anchor)} is used inside the value it names "
@@ -101,6 +103,7 @@ class _Loader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
         finally:
             self.depth -= 1
+        assert node is not None  # as above
         self._measure(node)
         return node
 
@@ -127,6 +130,7 @@ class _Loader(yaml.SafeLoader):
     def located(self, item: yaml.Node | yaml.Event) -> str:
         """``name:line:column`` where ``item`` starts."""
         mark = item.start_mark
+        assert mark is not None  # the parser marks every event and node it makes
         return f"{self.name}:{mark.line + 1}:{mark.column + 1}"
 
     def construct_scalar_value(self, node: yaml.Node) -> Any:
@@ -140,7 +144,7 @@ class _Loader(yaml.SafeLoader):
         try:
             return self.construct_object(node)
         except (ValueError, OverflowError, KeyError, AttributeError, TypeError, IndexError) as exc:
-            shown = clip(str(node.value) if isinstance(node, yaml.ScalarNode) else node.id)
+            shown = clip(node.id if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)) else str(node.value))
             kind = node.tag.rsplit(":", 1)[-1]
             raise InputError(f"{self.located(node)}: cannot read {shown!r} as {kind}: {first_clause(exc)}") from None
 

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
@@ -280,7 +280,7 @@ def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
         spec = spec.with_heads(overrides.heads)
     if overrides.kv_heads is not None:
         spec = spec.with_kv_heads(overrides.kv_heads)
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # AttentionSpec fields, checked again by replace()
     for key in ("scale", "layout"):
         if getattr(overrides, key) is not None:
             changes[key] = getattr(overrides, key)
@@ -288,4 +288,4 @@ def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
         changes["causal"] = True
     if overrides.drop_heads:
         changes["dropped_heads"] = tuple(overrides.drop_heads)
-    return replace(spec, **changes) if changes else spec  # type: ignore[arg-type]
+    return replace(spec, **changes) if changes else spec

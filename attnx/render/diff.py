@@ -40,6 +40,12 @@ def _columns(table: Table, *headers: str, numeric: bool = True) -> None:
                          no_wrap=numeric, overflow="fold")  # fmt: skip
 
 
+def _weights(result: AttentionResult) -> np.ndarray:
+    """A computed configuration's weights (a sweep computes them for every configuration)."""
+    assert result.weights is not None
+    return result.weights
+
+
 def letter(index: int) -> str:
     """The key of configuration ``index`` (from 0) where labels do not fit: ``A`` … ``Z``, ``AA``, ``AB``, …"""
     key = ""
@@ -149,6 +155,7 @@ def variant_view(
         weights = weight_heatmaps(r, precision, colour=colour, scale=scale, max_rows=max_rows)
     else:
         blocked = None if r.mask is None else ~r.mask
+        assert r.weights is not None  # a sweep computes every configuration's weights
         weights = Columns(
             [matrix_table(head_title(r, h), r.weights[h], r.tokens, r.key_tokens, precision,
                           emphasise_row_max=True, blocked=blocked, max_rows=max_rows) for h in range(r.heads)],
@@ -263,7 +270,7 @@ def sweep_view(
     results = [v.result for v in computed if v.result is not None]
     if any(r.blocked_pairs for r in results):
         parts.append(Text(MASKED_NOTE, style="dim"))
-    scale = scale_of([r.weights for r in results])  # one colour scale for every configuration
+    scale = scale_of([_weights(r) for r in results])  # one colour scale for every configuration
     parts += [variant_view(v, precision, heatmap=heatmap, colour=colour, scale=scale, max_rows=max_rows)
               for v in computed]  # fmt: skip
     if heatmap and computed:
@@ -282,6 +289,7 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
         entry: dict[str, Any] = {"label": v.label, "value": v.value, "error": v.error}
         r, s = v.result, v.saturation
         if r is not None and s is not None:
+            assert r.weights is not None  # as above
             entry.update(
                 heads=r.heads, kv_heads=r.kv_heads, d_k=r.d_k, scale=r.scale, scale_mode=r.scale_mode,
                 layout=r.layout, kv_pooled_from=r.kv_pooled_from,

@@ -97,6 +97,10 @@ def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
     A head-query record carries the query's slice ``q`` too; K and V, which belong to keys, are in
     the JSON, CSV, NPY and NPZ formats.
     """
+    q, scores, scaled, weights = result.q, result.scores, result.scaled, result.weights
+    head_outputs, average_weights = result.head_outputs, result.average_weights
+    assert q is not None and scores is not None and scaled is not None and weights is not None  # all computed
+    assert head_outputs is not None and average_weights is not None  # (the JSONL format asks for everything)
     for h in range(result.heads):
         for i, token in enumerate(result.tokens):
             yield {
@@ -105,11 +109,11 @@ def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
                 "head": h,
                 "query": i,
                 "query_token": token,
-                "q": to_plain(result.q[h, i]),
-                "scores": to_plain(result.scores[h, i]),
-                "scaled": to_plain(result.scaled[h, i]),
-                "weights": to_plain(result.weights[h, i]),
-                "head_output": to_plain(result.head_outputs[h, i]),
+                "q": to_plain(q[h, i]),
+                "scores": to_plain(scores[h, i]),
+                "scaled": to_plain(scaled[h, i]),
+                "weights": to_plain(weights[h, i]),
+                "head_output": to_plain(head_outputs[h, i]),
             }
     for i, token in enumerate(result.tokens):
         record = {
@@ -118,7 +122,7 @@ def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
             "query": i,
             "query_token": token,
             "output": to_plain(result.output[i]),
-            "average_weights": to_plain(result.average_weights[i]),
+            "average_weights": to_plain(average_weights[i]),
         }
         if result.projected is not None:
             record["projected"] = to_plain(result.projected[i])

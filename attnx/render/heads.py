@@ -125,6 +125,7 @@ def heads_view(
     """
     parts: list[RenderableType] = [labels_table(stats, precision), Text(SCORE_MEANINGS, style="dim"), thresholds_line()]
     if heatmap:
+        assert result.weights is not None  # computed: the heads view always asks for the weights
         scale = scale_of([result.weights])
         parts += [Rule(style="dim"), weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)]
         parts.append(legend(scale, precision, colour))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from enum import Enum
+from typing import TypedDict
 
 import numpy as np
 from rich.console import Group, RenderableType
@@ -102,6 +103,7 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
     if Section.q in sections:
         cols = result.head_columns(head)
         title = f"Q_h (columns {describe_columns(cols)} of Q)"
+        assert result.q is not None  # computed: `--show q` asks for it
         tables.append(matrix_table(title, result.q[head], result.tokens, [f"d{c}" for c in cols], precision,
                                    max_rows=max_rows))  # fmt: skip
     kv = result.kv_head(head)
@@ -115,7 +117,9 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
     owner = f" of K/V head {kv}" if result.kv_heads != result.heads else ""
     for _, letter in wanted:
         title = f"{letter}_h{owner} (columns {describe_columns(cols)} of {letter})"
-        matrix = result.k[kv] if letter == "K" else result.v[kv]
+        source = result.k if letter == "K" else result.v
+        assert source is not None  # computed: `--show k` (or v) asks for it
+        matrix = source[kv]
         tables.append(matrix_table(title, matrix, result.key_tokens, [f"d{c}" for c in cols], precision,
                                    max_rows=max_rows))  # fmt: skip
     return tables
@@ -124,6 +128,13 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
 def _span(heads: range) -> str:
     """``range(0, 2)`` -> ``"0-1"``; one head -> ``"0"``."""
     return f"{heads[0]}-{heads[-1]}" if len(heads) > 1 else str(heads[0])
+
+
+class _Rows(TypedDict):
+    """The rows a matrix table shows (``matrix_table``'s ``max_rows`` and ``matrix_rows``)."""
+
+    max_rows: int | None
+    matrix_rows: tuple[int, ...] | None
 
 
 def _head_sections(
@@ -137,19 +148,23 @@ def _head_sections(
     rows, keys = result.tokens, result.key_tokens
     held, matrix_rows = matrix_source(result, matrices)
     blocked = None if held.mask is None else ~held.mask
-    where = {"max_rows": max_rows, "matrix_rows": matrix_rows}
+    where = _Rows(max_rows=max_rows, matrix_rows=matrix_rows)
     tables = _slice_tables(result, head, sections, precision, max_rows)
     if Section.scores in sections:
+        assert held.scores is not None  # computed: `--show scores` asks for it
         tables.append(matrix_table("raw scores Q·Kᵀ", held.scores[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.scaled in sections:
+        assert held.scaled is not None  # as above
         title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
         tables.append(matrix_table(title, held.scaled[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.weights in sections:
+        assert held.weights is not None  # as above
         tables.append(matrix_table("weights (softmax)", held.weights[head], rows, keys, precision,
                                    emphasise_row_max=True, blocked=blocked, **where))  # fmt: skip
     if Section.heads in sections:
+        assert result.head_outputs is not None  # as above
         cols = [f"d{c}" for c in result.head_columns(head)]
         tables.append(matrix_table("head output (weights · V)", result.head_outputs[head], rows, cols, precision,
                                    max_rows=max_rows))  # fmt: skip
@@ -222,6 +237,7 @@ def run_view(
         parts.append(Rule(style="dim"))
         held, matrix_rows = matrix_source(result, matrices)
         blocked = None if held.mask is None else ~held.mask
+        assert held.average_weights is not None  # computed: `--show average` asks for it
         parts.append(matrix_table(title, held.average_weights, result.tokens, result.key_tokens, precision,
                                   emphasise_row_max=True, blocked=blocked, max_rows=max_rows,
                                   matrix_rows=matrix_rows))  # fmt: skip
