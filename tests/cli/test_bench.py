@@ -14,13 +14,20 @@ from attnx.cli import app
 
 class TestRunBench:
     def test_rows_ratios_and_memory(self) -> None:
-        """Each engine gets a row per length; ratios chain to the previous length; weights MiB is H·N²·4."""
-        rows = run_bench(BenchSettings([32, 64], heads=2, d_model=16, engines=["numpy"], repeat=1))
-        assert [(r.engine, r.length) for r in rows] == [("numpy", 32), ("numpy", 64)]
+        """Each engine gets a row per length; ratios chain to the previous length; weights MiB is H·N²·4.
+
+        The timings come from a stand-in for best_times (each side 0.5 ms at N=32, 2 ms at N=64), so every
+        figure derived from them is known exactly.
+        """
+        seconds = iter([0.0005, 0.002])
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(bench, "best_times", lambda runs, *_: [next(seconds)] * len(runs))
+            rows = run_bench(BenchSettings([32, 64], heads=2, d_model=16, engines=["numpy"], repeat=1))
+        assert [(r.engine, r.length, r.seconds) for r in rows] == [("numpy", 32, 0.0005), ("numpy", 64, 0.002)]
         assert rows[0].vs_previous is None
-        assert rows[1].vs_previous == pytest.approx(rows[1].seconds / rows[0].seconds)
+        assert rows[1].vs_previous == pytest.approx(4.0)
         assert rows[1].matrix_mib == 2 * 64 * 64 * 4 / 2**20
-        assert rows[1].gflops == pytest.approx(4 * 64 * 64 * 16 / rows[1].seconds / 1e9)
+        assert rows[1].gflops == pytest.approx(4 * 64 * 64 * 16 / 0.002 / 1e9)
         assert rows[0].peak_mib is not None and rows[0].peak_mib > 0
 
     def test_progress_is_reported(self) -> None:
