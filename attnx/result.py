@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from attnx.spec import columns_of
+
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.spec import AttentionSpec
 
@@ -139,7 +141,7 @@ class AttentionResult:
             blocked_pairs=blocked if spec.masked else None,
             dropped_heads=spec.dropped_heads,
             parameters=spec.parameters,
-            kv_pooled_from=getattr(spec, "kv_pooled_from", None),
+            kv_pooled_from=spec.kv_pooled_from,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in ARRAYS} | arrays),
         )
@@ -155,15 +157,11 @@ class AttentionResult:
 
     def head_columns(self, head: int) -> range:
         """Columns of d_model that head ``head`` (0-based) owns in Q and in the concatenated output."""
-        if self.layout == "interleaved":
-            return range(head, self.heads * self.d_k, self.heads)
-        return range(head * self.d_k, (head + 1) * self.d_k)
+        return columns_of(head, self.heads, self.d_k, self.layout)
 
     def kv_columns(self, kv_head: int) -> range:
         """Columns of K and V (``kv_heads × d_k`` wide) that K/V head ``kv_head`` (0-based) owns."""
-        if self.layout == "interleaved":
-            return range(kv_head, self.kv_heads * self.d_k, self.kv_heads)
-        return range(kv_head * self.d_k, (kv_head + 1) * self.d_k)
+        return columns_of(kv_head, self.kv_heads, self.d_k, self.layout)
 
     def group_of(self, kv_head: int) -> range:
         """The query heads (0-based) that read K/V head ``kv_head``."""

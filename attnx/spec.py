@@ -322,7 +322,7 @@ class AttentionSpec:
 
     def head_columns(self, head: int) -> range:
         """Columns of Q that head ``head`` (0-based) reads."""
-        return _columns(head, self.heads, self.d_k, self.layout)
+        return columns_of(head, self.heads, self.d_k, self.layout)
 
     def kv_head(self, head: int) -> int:
         """The K/V head that query head ``head`` reads (both 0-based)."""
@@ -459,7 +459,8 @@ def pool_heads(array: np.ndarray, heads: int, into: int, layout: str = "contiguo
     return means.reshape(*lead, into * d_k)
 
 
-def _columns(head: int, heads: int, d_k: int, layout: str) -> range:
+def columns_of(head: int, heads: int, d_k: int, layout: str) -> range:
+    """Columns of a ``heads × d_k`` wide array that head ``head`` (0-based) owns under ``layout``."""
     if layout == "interleaved":  # column j belongs to head j mod H
         return range(head, heads * d_k, heads)
     return range(head * d_k, (head + 1) * d_k)

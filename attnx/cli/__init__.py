@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Annotated
 
@@ -121,14 +122,18 @@ def _root(
         DEBUG["on"] = True
 
 
-app.command("run", epilog=epilog("run"))(run_cmd.run)
-app.command("trace", epilog=epilog("trace"))(trace_cmd.trace)
-app.command("check", epilog=epilog("check"))(check_cmd.check)
-app.command("diff", epilog=epilog("diff"))(diff_cmd.diff)
-app.command("heads", epilog=epilog("heads"))(heads_cmd.heads)
-app.command("model", epilog=epilog("model"))(model_cmd.model)
-app.command("engines", epilog=epilog("engines"))(engines_cmd.engines)
-app.command("bench", epilog=epilog("bench"))(bench_cmd.bench)
+COMMANDS: dict[str, Callable[..., None]] = {
+    "run": run_cmd.run,
+    "trace": trace_cmd.trace,
+    "check": check_cmd.check,
+    "diff": diff_cmd.diff,
+    "heads": heads_cmd.heads,
+    "model": model_cmd.model,
+    "engines": engines_cmd.engines,
+    "bench": bench_cmd.bench,
+}
+for _name, _command in COMMANDS.items():
+    app.command(_name, epilog=epilog(_name))(_command)
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of, weight_he
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
-from attnx.render.tables import SCALE_LABELS, head_title, matrix_table
+from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
 from attnx.result import AttentionResult
 
 DIFF_KEYS = ("max_abs", "max_rel", "worst_index", "rtol", "atol")  # null where a tensor could not be compared
@@ -139,12 +139,6 @@ def errors_view(sweep: Sweep) -> RenderableType:
     return Group(*lines)
 
 
-def pooled_note(result: AttentionResult) -> str:
-    """`` · K/V heads mean-pooled 4 → 2`` when the result's K/V heads were pooled from more, else ``""``."""
-    before = result.kv_pooled_from
-    return f" · K/V heads mean-pooled {before} → {result.kv_heads}" if before else ""
-
-
 def variant_view(
     variant: Variant, precision: int, *, heatmap: bool, colour: bool, scale: HeatScale, max_rows: int | None = None
 ) -> RenderableType:
@@ -155,15 +149,15 @@ def variant_view(
         weights = weight_heatmaps(r, precision, colour=colour, scale=scale, max_rows=max_rows)
     else:
         blocked = None if r.mask is None else ~r.mask
-        assert r.weights is not None  # a sweep computes every configuration's weights
         weights = Columns(
-            [matrix_table(head_title(r, h), r.weights[h], r.tokens, r.key_tokens, precision,
+            [matrix_table(head_title(r, h), _weights(r)[h], r.tokens, r.key_tokens, precision,
                           emphasise_row_max=True, blocked=blocked, max_rows=max_rows) for h in range(r.heads)],
             padding=(1, 4),
         )  # fmt: skip
     output = matrix_table("Concatenated output", r.output, r.tokens, [f"d{c}" for c in range(r.d_model)], precision,
                           max_rows=max_rows)  # fmt: skip
-    title = f"{variant.label} · {r.heads} head{'s' if r.heads > 1 else ''} × d_k {r.d_k}{pooled_note(r)}"
+    parts = [variant.label, f"{r.heads} head{'s' if r.heads > 1 else ''} × d_k {r.d_k}", pooling(r)]
+    title = " · ".join(part for part in parts if part)
     return Group(Rule(title, align="left", style="dim"), weights, Text(""), output)
 
 
@@ -289,12 +283,11 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
         entry: dict[str, Any] = {"label": v.label, "value": v.value, "error": v.error}
         r, s = v.result, v.saturation
         if r is not None and s is not None:
-            assert r.weights is not None  # as above
             entry.update(
                 heads=r.heads, kv_heads=r.kv_heads, d_k=r.d_k, scale=r.scale, scale_mode=r.scale_mode,
                 layout=r.layout, kv_pooled_from=r.kv_pooled_from,
                 scaled_std=to_plain(s.scaled_std), mean_max_weight=to_plain(s.mean_max_weight),
-                weights=to_plain(r.weights), output=to_plain(getattr(r, sweep.compared)),
+                weights=to_plain(_weights(r)), output=to_plain(getattr(r, sweep.compared)),
             )  # fmt: skip
         configs.append(entry)
     return {

@@ -257,6 +257,12 @@ def ablation_table(
 SCALE_LABELS = {"sqrt_dk": "1/√d_k", "sqrt_d_model": "1/√d_model", "none": "none", "number": "given"}
 
 
+def pooling(result: AttentionResult) -> str:
+    """``K/V heads mean-pooled 4 → 2`` when a ``--kv-heads`` override pooled the K/V heads, else ``""``."""
+    before = result.kv_pooled_from
+    return f"K/V heads mean-pooled {before} → {result.kv_heads}" if before else ""
+
+
 def summary_line(result: AttentionResult, source: str) -> Text:
     """Two to four lines naming the problem: its source; sizes, scale and engine; masks, layout, pooling.
 
@@ -273,9 +279,10 @@ def summary_line(result: AttentionResult, source: str) -> Text:
         f"{fmt(result.scale, 4)}",
     ]
     extras = []
-    if result.kv_pooled_from is not None:
+    pooled = pooling(result)
+    if pooled:
         kind = "multi-query" if result.kv_heads == 1 else "grouped-query"
-        extras.append(f"K/V heads mean-pooled {result.kv_pooled_from} → {result.kv_heads} ({kind} attention)")
+        extras.append(f"{pooled} ({kind} attention)")
     if result.layout != "contiguous":
         extras.append(f"layout {result.layout}")
     if result.blocked_pairs is not None:
