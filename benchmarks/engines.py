@@ -1,6 +1,10 @@
 """attnx's engines against PyTorch's SDPA and the written-out torch form, measured in one run.
 
-Usage: python benchmarks/engines.py [--quick]
+Usage: python benchmarks/engines.py [--quick] [--output-only]
+
+To time an AVX2-only CPU on an AVX-512 one, run it under
+  NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR" OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2
+(NumPy 2.4 names its AVX-512 level X86_V4: the older names AVX512F ... AVX512_SPR alone leave exp2 vectorised).
 
 Prints, for H = 8 heads of d_k = 64 in float32 (the ratios of the performance targets):
   1. weights path  (NumPy engine asked for weights)     vs torch softmax(Q Kᵀ s) V written out
@@ -36,6 +40,7 @@ import torch
 
 from attnx.analysis.bench import timed
 from attnx.engines import compute
+from attnx.engines.tiled import current_plan
 from attnx.spec import AttentionSpec
 
 H, D_K = 8, 64
@@ -127,10 +132,12 @@ def compare(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter timing")
+    parser.add_argument("--output-only", action="store_true", help="section 2 alone (NumPy output path vs SDPA)")
     args = parser.parse_args()
     budget = 0.5 if args.quick else 2.0
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}")
-    print(f"H={H}, d_k={D_K}, float32")
+    plan = current_plan()
+    print(f"H={H}, d_k={D_K}, float32; NumPy engine plan: {plan.cpus} CPUs, exp{'2' if plan.exp2 else ''}")
 
     sdpa = F.scaled_dot_product_attention
     references: list[Reference] = [
@@ -138,6 +145,10 @@ def main() -> None:
         ("SDPA on head-major copies", sdpa, "head-major"),
     ]
     small = args.quick
+    sizes = (1024, 2048) if small else (1024, 4096, 8192)
+    if args.output_only:
+        compare("2. output only: NumPy engine vs torch SDPA", sizes, "numpy", {"output"}, references, budget)
+        return
     compare(
         "1. weights path: NumPy engine (needs weights) vs torch written out",
         (1024, 2048) if small else (2048, 8192),
@@ -147,7 +158,6 @@ def main() -> None:
         budget,
         faster=True,
     )
-    sizes = (1024, 2048) if small else (1024, 4096, 8192)
     compare("2. output only: NumPy engine vs torch SDPA", sizes, "numpy", {"output"}, references, budget)
     compare("3. output only: torch engine vs torch SDPA", sizes, "torch", {"output"}, references, budget)
 

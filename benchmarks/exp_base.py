@@ -5,7 +5,8 @@ Usage: python benchmarks/exp_base.py
 e^x = 2^(x·log2 e), and the factor log2 e costs nothing once folded into the queries' multiplier,
 so the exp paths may take either ufunc. Prints, for a 512 × 2048 tile of scores (a weights-path
 tile) in float32 and float64, the best time of each, interleaved in one run, their ratio, and
-which one attnx takes on this machine (`attnx.engines.numpy_blocked.exp2_is_fast`).
+which one attnx takes on this machine (`attnx.engines.tiled.current_plan().exp2`). To see the
+other case on an AVX-512 CPU: NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR" (NumPy 2.4's names).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import timeit
 
 import numpy as np
 
-from attnx.engines.numpy_blocked import exp2_is_fast
+from attnx.engines.tiled import current_plan
 
 SHAPE = (512, 2048)
 
 
 def main() -> None:
-    print(f"numpy {np.__version__}; tile {SHAPE[0]} × {SHAPE[1]}; attnx takes {'exp2' if exp2_is_fast() else 'exp'}")
+    print(
+        f"numpy {np.__version__}; tile {SHAPE[0]} × {SHAPE[1]}; attnx takes {'exp2' if current_plan().exp2 else 'exp'}"
+    )
     print(f"{'dtype':>8s} {'exp':>10s} {'exp2':>10s}  exp / exp2")
     for dtype in (np.float32, np.float64):
         scores = np.random.default_rng(0).uniform(-10, 10, SHAPE).astype(dtype)

@@ -4,7 +4,7 @@ Usage: python benchmarks/row_ops.py
 
 A ufunc combining a (rows, cols) tile with a (rows, 1) column walks up to NumPy's buffer size
 (8192 elements) at a time; when a row is shorter it first copies each row's value across a buffer.
-`attnx.engines.numpy_blocked.by_row` cuts the buffer to one row for rows of 256 elements or more.
+`attnx.engines.tiled.rows.by_row` cuts the buffer to one row for rows of 256 elements or more.
 Prints, per tile shape (rows × the keys of a weights-path tile, float32, in cache), the best time of
 each form, interleaved in one run, and the ratio; a plain copy of the tile is the floor.
 """
@@ -15,7 +15,7 @@ import timeit
 
 import numpy as np
 
-from attnx.engines.numpy_blocked import by_row
+from attnx.engines.tiled.rows import by_row
 
 SHAPES = [(256, 64), (256, 512), (256, 1024), (256, 2048), (256, 3000), (256, 4096)]
 

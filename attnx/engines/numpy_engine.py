@@ -7,7 +7,7 @@ from collections.abc import Collection
 import numpy as np
 
 from attnx.engines.core import attention, dense
-from attnx.engines.numpy_blocked import attend_blocked, softmax_rows_
+from attnx.engines.tiled import Rules, attend_tiled, softmax_rows_
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec
@@ -66,15 +66,28 @@ class NumpyBackend:
     def attend(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
     ) -> dict[str, np.ndarray]:
-        """Small problems in one piece; larger ones in query blocks on all CPUs (see numpy_blocked)."""
+        """Small problems in one piece; larger ones in tiles on all CPUs (see attnx.engines.tiled)."""
         (h, n, _), m = q.shape, k.shape[1]
         if h * n * m <= DENSE_LIMIT:
             return dense(self, q, k, v, spec, keep)
-        return attend_blocked(q, k, v, spec, keep)
+        return attend_tiled(q, k, v, tiled_rules(spec), keep)
 
     def to_numpy(self, x: np.ndarray) -> np.ndarray:
         """Already NumPy."""
         return x
+
+
+def tiled_rules(spec: AttentionSpec) -> Rules:
+    """The settings of ``spec`` that the tiled kernel reads: the only place it meets the spec."""
+    return Rules(
+        multiplier=spec.multiplier,
+        layout=spec.layout,
+        causal=spec.causal,
+        explicit=spec.mask is not None or spec.padding is not None,
+        positions=spec.positions,
+        allowed=spec.allowed,
+        key_limit=spec.key_limit,
+    )
 
 
 def attend(
