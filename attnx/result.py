@@ -8,24 +8,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from attnx.core.tensors import COMPUTED, TENSORS
 from attnx.spec import columns_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.spec import AttentionSpec
-
-# Every array an engine can compute; an engine asked for fewer (``needs``) leaves the rest None.
-ARRAYS = (
-    "q",
-    "k",
-    "v",
-    "scores",
-    "scaled",
-    "weights",
-    "head_outputs",
-    "output",
-    "average_weights",
-)
-OPTIONAL_ARRAYS = ("projected", "intact_output", "intact_projected")
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +75,7 @@ class AttentionResult:
     kv_pooled_from: int | None = None
 
     def __post_init__(self) -> None:
-        for name in (*ARRAYS, *OPTIONAL_ARRAYS, "mask"):
+        for name in TENSORS:
             array = getattr(self, name)
             if array is not None:
                 array.flags.writeable = False
@@ -109,7 +96,7 @@ class AttentionResult:
         dtype: str,
         needs: Collection[str] | None = None,
     ) -> AttentionResult:
-        """A result for ``spec`` from an engine's arrays (names from ``ARRAYS`` and ``OPTIONAL_ARRAYS``).
+        """A result for ``spec`` from an engine's arrays (names from ``attnx.core.tensors.COMPUTED``).
 
         The ``[query, key]`` mask (an N × M array) is kept when ``needs`` is None or names ``mask``;
         the fully masked rows are then read from it, else found block by block.
@@ -143,7 +130,7 @@ class AttentionResult:
             parameters=spec.parameters,
             kv_pooled_from=spec.kv_pooled_from,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
-            **cast("dict[str, Any]", {name: None for name in ARRAYS} | arrays),
+            **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )
 
     @property

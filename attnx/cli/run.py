@@ -18,6 +18,7 @@ from attnx.cli.common import (
     warn_fully_masked,
 )
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input, with_flags
+from attnx.core.tensors import SECTIONS, section_tensor
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,9 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.result import AttentionResult
     from attnx.spec import AttentionSpec
 
-SECTIONS = ("q", "k", "v", "scores", "scaled", "weights", "heads", "output", "projected", "ablation", "average")
 # Printed when --show is not given; `--show all` prints every section, the Q, K and V slices too.
-DEFAULT_SECTIONS = SECTIONS[3:]
+DEFAULT_SECTIONS = tuple(section for section in SECTIONS if section not in ("q", "k", "v"))
 
 ShowOpt = Annotated[
     list[str] | None,
@@ -43,20 +43,8 @@ ShowOpt = Annotated[
 ]
 
 
-# What each table section reads from the result: the engine computes nothing else.
-SECTION_NEEDS = {
-    "q": {"q"},
-    "k": {"k"},
-    "v": {"v"},
-    "scores": {"scores"},
-    "scaled": {"scaled"},
-    "weights": {"weights"},
-    "heads": {"head_outputs"},
-    "output": {"output"},
-    "projected": {"projected"},
-    "ablation": {"output"},
-    "average": {"average_weights"},
-}
+# What each table section reads from the result (``ablation`` reads the output): the engine computes nothing else.
+SECTION_NEEDS = {section: {section_tensor(section) or "output"} for section in SECTIONS}
 
 
 def needs_for(output_format: OutputFormat, sections: list[str], tensors: list[str] | None) -> set[str] | None:
@@ -81,8 +69,8 @@ def compute_shown(
     matrices at N = 2048, H = 8 would take 3 × 256 MiB in float64. Otherwise (or with ``max_rows``
     None) the result holds them all.
     """
+    from attnx.core.tensors import MATRICES
     from attnx.engines import compute
-    from attnx.engines.core import MATRICES
 
     if needs is None or max_rows is None or spec.n_queries <= max_rows or not MATRICES & needs:
         return compute(spec, **options, needs=needs), None

@@ -7,15 +7,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from attnx.result import ARRAYS, OPTIONAL_ARRAYS
+from attnx.core.tensors import COMPUTED
 from attnx.spec import AttentionSpec, Linear
 
 Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the backend
 
-# The H × N × M arrays: the only ones whose size grows with N·M. When none is asked for, a backend
-# may take a path that never holds them whole.
-MATRICES = frozenset({"scores", "scaled", "weights", "average_weights"})
-EVERYTHING = frozenset(ARRAYS) | frozenset(OPTIONAL_ARRAYS)
+# When no H × N × M array (``MATRICES``) is asked for, a backend may take a path that never holds one whole.
+EVERYTHING = frozenset(COMPUTED)
 
 
 class Backend(Protocol):

@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 import numpy as np
 
-from attnx.engines.core import MATRICES
+from attnx.core.tensors import MATRICES
 from attnx.errors import LimitError, NumericError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec, largest_abs

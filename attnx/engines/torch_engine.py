@@ -8,7 +8,8 @@ from collections.abc import Callable, Collection
 import numpy as np
 import torch
 
-from attnx.engines.core import MATRICES, attention, dense
+from attnx.core.tensors import MATRICES
+from attnx.engines.core import attention, dense
 from attnx.errors import EngineUnavailableError
 from attnx.result import AttentionResult
 from attnx.spec import AttentionSpec

@@ -7,25 +7,15 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.tensors import TENSORS
 from attnx.errors import InputError
 from attnx.io.documents import Document, load_document
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.limits import Limits
 from attnx.spec import AttentionSpec
 
-# Tensors a JSON result may carry, with their rank; comparisons work on these.
-RESULT_TENSORS = {
-    "q": 3,
-    "k": 3,
-    "v": 3,
-    "scores": 3,
-    "scaled": 3,
-    "weights": 3,
-    "head_outputs": 3,
-    "output": 2,
-    "average_weights": 2,
-    "projected": 2,
-}
+# Tensors a JSON result may carry (the numeric ones attnx exports), with their rank; comparisons work on these.
+RESULT_TENSORS = {name: tensor.rank for name, tensor in TENSORS.items() if tensor.exported and tensor.dtype == "float"}
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,35 +10,19 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.tensors import COLUMN_ORDER, EXPORTED, TENSORS
 from attnx.errors import UsageError
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.result import AttentionResult
 
-# The axes of every tensor a run can export, in the JSON key's index order (the slices q, k, v, added in
-# format 1.1, last: CSV rows and messages list the tensors in this order).
-TENSOR_AXES: dict[str, tuple[str, ...]] = {
-    "scores": ("head", "query", "key"),
-    "scaled": ("head", "query", "key"),
-    "weights": ("head", "query", "key"),
-    "head_outputs": ("head", "query", "dim"),
-    "output": ("query", "dim"),
-    "average_weights": ("query", "key"),
-    "projected": ("query", "dim"),
-    "mask": ("query", "key"),
-    "q": ("head", "query", "dim"),
-    "k": ("kv_head", "key", "dim"),
-    "v": ("kv_head", "key", "dim"),
-}
-AXIS_ORDER = ("head", "kv_head", "query", "key", "dim")
+# The axes of every tensor a run can export, as CSV columns name them, in the order the formats list them.
+TENSOR_AXES: dict[str, tuple[str, ...]] = {name: TENSORS[name].column_axes for name in EXPORTED}
 
 
 def result_tensors(result: AttentionResult) -> dict[str, np.ndarray]:
     """Every tensor the result holds, named as its JSON key (``projected`` and ``mask`` when present)."""
     out = {name: getattr(result, name) for name in TENSOR_AXES if getattr(result, name) is not None}
     return out
-
-
-ABSENT_BECAUSE = {"projected": "the input has no w_o", "mask": "the input has no mask or padding"}
 
 
 def check_tensor_names(names: Sequence[str] | None) -> None:
@@ -56,7 +40,7 @@ def pick(result: AttentionResult, names: Sequence[str] | None) -> dict[str, np.n
         return available
     absent = [name for name in names if name not in available]
     if absent:
-        reason = ABSENT_BECAUSE.get(absent[0], "it was not computed")
+        reason = TENSORS[absent[0]].absent
         raise UsageError(f"this result has no {absent[0]!r} ({reason})")
     return {name: available[name] for name in dict.fromkeys(names)}
 
@@ -69,7 +53,7 @@ def to_csv(result: AttentionResult, names: Sequence[str] | None = None) -> str:
     d_model for ``output``.
     """
     tensors = pick(result, names)
-    axes = [axis for axis in AXIS_ORDER if any(axis in TENSOR_AXES[name] for name in tensors)]
+    axes = [axis for axis in COLUMN_ORDER if any(axis in TENSOR_AXES[name] for name in tensors)]
     labels = [f"{axis}_token" for axis in ("query", "key") if axis in axes]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

@@ -7,11 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.tensors import TENSORS
 from attnx.result import AttentionResult
 
 # 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s.
 FORMAT_VERSION = "1.1"
-TENSORS = ("q", "k", "v", "scores", "scaled", "weights", "head_outputs", "output", "average_weights")
+# The tensors every JSON result carries (null where not computed); ``projected`` and ``mask`` follow when held.
+ALWAYS = tuple(name for name, tensor in TENSORS.items() if tensor.exported and tensor.present == "always")
 
 
 def to_plain(array: np.ndarray) -> Any:
@@ -50,7 +52,7 @@ def result_to_dict(result: AttentionResult) -> dict[str, Any]:
         "device": result.device,
         "dtype": result.dtype,
     }
-    for name in TENSORS:
+    for name in ALWAYS:
         out[name] = to_plain(getattr(result, name))
     if result.projected is not None:
         out["projected"] = to_plain(result.projected)

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnx.engines.tiled.kernel import MATRICES, output_path, weights_path
+from attnx.core.tensors import MATRICES
+from attnx.engines.tiled.kernel import output_path, weights_path
 from attnx.engines.tiled.operands import Operands, Rules
 from attnx.engines.tiled.plan import Plan, current_plan, using
 from attnx.engines.tiled.rows import softmax_rows_

@@ -9,8 +9,6 @@ from attnx.engines.tiled.plan import Plan, block_rows, key_tile, output_rows, ro
 from attnx.engines.tiled.rows import by_row, softmax_rows_
 from attnx.engines.tiled.threads import per_thread, run_tasks
 
-MATRICES = frozenset({"scores", "scaled", "weights", "average_weights"})
-
 
 def tiled_exp(
     ops: Operands,
