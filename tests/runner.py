@@ -16,7 +16,7 @@ to another program has, and puts everything back afterwards:
   ``TERMINAL_WIDTH`` when it is imported, so its two settings are set as a fresh process would set them;
 - the working folder is ``cwd`` (when given);
 - warnings are shown on stderr as a fresh interpreter shows them (pytest's ``filterwarnings = error``
-  does not apply inside), and ``attnx.cli.common.DEBUG`` starts from ``ATTNX_DEBUG`` as at start-up.
+  does not apply inside), and ``attnx.cli.errors.DEBUG`` starts from ``ATTNX_DEBUG`` as at start-up.
 
 What only a real process can show (signals, closed pipes, which modules start-up imports, an endless
 stdin, the interpreter's own crash handling) is tested with subprocesses instead.
@@ -38,7 +38,7 @@ from typing import Any
 import typer.rich_utils
 
 import attnx.cli
-from attnx.cli import common
+from attnx.cli import errors as cli_errors
 
 # The warning filters of an interpreter started without -W or -X dev (see the `warnings` documentation).
 DEFAULT_FILTERS: tuple[tuple[str, type[Warning], str | None], ...] = (
@@ -90,7 +90,7 @@ def _process_state(environ: Mapping[str, str], cwd: Path | None) -> Iterator[Non
     """Environment, working folder, terminal size, Typer's help console, DEBUG and warnings, restored on exit."""
     saved_environ = dict(os.environ)
     saved_cwd = os.getcwd()
-    saved_debug = dict(common.DEBUG)
+    saved_debug = dict(cli_errors.DEBUG)
     saved_size = os.get_terminal_size
     saved_typer = (typer.rich_utils.FORCE_TERMINAL, typer.rich_utils.MAX_WIDTH)
     try:
@@ -103,7 +103,7 @@ def _process_state(environ: Mapping[str, str], cwd: Path | None) -> Iterator[Non
         typer.rich_utils.FORCE_TERMINAL = False if environ.get("_TYPER_FORCE_DISABLE_TERMINAL") else forced or None
         width = environ.get("TERMINAL_WIDTH")
         typer.rich_utils.MAX_WIDTH = int(width) if width else None
-        common.DEBUG["on"] = bool(environ.get("ATTNX_DEBUG"))
+        cli_errors.DEBUG["on"] = bool(environ.get("ATTNX_DEBUG"))
         with warnings.catch_warnings():
             warnings.resetwarnings()
             for action, category, module in reversed(DEFAULT_FILTERS):
@@ -116,8 +116,8 @@ def _process_state(environ: Mapping[str, str], cwd: Path | None) -> Iterator[Non
         os.chdir(saved_cwd)
         os.get_terminal_size = saved_size  # type: ignore[assignment]
         typer.rich_utils.FORCE_TERMINAL, typer.rich_utils.MAX_WIDTH = saved_typer
-        common.DEBUG.clear()
-        common.DEBUG.update(saved_debug)
+        cli_errors.DEBUG.clear()
+        cli_errors.DEBUG.update(saved_debug)
 
 
 def _exit_status(exc: SystemExit, stderr: io.TextIOBase) -> int:

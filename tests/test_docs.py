@@ -290,13 +290,29 @@ class TestInProcessRunner:
 
     def test_state_is_restored(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Environment, working folder, streams, argv and DEBUG are as before, though the run changed or read them."""
-        from attnx.cli import common
+        from attnx.cli import errors as cli_errors
 
         monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "1")
-        before = (dict(os.environ), os.getcwd(), sys.stdout, sys.stderr, sys.stdin, list(sys.argv), dict(common.DEBUG))
+        before = (
+            dict(os.environ),
+            os.getcwd(),
+            sys.stdout,
+            sys.stderr,
+            sys.stdin,
+            list(sys.argv),
+            dict(cli_errors.DEBUG),
+        )
         outcome = run_attnx("--debug", "run", "-f", "json", cwd=tmp_path, env={"NO_COLOR": "1"})
         assert outcome.code == 0  # ATTNX_MAX_ELEMENTS=1 from outside did not reach the run
-        after = (dict(os.environ), os.getcwd(), sys.stdout, sys.stderr, sys.stdin, list(sys.argv), dict(common.DEBUG))
+        after = (
+            dict(os.environ),
+            os.getcwd(),
+            sys.stdout,
+            sys.stderr,
+            sys.stdin,
+            list(sys.argv),
+            dict(cli_errors.DEBUG),
+        )
         assert after == before
 
     def test_environment_reaches_the_consoles(self) -> None:

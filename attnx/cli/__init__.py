@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Annotated
 
 import typer
@@ -19,7 +17,7 @@ from attnx.cli import heads as heads_cmd
 from attnx.cli import model as model_cmd
 from attnx.cli import run as run_cmd
 from attnx.cli import trace as trace_cmd
-from attnx.cli.common import DEBUG
+from attnx.cli.errors import DEBUG, ExitCode
 
 EXIT_CODES = (
     "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input · "
@@ -139,28 +137,23 @@ for _name, _command in COMMANDS.items():
 def main() -> None:
     """Console-script entry point.
 
-    Click's usage errors (an unknown option, a value outside its choices) become one line on stderr
-    and exit 2, as attnx's own errors do, instead of a framed box.
+    Usage errors (an unknown option, a value outside its choices), which Typer raises as
+    ``TyperException``, become one line on stderr and exit 2, as attnx's own errors do, instead
+    of a framed box. Bare ``attnx`` prints the help and exits 2.
     """
-    exceptions = _click_exceptions()
     try:
         code = app(prog_name="attnx", standalone_mode=False)
-    except exceptions.NoArgsIsHelpError as exc:  # bare `attnx`: the help, as click shows it
-        exc.show(file=sys.stdout)
-        raise SystemExit(exc.exit_code) from None
-    except exceptions.UsageError as exc:
-        command = exc.ctx.command_path if exc.ctx is not None else "attnx"
-        sys.stderr.write(f"attnx: error: {exc.format_message()} (see '{command} -h')\n")
-        raise SystemExit(2) from None
+    except typer.TyperException as exc:
+        context = getattr(exc, "ctx", None)
+        if context is not None and not sys.argv[1:]:  # bare `attnx`: the help, on stdout
+            typer.echo(context.get_help())
+            raise SystemExit(ExitCode.USAGE) from None
+        command = context.command_path if context is not None else "attnx"
+        # Typer 0.29 words a bad choice through pydantic: "Value error, 'x' is not one of ..."
+        message = exc.format_message().replace("Value error, ", "")
+        sys.stderr.write(f"attnx: error: {message} (see '{command} -h')\n")
+        raise SystemExit(ExitCode.USAGE) from None
     except typer.Abort:  # end of input at a prompt
         sys.stderr.write("attnx: interrupted\n")
-        raise SystemExit(130) from None
+        raise SystemExit(ExitCode.INTERRUPTED) from None
     raise SystemExit(code if isinstance(code, int) else 0)
-
-
-def _click_exceptions() -> ModuleType:
-    """The exceptions module of the click that Typer runs on: its own copy from Typer 0.26, else click."""
-    try:
-        return importlib.import_module("typer._click.exceptions")
-    except ImportError:  # pragma: no cover - older Typer, on the click package
-        return importlib.import_module("click.exceptions")

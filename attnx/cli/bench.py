@@ -6,17 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from attnx.cli.common import (
-    Dtype,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    ReportFormat,
-    ReportFormatOpt,
-    colour_allowed,
-    emit,
-    guarded,
-)
+from attnx.cli.errors import guarded
+from attnx.cli.options import Dtype, NoColorOpt, OutputFormat, OutputOpt, ReportFormat, ReportFormatOpt
+from attnx.cli.output import colour_allowed, emit
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover

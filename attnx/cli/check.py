@@ -6,18 +6,10 @@ from typing import Annotated
 
 import typer
 
-from attnx.cli.common import (
-    EXIT_FAILURE,
-    ConfigArg,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    RowFormat,
-    RowFormatOpt,
-    emit,
-    guarded,
-)
+from attnx.cli.errors import ExitCode, guarded
 from attnx.cli.flags import CapFlags, InputFlags, ModelFlags, load_input, with_flags
+from attnx.cli.options import ConfigArg, NoColorOpt, OutputFormat, OutputOpt, RowFormat, RowFormatOpt
+from attnx.cli.output import emit
 
 RtolOpt = Annotated[
     float | None,
@@ -69,4 +61,4 @@ def check(
         no_color=no_color,
     )
     if not report.passed:
-        raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(ExitCode.FAILURE)

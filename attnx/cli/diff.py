@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from attnx.cli.check import AtolOpt, RtolOpt
-from attnx.cli.common import (
-    EXIT_FAILURE,
+from attnx.cli.errors import ExitCode, guarded
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
+from attnx.cli.options import (
     CausalOpt,
     DModelOpt,
     OutputFormat,
@@ -19,11 +20,9 @@ from attnx.cli.common import (
     ReportFormatOpt,
     SeedOpt,
     TokensOpt,
-    guarded,
     parse_scale,
-    warn_fully_masked,
 )
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
+from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,7 +174,7 @@ def diff(
 
         display.emit(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared)
         if not comparison.passed:
-            raise typer.Exit(EXIT_FAILURE)
+            raise typer.Exit(ExitCode.FAILURE)
         return
     if len(sweeps) != 1:
         given = ", ".join(f"--{name.replace('_', '-')}" for name in sweeps) or "none"

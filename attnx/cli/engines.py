@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from attnx.cli.common import NoColorOpt, OutputFormat, OutputOpt, RowFormat, RowFormatOpt, emit, guarded
+from attnx.cli.errors import guarded
+from attnx.cli.options import NoColorOpt, OutputFormat, OutputOpt, RowFormat, RowFormatOpt
+from attnx.cli.output import emit
 
 
 @guarded

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, get_type_hints
 
-from attnx.cli.common import (
+from attnx.cli.options import (
     CausalOpt,
     Device,
     DeviceOpt,
@@ -36,7 +36,6 @@ from attnx.cli.common import (
     NoColorOpt,
     OutputFormat,
     OutputOpt,
-    Producer,
     QuietOpt,
     ReportFormat,
     RowFormat,
@@ -47,10 +46,10 @@ from attnx.cli.common import (
     TokensOpt,
     View,
     ViewOpt,
-    emit_view,
     parse_limit,
     parse_scale,
 )
+from attnx.cli.output import Producer, emit_view
 from attnx.limits import Limits
 
 if TYPE_CHECKING:  # pragma: no cover

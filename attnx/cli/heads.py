@@ -7,16 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from attnx.cli.common import (
-    ConfigArg,
-    OutputFormat,
-    PrecisionOpt,
-    ReportFormat,
-    ReportFormatOpt,
-    guarded,
-    warn_fully_masked,
-)
+from attnx.cli.errors import guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input, with_flags
+from attnx.cli.options import ConfigArg, OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt
+from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover

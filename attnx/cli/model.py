@@ -6,8 +6,10 @@ from typing import Annotated
 
 import typer
 
-from attnx.cli.common import NoColorOpt, OutputFormat, OutputOpt, ReportFormat, ReportFormatOpt, emit, guarded
+from attnx.cli.errors import guarded
 from attnx.cli.flags import CapFlags, with_flags
+from attnx.cli.options import NoColorOpt, OutputFormat, OutputOpt, ReportFormat, ReportFormatOpt
+from attnx.cli.output import emit
 
 DirArg = Annotated[
     str,

@@ -6,18 +6,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attnx.cli.common import (
-    ConfigArg,
-    DropHeadOpt,
-    FormatOpt,
-    OutputFormat,
-    PrecisionOpt,
-    TensorOpt,
-    check_destination,
-    guarded,
-    warn_fully_masked,
-)
+from attnx.cli.errors import guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input, with_flags
+from attnx.cli.options import ConfigArg, DropHeadOpt, FormatOpt, OutputFormat, PrecisionOpt, TensorOpt
+from attnx.cli.output import check_destination, warn_fully_masked
 from attnx.core.tensors import SECTIONS, section_tensor
 from attnx.errors import UsageError
 

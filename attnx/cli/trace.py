@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from attnx.cli.common import (
+from attnx.cli.errors import guarded
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
+from attnx.cli.options import (
     ConfigArg,
     DropHeadOpt,
     NoColorOpt,
@@ -16,12 +18,9 @@ from attnx.cli.common import (
     QuietOpt,
     RowFormat,
     RowFormatOpt,
-    emit,
-    guarded,
     parse_limit,
-    warn_fully_masked,
 )
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
+from attnx.cli.output import emit, warn_fully_masked
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType

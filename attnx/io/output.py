@@ -35,7 +35,7 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
-        raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from None
+        raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from exc
     try:
         os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600; a written file gets the usual mode
         with os.fdopen(fd, "wb") as handle:
@@ -47,5 +47,5 @@ def atomic_write(path: str | Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from None
+            raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from exc
         raise

@@ -13,8 +13,8 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from attnx.cli import app
-from attnx.cli.common import Device, Dtype, Engine, Layout, OutputFormat, View
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
+from attnx.cli.options import Device, Dtype, Engine, Layout, OutputFormat, View
 from attnx.errors import UsageError
 from tests.conftest import DECIMALS_4, OUTPUT
 

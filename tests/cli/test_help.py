@@ -13,6 +13,7 @@ from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from attnx.cli import CHECKPOINT, EXAMPLES, app
+from tests.runner import run_attnx
 
 ROOT = Path(__file__).parents[2]
 COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "engines", "bench")
@@ -30,6 +31,14 @@ def options(command: str) -> dict[str, typer.core.TyperOption]:
     """A command's options by their long name (`--format` -> its click parameter)."""
     click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
     return {name: param for param in click_command.params for name in param.opts if name.startswith("--")}
+
+
+def format_choices(command: str) -> list[str]:
+    """The formats ``attnx COMMAND --help`` offers, read from the help as a user sees it (``<table|json>``)."""
+    shown = run_attnx(command, "--help", env={"COLUMNS": "200"}).stdout
+    found = re.search(r"--format\s+-f\s+<([a-z|]+)>", shown)
+    assert found, shown
+    return found[1].split("|")
 
 
 class TestExamples:
@@ -113,7 +122,7 @@ class TestHelpTellsTheTruth:
     )
     def test_format_lists_only_what_the_command_writes(self, command: str, formats: list[str]) -> None:
         """Each command's --format offers exactly the formats it can write."""
-        assert list(options(command)["--format"].type.choices) == formats  # type: ignore[attr-defined]
+        assert format_choices(command) == formats
 
     @pytest.mark.parametrize(
         "args",
@@ -124,7 +133,7 @@ class TestHelpTellsTheTruth:
     )  # fmt: skip
     def test_every_offered_format_works(self, runner: CliRunner, tmp_path: Path, args: list[str]) -> None:
         """Every format a command's help offers is written, exit 0 (binary ones to --output)."""
-        for choice in options(args[0])["--format"].type.choices:  # type: ignore[attr-defined]
+        for choice in format_choices(args[0]):
             target = tmp_path / f"out.{choice}"
             one_tensor = ["--tensor", "output"] if choice == "npy" else []  # npy holds one array
             result = runner.invoke(app, [*args, "--format", choice, *one_tensor, "--output", str(target)])
@@ -166,4 +175,4 @@ class TestHelpTellsTheTruth:
         option = options("run")["--drop-head"]
         assert option.help == "Zero head N (counted from 0) before concatenation; repeatable."
         result = runner.invoke(app, ["run", "--drop-head", "-1"])
-        assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
+        assert result.exit_code == 2 and "greater than or equal to 0" in result.output

@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from attnx.cli import app
-from attnx.cli.common import guarded
+from attnx.cli.errors import guarded
 from attnx.errors import ConfigError
 
 CONFIG = str(Path(__file__).parents[2] / "configs" / "cat-sat-on-mat.yaml")

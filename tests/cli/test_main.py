@@ -41,7 +41,7 @@ class TestUsageErrors:
         ("args", "message"),
         [
             (["run", "--nope"], "No such option: --nope"),
-            (["run", "--heads", "x"], "'x' is not a valid int range"),
+            (["run", "--heads", "x"], "Input should be a valid integer"),
             (["run", "--format", "xml"], "'xml' is not one of"),
             (["engines", "--format", "npz"], "'npz' is not one of 'table', 'json', 'jsonl', 'csv'"),
             (["check", "--format", "npy"], "'npy' is not one of 'table', 'json', 'jsonl', 'csv'"),
@@ -49,7 +49,7 @@ class TestUsageErrors:
             (["bench", "--dtype", "float16"], "'float16' is not one of 'float64', 'float32'"),
             (["diff", "--format", "npy"], "'npy' is not one of 'table', 'json'"),
             (["heads", "--format", "jsonl"], "'jsonl' is not one of 'table', 'json'"),
-            (["run", "--drop-head", "-1"], "-1 is not in the range x>=0"),
+            (["run", "--drop-head", "-1"], "Input should be greater than or equal to 0"),
             (["nocommand"], "No such command 'nocommand'"),
         ],
     )

@@ -380,7 +380,7 @@ class TestEntryPoints:
 class TestNeeds:
     def test_table_asks_only_for_shown_sections(self) -> None:
         """A table of the output alone asks for no H × N × M matrix."""
-        from attnx.cli.common import OutputFormat
+        from attnx.cli.options import OutputFormat
         from attnx.cli.run import needs_for
 
         assert needs_for(OutputFormat.table, ["output"], None) == {"mask", "output"}
@@ -394,7 +394,7 @@ class TestNeeds:
 
     def test_exports_ask_only_for_their_tensors(self) -> None:
         """npy/csv/npz with --tensor ask for those tensors; json and un-narrowed exports ask for all."""
-        from attnx.cli.common import OutputFormat
+        from attnx.cli.options import OutputFormat
         from attnx.cli.run import needs_for
 
         assert needs_for(OutputFormat.npy, [], ["output"]) == {"output"}

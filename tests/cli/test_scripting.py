@@ -210,14 +210,36 @@ class TestOutputFile:
         assert "0.3664" in text and ANSI not in text
 
     def test_unwritable_output(self, runner: CliRunner, tmp_path: Path) -> None:
-        """An output in a missing folder is exit 2 with one line."""
+        """An output in a missing folder is an I/O failure: exit 1 with one line."""
         result = runner.invoke(app, ["run", "-f", "json", "-o", str(tmp_path / "no" / "x.json")])
-        assert result.exit_code == 2
+        assert result.exit_code == 1
         assert result.stderr.startswith(f"attnx: error: {tmp_path / 'no' / 'x.json'}: cannot write")
+
+    def test_full_disk_is_exit_1_and_debug_shows_the_cause(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        """A write that fails with ENOSPC is exit 1, one line; with --debug the OSError behind it follows."""
+        import errno
+
+        def full(fd: int, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "fsync", lambda fd: full(fd, b""))
+        target = tmp_path / "out.json"
+        plain = run_attnx("run", "-f", "json", "-o", str(target))
+        assert (plain.code, plain.stderr) == (1, f"attnx: error: {target}: cannot write: No space left on device\n")
+        debug = run_attnx("--debug", "run", "-f", "json", "-o", str(target))
+        assert debug.code == 1
+        assert debug.stderr.splitlines() == [
+            f"attnx: error: {target}: cannot write: No space left on device",
+            "attnx: caused by OSError: [Errno 28] No space left on device",
+        ]
+        assert not target.exists() and not list(tmp_path.iterdir())
 
     def test_binary_to_terminal_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """npz to a terminal without --output is a usage error with a hint."""
-        from attnx.cli.common import OutputFormat, check_destination
+        from attnx.cli.options import OutputFormat
+        from attnx.cli.output import check_destination
         from attnx.errors import UsageError
 
         monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
@@ -338,9 +360,9 @@ class TestExitCodesAndMessages:
     def test_unexpected_error_is_one_line_and_exit_1(self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
         """A bug surfaces as one line with a --debug hint and exit 1, not a traceback."""
         import attnx.engines
-        from attnx.cli import common
+        from attnx.cli import errors as cli_errors
 
-        monkeypatch.setitem(common.DEBUG, "on", False)  # restored after the test, whatever --debug sets
+        monkeypatch.setitem(cli_errors.DEBUG, "on", False)  # restored after the test, whatever --debug sets
 
         def broken(*args, **kwargs):
             raise RuntimeError("boom")

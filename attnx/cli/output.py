@@ -1,0 +1,163 @@
+"""Where results go: consoles, stdout and files, warnings on stderr."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal
+
+from attnx.cli.options import BINARY_FORMATS, OutputFormat, ReportFormat, RowFormat
+from attnx.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console, RenderableType
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    sys.stderr.write(f"attnx: warning: {message}\n")
+
+
+def warn_fully_masked(rows: tuple[int, ...], quiet: bool = False) -> None:
+    """Say which queries had every key blocked (their weights and head outputs are zero)."""
+    if rows and not quiet:
+        shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
+        one = len(rows) == 1
+        warn(
+            f"{len(rows)} quer{'y' if one else 'ies'} ({shown}) {'has' if one else 'have'} every key blocked: "
+            "weights and head outputs are zero there"
+        )
+
+
+def colour_allowed(no_color: bool) -> bool:
+    """False when --no-color, NO_COLOR (any value) or TERM=dumb asks for plain text."""
+    return not (no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb")
+
+
+def stdout_console(no_color: bool = False) -> Console:
+    """A console on the current stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
+    from rich.console import Console
+
+    color_system: Literal["auto"] | None = "auto" if colour_allowed(no_color) else None
+    # emoji=False: attnx prints no :emoji: codes, and rich would import its 2 ms table of them
+    return Console(file=sys.stdout, highlight=False, emoji=False, color_system=color_system)
+
+
+def write_stdout(text: str) -> None:
+    """Machine output goes straight to stdout, never through Rich (no wrapping, no markup)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+Producer = Callable[[], "str | bytes | RenderableType"]
+
+
+def check_destination(output_format: OutputFormat, output: str | None) -> None:
+    """Refuse binary output to a terminal before any work is done."""
+    if output_format in BINARY_FORMATS and output is None and sys.stdout.isatty():
+        raise UsageError(
+            f"--format {output_format.value} is binary; write it with --output FILE or redirect stdout to a file"
+        )
+
+
+def emit(
+    output_format: OutputFormat | RowFormat | ReportFormat,
+    producers: Mapping[OutputFormat, Producer],
+    *,
+    output: str | None = None,
+    no_color: bool = False,
+) -> None:
+    """Produce ``output_format`` with its producer and deliver it to stdout or, atomically, to ``output``.
+
+    A format the command has no producer for is a usage error listing the ones it has.
+    """
+    output_format = OutputFormat(output_format.value)
+    make = producers.get(output_format)
+    if make is None:
+        names = ", ".join(f.value for f in producers)
+        raise UsageError(f"--format {output_format.value} is not available for this command; choose from {names}")
+    check_destination(output_format, output)
+    payload = make()
+    if output_format is OutputFormat.table:
+        assert not isinstance(payload, bytes)  # a table is text or a renderable
+        if output is None:
+            stdout_console(no_color).print(payload)
+            return
+        payload = render_plain(payload)
+    data = payload if isinstance(payload, bytes) else str(payload).encode("utf-8")
+    if output is not None:
+        from attnx.io.output import atomic_write
+
+        atomic_write(output, data)
+    elif isinstance(payload, bytes):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+    else:
+        write_stdout(str(payload))
+
+
+def emit_view(
+    output_format: OutputFormat | RowFormat | ReportFormat,
+    producers: Mapping[OutputFormat, Producer],
+    view: Callable[[bool], RenderableType],
+    *,
+    output: str | None = None,
+    export: str | None = None,
+    no_color: bool = False,
+) -> None:
+    """``emit``, where the table is ``view(colour)`` and can be saved, exactly as printed, with ``export``.
+
+    ``colour`` tells the view whether colours will be seen, so that it can fall back to shade
+    characters: on stdout, when the console shows colour; in an SVG or HTML export, unless colour is
+    turned off; never in a text file. The export goes through Rich's recording console and is
+    written atomically; an extension other than .svg, .html or .txt is a usage error.
+    """
+    from pathlib import Path
+
+    output_format = OutputFormat(output_format.value)
+    suffix = Path(export).suffix.lower() if export is not None else None
+    if export is not None and (output_format is not OutputFormat.table or output is not None):
+        raise UsageError("--export saves the table view; leave out --format and --output")
+    if suffix not in (None, ".svg", ".html", ".txt"):
+        raise UsageError(f"--export writes .svg, .html or .txt files, not {export!r}")
+    if output_format is not OutputFormat.table or output is not None:
+        emit(output_format, {OutputFormat.table: lambda: view(False), **producers}, output=output, no_color=no_color)
+        return
+    console = stdout_console(no_color)
+    shown = console.color_system is not None
+    wanted = colour_allowed(no_color) and suffix != ".txt"  # what the export shows
+    console.record = export is not None and wanted == shown
+    console.print(view(shown))
+    if export is not None:
+        from attnx.io.output import atomic_write
+
+        # Piped stdout shows shades where an SVG shows colours: the export then draws its own copy.
+        assert suffix is not None  # export is not None
+        recorder = console if console.record else _recording_console(console.width, wanted)
+        if recorder is not console:
+            recorder.print(view(wanted))
+        saved = {".svg": lambda: recorder.export_svg(title="attnx"), ".html": recorder.export_html,
+                 ".txt": recorder.export_text}[suffix]()  # fmt: skip
+        atomic_write(export, saved.encode("utf-8"))
+
+
+def _recording_console(width: int, colour: bool) -> Console:
+    """A console that only records, ``width`` columns wide, in true colour or none."""
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), record=True, width=width, color_system="truecolor" if colour else None,
+                   force_terminal=colour, highlight=False, emoji=False)  # fmt: skip
+
+
+def render_plain(renderable: RenderableType) -> str:
+    """A renderable as plain text (no ANSI), at the width of COLUMNS or 100, for files."""
+    from rich.console import Console
+
+    width = int(os.environ.get("COLUMNS", "0") or 0) or 100
+    buffer = io.StringIO()
+    console = Console(file=buffer, color_system=None, width=width, highlight=False, emoji=False)
+    console.print(renderable)
+    return buffer.getvalue()
