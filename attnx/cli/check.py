@@ -7,8 +7,31 @@ from typing import Annotated
 import typer
 
 from attnx.cli.errors import ExitCode, guarded
-from attnx.cli.flags import CapFlags, InputFlags, ModelFlags, load_input, with_flags
-from attnx.cli.options import ConfigArg, NoColorOpt, OutputFormat, OutputOpt, RowFormat, RowFormatOpt
+from attnx.cli.flags import CapFlags, InputFlags, ModelFlags, load_input
+from attnx.cli.options import (
+    CausalOpt,
+    ConfigArg,
+    DModelOpt,
+    HeadsOpt,
+    KvHeadsOpt,
+    LayerOpt,
+    LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
+    ModelOpt,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    RowFormat,
+    RowFormatOpt,
+    ScaleOpt,
+    SeedOpt,
+    TextOpt,
+    TokensOpt,
+)
 from attnx.cli.output import emit
 
 RtolOpt = Annotated[
@@ -24,23 +47,53 @@ AtolOpt = Annotated[
 
 
 @guarded
-@with_flags
 def check(
     config: ConfigArg = None,
-    inputs: InputFlags = InputFlags(),
-    checkpoint: ModelFlags = ModelFlags(),
+    heads: HeadsOpt = None,
+    seed: SeedOpt = None,
+    tokens: TokensOpt = None,
+    d_model: DModelOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    scale: ScaleOpt = None,
+    layout: LayoutOpt = None,
+    causal: CausalOpt = False,
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     output_format: RowFormatOpt = RowFormat.table,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
-    caps: CapFlags = CapFlags(),
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Cross-check every available engine/device/dtype against the float64 NumPy reference.
 
     Exit 0 when every row is within tolerance, 1 when any is not.
     With --model, the layers before --layer run on the reference (numpy float64), the layer on every target.
     """
+    inputs = InputFlags(
+        heads=heads,
+        seed=seed,
+        tokens=tokens,
+        d_model=d_model,
+        kv_heads=kv_heads,
+        scale=scale,
+        layout=layout,
+        causal=causal,
+    )
+    checkpoint = ModelFlags(model=model, text=text, layer=layer)
+    caps = CapFlags(
+        max_bytes=max_bytes,
+        max_yaml_bytes=max_yaml_bytes,
+        max_depth=max_depth,
+        max_dimension=max_dimension,
+        max_elements=max_elements,
+    )
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses
 

@@ -10,16 +10,36 @@ import typer
 
 from attnx.cli.check import AtolOpt, RtolOpt
 from attnx.cli.errors import ExitCode, guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags
 from attnx.cli.options import (
     CausalOpt,
+    Device,
+    DeviceOpt,
     DModelOpt,
+    DtypeOpt,
+    Engine,
+    EngineOpt,
+    ExportOpt,
+    LayerOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
+    ModelOpt,
+    NoColorOpt,
     OutputFormat,
+    OutputOpt,
     PrecisionOpt,
+    QuietOpt,
     ReportFormat,
     ReportFormatOpt,
+    RowsOpt,
     SeedOpt,
+    TextOpt,
     TokensOpt,
+    View,
+    ViewOpt,
     parse_scale,
 )
 from attnx.cli.output import warn_fully_masked
@@ -106,7 +126,6 @@ def load_side(source: str, overrides: Overrides, limits: Limits, backend: Engine
 
 
 @guarded
-@with_flags
 def diff(
     a: AArg = None,
     b: BArg = None,
@@ -118,14 +137,27 @@ def diff(
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
     causal: CausalOpt = False,
-    checkpoint: ModelFlags = ModelFlags(),
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
-    backend: EngineFlags = EngineFlags(),
+    engine: EngineOpt = Engine.numpy,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = None,
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
-    display: ViewFlags = ViewFlags(),
-    caps: CapFlags = CapFlags(),
+    output: OutputOpt = None,
+    view: ViewOpt = View.table,
+    rows: RowsOpt = "40",
+    export: ExportOpt = None,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.
 
@@ -136,6 +168,16 @@ def diff(
     Exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
     --model DIR --text "..." --layer L: sweep layer L of a local checkpoint.
     """
+    checkpoint = ModelFlags(model=model, text=text, layer=layer)
+    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
+    display = ViewFlags(output=output, view=view, rows=rows, export=export, quiet=quiet, no_color=no_color)
+    caps = CapFlags(
+        max_bytes=max_bytes,
+        max_yaml_bytes=max_yaml_bytes,
+        max_depth=max_depth,
+        max_dimension=max_dimension,
+        max_elements=max_elements,
+    )
     settings = {
         name: values
         for name, values in (

@@ -1,18 +1,17 @@
-"""Flag groups: options several commands share, declared once as a dataclass and expanded into each command.
+"""Flag groups: the options several commands share, gathered into small frozen values.
 
-A command names a group as one parameter (``inputs: InputFlags``); ``with_flags`` shows Typer the
-group's fields as the command's own options, in that place, and hands the command one frozen
-object built from them. Every command then reads its input, model, engine and caps, and shows its
-result, the same way.
+Each command declares its options itself, with the shared ``Annotated`` aliases of
+``attnx.cli.options`` (Typer's own way), and builds the groups from them in its first lines
+(``inputs = InputFlags(heads=heads, ...)``). Every command then reads its input, model, engine
+and caps, and shows its result, the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from attnx.cli.options import (
     CausalOpt,
@@ -177,58 +176,6 @@ class ViewFlags:
         """Write the result in ``output_format`` to stdout or ``--output``; a table also to ``--export``
         (``table(colour)`` draws it; see ``emit_view``)."""
         emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
-
-
-GROUPS = (InputFlags, ModelFlags, EngineFlags, CapFlags, ViewFlags)
-
-
-@functools.cache
-def group_parameters(group: type) -> tuple[inspect.Parameter, ...]:
-    """A flag group's fields as command parameters, made once per group (several commands share a group)."""
-    hints = get_type_hints(group, include_extras=True)
-    return tuple(
-        inspect.Parameter(field.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=field.default,
-                          annotation=hints[field.name])
-        for field in dataclasses.fields(group)
-    )  # fmt: skip
-
-
-def with_flags(func: Callable[P, R]) -> Callable[P, R]:
-    """Show Typer each flag-group parameter of ``func`` as the group's fields, in its place.
-
-    A parameter is a group when its annotation is one of ``GROUPS`` or a subclass (a command may
-    subclass a group to word one option its own way). ``func`` is called with one group object per
-    such parameter. A field named like another parameter of ``func`` is a TypeError at import.
-    """
-    signature = inspect.signature(func, eval_str=True)
-    groups: dict[str, tuple[type, list[str]]] = {}
-    parameters: list[inspect.Parameter] = []
-    for parameter in signature.parameters.values():
-        group = parameter.annotation
-        if not (isinstance(group, type) and issubclass(group, GROUPS)):
-            parameters.append(parameter)
-            continue
-        # Through a plain `type`: mypy takes type[InputFlags] | ... for unhashable (it checks the class
-        # against Hashable with the instances' __hash__).
-        group_class: type = group
-        fields = group_parameters(group_class)
-        groups[parameter.name] = (group, [field.name for field in fields])
-        parameters += fields
-    seen = [parameter.name for parameter in parameters]
-    clashes = sorted({name for name in seen if seen.count(name) > 1})
-    if clashes:
-        raise TypeError(f"{func.__name__}: flag names used twice: {', '.join(clashes)}")
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        for name, (group, fields) in groups.items():
-            kwargs[name] = group(**{field: kwargs.pop(field) for field in fields if field in kwargs})
-        return func(*args, **kwargs)
-
-    # Typer reads the signature from here; typeshed's function type has no __signature__ to set.
-    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
-    return wrapper
 
 
 def load_input(

@@ -8,8 +8,41 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input, with_flags
-from attnx.cli.options import ConfigArg, OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input
+from attnx.cli.options import (
+    CausalOpt,
+    ConfigArg,
+    Device,
+    DeviceOpt,
+    DModelOpt,
+    DtypeOpt,
+    Engine,
+    EngineOpt,
+    ExportOpt,
+    HeadsOpt,
+    KvHeadsOpt,
+    LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
+    ModelOpt,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    PrecisionOpt,
+    QuietOpt,
+    ReportFormat,
+    ReportFormatOpt,
+    RowsOpt,
+    ScaleOpt,
+    SeedOpt,
+    TextOpt,
+    TokensOpt,
+    View,
+    ViewOpt,
+)
 from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
 
@@ -34,22 +67,61 @@ NO_MODEL = LayerOrAllFlags()
 
 
 @guarded
-@with_flags
 def heads(
     config: ConfigArg = None,
-    inputs: InputFlags = InputFlags(),
-    checkpoint: LayerOrAllFlags = NO_MODEL,
-    backend: EngineFlags = EngineFlags(),
+    heads: HeadsOpt = None,
+    seed: SeedOpt = None,
+    tokens: TokensOpt = None,
+    d_model: DModelOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    scale: ScaleOpt = None,
+    layout: LayoutOpt = None,
+    causal: CausalOpt = False,
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOrAllOpt = None,
+    engine: EngineOpt = Engine.numpy,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = None,
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
-    display: ViewFlags = ViewFlags(),
-    caps: CapFlags = CapFlags(),
+    output: OutputOpt = None,
+    view: ViewOpt = View.table,
+    rows: RowsOpt = "40",
+    export: ExportOpt = None,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
 
     Labels: self, previous-token, first-token, induction, uniform, focused (thresholds in the README).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
     """
+    inputs = InputFlags(
+        heads=heads,
+        seed=seed,
+        tokens=tokens,
+        d_model=d_model,
+        kv_heads=kv_heads,
+        scale=scale,
+        layout=layout,
+        causal=causal,
+    )
+    checkpoint = LayerOrAllFlags(model=model, text=text, layer=layer)
+    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
+    display = ViewFlags(output=output, view=view, rows=rows, export=export, quiet=quiet, no_color=no_color)
+    caps = CapFlags(
+        max_bytes=max_bytes,
+        max_yaml_bytes=max_yaml_bytes,
+        max_depth=max_depth,
+        max_dimension=max_dimension,
+        max_elements=max_elements,
+    )
     from attnx.analysis.heads import head_stats
     from attnx.engines import compute
 

@@ -7,8 +7,19 @@ from typing import Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, with_flags
-from attnx.cli.options import NoColorOpt, OutputFormat, OutputOpt, ReportFormat, ReportFormatOpt
+from attnx.cli.flags import CapFlags
+from attnx.cli.options import (
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    ReportFormat,
+    ReportFormatOpt,
+)
 from attnx.cli.output import emit
 
 DirArg = Annotated[
@@ -19,13 +30,16 @@ DirArg = Annotated[
 
 
 @guarded
-@with_flags
 def model(
     path: DirArg,
     output_format: ReportFormatOpt = ReportFormat.table,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
-    caps: CapFlags = CapFlags(),
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Describe a local Hugging Face style checkpoint: family, layers, heads, d_model, vocabulary, max length.
 
@@ -33,6 +47,13 @@ def model(
     Explore its heads with --model DIR --text "..." on run, trace, diff, heads and check.
     Layers and heads count from 0; heads --layer all shows every layer's heads (the model view).
     """
+    caps = CapFlags(
+        max_bytes=max_bytes,
+        max_yaml_bytes=max_yaml_bytes,
+        max_depth=max_depth,
+        max_dimension=max_dimension,
+        max_elements=max_elements,
+    )
     from attnx.models import describe
     from attnx.render import model as render
     from attnx.render.serialize import dumps

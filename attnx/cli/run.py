@@ -7,8 +7,43 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input, with_flags
-from attnx.cli.options import ConfigArg, DropHeadOpt, FormatOpt, OutputFormat, PrecisionOpt, TensorOpt
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input
+from attnx.cli.options import (
+    CausalOpt,
+    ConfigArg,
+    Device,
+    DeviceOpt,
+    DModelOpt,
+    DropHeadOpt,
+    DtypeOpt,
+    Engine,
+    EngineOpt,
+    ExportOpt,
+    FormatOpt,
+    HeadsOpt,
+    KvHeadsOpt,
+    LayerOpt,
+    LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
+    ModelOpt,
+    NoColorOpt,
+    OutputFormat,
+    OutputOpt,
+    PrecisionOpt,
+    QuietOpt,
+    RowsOpt,
+    ScaleOpt,
+    SeedOpt,
+    TensorOpt,
+    TextOpt,
+    TokensOpt,
+    View,
+    ViewOpt,
+)
 from attnx.cli.output import check_destination, warn_fully_masked
 from attnx.core.tensors import SECTIONS, section_tensor
 from attnx.errors import UsageError
@@ -87,19 +122,38 @@ def parse_sections(values: list[str] | None) -> list[str]:
 
 
 @guarded
-@with_flags
 def run(
     config: ConfigArg = None,
-    inputs: InputFlags = InputFlags(),
+    heads: HeadsOpt = None,
+    seed: SeedOpt = None,
+    tokens: TokensOpt = None,
+    d_model: DModelOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    scale: ScaleOpt = None,
+    layout: LayoutOpt = None,
+    causal: CausalOpt = False,
     drop_head: DropHeadOpt = None,
-    checkpoint: ModelFlags = ModelFlags(),
-    backend: EngineFlags = EngineFlags(),
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
+    engine: EngineOpt = Engine.numpy,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = None,
     show: ShowOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
     tensor: TensorOpt = None,
-    display: ViewFlags = ViewFlags(),
-    caps: CapFlags = CapFlags(),
+    output: OutputOpt = None,
+    view: ViewOpt = View.table,
+    rows: RowsOpt = "40",
+    export: ExportOpt = None,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
 
@@ -108,6 +162,26 @@ def run(
     --view heatmap draws each head's weights as a heatmap instead.
     --show q,k,v: the slices of Q, K and V each head reads (--show all: every section).
     """
+    inputs = InputFlags(
+        heads=heads,
+        seed=seed,
+        tokens=tokens,
+        d_model=d_model,
+        kv_heads=kv_heads,
+        scale=scale,
+        layout=layout,
+        causal=causal,
+    )
+    checkpoint = ModelFlags(model=model, text=text, layer=layer)
+    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
+    display = ViewFlags(output=output, view=view, rows=rows, export=export, quiet=quiet, no_color=no_color)
+    caps = CapFlags(
+        max_bytes=max_bytes,
+        max_yaml_bytes=max_yaml_bytes,
+        max_depth=max_depth,
+        max_dimension=max_dimension,
+        max_elements=max_elements,
+    )
     from attnx.render.formats import check_tensor_names
 
     sections = parse_sections(show)

@@ -7,10 +7,27 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input, with_flags
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input
 from attnx.cli.options import (
+    CausalOpt,
     ConfigArg,
+    Device,
+    DeviceOpt,
+    DModelOpt,
     DropHeadOpt,
+    DtypeOpt,
+    Engine,
+    EngineOpt,
+    HeadsOpt,
+    KvHeadsOpt,
+    LayerOpt,
+    LayoutOpt,
+    MaxBytesOpt,
+    MaxDepthOpt,
+    MaxDimensionOpt,
+    MaxElementsOpt,
+    MaxYamlBytesOpt,
+    ModelOpt,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
@@ -18,6 +35,10 @@ from attnx.cli.options import (
     QuietOpt,
     RowFormat,
     RowFormatOpt,
+    ScaleOpt,
+    SeedOpt,
+    TextOpt,
+    TokensOpt,
     parse_limit,
 )
 from attnx.cli.output import emit, warn_fully_masked
@@ -63,7 +84,6 @@ KeysOpt = Annotated[
 
 
 @guarded
-@with_flags
 def trace(
     config: ConfigArg = None,
     token: TokenOpt = None,
@@ -71,22 +91,56 @@ def trace(
     head: HeadOpt = None,
     terms: TermsOpt = "8",
     keys: KeysOpt = "10",
-    inputs: InputFlags = InputFlags(),
+    heads: HeadsOpt = None,
+    seed: SeedOpt = None,
+    tokens: TokensOpt = None,
+    d_model: DModelOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    scale: ScaleOpt = None,
+    layout: LayoutOpt = None,
+    causal: CausalOpt = False,
     drop_head: DropHeadOpt = None,
-    checkpoint: ModelFlags = ModelFlags(),
-    backend: EngineFlags = EngineFlags(),
+    model: ModelOpt = None,
+    text: TextOpt = None,
+    layer: LayerOpt = None,
+    engine: EngineOpt = Engine.numpy,
+    device: DeviceOpt = Device.auto,
+    dtype: DtypeOpt = None,
     precision: PrecisionOpt = 4,
     output_format: RowFormatOpt = RowFormat.table,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
-    caps: CapFlags = CapFlags(),
+    max_bytes: MaxBytesOpt = None,
+    max_yaml_bytes: MaxYamlBytesOpt = None,
+    max_depth: MaxDepthOpt = None,
+    max_dimension: MaxDimensionOpt = None,
+    max_elements: MaxElementsOpt = None,
 ) -> None:
     """Explain one query token step by step: per head, the dot products term by term, the softmax, the output.
 
     Pick the token with --token cat or --query 1. With no CONFIG: the worked example "The cat sat on mat".
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     """
+    inputs = InputFlags(
+        heads=heads,
+        seed=seed,
+        tokens=tokens,
+        d_model=d_model,
+        kv_heads=kv_heads,
+        scale=scale,
+        layout=layout,
+        causal=causal,
+    )
+    checkpoint = ModelFlags(model=model, text=text, layer=layer)
+    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
+    caps = CapFlags(
+        max_bytes=max_bytes,
+        max_yaml_bytes=max_yaml_bytes,
+        max_depth=max_depth,
+        max_dimension=max_dimension,
+        max_elements=max_elements,
+    )
     from attnx.analysis.trace import build_trace, resolve_head, resolve_query
     from attnx.engines import compute
 

@@ -1,70 +1,51 @@
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
 import pytest
-import typer
 from rich.text import Text
 from typer.testing import CliRunner
 
 from attnx.cli import app
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, with_flags
-from attnx.cli.options import Device, Dtype, Engine, Layout, OutputFormat, View
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags
+from attnx.cli.options import Device, Layout, OutputFormat, View
 from attnx.errors import UsageError
 from tests.conftest import DECIMALS_4, OUTPUT
 
-ExtraOpt = Annotated[int, typer.Option("--extra")]
+# The groups each command builds from its own options.
+BUILDS = {
+    "run": (InputFlags, ModelFlags, EngineFlags, ViewFlags, CapFlags),
+    "trace": (InputFlags, ModelFlags, EngineFlags, CapFlags),
+    "check": (InputFlags, ModelFlags, CapFlags),
+    "diff": (InputFlags, ModelFlags, EngineFlags, ViewFlags, CapFlags),
+    "heads": (InputFlags, ModelFlags, EngineFlags, ViewFlags, CapFlags),
+    "model": (CapFlags,),
+}
 
 
-def captured() -> tuple[typer.Typer, dict[str, object]]:
-    """A one-command app whose command records what it receives."""
-    seen: dict[str, object] = {}
+class TestCommandsDeclareTheirOptions:
+    """Each command declares every option of the groups it builds, with the group's default."""
 
-    @with_flags
-    def command(inputs: InputFlags = InputFlags(), extra: ExtraOpt = 0, backend: EngineFlags = EngineFlags()) -> None:
-        seen.update(inputs=inputs, extra=extra, backend=backend)
+    @pytest.mark.parametrize("name", sorted(BUILDS))
+    def test_group_fields_are_options(self, name: str) -> None:
+        """The command's parameters include each field of each group it builds, defaulting as the group does."""
+        parameters = inspect.signature(getattr(importlib.import_module(f"attnx.cli.{name}"), name)).parameters
+        for group in BUILDS[name]:
+            for field in dataclasses.fields(group):
+                assert field.name in parameters, (name, group.__name__, field.name)
+                assert parameters[field.name].default == field.default, (name, field.name)
 
-    app = typer.Typer()
-    app.command()(command)
-    return app, seen
-
-
-class TestWithFlags:
-    """A flag group is one parameter of the command and a row of options on the command line."""
-
-    def test_signature_lists_the_fields_in_place(self) -> None:
-        """Typer sees the group's fields where the group parameter stood, each with its default."""
-
-        @with_flags
-        def command(first: ExtraOpt = 0, backend: EngineFlags = EngineFlags(), last: ExtraOpt = 1) -> None:
-            pass
-
-        parameters = inspect.signature(command).parameters
-        assert list(parameters) == ["first", "engine", "device", "dtype", "last"]
-        assert parameters["engine"].default is Engine.numpy and parameters["dtype"].default is None
-
-    def test_command_receives_one_object_per_group(self, runner: CliRunner) -> None:
-        """Flags given on the command line arrive inside the groups, the rest keep their defaults."""
-        app, seen = captured()
-        result = runner.invoke(app, ["-H", "4", "--tokens", "a b", "--causal", "--layout", "interleaved",
-                                     "--extra", "7", "--engine", "torch", "--dtype", "float32"])  # fmt: skip
+    def test_flags_arrive_in_the_groups(self, runner: CliRunner) -> None:
+        """Flags given on the command line change the input the command reads: -H 1 is one head."""
+        result = runner.invoke(app, ["run", "-H", "1", "--layout", "interleaved", "-f", "json"])
         assert result.exit_code == 0, result.output
-        assert seen["inputs"] == InputFlags(heads=4, tokens="a b", causal=True, layout=Layout.interleaved)
-        assert seen["extra"] == 7
-        assert seen["backend"] == EngineFlags(engine=Engine.torch, device=Device.auto, dtype=Dtype.float32)
-
-    def test_a_name_used_twice_is_refused_at_import(self) -> None:
-        """A command parameter named like a group's field would shadow it: a TypeError, not a silent loss."""
-        with pytest.raises(TypeError, match="flag names used twice: dtype"):
-
-            @with_flags
-            def command(dtype: ExtraOpt = 0, backend: EngineFlags = EngineFlags()) -> None:
-                pass
+        data = json.loads(result.stdout)
+        assert (data["heads"], data["layout"]) == (1, "interleaved")
 
 
 class TestGroups:
