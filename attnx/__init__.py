@@ -16,17 +16,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnx.core.result import AttentionResult
+    from attnx.core.spec import AttentionSpec
     from attnx.engines import compute
     from attnx.errors import AttnxError
     from attnx.io import load_spec
-    from attnx.result import AttentionResult
-    from attnx.spec import AttentionSpec
 
 # The public names are resolved on first use so that `import attnx` (and `attnx --help`) stays
 # cheap: NumPy is imported only by the modules that compute.
 _LAZY = {
-    "AttentionResult": "attnx.result",
-    "AttentionSpec": "attnx.spec",
+    "AttentionResult": "attnx.core.result",
+    "AttentionSpec": "attnx.core.spec",
     "AttnxError": "attnx.errors",
     "compute": "attnx.engines",
     "load_spec": "attnx.io",

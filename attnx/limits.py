@@ -7,8 +7,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from attnx.errors import LimitError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.core.spec import AttentionSpec
 
 MiB = 1024**2
 DEPTH_CEILING = 200  # deeper would bring the YAML composer's recursion near Python's limit of 1000
@@ -76,6 +80,22 @@ class Limits:
             found = size_text(size) + (" of YAML" if cap == "max_yaml_bytes" else "")
             hint = " (write large inputs as JSON or .npz)" if cap == "max_yaml_bytes" else ""
             raise LimitError(f"{name}: {self.exceeded(cap, found)}{hint}")
+
+    def check_problem(self, spec: AttentionSpec, *, matrices: bool, rows: int | None = None) -> None:
+        """Refuse, before anything is allocated, a problem whose arrays would pass these caps.
+
+        Q, K and V (after any projection) always; the ``[head, query, key]`` matrices when
+        ``matrices`` (for at most ``rows`` query rows: a trace computes one, a long table only the
+        rows it shows; None: all). Without the matrices the engines work in blocks and never hold them.
+        """
+        n, m = spec.n_queries, spec.n_keys
+        arrays: list[tuple[str, tuple[int, ...]]] = [("Q", (n, spec.d_model)), ("K and V", (m, spec.kv_width))]
+        if matrices:
+            arrays.append(("the scores", (spec.settings.heads, n if rows is None else min(n, rows), m)))
+        for what, shape in arrays:
+            problem = self.shape_problem(shape)
+            if problem:
+                raise LimitError(f"{spec.source}: {what}: {problem}")
 
     def shape_problem(self, shape: tuple[int, ...]) -> str | None:
         """Why an array of ``shape`` must not be built (an axis or the element count over its cap), or None."""

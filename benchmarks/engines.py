@@ -39,9 +39,9 @@ import numpy as np
 import torch
 
 from attnx.analysis.bench import timed
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.engines.tiled import current_plan
-from attnx.spec import AttentionSpec
 
 H, D_K = 8, 64
 F = torch.nn.functional
@@ -72,7 +72,7 @@ def problem(n: int) -> tuple[AttentionSpec, dict[str, list[torch.Tensor]]]:
     """A random Q, K, V of N tokens: attnx's spec, and the (1, H, N, d_k) forms torch is timed on."""
     q, k, v = np.random.default_rng(n).standard_normal((3, n, H * D_K)).astype(np.float32)
     tokens = tuple(map(str, range(n)))
-    spec = AttentionSpec(q, k, v, H, tokens, tokens)
+    spec = AttentionSpec.build(q=q, k=k, v=v, heads=H, tokens=tokens, key_tokens=tokens)
     # 4-D: SDPA's fused CPU kernel wants them; 3-D inputs take its slow path.
     views = [torch.from_numpy(x).view(n, H, D_K).transpose(0, 1)[None] for x in (q, k, v)]  # (1, H, N, d_k)
     return spec, {"views": views, "head-major": [t.contiguous() for t in views]}

@@ -367,7 +367,7 @@ def _kernel_files(kernel: Path) -> None:
     kernel.mkdir()
     tokens = ("the", "quick", "brown", "fox", "jumps", "over")
     spec = load_spec(overrides=Overrides(seed=0, tokens=tokens, d_model=16, heads=4))
-    q, k, v = (np.asarray(x, dtype=np.float32) for x in (spec.q, spec.k, spec.v))
+    q, k, v = (np.asarray(x, dtype=np.float32) for x in (spec.inputs.q, spec.inputs.k, spec.inputs.v))
     np.savez(kernel / "qkv.npz", q=q, k=k, v=v, heads=np.array(4), tokens=np.array(tokens))
     right = compute(load_spec(str(kernel / "qkv.npz")), dtype="float32")
     wrong = compute(load_spec(str(kernel / "qkv.npz"), overrides=Overrides(scale="sqrt_d_model")), dtype="float32")

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnx.core.result import TIE_ULPS, row_maxima
 from attnx.engines import compute
 from attnx.io import load_spec
-from attnx.result import TIE_ULPS, row_maxima
 
 GQA = str(Path(__file__).parents[1] / "configs" / "gqa.yaml")
 
@@ -54,4 +54,4 @@ class TestColumns:
         assert (result.heads, result.kv_heads, result.d_k) == (4, 2, 2)
         assert result.kv_columns(1) == range(2, 4) and result.group_of(1) == range(2, 4)
         assert [result.kv_head(h) for h in range(4)] == [0, 0, 1, 1]
-        np.testing.assert_array_equal(result.k[1], load_spec(GQA).k[:, 2:4])
+        np.testing.assert_array_equal(result.k[1], load_spec(GQA).inputs.k[:, 2:4])

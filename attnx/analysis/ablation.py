@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.result import AttentionResult
+from attnx.core.result import AttentionResult
 
 
 @dataclass(frozen=True)

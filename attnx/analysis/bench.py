@@ -9,10 +9,10 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute, load_engine
 from attnx.errors import EngineUnavailableError
 from attnx.io.schema import random_qkv
-from attnx.spec import AttentionSpec
 
 # A side whose run takes less (in seconds) runs once untimed before each timed run (see best_times).
 SETTLE = 0.5
@@ -59,7 +59,9 @@ def problem(length: int, heads: int, d_model: int, dtype: str = "float64") -> At
     """
     q, k, v = (x.astype(dtype) for x in random_qkv(length, length, d_model))
     tokens = tuple(f"t{i}" for i in range(length))
-    return AttentionSpec(q, k, v, heads, tokens, tokens, source=f"random N={length}")
+    return AttentionSpec.build(
+        q=q, k=k, v=v, heads=heads, tokens=tokens, key_tokens=tokens, source=f"random N={length}"
+    )
 
 
 def best_times(runs: Sequence[Callable[[], object]], repeat: int, settle: Sequence[bool] | None = None) -> list[float]:

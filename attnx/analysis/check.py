@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnx.analysis.compare import TensorDiff, compare, tolerance_for
+from attnx.core.spec import AttentionSpec
 from attnx.engines import EngineStatus, compute
-from attnx.spec import AttentionSpec
 
 CHECKED_TENSORS = ("scores", "weights", "head_outputs", "output", "projected")
 REFERENCE = ("numpy", "cpu", "float64")

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from attnx.analysis.compare import TensorDiff, compare, tolerance_for
 from attnx.analysis.heads import Saturation, saturation
+from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.errors import ConfigError
 from attnx.io.results import RESULT_TENSORS, SavedResult
-from attnx.result import AttentionResult
-from attnx.spec import AttentionSpec
 
 # The settings a sweep can vary, with the prefix of each configuration's label ("H=2", "scale=none").
 SWEEPS = {"heads": "H", "scale": "scale", "layout": "layout", "kv_heads": "kv_heads"}
@@ -76,10 +75,8 @@ def variant_spec(spec: AttentionSpec, varied: str, value: int | float | str) -> 
     if varied == "heads":
         return spec.with_heads(int(value))
     if varied == "kv_heads":
-        pool = getattr(spec, "with_kv_heads", None)  # the spec's pooling, where this attnx has it
-        return pool(int(value)) if pool is not None else replace(spec, kv_heads=int(value))
-    change: dict[str, Any] = {varied: value}  # a field named at run time; AttentionSpec checks the value
-    return replace(spec, **change)
+        return spec.with_kv_heads(int(value))
+    return spec.with_settings(**{varied: value})  # a setting named at run time, checked again
 
 
 def _label(varied: str, value: int | float | str) -> str:

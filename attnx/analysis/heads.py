@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from attnx.result import AttentionResult, row_maxima
+from attnx.core.result import AttentionResult, row_maxima
 
 # The pattern labels and the one place their rules live. Every score is a mean over the queries
 # that see at least two keys (a query with one visible key has no choice to make):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnx.analysis.heads import HeadStats, head_stats
-from attnx.result import AttentionResult
+from attnx.core.result import AttentionResult
 
 
 @dataclass(frozen=True, eq=False)

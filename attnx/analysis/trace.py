@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.core.result import AttentionResult, row_maxima
 from attnx.errors import UsageError
-from attnx.result import AttentionResult, row_maxima
 
 DEFAULT_TERMS = 8
 DEFAULT_KEYS = 10

@@ -104,7 +104,7 @@ def _count(option: str) -> Callable[[str], int]:
 
 
 def _layout(part: str) -> str:
-    from attnx.spec import LAYOUTS
+    from attnx.core.spec import LAYOUTS
 
     if part not in LAYOUTS:
         raise UsageError(f"--layout takes {', '.join(LAYOUTS)}, not {part!r}")
@@ -118,6 +118,8 @@ def load_side(source: str, overrides: Overrides, limits: Limits, backend: Engine
     from attnx.io.results import SavedResult, load_input_or_result
 
     loaded = load_input_or_result(source, overrides, limits)
+    if not isinstance(loaded, SavedResult):
+        limits.check_problem(loaded, matrices=True)
     if isinstance(loaded, SavedResult):
         return side_from_saved(loaded)
     result = compute(loaded, **backend.options())

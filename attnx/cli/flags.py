@@ -54,8 +54,8 @@ from attnx.limits import Limits
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
+    from attnx.core.spec import AttentionSpec
     from attnx.io import Overrides
-    from attnx.spec import AttentionSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -187,18 +187,24 @@ def load_input(
     *,
     drop_heads: list[int] | None = None,
     quiet: bool = False,
+    matrices: bool = True,
+    rows: int | None = None,
 ) -> AttentionSpec:
-    """The spec named by CONFIG and the flags that override it.
+    """The spec named by CONFIG and the flags that override it, checked against the caps.
 
     With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
     run on ``backend`` (default: NumPy, float64, CPU). The caps are read first, so a bad cap value
-    is refused whatever the input.
+    is refused whatever the input. What the command will build is checked too: the
+    ``[head, query, key]`` matrices when ``matrices``, for at most ``rows`` query rows (None: all).
     """
     from attnx.cli.model_input import model_spec
     from attnx.io import load_spec
 
     limits, overrides = caps.limits(), inputs.overrides(drop_heads)
     if checkpoint.wanted:
-        return model_spec(config, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
+        spec = model_spec(config, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
                           quiet=quiet, limits=limits, **(backend or EngineFlags()).options())  # fmt: skip
-    return load_spec(config, overrides, limits)
+    else:
+        spec = load_spec(config, overrides, limits)
+    limits.check_problem(spec, matrices=matrices, rows=rows)
+    return spec

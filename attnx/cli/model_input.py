@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
     from attnx.analysis.model_view import ModelView
+    from attnx.core.spec import AttentionSpec
     from attnx.io.schema import Overrides
-    from attnx.spec import AttentionSpec
 
 ALL = "all"
 STDIN = "-"

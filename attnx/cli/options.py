@@ -179,7 +179,7 @@ MaxElementsOpt = Annotated[str | None, _cap_option("max_elements", "Most element
 
 def parse_scale(text: str) -> str | float:
     """``sqrt_dk``, ``sqrt_d_model``, ``none`` or a finite number."""
-    from attnx.spec import SCALE_MODES
+    from attnx.core.spec import SCALE_MODES
 
     if text in SCALE_MODES:
         return text

@@ -45,14 +45,14 @@ from attnx.cli.options import (
     ViewOpt,
 )
 from attnx.cli.output import check_destination, warn_fully_masked
-from attnx.core.tensors import SECTIONS, section_tensor
+from attnx.core.tensors import MATRICES, SECTIONS, section_tensor
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
-    from attnx.result import AttentionResult
-    from attnx.spec import AttentionSpec
+    from attnx.core.result import AttentionResult
+    from attnx.core.spec import AttentionSpec
 
 # Printed when --show is not given; `--show all` prints every section, the Q, K and V slices too.
 DEFAULT_SECTIONS = tuple(section for section in SECTIONS if section not in ("q", "k", "v"))
@@ -96,7 +96,6 @@ def compute_shown(
     matrices at N = 2048, H = 8 would take 3 × 256 MiB in float64. Otherwise (or with ``max_rows``
     None) the result holds them all.
     """
-    from attnx.core.tensors import MATRICES
     from attnx.engines import compute
 
     if needs is None or max_rows is None or spec.n_queries <= max_rows or not MATRICES & needs:
@@ -189,9 +188,10 @@ def run(
     if display.heatmap and show:
         raise UsageError("--view heatmap draws the weights of every head; leave out --show")
     check_destination(output_format, display.output)
-    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=display.quiet)
     needs = needs_for(output_format, sections, tensor)
     max_rows = display.max_rows if output_format is OutputFormat.table else None
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=display.quiet,
+                      matrices=needs is None or bool(MATRICES & needs), rows=max_rows)  # fmt: skip
     result, matrices = compute_shown(spec, backend.options(), needs, max_rows)
     warn_fully_masked(result.fully_masked_rows, display.quiet)
 

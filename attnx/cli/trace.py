@@ -145,9 +145,9 @@ def trace(
     from attnx.engines import compute
 
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
-    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet)
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet, rows=1)
     row = resolve_query(spec.tokens, token=token, query=query)
-    chosen = resolve_head(head, spec.heads)
+    chosen = resolve_head(head, spec.settings.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.
     result = compute(spec.select_queries([row]), **backend.options())
     warn_fully_masked(result.fully_masked_rows, quiet)

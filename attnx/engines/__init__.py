@@ -9,10 +9,10 @@ from types import ModuleType
 
 import numpy as np
 
+from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec
 from attnx.engines import guards
 from attnx.errors import EngineUnavailableError
-from attnx.result import AttentionResult
-from attnx.spec import AttentionSpec
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("float64", "float32")
@@ -69,15 +69,13 @@ def compute(
     ``output`` (and ``projected``) are always computed; without any H × N × M matrix in ``needs``
     the engines take a path that never builds one.
 
-    Arrays that would pass the caps of ``spec.limits`` raise LimitError before anything is
-    computed (the H × N × M scores only when they are built). With ``strict``, inputs beyond the
+    Input caps are checked where the input is read (``Limits.check_problem``). With ``strict``, inputs beyond the
     dtype's range and scores or outputs that overflowed raise NumericError; without it they come
     back as inf or NaN (for comparisons).
     """
     module = load_engine(engine)
     resolved = module.resolve_device(device)
     chosen = _dtype_on(module, resolved, dtype)
-    guards.check_sizes(spec, needs)
     if strict:
         guards.check_range(spec, chosen)
     with np.errstate(all="ignore"):  # overflow is reported by check_finite, not as RuntimeWarnings

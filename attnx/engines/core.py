@@ -7,8 +7,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from attnx.core.spec import AttentionSpec, DirectInputs, Inputs, Linear
 from attnx.core.tensors import COMPUTED
-from attnx.spec import AttentionSpec, Linear
 
 Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the backend
 
@@ -62,6 +62,15 @@ def linear(ops: Backend, x: Array, w: Linear) -> Array:
     return out + ops.array(w.bias) if w.bias is not None else out
 
 
+def project(ops: Backend, inputs: Inputs) -> tuple[Array, Array, Array]:
+    """Q, K and V as backend arrays: as given, or ``X W + b`` for each."""
+    if isinstance(inputs, DirectInputs):
+        return ops.array(inputs.q), ops.array(inputs.k), ops.array(inputs.v)
+    x = ops.array(inputs.x)
+    x_kv = x if inputs.x_kv is None else ops.array(inputs.x_kv)
+    return linear(ops, x, inputs.w_q), linear(ops, x_kv, inputs.w_k), linear(ops, x_kv, inputs.w_v)
+
+
 def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[str]) -> dict[str, Array]:
     """The textbook computation on whole matrices: every intermediate, as arrays of the backend.
 
@@ -95,33 +104,28 @@ def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None =
     are N × d_model); H × N × M matrices only when asked for.
     """
     keep = EVERYTHING if needs is None else frozenset(needs)
-    if spec.x is not None:
-        assert spec.w_q is not None and spec.w_k is not None and spec.w_v is not None  # checked by AttentionSpec
-        x = ops.array(spec.x)
-        x_kv = ops.array(spec.x_kv) if spec.x_kv is not None else x
-        q, k, v = linear(ops, x, spec.w_q), linear(ops, x_kv, spec.w_k), linear(ops, x_kv, spec.w_v)
-    else:
-        assert spec.q is not None and spec.k is not None and spec.v is not None  # checked by AttentionSpec
-        q, k, v = ops.array(spec.q), ops.array(spec.k), ops.array(spec.v)
-    h, h_kv = spec.heads, int(spec.kv_heads or spec.heads)
-    q_heads = split_heads(ops, q, h, spec.layout)  # (H, N, d_k)
-    k_heads = split_heads(ops, k, h_kv, spec.layout)  # (H_kv, M, d_k)
-    v_heads = split_heads(ops, v, h_kv, spec.layout)  # (H_kv, M, d_k)
-
+    settings = spec.settings
+    # 1. Project: Q, K and V as the input gives them, or made from X.
+    q, k, v = project(ops, spec.inputs)  # (N, d_model), (M, H_kv·d_k), (M, H_kv·d_k)
+    # 2. Split into heads. (A positional step, such as rotary positions, acts on these heads.)
+    q_heads = split_heads(ops, q, settings.heads, settings.layout)  # (H, N, d_k)
+    k_heads = split_heads(ops, k, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
+    v_heads = split_heads(ops, v, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
+    # 3. Attend: scores, softmax over the allowed keys, weighted values.
     out = ops.attend(q_heads, k_heads, v_heads, spec, keep)
     for name, heads in (("q", q_heads), ("k", k_heads), ("v", v_heads)):
         if name in keep:
             out[name] = heads
     head_outputs = out["head_outputs"]
     kept = head_outputs
-    if spec.dropped_heads:
-        keep_heads = np.ones((h, 1, 1))
-        keep_heads[list(spec.dropped_heads)] = 0.0
+    if settings.dropped_heads:
+        keep_heads = np.ones((settings.heads, 1, 1))
+        keep_heads[list(settings.dropped_heads)] = 0.0
         kept = head_outputs * ops.array(keep_heads)
-        out["intact_output"] = merge_heads(ops, head_outputs, spec.layout)
+        out["intact_output"] = merge_heads(ops, head_outputs, settings.layout)
         if spec.w_o is not None:
             out["intact_projected"] = linear(ops, out["intact_output"], spec.w_o)
-    out["output"] = merge_heads(ops, kept, spec.layout)  # (N, d_model)
+    out["output"] = merge_heads(ops, kept, settings.layout)  # (N, d_model)
     if spec.w_o is not None:
         out["projected"] = linear(ops, out["output"], spec.w_o)  # (N, d_out)
     if "head_outputs" not in keep:

@@ -1,37 +1,15 @@
-"""Checks around one engine run: array sizes and the dtype's range before it, finite numbers after it."""
+"""Checks around one engine run: the dtype's range before it, finite numbers after it."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import numpy as np
 
-from attnx.core.tensors import MATRICES
-from attnx.errors import LimitError, NumericError
-from attnx.result import AttentionResult
-from attnx.spec import AttentionSpec, largest_abs
+from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec, ProjectedInputs, largest_abs
+from attnx.errors import NumericError
 
 # The share of a dtype's range that a bound may reach: rounding in long sums stays far inside the rest.
 ROUNDING_ROOM = 2.0**-10
-
-
-def check_sizes(spec: AttentionSpec, needs: Collection[str] | None = None) -> None:
-    """Refuse, before anything is allocated, arrays that would pass the caps ``spec`` was read under.
-
-    Q, K and V (after any projection) and, when ``needs`` asks for them (None: everything), the
-    ``[head, query, key]`` matrices; a trace, which computes one query row, is checked for that row
-    only. Without the matrices the engines work in blocks and never hold them.
-    """
-    if spec.limits is None:
-        return
-    n, m = spec.n_queries, spec.n_keys
-    arrays: list[tuple[str, tuple[int, ...]]] = [("Q", (n, spec.d_model)), ("K and V", (m, spec.kv_width))]
-    if needs is None or MATRICES & set(needs):
-        arrays.append(("the scores", (spec.heads, n, m)))
-    for what, shape in arrays:
-        problem = spec.limits.shape_problem(shape)
-        if problem:
-            raise LimitError(f"{spec.source}: {what}: {problem}")
 
 
 def check_range(spec: AttentionSpec, dtype: str) -> None:
@@ -63,7 +41,8 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     if largest >= np.finfo(np.float64).max:
         return False
     a = spec.magnitude  # NaN when any input is NaN: every comparison below is then False
-    projections = [w for w in (spec.w_q, spec.w_k, spec.w_v) if w is not None]
+    inputs = spec.inputs
+    projections = [inputs.w_q, inputs.w_k, inputs.w_v] if isinstance(inputs, ProjectedInputs) else []
     b = max(w.d_in for w in projections) * a * a + a if projections else a
     bounds = [spec.d_k * b * b * max(1.0, abs(spec.multiplier)), spec.n_keys * b]
     if spec.w_o is not None:

@@ -6,11 +6,11 @@ from collections.abc import Collection
 
 import numpy as np
 
+from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec
 from attnx.engines.core import attention, dense
 from attnx.engines.tiled import Rules, attend_tiled, softmax_rows_
 from attnx.errors import EngineUnavailableError
-from attnx.result import AttentionResult
-from attnx.spec import AttentionSpec
 
 NAME = "numpy"
 DTYPES = ("float64", "float32")
@@ -81,8 +81,8 @@ def tiled_rules(spec: AttentionSpec) -> Rules:
     """The settings of ``spec`` that the tiled kernel reads: the only place it meets the spec."""
     return Rules(
         multiplier=spec.multiplier,
-        layout=spec.layout,
-        causal=spec.causal,
+        layout=spec.settings.layout,
+        causal=spec.settings.causal,
         explicit=spec.mask is not None or spec.padding is not None,
         positions=spec.positions,
         allowed=spec.allowed,

@@ -8,11 +8,11 @@ from collections.abc import Callable, Collection
 import numpy as np
 import torch
 
+from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec, DirectInputs
 from attnx.core.tensors import MATRICES
 from attnx.engines.core import attention, dense
 from attnx.errors import EngineUnavailableError
-from attnx.result import AttentionResult
-from attnx.spec import AttentionSpec
 
 NAME = "torch"
 PREFERENCE = ("cuda", "mps", "cpu")
@@ -95,7 +95,10 @@ class TorchBackend:
             return dense(self, q, k, v, spec, keep)
         (h, n, _), h_kv = q.shape, k.shape[0]
         mask_is_causal_only = (
-            spec.causal and spec.mask is None and spec.padding is None and spec.query_positions == tuple(range(n))
+            spec.settings.causal
+            and spec.mask is None
+            and spec.padding is None
+            and spec.query_positions == tuple(range(n))
         )  # the last test, which builds a tuple, only when causal
         blocks = None if mask_is_causal_only else spec.allowed()  # None when nothing is masked
         allowed = None if blocks is None else self.array(blocks)
@@ -133,18 +136,20 @@ def sdpa_reference(spec: AttentionSpec, dtype: str = "float32", device: str = "c
 
     Benchmarks time it as the reference; the tensors are prepared here, outside the timed call.
     """
-    assert spec.q is not None and spec.k is not None and spec.v is not None  # a direct spec (q, k, v given)
+    if not isinstance(spec.inputs, DirectInputs):
+        raise TypeError("sdpa_reference takes a spec of direct Q, K and V")
     backend = TorchBackend(dtype, device)
-    kv_heads = int(spec.kv_heads or spec.heads)
+    heads, kv_heads = spec.settings.heads, spec.settings.kv_heads
+    direct = spec.inputs
     with torch.inference_mode():
         q, k, v = (
             backend.array(x).view(-1, h, spec.d_k).transpose(0, 1).contiguous()[None]  # (1, H, N, d_k)
-            for x, h in ((spec.q, spec.heads), (spec.k, kv_heads), (spec.v, kv_heads))
+            for x, h in ((direct.q, heads), (direct.k, kv_heads), (direct.v, kv_heads))
         )
 
     def run() -> object:
         with torch.inference_mode():
-            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=spec.kv_heads != spec.heads)
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
             if out.device.type == "cuda":
                 torch.cuda.synchronize()
             return out

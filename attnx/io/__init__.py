@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnx.core.spec import AttentionSpec
 from attnx.errors import InputError
 from attnx.io.documents import STDIN, Document, decode_text, parse_document, read_bytes
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.limits import Limits
-from attnx.spec import AttentionSpec
 
 __all__ = ["BUILTIN_NAME", "Limits", "Overrides", "builtin_document", "load_source", "load_spec"]
 

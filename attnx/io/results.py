@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import TENSORS
 from attnx.errors import InputError
 from attnx.io.documents import Document, load_document
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.limits import Limits
-from attnx.spec import AttentionSpec
 
 # Tensors a JSON result may carry (the numeric ones attnx exports), with their rank; comparisons work on these.
 RESULT_TENSORS = {name: tensor.rank for name, tensor in TENSORS.items() if tensor.exported and tensor.dtype == "float"}

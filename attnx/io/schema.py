@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
 from attnx.errors import LimitError
 from attnx.io.documents import Document, clip
-from attnx.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
 
 INPUT_VERSION = 1
 KEYS = (
@@ -110,7 +110,7 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
     query_tokens, key_tokens = _labels(doc, data, n, m, self_attention=inputs["self_attention"])
     causal, mask = _mask(doc, data, n, m)
     causal = causal or overrides.causal
-    spec = AttentionSpec(
+    spec = AttentionSpec.build(
         q=inputs.get("q"),
         k=inputs.get("k"),
         v=inputs.get("v"),
@@ -131,10 +131,10 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,
         dropped_heads=tuple(overrides.drop_heads),
-        limits=doc.limits,
     )
-    if overrides.kv_heads is not None and overrides.kv_heads != spec.kv_heads:
+    if overrides.kv_heads is not None and overrides.kv_heads != spec.settings.kv_heads:
         spec = spec.with_kv_heads(overrides.kv_heads)
+    doc.limits.check_problem(spec, matrices=False)  # Q, K and V; the commands check the matrices they build
     return spec
 
 
@@ -266,7 +266,7 @@ def _linear(doc: Document, data: dict[str, Any], weight: str, bias: str) -> Line
     b = vector(doc, data[bias], (bias,)) if bias in data else None
     if b is not None and b.shape[0] != w.shape[1]:
         raise doc.error((bias,), f"has {b.shape[0]} values but {weight} has {w.shape[1]} columns")
-    return Linear(w, b)
+    return Linear.of(w, b)
 
 
 def _scale(doc: Document, data: dict[str, Any]) -> str | float:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,9 +32,9 @@ from attnx.models.tokenize import Encoded, TextTokenizer
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from attnx.core.result import AttentionResult
+    from attnx.core.spec import AttentionSpec
     from attnx.io.schema import Overrides
-    from attnx.result import AttentionResult
-    from attnx.spec import AttentionSpec
 
 __all__ = [
     "ARCHITECTURES",
@@ -202,7 +201,7 @@ class ForwardPass:
             self._pending = None
         self.model.check_layer(self.layer)
         spec = arch.attention_spec(self.layer, self._stream, self.tokens, self.model.source(self.layer))
-        return replace(spec, limits=self.model.limits)  # compute checks what it builds against the same caps
+        return spec
 
     def step(self, needs: Collection[str] = ()) -> AttentionResult:
         """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer."""
@@ -280,7 +279,7 @@ def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
         spec = spec.with_heads(overrides.heads)
     if overrides.kv_heads is not None:
         spec = spec.with_kv_heads(overrides.kv_heads)
-    changes: dict[str, Any] = {}  # AttentionSpec fields, checked again by replace()
+    changes: dict[str, Any] = {}  # settings, checked again by with_settings()
     for key in ("scale", "layout"):
         if getattr(overrides, key) is not None:
             changes[key] = getattr(overrides, key)
@@ -288,4 +287,4 @@ def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
         changes["causal"] = True
     if overrides.drop_heads:
         changes["dropped_heads"] = tuple(overrides.drop_heads)
-    return replace(spec, **changes) if changes else spec
+    return spec.with_settings(**changes) if changes else spec

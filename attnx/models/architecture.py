@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from attnx.core.spec import AttentionSpec
 from attnx.errors import ModelError
 from attnx.models.checkpoint import CONFIG, Checkpoint
 from attnx.models.nn import ACTIVATIONS
 from attnx.models.tokenize import Encoded
-from attnx.spec import AttentionSpec
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnx.core.spec import AttentionSpec, Linear
 from attnx.errors import ModelError
 from attnx.models.architecture import Architecture
 from attnx.models.checkpoint import CONFIG
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
-from attnx.spec import AttentionSpec, Linear
 
 
 class Bert(Architecture):
@@ -47,7 +47,7 @@ class Bert(Architecture):
 
     def linear(self, name: str) -> Linear:
         """A torch Linear (``[out, in]``) as attnx's ``x @ W + b`` (``W`` is ``[in, out]``)."""
-        return Linear(self.checkpoint.tensor(f"{name}.weight").T, self.checkpoint.tensor(f"{name}.bias"))
+        return Linear.of(self.checkpoint.tensor(f"{name}.weight").T, self.checkpoint.tensor(f"{name}.bias"))
 
     def dense(self, x: np.ndarray, name: str) -> np.ndarray:
         """``x @ weight.T + bias`` in the working dtype."""
@@ -68,8 +68,8 @@ class Bert(Architecture):
     def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
         """Self-attention on the stream entering the layer: no mask, 1/√d_k, W_o the output dense."""
         p = f"encoder.layer.{layer}.attention."
-        return AttentionSpec(
-            q=None, k=None, v=None, heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=stream,
+        return AttentionSpec.build(
+            heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=stream,
             w_q=self.linear(p + "self.query"), w_k=self.linear(p + "self.key"), w_v=self.linear(p + "self.value"),
             w_o=self.linear(p + "output.dense"),
         )  # fmt: skip

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
+from attnx.core.spec import AttentionSpec, Linear
 from attnx.models.architecture import Architecture
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
-from attnx.spec import AttentionSpec, Linear
 
 
 class Gpt2(Architecture):
@@ -65,11 +65,11 @@ class Gpt2(Architecture):
         x = layer_norm(stream, *self.norm(p + "ln_1"), self.eps)
         weight, bias = self.checkpoint.tensor(p + "attn.c_attn.weight"), self.checkpoint.tensor(p + "attn.c_attn.bias")
         d = self.d_model
-        w_q, w_k, w_v = (Linear(weight[:, i * d : (i + 1) * d], bias[i * d : (i + 1) * d]) for i in range(3))
+        w_q, w_k, w_v = (Linear.of(weight[:, i * d : (i + 1) * d], bias[i * d : (i + 1) * d]) for i in range(3))
         out = self.checkpoint.tensor(p + "attn.c_proj.weight"), self.checkpoint.tensor(p + "attn.c_proj.bias")
-        return AttentionSpec(
-            q=None, k=None, v=None, heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=Linear(*out), causal=True, scale=self.scale(layer),
+        return AttentionSpec.build(
+            heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
+            w_q=w_q, w_k=w_k, w_v=w_v, w_o=Linear.of(*out), causal=True, scale=self.scale(layer),
         )  # fmt: skip
 
     def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:

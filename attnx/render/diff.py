@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.diff import Comparison, Location, Side, Sweep, TensorComparison, Variant
+from attnx.core.result import AttentionResult
 from attnx.render.colours import FAIL, LABEL, PASS, WARNING
 from attnx.render.engines import diff_to_dict, sci, tolerance_text
 from attnx.render.fitted import FittedGrid
@@ -23,7 +24,6 @@ from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
-from attnx.result import AttentionResult
 
 DIFF_KEYS = ("max_abs", "max_rel", "worst_index", "rtol", "atol")  # null where a tensor could not be compared
 FLAGS = {"heads": "--heads", "scale": "--scale", "layout": "--layout", "kv_heads": "--kv-heads"}

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.result import AttentionResult
 from attnx.core.tensors import COLUMN_ORDER, EXPORTED, TENSORS
 from attnx.errors import UsageError
 from attnx.render.serialize import FORMAT_VERSION, to_plain
-from attnx.result import AttentionResult
 
 # The axes of every tensor a run can export, as CSV columns name them, in the order the formats list them.
 TENSOR_AXES: dict[str, tuple[str, ...]] = {name: TENSORS[name].column_axes for name in EXPORTED}

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
+from attnx.core.result import AttentionResult
 from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.fitted import ROW_GAP, after_gap, left_out, shown_rows
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
@@ -19,7 +20,6 @@ from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import head_title
-from attnx.result import AttentionResult
 
 NONE = "—"
 # Column headers of the label scores, short enough for 80 columns; `focused` is the mean max weight.

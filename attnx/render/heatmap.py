@@ -13,11 +13,11 @@ from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.text import Text
 
+from attnx.core.result import AttentionResult
 from attnx.render.colours import Rgb, hex_of, text_on
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
 from attnx.render.tables import head_title, matrix_source
-from attnx.result import AttentionResult
 
 SHADES = " ░▒▓█"  # level k of 0..4 stands for a value near k/4 of the scale's top
 # Viridis at five stops: ordered in lightness, readable by the colour-blind, and in print.

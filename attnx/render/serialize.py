@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.result import AttentionResult
 from attnx.core.tensors import TENSORS
-from attnx.result import AttentionResult
 
 # 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s.
 FORMAT_VERSION = "1.1"

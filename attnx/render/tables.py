@@ -12,10 +12,10 @@ from rich.rule import Rule
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation, ablation
+from attnx.core.result import AttentionResult, row_maxima
 from attnx.render.colours import EMPHASIS
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import MASKED, MASKED_NOTE, MASKED_STYLE, fmt
-from attnx.result import AttentionResult, row_maxima
 
 TOP_STYLE = EMPHASIS  # every cell that is its row's maximum, ties included (``row_maxima``)
 

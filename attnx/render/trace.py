@@ -15,13 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.trace import HeadTrace, KeyLine, KeySummary, Trace
+from attnx.core.result import AttentionResult
 from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.formats import to_jsonl
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import describe_columns
-from attnx.result import AttentionResult
 
 TOP_STYLE = EMPHASIS
 MASKED_STYLE = "dim strike"

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 from attnx.analysis.diff import Side, compare_sides, side_from_result, side_from_saved, sweep
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.errors import ConfigError
 from attnx.io import Overrides, load_spec
 from attnx.io.results import SavedResult
-from attnx.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, SINGLE_HEAD_CAT, TOKENS
 from tests.engines.test_engines import reference
+from tests.specs import spec_of
 
 
 def pooling() -> bool:
@@ -50,7 +51,7 @@ class TestHeadsSweep:
         r = variant.result
         assert r is not None and (r.heads, r.d_k, r.scale) == (4, 1, 1.0)
         for h in range(4):
-            scores = np.outer(worked.q[:, h], worked.k[:, h])
+            scores = np.outer(worked.inputs.q[:, h], worked.inputs.k[:, h])
             weights = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
             np.testing.assert_allclose(r.weights[h], weights, rtol=1e-13)
         # "cat" (row 1) in head 2 reads q = 2.0 against k column 1 = [1, 0, 1, 0, 0]: e² to The and sat
@@ -113,7 +114,9 @@ class TestOtherSweeps:
         interleaved = found.variants[1].result
         assert interleaved is not None and interleaved.layout == "interleaved"
         cols = [0, 2]
-        expected = reference(AttentionSpec(worked.q[:, cols], worked.k[:, cols], worked.v[:, cols], 1, TOKENS, TOKENS))
+        expected = reference(
+            spec_of(worked.inputs.q[:, cols], worked.inputs.k[:, cols], worked.inputs.v[:, cols], 1, TOKENS, TOKENS)
+        )
         np.testing.assert_allclose(interleaved.weights[0], expected["weights"][0], rtol=1e-13)
 
     def test_kv_heads_sweep_reports_what_it_cannot_make(self, worked: AttentionSpec) -> None:
@@ -142,17 +145,16 @@ class TestKvHeadsPooling:
     @pytest.mark.parametrize("layout", ["contiguous", "interleaved"])
     def test_pooled_heads_read_the_group_mean(self, layout: str) -> None:
         """Four K/V heads pooled to two: each query head reads the mean of its group's K and V heads."""
-        base = dataclasses.replace(load_spec(overrides=Overrides(seed=1, tokens=tuple("abcd"), d_model=8, heads=4)),
-                                   layout=layout)  # fmt: skip
+        base = load_spec(overrides=Overrides(seed=1, tokens=tuple("abcd"), d_model=8, heads=4, layout=layout))
         (variant,) = sweep(base, "kv_heads", [2]).variants
         r = variant.result
         assert r is not None and r.kv_pooled_from == 4
         for h in range(4):
             cols = list(base.head_columns(h))
             group = [list(base.head_columns(g)) for g in (2 * (h // 2), 2 * (h // 2) + 1)]
-            k = (base.k[:, group[0]] + base.k[:, group[1]]) / 2
-            v = (base.v[:, group[0]] + base.v[:, group[1]]) / 2
-            scores = base.q[:, cols] @ k.T / math.sqrt(2)
+            k = (base.inputs.k[:, group[0]] + base.inputs.k[:, group[1]]) / 2
+            v = (base.inputs.v[:, group[0]] + base.inputs.v[:, group[1]]) / 2
+            scores = base.inputs.q[:, cols] @ k.T / math.sqrt(2)
             weights = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
             np.testing.assert_allclose(r.weights[h], weights, rtol=1e-12)
             np.testing.assert_allclose(r.head_outputs[h], weights @ v, rtol=1e-12)
@@ -181,7 +183,7 @@ class TestCompareSides:
 
     def test_near_equal_passes_under_default_tolerance(self, worked: AttentionSpec) -> None:
         """Q nudged by 1e-12 moves nothing beyond float64's rtol 1e-7, atol 1e-7."""
-        nudged = dataclasses.replace(worked, q=worked.q + 1e-12)
+        nudged = dataclasses.replace(worked, inputs=dataclasses.replace(worked.inputs, q=worked.inputs.q + 1e-12))
         comparison = compare_sides(side_from_result(compute(worked), "a"), side_from_result(compute(nudged), "b"))
         assert comparison.passed
         assert 0 < comparison.rows[0].diff.max_abs < 1e-11
@@ -252,7 +254,7 @@ class TestMasks:
 
     def test_input_side_keeps_its_mask(self, worked: AttentionSpec) -> None:
         """A causal input's side carries the engine's mask: lower triangle allowed."""
-        r = compute(dataclasses.replace(worked, causal=True))
+        r = compute(worked.with_settings(causal=True))
         np.testing.assert_array_equal(side_from_result(r, "a").allowed, np.tril(np.ones((5, 5), dtype=bool)))
 
     def test_saved_result_mask(self) -> None:

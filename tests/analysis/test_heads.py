@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, head_stats, induction_targets, pick_label, saturation
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.io import load_spec
-from attnx.spec import AttentionSpec
+from tests.specs import spec_of
 
 TOKENS = ("a", "b", "c", "a", "b", "c")
 N = len(TOKENS)
@@ -39,7 +40,7 @@ def pattern_spec(*patterns: str, causal: bool = False) -> AttentionSpec:
     )
     k = np.concatenate([SHARP * eye] * len(patterns), axis=1)
     v = np.concatenate([eye] * len(patterns), axis=1)
-    return AttentionSpec(q, k, v, len(patterns), TOKENS, TOKENS, causal=causal)
+    return spec_of(q, k, v, len(patterns), TOKENS, TOKENS, causal=causal)
 
 
 class TestLabels:
@@ -128,7 +129,9 @@ class TestPerQuery:
         base = pattern_spec("uniform")
         mask = np.ones((N, N), dtype=bool)
         mask[2] = False
-        (stats,) = head_stats(compute(AttentionSpec(base.q, base.k, base.v, 1, TOKENS, TOKENS, mask=mask)))
+        (stats,) = head_stats(
+            compute(spec_of(base.inputs.q, base.inputs.k, base.inputs.v, 1, TOKENS, TOKENS, mask=mask))
+        )
         assert math.isnan(stats.entropy[2]) and stats.max_weight[2] == 0 and stats.top_key[2] == -1
         assert stats.visible_keys[2] == 0
 
@@ -184,14 +187,14 @@ class TestSaturation:
         q, k = rng.standard_normal((1, 512)), rng.standard_normal((10, 512))
         keys = tuple(f"k{j}" for j in range(10))
         for scale, multiplier in (("none", 1.0), ("sqrt_dk", 1 / math.sqrt(512))):
-            spec = AttentionSpec(q, k, k, 1, ("q",), keys, scale=scale)
+            spec = spec_of(q, k, k, 1, ("q",), keys, scale=scale)
             scaled = (q @ k.T)[0] * multiplier
             weights = np.exp(scaled - scaled.max()) / np.exp(scaled - scaled.max()).sum()
             found = saturation(compute(spec))
             assert found.scaled_std[0] == pytest.approx(scaled.std(), rel=1e-12)
             assert found.mean_max_weight[0] == pytest.approx(weights.max(), rel=1e-12)
-        unscaled = saturation(compute(AttentionSpec(q, k, k, 1, ("q",), keys, scale="none")))
-        scaled = saturation(compute(AttentionSpec(q, k, k, 1, ("q",), keys)))
+        unscaled = saturation(compute(spec_of(q, k, k, 1, ("q",), keys, scale="none")))
+        scaled = saturation(compute(spec_of(q, k, k, 1, ("q",), keys)))
         assert unscaled.scaled_std[0] > 10 and unscaled.mean_max_weight[0] > 0.999  # saturated: one-hot
         assert scaled.scaled_std[0] < 1 and scaled.mean_max_weight[0] < 0.3  # spread over the ten keys
 
@@ -199,7 +202,7 @@ class TestSaturation:
         """Under a causal mask the std is over the lower triangle of the scaled scores."""
         rng = np.random.default_rng(1)
         q, k = rng.standard_normal((2, 4, 2))
-        result = compute(AttentionSpec(q, k, k, 1, tuple("abcd"), tuple("abcd"), causal=True))
+        result = compute(spec_of(q, k, k, 1, tuple("abcd"), tuple("abcd"), causal=True))
         lower = np.tril(np.ones((4, 4), dtype=bool))
         expected = ((q @ k.T) / math.sqrt(2))[lower].std()
         assert saturation(result).scaled_std[0] == pytest.approx(expected, rel=1e-12)

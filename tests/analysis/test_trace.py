@@ -18,11 +18,12 @@ from attnx.analysis.trace import (
     select_terms,
     softmax_terms,
 )
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.errors import UsageError
 from attnx.io import Overrides, load_spec
-from attnx.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
+from tests.specs import spec_of
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 
@@ -37,7 +38,7 @@ def random_spec(n: int, d_model: int, heads: int, seed: int = 0) -> AttentionSpe
     """Random Q, K, V with tokens t0 .. t{n-1}."""
     q, k, v = np.random.default_rng(seed).standard_normal((3, n, d_model)) * 2
     tokens = tuple(f"t{i}" for i in range(n))
-    return AttentionSpec(q, k, v, heads, tokens, tokens)
+    return spec_of(q, k, v, heads, tokens, tokens)
 
 
 def assert_lines_add_up(trace: Trace) -> None:

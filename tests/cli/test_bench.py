@@ -40,8 +40,8 @@ class TestRunBench:
     def test_problem_in_the_timed_dtype(self) -> None:
         """The random inputs are made in the dtype timed (no conversion inside the engine's timing), same draws."""
         wide, narrow = bench.problem(8, 2, 4), bench.problem(8, 2, 4, "float32")
-        assert narrow.q.dtype == np.float32 and wide.q.dtype == np.float64
-        np.testing.assert_array_equal(narrow.v, wide.v.astype(np.float32))
+        assert narrow.inputs.q.dtype == np.float32 and wide.inputs.q.dtype == np.float64
+        np.testing.assert_array_equal(narrow.inputs.v, wide.inputs.v.astype(np.float32))
 
     def test_sides_take_turns(self) -> None:
         """best_times runs each side once per round, in turn, and keeps each side's best time."""

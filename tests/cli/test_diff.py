@@ -46,8 +46,8 @@ def worked_json(runner: CliRunner, tmp_path: Path) -> str:
 def input_file(tmp_path: Path, name: str, nudge: float = 0.0, **changes: object) -> str:
     """The worked example as a JSON input, with q nudged by ``nudge`` and other keys changed."""
     spec = load_spec()
-    doc = {"tokens": list(spec.tokens), "heads": 2, "q": (spec.q + nudge).tolist(), "k": spec.k.tolist(),
-           "v": spec.v.tolist(), **changes}  # fmt: skip
+    doc = {"tokens": list(spec.tokens), "heads": 2, "q": (spec.inputs.q + nudge).tolist(), "k": spec.inputs.k.tolist(),
+           "v": spec.inputs.v.tolist(), **changes}  # fmt: skip
     path = tmp_path / name
     path.write_text(json.dumps(doc))
     return str(path)
@@ -129,7 +129,9 @@ class TestHeadsSweep:
             (2, "none", 1.0),
         ]
         spec = load_spec()
-        np.testing.assert_allclose(data["configs"][0]["weights"], [softmax(spec.q @ spec.k.T)], rtol=1e-13)
+        np.testing.assert_allclose(
+            data["configs"][0]["weights"], [softmax(spec.inputs.q @ spec.inputs.k.T)], rtol=1e-13
+        )
 
     @pytest.mark.parametrize(
         ("args", "message"),
@@ -162,8 +164,8 @@ class TestRows:
     def test_locations_are_text_not_markup(self, runner: CliRunner, tmp_path: Path) -> None:
         """The largest differences name tokens as typed: [b] is not read as Rich markup."""
         spec = load_spec()
-        doc = {"tokens": ["[b]", "x", "y", "z", "w"], "heads": 2, "q": spec.q.tolist(), "k": spec.k.tolist(),
-               "v": spec.v.tolist()}  # fmt: skip
+        doc = {"tokens": ["[b]", "x", "y", "z", "w"], "heads": 2, "q": spec.inputs.q.tolist(), "k": spec.inputs.k.tolist(),
+               "v": spec.inputs.v.tolist()}  # fmt: skip
         a, b = tmp_path / "a.json", tmp_path / "b.json"
         a.write_text(json.dumps(doc))
         b.write_text(json.dumps({**doc, "scale": 0.75}))
@@ -287,7 +289,9 @@ class TestKvHeadsSweep:
         two, four = data["configs"]
         assert (two["heads"], two["kv_heads"], two["kv_pooled_from"], two["error"]) == (4, 2, None, None)
         spec = load_spec("configs/gqa.yaml")
-        np.testing.assert_allclose(two["weights"], grouped(spec.q, spec.k, spec.v, 4, 2)["weights"], rtol=1e-13)
+        np.testing.assert_allclose(
+            two["weights"], grouped(spec.inputs.q, spec.inputs.k, spec.inputs.v, 4, 2)["weights"], rtol=1e-13
+        )
         assert "weights" not in four and "kv_heads" in four["error"]
         assert data["shifts"] == []
 
@@ -325,7 +329,7 @@ class TestKvHeadsSweep:
         base = load_spec(overrides=Overrides(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=4, heads=4))
         for config in data["configs"]:
             kv = config["kv_heads"]
-            expected = grouped(base.q, pooled(base.k, 4, kv), pooled(base.v, 4, kv), 4, kv)
+            expected = grouped(base.inputs.q, pooled(base.inputs.k, 4, kv), pooled(base.inputs.v, 4, kv), 4, kv)
             np.testing.assert_allclose(config["weights"], expected["weights"], rtol=1e-12, atol=1e-15)
             np.testing.assert_allclose(config["output"], expected["output"], rtol=1e-12, atol=1e-15)
         assert [(s["from"], s["to"]) for s in data["shifts"]] == [(0, 1), (1, 2), (0, 2)]

@@ -227,9 +227,9 @@ class TestRunJson:
         spec = load_spec(str(CONFIGS / "gqa.yaml"))
         q, k, v = (np.array(data[name]) for name in ("q", "k", "v"))
         assert (q.shape, k.shape, v.shape) == ((4, 3, 2), (2, 3, 2), (2, 3, 2))
-        np.testing.assert_array_equal(q[3], spec.q[:, 6:8])
-        np.testing.assert_array_equal(k[1], spec.k[:, 2:4])
-        np.testing.assert_array_equal(v[0], spec.v[:, 0:2])
+        np.testing.assert_array_equal(q[3], spec.inputs.q[:, 6:8])
+        np.testing.assert_array_equal(k[1], spec.inputs.k[:, 2:4])
+        np.testing.assert_array_equal(v[0], spec.inputs.v[:, 0:2])
         assert data["kv_pooled_from"] is None
         assert list(data)[list(data).index("kv_pooled_from") :][:4] == ["kv_pooled_from", "d_model", "d_k", "scale"]
 
@@ -237,8 +237,10 @@ class TestRunJson:
         """With W_q, the q key holds X·W_q + b_q split into heads, not the input."""
         data = json.loads(runner.invoke(app, ["run", "configs/projections-with-wo.yaml", "--format", "json"]).stdout)
         spec = load_spec(str(CONFIGS / "projections-with-wo.yaml"))
-        assert spec.x is not None and spec.w_q is not None
-        projected = spec.x @ spec.w_q.weight + (spec.w_q.bias if spec.w_q.bias is not None else 0.0)
+        assert spec.inputs.x is not None and spec.inputs.w_q is not None
+        projected = spec.inputs.x @ spec.inputs.w_q.weight + (
+            spec.inputs.w_q.bias if spec.inputs.w_q.bias is not None else 0.0
+        )
         q = np.array(data["q"])
         np.testing.assert_allclose(np.concatenate(list(q), axis=1), projected, rtol=1e-15)
 

@@ -179,7 +179,9 @@ class TestRoundTripAndInputs:
         """An .npz with the YAML keys (tokens as a string array) runs like the YAML."""
         spec = load_spec()
         path = tmp_path / "in.npz"
-        np.savez(path, q=spec.q, k=spec.k, v=spec.v, heads=np.array(2), tokens=np.array(spec.tokens))
+        np.savez(
+            path, q=spec.inputs.q, k=spec.inputs.k, v=spec.inputs.v, heads=np.array(2), tokens=np.array(spec.tokens)
+        )
         a = json.loads(invoke(runner, "run", str(path), "-f", "json").stdout)
         b = json.loads(invoke(runner, "run", "-f", "json").stdout)
         assert a["weights"] == b["weights"] and a["tokens"] == b["tokens"]

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 import attnx.engines
 from attnx.cli import app
-from attnx.result import AttentionResult
-from attnx.spec import AttentionSpec
+from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TRACES
 
 RANDOM = ["--seed", "4", "--tokens", " ".join(f"w{i}" for i in range(30)), "--d-model", "32", "--heads", "2"]

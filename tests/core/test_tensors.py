@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
+from attnx.core.result import AttentionResult
 from attnx.core.tensors import COMPUTED, EXPORTED, MATRICES, SECTIONS, TENSORS, markdown_table, section_tensor
 from attnx.engines import compute
 from attnx.io import Overrides, load_spec
 from attnx.render.tables import Section
-from attnx.result import AttentionResult
 
 ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "output-formats.md"

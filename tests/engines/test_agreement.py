@@ -43,7 +43,10 @@ class TestTorchAgainstSdpa:
         spec = random_spec(n, d_model, heads, seed=3 * n)
         result = compute(spec, "torch", dtype=dtype)
         dt = getattr(torch, dtype)
-        q, k, v = (torch.tensor(x, dtype=dt).view(n, heads, -1).transpose(0, 1) for x in (spec.q, spec.k, spec.v))
+        q, k, v = (
+            torch.tensor(x, dtype=dt).view(n, heads, -1).transpose(0, 1)
+            for x in (spec.inputs.q, spec.inputs.k, spec.inputs.v)
+        )
         sdpa_out = F.scaled_dot_product_attention(q, k, v).numpy()
         eye = torch.eye(n, dtype=dt).expand(heads, n, n)
         sdpa_weights = F.scaled_dot_product_attention(q, k, eye).numpy()

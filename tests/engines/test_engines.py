@@ -6,11 +6,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute, numpy_engine
 from attnx.engines.core import attention, merge_heads, split_heads
 from attnx.errors import EngineUnavailableError
 from attnx.io import Overrides, load_spec
-from attnx.spec import AttentionSpec
 from tests.conftest import (
     AVERAGE_WEIGHTS,
     DECIMALS_4,
@@ -20,20 +20,21 @@ from tests.conftest import (
     SINGLE_HEAD_CAT,
     TOKENS,
 )
+from tests.specs import spec_of
 
 
 def reference(spec: AttentionSpec) -> dict[str, np.ndarray]:
     """Textbook multi-head attention with an explicit loop over heads, in float64."""
     d_k = spec.d_k
     weights, outputs = [], []
-    for h in range(spec.heads):
+    for h in range(spec.settings.heads):
         cols = slice(h * d_k, (h + 1) * d_k)
-        scores = spec.q[:, cols] @ spec.k[:, cols].T
+        scores = spec.inputs.q[:, cols] @ spec.inputs.k[:, cols].T
         scaled = scores / math.sqrt(d_k)
         e = np.exp(scaled - scaled.max(axis=1, keepdims=True))
         w = e / e.sum(axis=1, keepdims=True)
         weights.append(w)
-        outputs.append(w @ spec.v[:, cols])
+        outputs.append(w @ spec.inputs.v[:, cols])
     return {"weights": np.stack(weights), "output": np.concatenate(outputs, axis=1)}
 
 
@@ -76,7 +77,7 @@ class TestAgainstLoopReference:
         """Batched heads equal a per-head loop to float64 rounding."""
         rng = np.random.default_rng(n * 100 + heads)
         q, k, v = rng.standard_normal((3, n, d_model)) * 3
-        spec = AttentionSpec(q, k, v, heads, tuple(map(str, range(n))), tuple(map(str, range(n))))
+        spec = spec_of(q, k, v, heads, tuple(map(str, range(n))), tuple(map(str, range(n))))
         result, ref = compute(spec, engine), reference(spec)
         np.testing.assert_allclose(result.weights, ref["weights"], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(result.output, ref["output"], rtol=1e-12, atol=1e-14)
@@ -94,7 +95,7 @@ class TestAgainstLoopReference:
         """Scores near the float64 limit still give finite weights that sum to one."""
         q = np.array([[1e150, 0.0], [-1e150, 0.0]])
         k = np.array([[1e150, 0.0], [1.0, 0.0]])
-        spec = AttentionSpec(q, k, k, 1, ("a", "b"), ("a", "b"))
+        spec = spec_of(q, k, k, 1, ("a", "b"), ("a", "b"))
         weights = compute(spec, engine).weights[0]
         assert np.isfinite(weights).all()
         np.testing.assert_allclose(weights, [[1.0, 0.0], [0.0, 1.0]])
@@ -206,9 +207,9 @@ class TestFloat32Inputs:
         monkeypatch.setattr(numpy_engine, "DENSE_LIMIT", dense_limit)
         q, k, v = np.random.default_rng(3).standard_normal((3, 40, 16)).astype(np.float32)
         labels = tuple(map(str, range(40)))
-        narrow = AttentionSpec(q, k, v, 4, labels, labels, causal=True)
-        wide = AttentionSpec(*(x.astype(np.float64) for x in (q, k, v)), 4, labels, labels, causal=True)
-        assert narrow.q.dtype == np.float32 and wide.q.dtype == np.float64
+        narrow = spec_of(q, k, v, 4, labels, labels, causal=True)
+        wide = spec_of(*(x.astype(np.float64) for x in (q, k, v)), 4, labels, labels, causal=True)
+        assert narrow.inputs.q.dtype == np.float32 and wide.inputs.q.dtype == np.float64
         for needs in ({"output"}, None):
             a, b = compute(narrow, engine, dtype=dtype, needs=needs), compute(wide, engine, dtype=dtype, needs=needs)
             np.testing.assert_array_equal(a.output, b.output)
@@ -245,12 +246,12 @@ class TestTorchOutputPath:
         monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
         q, k, v = np.random.default_rng(5).standard_normal((3, 6, 8))
         labels = tuple(map(str, range(6)))
-        spec = AttentionSpec(q, k, v, 2, labels, labels)
+        spec = spec_of(q, k, v, 2, labels, labels)
         backend = torch_engine.TorchBackend("float64", "cpu")
         with torch.inference_mode():
             arrays = attention(backend, spec, {"output"})
         (query, out), output = seen, arrays["output"]
-        assert tuple(query.shape) == (1, 2, 6, 4) and query.data_ptr() == spec.q.ctypes.data
+        assert tuple(query.shape) == (1, 2, 6, 4) and query.data_ptr() == spec.inputs.q.ctypes.data
         assert output.data_ptr() == out.data_ptr()  # the concatenated output is a view of SDPA's
         np.testing.assert_allclose(output.numpy(), compute(spec, "numpy").output, rtol=1e-12, atol=1e-12)
 
@@ -262,13 +263,13 @@ class TestSlices:
         """needs={"q", "output"} returns q and leaves k, v and the matrices out."""
         part = compute(load_spec(), engine, needs={"q", "output"})
         assert part.q is not None and part.k is None and part.v is None and part.weights is None
-        np.testing.assert_array_equal(part.q[1], load_spec().q[:, 2:4])
+        np.testing.assert_array_equal(part.q[1], load_spec().inputs.q[:, 2:4])
 
     def test_blocked_path_leaves_q_unscaled(self, engine: str) -> None:
         """600 tokens, 4 heads (past the one-piece limit): q is Q's columns as given, not Q times the scale."""
         spec = load_spec(overrides=Overrides(seed=2, tokens=tuple(f"t{i}" for i in range(600)), d_model=8, heads=4))
         result = compute(spec, engine, needs={"q", "k", "v", "output"})
         assert result.q is not None and result.k is not None and result.v is not None
-        np.testing.assert_array_equal(result.q, spec.q.reshape(600, 4, 2).transpose(1, 0, 2))
-        np.testing.assert_array_equal(result.v[3], spec.v[:, 6:8])
+        np.testing.assert_array_equal(result.q, spec.inputs.q.reshape(600, 4, 2).transpose(1, 0, 2))
+        np.testing.assert_array_equal(result.v[3], spec.inputs.v[:, 6:8])
         assert not result.q.flags.writeable

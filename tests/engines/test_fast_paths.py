@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from attnx.analysis.compare import default_tolerance
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute, numpy_engine, tiled
 from attnx.engines.tiled import operands
-from attnx.spec import AttentionSpec
+from tests.specs import spec_of
 
 N, M = 300, 260
 SMALL = tiled.Plan(cpus=2, exp2=False, output_rows=32, causal_rows=32, weight_rows=32, key_tile_bytes=1)
@@ -26,7 +27,7 @@ def make_spec(
     d_k = 8
     q = rng.standard_normal((n, heads * d_k)) * magnitude
     k, v = rng.standard_normal((2, m, (kv_heads or heads) * d_k)) * magnitude
-    return AttentionSpec(q, k, v, heads, labels(n), labels(m), kv_heads=kv_heads, **kw)
+    return spec_of(q, k, v, heads, labels(n), labels(m), kv_heads=kv_heads, **kw)
 
 
 @pytest.fixture(autouse=True, params=[False, True], ids=["exp", "exp2"])
@@ -182,7 +183,7 @@ class TestBlockedDetails:
         rng = np.random.default_rng(9)
         q = rng.standard_normal((N, 64)) * 1.5  # scores up to about 7: exp(7)·1e36 passes 3.4e38
         k, v = rng.standard_normal((2, M, 64)) * [[[1.5]], [[1e36]]]
-        spec = AttentionSpec(q, k, v, 8, labels(N), labels(M))
+        spec = spec_of(q, k, v, 8, labels(N), labels(M))
         fast = compute(spec, dtype="float32", needs={"output"})
         ref = dense_reference(spec, "float32")
         assert np.isfinite(fast.output).all()

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from attnx.analysis.check import run_check
+from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute, engine_statuses, guards
 from attnx.errors import LimitError, NumericError
 from attnx.limits import Limits
-from attnx.spec import AttentionSpec, Linear
+from tests.specs import spec_of
 
 
 def spec(q: list, k: list, v: list | None = None, **extra: object) -> AttentionSpec:
@@ -17,25 +18,26 @@ def spec(q: list, k: list, v: list | None = None, **extra: object) -> AttentionS
     v = v if v is not None else [[1.0] * len(k[0])] * len(k)
     tokens = tuple(f"q{i}" for i in range(len(q)))
     keys = tuple(f"k{j}" for j in range(len(k)))
-    return AttentionSpec(np.array(q), np.array(k), np.array(v), 1, tokens, keys, "in.yaml", scale="none", **extra)  # type: ignore[arg-type]
+    return spec_of(np.array(q), np.array(k), np.array(v), 1, tokens, keys, "in.yaml", scale="none", **extra)  # type: ignore[arg-type]
 
 
 class TestSizes:
-    """compute refuses arrays over the caps of the spec's limits before computing anything."""
+    """Limits.check_problem refuses, before anything is computed, arrays over the caps."""
 
     def test_scores_over_the_element_cap(self) -> None:
         """3 queries × 4 keys of scores under a cap of 10 elements."""
-        big = spec([[1.0]] * 3, [[1.0]] * 4, limits=Limits(max_elements=10))
+        big = spec([[1.0]] * 3, [[1.0]] * 4)
         with pytest.raises(LimitError, match=r"^in\.yaml: the scores: an array of 1 × 3 × 4 \(12 elements\) exceeds"):
-            compute(big)
+            Limits(max_elements=10).check_problem(big, matrices=True)
 
     def test_one_query_row_fits(self) -> None:
-        """A trace computes one query row, and that row fits the same cap."""
-        big = spec([[1.0]] * 3, [[1.0]] * 4, limits=Limits(max_elements=10))
-        assert compute(big.select_queries([1])).weights.shape == (1, 1, 4)
+        """A trace computes one query row, and that row fits the same cap; without matrices nothing is refused."""
+        big = spec([[1.0]] * 3, [[1.0]] * 4)
+        Limits(max_elements=10).check_problem(big, matrices=True, rows=1)
+        Limits(max_elements=10).check_problem(big, matrices=False)
 
-    def test_no_limits_no_check(self) -> None:
-        """A spec built in code without limits is not capped."""
+    def test_compute_takes_no_caps(self) -> None:
+        """Caps are input policy: compute itself caps nothing."""
         assert compute(spec([[1.0]] * 3, [[1.0]] * 4)).weights.shape == (1, 3, 4)
 
 
@@ -67,17 +69,17 @@ class TestOverflow:
     def test_scaling_overflows(self) -> None:
         """A finite score times a huge scale: the scaled score is named."""
         with pytest.raises(NumericError, match=r"^in\.yaml: the scaled score of query 'q0' and key 'k0' in head 0"):
-            compute(replace(spec([[1e10]], [[1e10]]), scale=1e300))
+            compute(spec([[1e10]], [[1e10]]).with_settings(scale=1e300))
 
     def test_heads_are_named_from_zero(self, engine: str) -> None:
         """Two heads, the second overflowing: the message names head 1, counted from 0 as in every table."""
-        two = replace(spec([[1.0, 1.0], [1.0, 1e20]], [[1.0, 1e20]]), heads=2, kv_heads=2)
+        two = spec([[1.0, 1.0], [1.0, 1e20]], [[1.0, 1e20]]).with_settings(heads=2, kv_heads=2)
         with pytest.raises(NumericError, match=r"^in\.yaml: the score Q·K of query 'q1' and key 'k0' in head 1 "):
             compute(two, engine, dtype="float32", device="cpu")
 
     def test_projected_output_overflows(self) -> None:
         """An output projection that overflows is named as such."""
-        overflow = spec([[1.0]], [[1.0]], [[1e300]], w_o=Linear(np.array([[1e300]])))
+        overflow = spec([[1.0]], [[1.0]], [[1e300]], w_o=Linear.of(np.array([[1e300]])))
         with pytest.raises(NumericError, match=r"^in\.yaml: the projected output for query 'q0' overflows float64"):
             compute(overflow)
 
@@ -114,24 +116,24 @@ class TestCannotOverflow:
         """Scores of 1e34 are in the room at scale 1 (and below 1, the raw scores still count), not at scale 100."""
         near = spec([[1e17]], [[1e17]])
         assert guards.cannot_overflow(near, "float32")
-        assert guards.cannot_overflow(replace(near, scale=1e-30), "float32")
-        assert not guards.cannot_overflow(replace(near, scale=100.0), "float32")
+        assert guards.cannot_overflow(near.with_settings(scale=1e-30), "float32")
+        assert not guards.cannot_overflow(near.with_settings(scale=100.0), "float32")
 
     def test_projection_widens_the_bound(self) -> None:
         """Projected inputs of 1e9 with 4 input columns: Q within 4e18 + 1e9, scores past the room."""
-        x, w = np.full((2, 4), 1e9), Linear(np.ones((4, 1)))
-        layer = AttentionSpec(None, None, None, 1, ("a", "b"), ("a", "b"), x=x, w_q=w, w_k=w, w_v=w)  # type: ignore[arg-type]
+        x, w = np.full((2, 4), 1e9), Linear.of(np.ones((4, 1)))
+        layer = spec_of(None, None, None, 1, ("a", "b"), ("a", "b"), x=x, w_q=w, w_k=w, w_v=w)  # type: ignore[arg-type]
         assert not guards.cannot_overflow(layer, "float32")
-        small = replace(layer, x=np.full((2, 4), 1e3))
+        small = replace(layer, inputs=replace(layer.inputs, x=np.full((2, 4), 1e3)))
         assert guards.cannot_overflow(small, "float32")
 
     def test_output_projection_bound(self) -> None:
         """16 heads of width 1 with values of 1.5e17: each score (2.25e34) is in the room, but the projected
         output's bound of d_model · 2.25e34 is not."""
         values = np.full((1, 16), 1.5e17)
-        layer = AttentionSpec(values, values, values, 16, ("a",), ("a",))
+        layer = spec_of(values, values, values, 16, ("a",), ("a",))
         assert guards.cannot_overflow(layer, "float32")
-        assert not guards.cannot_overflow(replace(layer, w_o=Linear(np.eye(16))), "float32")
+        assert not guards.cannot_overflow(replace(layer, w_o=Linear.of(np.eye(16))), "float32")
 
     def test_nan_input_is_never_bounded(self) -> None:
         """A NaN anywhere, even after larger finite values, makes the bound fail."""
@@ -155,7 +157,7 @@ class TestCannotOverflow:
         rng = np.random.default_rng(exponent)
         q, k, v = rng.standard_normal((3, 16, 8)) * 10.0**exponent
         tokens = tuple(map(str, range(16)))
-        problem = AttentionSpec(q, k, v, 2, tokens, tokens, w_o=Linear(rng.standard_normal((8, 8)) * 10.0**exponent))
+        problem = spec_of(q, k, v, 2, tokens, tokens, w_o=Linear.of(rng.standard_normal((8, 8)) * 10.0**exponent))
         result = compute(problem, engine, dtype="float32", device="cpu", strict=False)
         values = [result.scaled, result.head_outputs, result.output, result.projected]
         assert guards.cannot_overflow(problem, "float32") <= all(np.isfinite(x).all() for x in values)

@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attnx.analysis.compare import compare, default_tolerance
+from attnx.core.result import AttentionResult
+from attnx.core.spec import LAYOUTS, AttentionSpec, DirectInputs, divisors
 from attnx.engines import compute
-from attnx.result import AttentionResult
-from attnx.spec import LAYOUTS, AttentionSpec, divisors
+from tests.specs import spec_of
 
 # The engine fixture only names an engine, so sharing it between examples is safe.
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -31,7 +32,7 @@ def problems(draw: st.DrawFn, *, magnitude: float = 10.0, max_heads: int = 3) ->
     v = draw(hnp.arrays(np.float64, (m, kv_heads * d_k), elements=cells))
     mask = draw(st.none() | hnp.arrays(np.bool_, (n, m)))
     scale = draw(st.sampled_from(["sqrt_dk", "sqrt_d_model", "none"]) | st.floats(0.01, 2.0))
-    return AttentionSpec(
+    return spec_of(
         q, k, v, heads, tuple(f"q{i}" for i in range(n)), tuple(f"k{j}" for j in range(m)), "property",
         kv_heads=kv_heads, mask=mask, causal=draw(st.booleans()), layout=draw(st.sampled_from(LAYOUTS)),
         scale=scale,
@@ -41,7 +42,7 @@ def problems(draw: st.DrawFn, *, magnitude: float = 10.0, max_heads: int = 3) ->
 def explicit(spec: AttentionSpec) -> AttentionSpec:
     """The same problem with causal and padding folded into one explicit mask (so rows and keys can move)."""
     allowed = spec.allowed()
-    return replace(spec, causal=False, padding=None, mask=allowed)
+    return replace(spec.with_settings(causal=False), padding=None, mask=allowed)
 
 
 def visible(spec: AttentionSpec) -> np.ndarray:
@@ -74,13 +75,15 @@ class TestWeights:
         self, engine: str, spec: AttentionSpec, shift: float, data: st.DataObject
     ) -> None:
         """Scores of query i raised by c_i (an extra column: a_i in Q, 1 in K, 0 in V) leave weights and outputs."""
-        one = replace(explicit(spec), scale=1.0)  # a fixed scale: the extra column must not change it
+        one = explicit(spec).with_settings(scale=1.0)  # a fixed scale: the extra column must not change it
         a = np.array(data.draw(st.lists(st.floats(-1, 1), min_size=one.n_queries, max_size=one.n_queries))) * shift
         shifted = replace(
             one,
-            q=np.column_stack([one.q, a]),
-            k=np.column_stack([one.k, np.ones(one.n_keys)]),
-            v=np.column_stack([one.v, np.zeros(one.n_keys)]),
+            inputs=DirectInputs.of(
+                np.column_stack([one.inputs.q, a]),
+                np.column_stack([one.inputs.k, np.ones(one.n_keys)]),
+                np.column_stack([one.inputs.v, np.zeros(one.n_keys)]),
+            ),
         )
         before, after = compute(one, engine, device="cpu"), compute(shifted, engine, device="cpu")
         np.testing.assert_allclose(after.scores[0], before.scores[0] + a[:, None], rtol=1e-12, atol=1e-9)
@@ -99,7 +102,10 @@ class TestPermutations:
         order = np.array(data.draw(st.permutations(range(spec.n_keys))))
         mask = None if spec.mask is None else spec.mask[:, order]
         moved = replace(
-            spec, k=spec.k[order], v=spec.v[order], mask=mask, key_tokens=tuple(spec.key_tokens[j] for j in order)
+            spec,
+            inputs=DirectInputs.of(spec.inputs.q, spec.inputs.k[order], spec.inputs.v[order]),
+            mask=mask,
+            key_tokens=tuple(spec.key_tokens[j] for j in order),
         )
         before, after = compute(spec, engine, device="cpu"), compute(moved, engine, device="cpu")
         np.testing.assert_allclose(after.output, before.output, **EXACT)
@@ -112,7 +118,9 @@ class TestPermutations:
         spec = explicit(spec)
         order = np.array(data.draw(st.permutations(range(spec.n_queries))))
         mask = None if spec.mask is None else spec.mask[order]
-        moved = replace(spec, q=spec.q[order], mask=mask, tokens=tuple(spec.tokens[i] for i in order))
+        moved = replace(
+            spec, inputs=spec.inputs.rows(list(order)), mask=mask, tokens=tuple(spec.tokens[i] for i in order)
+        )
         before, after = compute(spec, engine, device="cpu"), compute(moved, engine, device="cpu")
         np.testing.assert_allclose(after.output, before.output[order], **EXACT)
 
@@ -126,7 +134,7 @@ class TestOutputs:
         """Every output column lies between the smallest and largest visible value of that column (0 when fully masked)."""
         result = compute(spec, engine, device="cpu")
         values, seen = value_heads(result), visible(spec)
-        for h in range(spec.heads):
+        for h in range(spec.settings.heads):
             for i in range(spec.n_queries):
                 out = result.head_outputs[h, i]
                 if not seen[i].any():
@@ -140,7 +148,7 @@ class TestOutputs:
     @given(spec=problems())
     def test_scale_zero_gives_the_mean_of_the_visible_values(self, engine: str, spec: AttentionSpec) -> None:
         """With scale 0 every visible key weighs the same: each head output is the mean of its visible values."""
-        result = compute(replace(spec, scale=0.0), engine, device="cpu")
+        result = compute(spec.with_settings(scale=0.0), engine, device="cpu")
         values, seen = value_heads(result), visible(spec)
         counts = np.maximum(seen.sum(axis=1), 1)[None, :, None]
         expected = (seen[None, :, :].astype(float) @ values) / counts  # (H, N, d_k); fully masked rows stay 0

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from attnx.analysis.compare import default_tolerance
+from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute
-from attnx.spec import AttentionSpec, Linear
+from tests.specs import spec_of
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -36,9 +37,9 @@ def spec_from_mha(
     (wq, wk, wv), (bq, bk, bv) = np.split(w, 3), np.split(b, 3)
     wo, bo = mha.out_proj.weight.detach().double().numpy(), mha.out_proj.bias.detach().double().numpy()
     m = (x_kv if x_kv is not None else x).shape[0]
-    return AttentionSpec(
+    return spec_of(
         None, None, None, H, labels(x.shape[0]), labels(m, "k"), x=x, x_kv=x_kv,
-        w_q=Linear(wq.T, bq), w_k=Linear(wk.T, bk), w_v=Linear(wv.T, bv), w_o=Linear(wo.T, bo), **kw,
+        w_q=Linear.of(wq.T, bq), w_k=Linear.of(wk.T, bk), w_v=Linear.of(wv.T, bv), w_o=Linear.of(wo.T, bo), **kw,
     )  # fmt: skip
 
 
@@ -108,7 +109,7 @@ class TestAgainstSdpa:
         rng = np.random.default_rng(heads * 10 + kv_heads)
         q = rng.standard_normal((n, heads * d_k))
         k, v = rng.standard_normal((2, m, kv_heads * d_k))
-        spec = AttentionSpec(q, k, v, heads, labels(n), labels(m, "k"), kv_heads=kv_heads)
+        spec = spec_of(q, k, v, heads, labels(n), labels(m, "k"), kv_heads=kv_heads)
         result = compute(spec, engine)
         qt = torch.tensor(q).view(n, heads, d_k).transpose(0, 1)[None]  # (1, H, N, d_k)
         kt, vt = (torch.tensor(a).view(m, kv_heads, d_k).transpose(0, 1)[None] for a in (k, v))
@@ -123,7 +124,7 @@ class TestAgainstSdpa:
     def test_scale_number(self, engine: str, scale: float) -> None:
         """A numeric scale is the multiplier, as SDPA's scale argument."""
         q, k, v = np.random.default_rng(1).standard_normal((3, 6, 4))
-        result = compute(AttentionSpec(q, k, v, 1, labels(6), labels(6), scale=scale), engine)
+        result = compute(spec_of(q, k, v, 1, labels(6), labels(6), scale=scale), engine)
         qt, kt, vt = (torch.tensor(a)[None] for a in (q, k, v))
         out = F.scaled_dot_product_attention(qt, kt, vt, scale=scale)[0].numpy()
         np.testing.assert_allclose(result.head_outputs[0], out, rtol=1e-12, atol=1e-12)
@@ -134,7 +135,7 @@ class TestAgainstSdpa:
         """With N != M the causal mask aligns to the top-left corner, as is_causal does."""
         rng = np.random.default_rng(n)
         q, k, v = rng.standard_normal((n, 4)), rng.standard_normal((m, 4)), rng.standard_normal((m, 4))
-        result = compute(AttentionSpec(q, k, v, 1, labels(n), labels(m, "k"), causal=True), engine)
+        result = compute(spec_of(q, k, v, 1, labels(n), labels(m, "k"), causal=True), engine)
         out = F.scaled_dot_product_attention(*(torch.tensor(a)[None] for a in (q, k, v)), is_causal=True)
         np.testing.assert_allclose(result.head_outputs[0], out[0].numpy(), rtol=1e-12, atol=1e-12)
 
@@ -144,7 +145,7 @@ class TestAgainstSdpa:
         q, k, v = rng.standard_normal((3, 4, 4))
         mask = np.ones((4, 4), dtype=bool)
         mask[2] = False
-        result = compute(AttentionSpec(q, k, v, 2, labels(4), labels(4), mask=mask), engine)
+        result = compute(spec_of(q, k, v, 2, labels(4), labels(4), mask=mask), engine)
         assert result.fully_masked_rows == (2,)
         assert not result.weights[:, 2].any() and not result.head_outputs[:, 2].any()
         assert np.isfinite(result.weights).all()
@@ -163,8 +164,8 @@ class TestPitfallsAndAblation:
     def test_sqrt_d_model_is_flatter(self, engine: str) -> None:
         """Dividing by sqrt(d_model) instead of sqrt(d_k) gives flatter weights (higher entropy)."""
         q, k, v = np.random.default_rng(4).standard_normal((3, 12, 64)) * 2
-        right = compute(AttentionSpec(q, k, v, 8, labels(12), labels(12)), engine)
-        wrong = compute(AttentionSpec(q, k, v, 8, labels(12), labels(12), scale="sqrt_d_model"), engine)
+        right = compute(spec_of(q, k, v, 8, labels(12), labels(12)), engine)
+        wrong = compute(spec_of(q, k, v, 8, labels(12), labels(12), scale="sqrt_d_model"), engine)
         assert wrong.scale == pytest.approx(1 / 8) and right.scale == pytest.approx(1 / np.sqrt(8))
         assert entropy(wrong.weights) > entropy(right.weights) + 0.1
 
@@ -173,8 +174,8 @@ class TestPitfallsAndAblation:
         heads, d_k = 3, 4
         q, k, v = np.random.default_rng(5).standard_normal((3, 6, heads * d_k))
         perm = np.array([i * heads + h for h in range(heads) for i in range(d_k)])  # block h <- columns h, h+H, ...
-        inter = compute(AttentionSpec(q, k, v, heads, labels(6), labels(6), layout="interleaved"), engine)
-        contig = compute(AttentionSpec(q[:, perm], k[:, perm], v[:, perm], heads, labels(6), labels(6)), engine)
+        inter = compute(spec_of(q, k, v, heads, labels(6), labels(6), layout="interleaved"), engine)
+        contig = compute(spec_of(q[:, perm], k[:, perm], v[:, perm], heads, labels(6), labels(6)), engine)
         np.testing.assert_allclose(inter.weights, contig.weights, rtol=1e-13, atol=1e-15)
         np.testing.assert_allclose(inter.output[:, perm], contig.output, rtol=1e-13, atol=1e-15)
         assert list(inter.head_columns(1)) == [1, 4, 7, 10]

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from attnx.analysis.compare import default_tolerance
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute, numpy_engine, tiled
 from attnx.engines.tiled import machine, operands, plan, rows, threads
-from attnx.spec import AttentionSpec
+from tests.specs import spec_of
 
 N, M = 200, 170
 BASE = tiled.Plan(cpus=2, exp2=False)
@@ -30,7 +31,7 @@ def make_spec(
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((n, heads * 8))
     k, v = rng.standard_normal((2, m, (kv_heads or heads) * 8))
-    return AttentionSpec(q, k, v, heads, labels(n), labels(m), kv_heads=kv_heads, **kw)
+    return spec_of(q, k, v, heads, labels(n), labels(m), kv_heads=kv_heads, **kw)
 
 
 def plain(spec: AttentionSpec, dtype: str, needs: set[str] | None = None):
@@ -317,13 +318,14 @@ class TestExpBase:
 
         spec = make_spec(seed=10, scale=0.3, heads=8)
         q, k, v = (
-            np.ascontiguousarray(x.reshape(x.shape[0], 8, 8).transpose(1, 0, 2)) for x in (spec.q, spec.k, spec.v)
+            np.ascontiguousarray(x.reshape(x.shape[0], 8, 8).transpose(1, 0, 2))
+            for x in (spec.inputs.q, spec.inputs.k, spec.inputs.v)
         )
         ops = operands.Operands(q, k, v, tiled_rules(spec), exp_paths=True, exp2=exp2)
         unit = 1 / np.log(2) if exp2 else 1.0
         assert ops.exp is (np.exp2 if exp2 else np.exp)
         assert ops.exp_multiplier == pytest.approx(0.3 * unit, rel=1e-15)
-        headroom = np.log(np.finfo(np.float64).max) - np.log(M) - np.log(max(np.abs(spec.v).max(), 1.0))
+        headroom = np.log(np.finfo(np.float64).max) - np.log(M) - np.log(max(np.abs(spec.inputs.v).max(), 1.0))
         room = min(-np.log(operands.TINY[np.dtype(np.float64)]), headroom) - 1
         assert ops.unshifted_up_to == pytest.approx(room * unit, rel=1e-12)
 
@@ -332,7 +334,7 @@ class TestExpBase:
         """Rows redone with the true maximum use the same base as their scores: the weights match the plain path."""
         rng = np.random.default_rng(11)
         q, k, v = rng.standard_normal((3, N, 32)) * 40.0  # every denominator underflows
-        spec = AttentionSpec(q, k[:M], v[:M], 4, labels(N), labels(M))
+        spec = spec_of(q, k[:M], v[:M], 4, labels(N), labels(M))
         fast = tiled_result(spec, "float64", dataclasses.replace(BASE, exp2=exp2, output_rows=32), {"weights"})
         np.testing.assert_allclose(fast.weights, plain(spec, "float64").weights, rtol=1e-9, atol=1e-12)
 

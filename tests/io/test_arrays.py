@@ -170,8 +170,8 @@ class TestLoadSource:
             saved(q=np.eye(2, dtype=np.float32) / 3, k=np.eye(2, dtype=np.float32), v=np.eye(2, dtype=int))
         )
         spec = load_spec(str(path))
-        assert (spec.q.dtype, spec.k.dtype, spec.v.dtype) == (np.float32, np.float32, np.float64)
-        assert spec.q[0, 0] == np.float32(1 / 3)
+        assert (spec.inputs.q.dtype, spec.inputs.k.dtype, spec.inputs.v.dtype) == (np.float32, np.float32, np.float64)
+        assert spec.inputs.q[0, 0] == np.float32(1 / 3)
 
     def test_npz_content_under_another_name(self, tmp_path: Path) -> None:
         """An .npz is read as one whatever its name."""

@@ -32,7 +32,7 @@ class TestValidInputs:
         """Without tokens, rows are labelled t0..t{N-1}."""
         spec = spec_of("q: [[1, 2]]\nk: [[1, 2]]\nv: [[0, 1]]\n")
         assert spec.tokens == ("t0",)
-        assert spec.heads == 1
+        assert spec.settings.heads == 1
 
     def test_json_has_the_same_keys(self) -> None:
         """JSON input uses the YAML keys and gives the same spec."""
@@ -42,19 +42,19 @@ class TestValidInputs:
         )
         spec = spec_from_document(parse_document(text, "in.json"))
         assert spec.tokens == ("a", "b")
-        np.testing.assert_array_equal(spec.v, [[1, 2], [3, 4]])
+        np.testing.assert_array_equal(spec.inputs.v, [[1, 2], [3, 4]])
 
     def test_seed_draws_qkv(self) -> None:
         """A seed draws q, k, v as default_rng(seed).standard_normal((3, N, d_model))."""
         spec = spec_of("seed: 7\ntokens: [a, b, c]\nd_model: 4\nheads: 2\n")
         expected = np.random.default_rng(7).standard_normal((3, 3, 4))
-        np.testing.assert_array_equal(spec.q, expected[0])
-        np.testing.assert_array_equal(spec.v, expected[2])
+        np.testing.assert_array_equal(spec.inputs.q, expected[0])
+        np.testing.assert_array_equal(spec.inputs.v, expected[2])
         assert random_qkv(7, 3, 4)[1].tolist() == expected[1].tolist()
 
     def test_command_line_heads_override_the_file(self) -> None:
         """--heads replaces the document's heads."""
-        assert load_spec(overrides=Overrides(heads=4)).heads == 4
+        assert load_spec(overrides=Overrides(heads=4)).settings.heads == 4
 
     def test_numeric_tokens_become_text(self) -> None:
         """A token written as a bare number is read as its text."""
@@ -192,10 +192,13 @@ class TestCapsAndCells:
         ):
             spec_from_document(doc)
 
-    def test_spec_carries_the_limits(self) -> None:
-        """The spec keeps the caps it was read under, for compute to check the arrays it builds."""
-        limits = Limits(max_elements=99)
-        assert spec_from_document(parse_document("q: [[1]]\nk: [[1]]\nv: [[1]]\n", "in.yaml", limits)).limits == limits
+    def test_projected_q_is_checked_where_the_input_is_read(self) -> None:
+        """X of 2 × 1 projected to 8 columns makes a Q of 16 elements: refused by the loader under a cap of 10."""
+        text = "x: [[1], [2]]\nw_q: [[1, 1, 1, 1, 1, 1, 1, 1]]\nw_k: [[1]]\nw_v: [[1]]\nheads: 8\nkv_heads: 1\n"
+        with pytest.raises(
+            LimitError, match=r"^in\.yaml: Q: an array of 2 × 8 \(16 elements\) exceeds the element cap"
+        ):
+            spec_from_document(parse_document(text, "in.yaml", Limits(max_elements=10)))
 
 
 class TestHandWrittenInputs:
@@ -204,7 +207,7 @@ class TestHandWrittenInputs:
     def test_numbers_as_people_write_them(self) -> None:
         """1e-3, 1e3, .5 and -1.5E+2 are numbers in a matrix."""
         spec = spec_of("q: [[1e-3, 1e3], [.5, -1.5E+2]]\nk: [[1, 0], [0, 1]]\nv: [[1, 0], [0, 1]]\n")
-        np.testing.assert_array_equal(spec.q, [[0.001, 1000.0], [0.5, -150.0]])
+        np.testing.assert_array_equal(spec.inputs.q, [[0.001, 1000.0], [0.5, -150.0]])
 
     def test_words_yaml_1_1_took_for_booleans(self) -> None:
         """on, no, yes and off are tokens, as written."""
@@ -215,7 +218,7 @@ class TestHandWrittenInputs:
         """tokens: The cat sat on mat is five tokens, split at spaces as --tokens is."""
         spec = spec_of("tokens: The cat sat  on mat\nseed: 1\n")
         assert spec.tokens == ("The", "cat", "sat", "on", "mat")
-        assert spec.q.shape == (5, 8)
+        assert spec.inputs.q.shape == (5, 8)
 
     def test_query_and_key_tokens_as_strings(self) -> None:
         """query_tokens and key_tokens take one string of words too."""
@@ -299,24 +302,24 @@ class TestRandomGqa:
         spec = load_spec(
             overrides=Overrides(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=8, heads=4, kv_heads=2)
         )
-        assert (spec.heads, spec.kv_heads, spec.d_k, spec.kv_pooled_from) == (4, 2, 2, None)
-        assert spec.q.shape == (5, 8) and spec.k.shape == spec.v.shape == (5, 4)
+        assert (spec.settings.heads, spec.settings.kv_heads, spec.d_k, spec.kv_pooled_from) == (4, 2, 2, None)
+        assert spec.inputs.q.shape == (5, 8) and spec.inputs.k.shape == spec.inputs.v.shape == (5, 4)
         _, k, v = random_qkv(0, 5, 8, 4)
-        np.testing.assert_array_equal(spec.k, k)
-        np.testing.assert_array_equal(spec.v, v)
+        np.testing.assert_array_equal(spec.inputs.k, k)
+        np.testing.assert_array_equal(spec.inputs.v, v)
 
     def test_seed_in_a_file(self) -> None:
         """seed:, heads: 4 and kv_heads: 1 in a file draw K and V of one head (d_k columns); the same seed, the same draw."""
         text = "seed: 5\ntokens: [a, b, c]\nd_model: 8\nheads: 4\nkv_heads: 1\n"
         spec, again = spec_of(text), spec_of(text)
-        assert spec.k.shape == (3, 2) and spec.kv_heads == 1
-        np.testing.assert_array_equal(spec.k, again.k)
-        np.testing.assert_array_equal(spec.v, random_qkv(5, 3, 8, 2)[2])
+        assert spec.inputs.k.shape == (3, 2) and spec.settings.kv_heads == 1
+        np.testing.assert_array_equal(spec.inputs.k, again.inputs.k)
+        np.testing.assert_array_equal(spec.inputs.v, random_qkv(5, 3, 8, 2)[2])
 
     def test_kv_heads_override_on_a_seeded_file(self) -> None:
         """--kv-heads on a seeded file sets the draw; it does not pool."""
         spec = spec_of("seed: 5\ntokens: [a, b, c]\nd_model: 8\nheads: 4\n", Overrides(kv_heads=2))
-        assert spec.k.shape == (3, 4) and spec.kv_pooled_from is None
+        assert spec.inputs.k.shape == (3, 4) and spec.kv_pooled_from is None
 
     def test_kv_heads_that_do_not_divide_heads(self) -> None:
         """A random input asked for 3 K/V heads of 4 query heads names the counts that work."""
@@ -337,22 +340,24 @@ class TestKvHeadsOverride:
     def test_contiguous_k_and_v(self) -> None:
         """4 → 2: K/V head 0 is the mean of heads 0 and 1 (columns 0-3), head 1 of heads 2 and 3 (columns 4-7)."""
         spec = self.pooled(f"heads: 4\nq: {K4}\nk: {K4}\nv: {V4}\n", 2)
-        np.testing.assert_array_equal(spec.k, [[2, 3, 6, 7], [0, 0, 6, 6]])
-        np.testing.assert_array_equal(spec.v, [[1, 1, 1, 1], [2, 0, 2, 0]])
-        np.testing.assert_array_equal(spec.q, [[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]])  # Q untouched
-        assert (spec.kv_heads, spec.kv_pooled_from, spec.group_size) == (2, 4, 2)
+        np.testing.assert_array_equal(spec.inputs.k, [[2, 3, 6, 7], [0, 0, 6, 6]])
+        np.testing.assert_array_equal(spec.inputs.v, [[1, 1, 1, 1], [2, 0, 2, 0]])
+        np.testing.assert_array_equal(
+            spec.inputs.q, [[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]]
+        )  # Q untouched
+        assert (spec.settings.kv_heads, spec.kv_pooled_from, spec.settings.group_size) == (2, 4, 2)
 
     def test_interleaved(self) -> None:
         """With layout interleaved, head h owns columns h and h + 4: 4 → 2 gives columns (h, h + 2) of 2 heads."""
         spec = self.pooled(f"heads: 4\nlayout: interleaved\nq: {K4}\nk: {K4}\nv: {V4}\n", 2)
         # head h = [row[h], row[h+4]]; new head 0 = mean(heads 0, 1), new head 1 = mean(heads 2, 3)
-        np.testing.assert_array_equal(spec.k, [[1.5, 3.5, 5.5, 7.5], [0, 0, 4, 8]])
-        np.testing.assert_array_equal(spec.v, [[1, 1, 1, 1], [1, 1, 1, 1]])
+        np.testing.assert_array_equal(spec.inputs.k, [[1.5, 3.5, 5.5, 7.5], [0, 0, 4, 8]])
+        np.testing.assert_array_equal(spec.inputs.v, [[1, 1, 1, 1], [1, 1, 1, 1]])
 
     def test_to_one_head(self) -> None:
         """4 → 1 (MQA) averages all four heads."""
         spec = self.pooled(f"heads: 4\nq: {K4}\nk: {K4}\nv: {V4}\n", 1)
-        np.testing.assert_array_equal(spec.k, [[4, 5], [3, 3]])
+        np.testing.assert_array_equal(spec.inputs.k, [[4, 5], [3, 3]])
         assert spec.kv_pooled_from == 4
 
     def test_from_a_gqa_input(self) -> None:
@@ -360,9 +365,9 @@ class TestKvHeadsOverride:
         spec = self.pooled(
             "heads: 4\nkv_heads: 2\nq: [[1, 2, 3, 4, 5, 6, 7, 8]]\nk: [[1, 3, 5, 7]]\nv: [[0, 0, 2, 2]]\n", 1
         )
-        np.testing.assert_array_equal(spec.k, [[3, 5]])
-        np.testing.assert_array_equal(spec.v, [[1, 1]])
-        assert (spec.kv_heads, spec.kv_pooled_from) == (1, 2)
+        np.testing.assert_array_equal(spec.inputs.k, [[3, 5]])
+        np.testing.assert_array_equal(spec.inputs.v, [[1, 1]])
+        assert (spec.settings.kv_heads, spec.kv_pooled_from) == (1, 2)
 
     def test_projected_input_pools_the_weights(self) -> None:
         """x with w_k, b_k: the pooled weights' projection equals the pooled projection (projection is linear)."""
@@ -371,24 +376,24 @@ class TestKvHeadsOverride:
         lists = {name: value.tolist() for name, value in (("x", x), ("w_q", w), ("w_k", w), ("w_v", w))}
         text = "heads: 2\n" + "".join(f"{name}: {value}\n" for name, value in lists.items()) + f"b_k: {b.tolist()}\n"
         spec = self.pooled(text, 1)
-        assert spec.w_k.weight.shape == (4, 2) and spec.w_v.bias is None
+        assert spec.inputs.w_k.weight.shape == (4, 2) and spec.inputs.w_v.bias is None
         projected = x @ w + b  # (3, 4): heads 0 and 1 of d_k 2
         expected = (projected[:, :2] + projected[:, 2:]) / 2
-        np.testing.assert_allclose(x @ spec.w_k.weight + spec.w_k.bias, expected, rtol=1e-12, atol=1e-12)
-        np.testing.assert_array_equal(spec.w_q.weight, w)  # W_q untouched
+        np.testing.assert_allclose(x @ spec.inputs.w_k.weight + spec.inputs.w_k.bias, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(spec.inputs.w_q.weight, w)  # W_q untouched
         assert spec.kv_pooled_from == 2
 
     def test_same_count_is_no_pooling(self) -> None:
         """--kv-heads equal to the input's K/V heads changes nothing."""
         spec = self.pooled(f"heads: 4\nq: {K4}\nk: {K4}\nv: {V4}\n", 4)
         assert spec.kv_pooled_from is None
-        np.testing.assert_array_equal(spec.k, [[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]])
+        np.testing.assert_array_equal(spec.inputs.k, [[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]])
 
     def test_narrow_k_without_kv_heads_takes_the_override(self) -> None:
         """K/V narrower than Q with no kv_heads in the file: --kv-heads says how many heads they hold."""
         spec = self.pooled("heads: 4\nq: [[1, 2, 3, 4, 5, 6, 7, 8]]\nk: [[1, 3, 5, 7]]\nv: [[0, 0, 2, 2]]\n", 2)
-        assert (spec.kv_heads, spec.kv_pooled_from) == (2, None)
-        np.testing.assert_array_equal(spec.k, [[1, 3, 5, 7]])
+        assert (spec.settings.kv_heads, spec.kv_pooled_from) == (2, None)
+        np.testing.assert_array_equal(spec.inputs.k, [[1, 3, 5, 7]])
 
     @pytest.mark.parametrize(
         ("kv_heads", "message"),
@@ -409,8 +414,10 @@ class TestKvHeadsOverride:
     def test_with_heads_override(self) -> None:
         """-H 4 --kv-heads 2 on the worked example (d_model 4): four heads of d_k 1 share two pooled K/V heads."""
         spec = load_spec(overrides=Overrides(heads=4, kv_heads=2))
-        assert (spec.heads, spec.kv_heads, spec.kv_pooled_from, spec.d_k) == (4, 2, 4, 1)
-        np.testing.assert_array_equal(spec.k[0], [0.5, 0.5])  # The's K row [0, 1, 0, 1]: means of (0, 1) and (0, 1)
+        assert (spec.settings.heads, spec.settings.kv_heads, spec.kv_pooled_from, spec.d_k) == (4, 2, 4, 1)
+        np.testing.assert_array_equal(
+            spec.inputs.k[0], [0.5, 0.5]
+        )  # The's K row [0, 1, 0, 1]: means of (0, 1) and (0, 1)
 
 
 class TestDropHeads:
@@ -418,7 +425,7 @@ class TestDropHeads:
 
     def test_passed_through(self) -> None:
         """Overrides(drop_heads=(0,)) drops head 0."""
-        assert load_spec(overrides=Overrides(drop_heads=(0,))).dropped_heads == (0,)
+        assert load_spec(overrides=Overrides(drop_heads=(0,))).settings.dropped_heads == (0,)
 
     def test_out_of_range(self) -> None:
         """Head 2 of two heads is out of range, and the message says heads are numbered 0..1."""

@@ -26,7 +26,7 @@ class TestRealAttentionKeys:
     def test_projections_and_biases(self) -> None:
         """x with w_q/w_k/w_v, biases, and w_o/b_o build a projected spec with a parameter count."""
         spec = spec_of(PROJECTED + "b_q: [1, 1]\nw_o: [[2, 0], [0, 2]]\nb_o: [0.5, 0.5]\n")
-        assert spec.w_q.bias.tolist() == [1.0, 1.0] and spec.w_o.weight[0, 0] == 2.0
+        assert spec.inputs.w_q.bias.tolist() == [1.0, 1.0] and spec.w_o.weight[0, 0] == 2.0
         assert spec.d_model == 2 and spec.n_queries == spec.n_keys == 3
         assert spec.parameters == 4 * 4 + 2 + 2
 
@@ -60,12 +60,17 @@ class TestRealAttentionKeys:
             "heads: 4\nkv_heads: 2\nscale: 0.5\nlayout: interleaved\n"
             "q: [[1, 2, 3, 4]]\nk: [[1, 2], [3, 4]]\nv: [[1, 2], [3, 4]]\n"
         )
-        assert (spec.kv_heads, spec.group_size, spec.multiplier, spec.layout) == (2, 2, 0.5, "interleaved")
-        assert [spec.kv_head(h) for h in range(4)] == [0, 0, 1, 1]
+        assert (spec.settings.kv_heads, spec.settings.group_size, spec.multiplier, spec.settings.layout) == (
+            2,
+            2,
+            0.5,
+            "interleaved",
+        )
+        assert [h // spec.settings.group_size for h in range(4)] == [0, 0, 1, 1]
 
     def test_drop_heads_override_counts_from_0(self) -> None:
         """--drop-head 1 drops head 1, the second of two: the number is kept as given."""
-        assert spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(1,))).dropped_heads == (1,)
+        assert spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(1,))).settings.dropped_heads == (1,)
 
 
 class TestRealAttentionErrors:
@@ -108,4 +113,4 @@ class TestRealAttentionErrors:
         spec = spec_of("q: [[1], [1], [1]]\nk: [[1], [1], [1]]\nv: [[1], [2], [3]]\nmask: causal\n")
         assert spec.select_queries([1]).allowed().tolist() == [[True, True, False]]
         projected = spec_of(PROJECTED + "mask: causal\n").select_queries([2])
-        assert projected.n_keys == 3 and np.array_equal(projected.x, [[5.0, 6.0]])
+        assert projected.n_keys == 3 and np.array_equal(projected.inputs.x, [[5.0, 6.0]])

@@ -193,8 +193,8 @@ class TestAliases:
         aliased = spec_from_document(parse_document(f"q: &q {Q}\nk: *q\nv: *q\n", "in.yaml"))
         written = spec_from_document(parse_document(f"q: {Q}\nk: {Q}\nv: {Q}\n", "in.yaml"))
         for name in ("q", "k", "v"):
-            np.testing.assert_array_equal(getattr(aliased, name), getattr(written, name))
-        np.testing.assert_array_equal(aliased.k, [[1.0, 0.5], [0.0, 2.0]])
+            np.testing.assert_array_equal(getattr(aliased.inputs, name), getattr(written.inputs, name))
+        np.testing.assert_array_equal(aliased.inputs.k, [[1.0, 0.5], [0.0, 2.0]])
 
     def test_scalar_and_row_aliases(self) -> None:
         """An alias may stand for a scalar or a row as well as a whole matrix."""

@@ -34,7 +34,7 @@ class TestAgreementWithTransformers:
     def test_spec_is_the_layer_input(self, checkpoint: Reference, engine: str, layer: int) -> None:
         """load_model_spec's x is the attention's input (BERT: the hidden state; GPT-2: ln_1 of it) and reruns to the same weights."""
         spec = load_model_spec(checkpoint.path, TEXT, layer, engine=engine, dtype="float32")
-        assert np.abs(spec.x - checkpoint.x[layer]).max() <= TOLERANCE
+        assert np.abs(spec.inputs.x - checkpoint.x[layer]).max() <= TOLERANCE
         result = compute(spec, engine, dtype="float32")
         assert np.abs(result.weights - checkpoint.attentions[layer]).max() <= TOLERANCE
         family = "gpt2" if "gpt2" in checkpoint.path.name else "bert"
@@ -46,23 +46,25 @@ class TestSpecs:
         """A BERT layer: special tokens kept, no padding although tokenizer.json asks for it, no mask, W_o and biases."""
         spec = load_model_spec(bert.path, TEXT, 1)
         assert spec.tokens == ("[CLS]", *TEXT.split(), "[SEP]") == spec.key_tokens
-        assert spec.n_queries == 12 and spec.heads == 4 and spec.d_k == 8
-        assert not spec.causal and spec.mask is None and spec.scale == "sqrt_dk"
+        assert spec.n_queries == 12 and spec.settings.heads == 4 and spec.d_k == 8
+        assert not spec.settings.causal and spec.mask is None and spec.settings.scale == "sqrt_dk"
         with Checkpoint(bert.path) as ckpt:
             ckpt.prefix = "bert."
-            np.testing.assert_array_equal(spec.w_q.weight, ckpt.tensor("encoder.layer.1.attention.self.query.weight").T)
+            np.testing.assert_array_equal(
+                spec.inputs.w_q.weight, ckpt.tensor("encoder.layer.1.attention.self.query.weight").T
+            )
             np.testing.assert_array_equal(spec.w_o.bias, ckpt.tensor("encoder.layer.1.attention.output.dense.bias"))
         assert spec.parameters == 4 * (32 * 32 + 32)
 
     def test_gpt2_spec(self, gpt2: Reference) -> None:
         """A GPT-2 layer: causal, the thirds of c_attn as W_q/W_k/W_v, c_proj as W_o."""
         spec = load_model_spec(gpt2.path, TEXT, 2)
-        assert spec.causal and spec.scale == "sqrt_dk" and len(spec.tokens) == len(gpt2.ids)
+        assert spec.settings.causal and spec.settings.scale == "sqrt_dk" and len(spec.tokens) == len(gpt2.ids)
         with Checkpoint(gpt2.path) as ckpt:
             ckpt.prefix = "transformer."
             weight, bias = ckpt.tensor("h.2.attn.c_attn.weight"), ckpt.tensor("h.2.attn.c_attn.bias")
-            np.testing.assert_array_equal(spec.w_k.weight, weight[:, 32:64])
-            np.testing.assert_array_equal(spec.w_v.bias, bias[64:])
+            np.testing.assert_array_equal(spec.inputs.w_k.weight, weight[:, 32:64])
+            np.testing.assert_array_equal(spec.inputs.w_v.bias, bias[64:])
             np.testing.assert_array_equal(spec.w_o.weight, ckpt.tensor("h.2.attn.c_proj.weight"))
 
     def test_inverse_layer_scale(self, gpt2_variant: Reference) -> None:
@@ -74,8 +76,8 @@ class TestSpecs:
         """Heads, scale and dropped heads (counted from 0) from the command line change the handed-out layer only."""
         plain = load_model_spec(bert.path, TEXT, 2)
         changed = load_model_spec(bert.path, TEXT, 2, overrides=Overrides(heads=2, scale="none", drop_heads=(1,)))
-        np.testing.assert_array_equal(changed.x, plain.x)
-        assert (changed.heads, changed.scale, changed.dropped_heads) == (2, "none", (1,))
+        np.testing.assert_array_equal(changed.inputs.x, plain.inputs.x)
+        assert (changed.settings.heads, changed.settings.scale, changed.settings.dropped_heads) == (2, "none", (1,))
 
 
 class TestLaziness:

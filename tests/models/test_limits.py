@@ -111,10 +111,13 @@ class TestArraysOfTheForwardPass:
             list(layer_results(model, TEXT, progress=lambda done, total: heard.append((done, total))))
         assert heard == []
 
-    def test_spec_carries_the_caps(self, gpt2: Reference) -> None:
-        """The handed-out spec keeps the caps, so compute checks what it builds (after any override) against them."""
-        limits = Limits(max_elements=5000)
-        assert load_model_spec(gpt2.path, TEXT, 1, limits=limits).limits == limits
+    def test_the_layer_spec_is_checked_like_any_input(self, gpt2: Reference) -> None:
+        """A layer's spec meets the same check as a file's: its scores refused under a cap they pass."""
+        spec = load_model_spec(gpt2.path, TEXT, 1, limits=Limits())
+        heads, n = spec.settings.heads, spec.n_queries
+        Limits(max_elements=heads * n * n).check_problem(spec, matrices=True)
+        with pytest.raises(LimitError, match="the scores"):
+            Limits(max_elements=heads * n * n - 1).check_problem(spec, matrices=True)
 
 
 class TestTensors:

@@ -9,6 +9,7 @@ import numpy as np
 from rich.console import Console
 
 from attnx.analysis.ablation import ablation
+from attnx.core.result import AttentionResult
 from attnx.engines import compute
 from attnx.io import Overrides, load_spec
 from attnx.render.numbers import MASKED, MASKED_NOTE
@@ -21,7 +22,6 @@ from attnx.render.tables import (
     run_view,
     summary_line,
 )
-from attnx.result import AttentionResult
 from tests.conftest import TOKENS
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -111,7 +111,7 @@ class TestHeadNumbers:
 
     def test_dropped_head(self) -> None:
         """Dropping head 1 titles it DROPPED and the ablation table names head 1."""
-        spec = dataclasses.replace(load_spec(), dropped_heads=(1,))
+        spec = load_spec().with_settings(dropped_heads=(1,))
         result = compute(spec)
         assert head_title(result, 1).endswith(" · DROPPED") and "DROPPED" not in head_title(result, 0)
         shift = ablation(result)

@@ -25,8 +25,8 @@ from attnx.render.trace import (
     trace_to_dict,
     trace_view,
 )
-from attnx.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
+from tests.specs import spec_of
 
 
 def worked_trace(token: str) -> Trace:
@@ -38,7 +38,7 @@ def wide_trace(keys: int | None = 10, terms: int | None = 8) -> Trace:
     """A trace with d_k = 16 over 30 keys: terms are elided and keys collapse by default."""
     q, k, v = np.random.default_rng(2).standard_normal((3, 30, 32))
     tokens = tuple(f"w{i}" for i in range(30))
-    spec = AttentionSpec(q, k, v, 2, tokens, tokens)
+    spec = spec_of(q, k, v, 2, tokens, tokens)
     return build_trace(compute(spec.select_queries([7])), keys=keys, terms=terms)
 
 
@@ -158,7 +158,7 @@ class TestTraceView:
     def test_no_softmax_when_every_key_is_masked(self) -> None:
         """A query that may attend no key says so instead of a softmax table."""
         mask = np.array([[False, False], [True, True]])
-        spec = AttentionSpec(np.eye(2), np.eye(2), np.eye(2), 1, ("a", "b"), ("a", "b"), mask=mask)
+        spec = spec_of(np.eye(2), np.eye(2), np.eye(2), 1, ("a", "b"), ("a", "b"), mask=mask)
         text = squeeze(render(build_trace(compute(spec.select_queries([0])))))
         assert "softmax: every key is masked for this query" in text and "Σe" not in text
 
@@ -208,7 +208,7 @@ class TestTraceView:
 
     def test_tokens_are_not_markup(self) -> None:
         """A token that looks like Rich markup is printed as it is."""
-        spec = AttentionSpec(np.eye(2), np.eye(2), np.eye(2), 1, ("[bold]", "x"), ("[bold]", "x"))
+        spec = spec_of(np.eye(2), np.eye(2), np.eye(2), 1, ("[bold]", "x"), ("[bold]", "x"))
         text = render(build_trace(compute(spec)))
         assert "Q_h[[bold]] = [1.0000, 0.0000]" in text and "0  [bold]" in text
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.core.spec import largest_abs
 from attnx.engines.tiled.rows import by_row, softmax_rows_
-from attnx.spec import largest_abs
 
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
 TINY = {np.dtype(np.float32): 1e-30, np.dtype(np.float64): 1e-280}

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from attnx.core.spec import columns_of
 from attnx.core.tensors import COMPUTED, TENSORS
-from attnx.spec import columns_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnx.spec import AttentionSpec
+    from attnx.core.spec import AttentionSpec
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,32 +101,32 @@ class AttentionResult:
         The ``[query, key]`` mask (an N × M array) is kept when ``needs`` is None or names ``mask``;
         the fully masked rows are then read from it, else found block by block.
         """
+        settings = spec.settings
         mask = spec.allowed() if needs is None or "mask" in needs else None
         if mask is None:
             fully_masked, blocked = spec.mask_census()
         else:
             positions = spec.query_positions
-            assert positions is not None  # a tuple once the spec's __post_init__ has run
             fully_masked = tuple(positions[i] for i in np.flatnonzero(~mask.any(axis=1)))
             blocked = mask.size - int(np.count_nonzero(mask))
         return cls(
             tokens=spec.tokens,
             key_tokens=spec.key_tokens,
-            heads=spec.heads,
+            heads=settings.heads,
             d_model=spec.d_model,
             d_k=spec.d_k,
             scale=scale,
             engine=engine,
             device=device,
             dtype=dtype,
-            query_positions=spec.query_positions or (),
-            kv_heads=int(spec.kv_heads or spec.heads),
-            layout=spec.layout,
-            scale_mode=spec.scale if isinstance(spec.scale, str) else "number",
+            query_positions=spec.query_positions,
+            kv_heads=settings.kv_heads,
+            layout=settings.layout,
+            scale_mode=settings.scale if isinstance(settings.scale, str) else "number",
             mask=mask,
             fully_masked_rows=fully_masked,
             blocked_pairs=blocked if spec.masked else None,
-            dropped_heads=spec.dropped_heads,
+            dropped_heads=settings.dropped_heads,
             parameters=spec.parameters,
             kv_pooled_from=spec.kv_pooled_from,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.

@@ -1,0 +1,488 @@
+"""AttentionSpec: the validated, immutable description of one multi-head attention problem.
+
+A spec is its inputs, in one of two forms (``DirectInputs``: Q, K and V as given;
+``ProjectedInputs``: X and the projections that make them), the attention settings
+(``AttentionSettings``: heads, K/V heads, scale, layout, causal, dropped heads), the token labels
+and masks, and an optional output projection. Each part checks itself when it is made; the spec
+checks that the parts agree. Engines compute in three steps: project the inputs to Q, K and V,
+split them into heads, then attend (scores, softmax, values); a positional step (rotary
+positions) belongs between the second and the third.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from attnx.core.heads import columns_of, divisors, largest_abs, pool_heads
+from attnx.errors import ConfigError
+
+SCALE_MODES = ("sqrt_dk", "sqrt_d_model", "none")
+LAYOUTS = ("contiguous", "interleaved")
+
+__all__ = [
+    "LAYOUTS", "SCALE_MODES", "AttentionSettings", "AttentionSpec", "DirectInputs", "Linear", "ProjectedInputs",
+    "columns_of", "divisors", "frozen", "largest_abs", "pool_heads",
+]  # fmt: skip
+
+
+def frozen(array: np.ndarray, dtype: type | None = None) -> np.ndarray:
+    """A read-only copy of ``array`` as ``dtype``; by default float32 stays float32 (widening it
+    would only cost a conversion back for float32 engines) and other numbers become float64."""
+    if dtype is None:
+        dtype = np.float32 if np.asarray(array).dtype == np.float32 else np.float64
+    array = np.array(array, dtype=dtype, copy=True)
+    array.flags.writeable = False
+    return array
+
+
+def _matrix(array: np.ndarray, name: str, where: str) -> np.ndarray:
+    """``array`` as a read-only matrix, or a ConfigError naming ``name`` when it is not a non-empty one."""
+    array = np.asarray(array)
+    if array.ndim != 2 or 0 in array.shape:
+        raise ConfigError(f"{where}: {name} must be a non-empty matrix, got shape {array.shape}")
+    return frozen(array)
+
+
+def _shape(array: np.ndarray) -> str:
+    return " × ".join(map(str, array.shape))
+
+
+@dataclass(frozen=True, eq=False)
+class Linear:
+    """One learned projection ``x @ weight + bias`` (``weight`` is ``[in, out]``, as the paper's W).
+
+    Made with ``Linear.of``, its arrays are read-only copies.
+    """
+
+    weight: np.ndarray
+    bias: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, weight: np.ndarray, bias: np.ndarray | None = None) -> Linear:
+        """A projection holding read-only copies of ``weight`` and ``bias``."""
+        return cls(frozen(weight), None if bias is None else frozen(bias))
+
+    @property
+    def d_in(self) -> int:
+        """Width of what the projection reads."""
+        return int(self.weight.shape[0])
+
+    @property
+    def d_out(self) -> int:
+        """Width of what the projection writes."""
+        return int(self.weight.shape[1])
+
+    @property
+    def parameters(self) -> int:
+        """Number of weights and biases."""
+        return int(self.weight.size + (0 if self.bias is None else self.bias.size))
+
+
+@dataclass(frozen=True, eq=False)
+class DirectInputs:
+    """Q ``[query, d_model]``, K and V ``[key, kv_heads · d_k]``, as given (made with ``of``)."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+
+    @classmethod
+    def of(cls, q: np.ndarray, k: np.ndarray, v: np.ndarray, where: str = "<input>") -> DirectInputs:
+        """Checked, read-only copies of Q, K and V."""
+        q, k, v = _matrix(q, "q", where), _matrix(k, "k", where), _matrix(v, "v", where)
+        if k.shape != v.shape:
+            raise ConfigError(f"{where}: k and v must have the same shape, got k {_shape(k)}, v {_shape(v)}")
+        return cls(q, k, v)
+
+    @property
+    def shapes(self) -> tuple[int, int, int, int]:
+        """N, M, the width of Q and the width of K and V."""
+        return self.q.shape[0], self.k.shape[0], self.q.shape[1], self.k.shape[1]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of numbers, by the names messages use."""
+        return {"q": self.q, "k": self.k, "v": self.v}
+
+    def rows(self, index: list[int]) -> DirectInputs:
+        """Only the query rows ``index``; keys and values stay whole."""
+        return replace(self, q=self.q[index])
+
+
+@dataclass(frozen=True, eq=False)
+class ProjectedInputs:
+    """X ``[query, d_in]`` and, for cross-attention, ``x_kv`` ``[key, d_in]`` (default X), with the
+    projections that make Q = X W_q + b_q, K = x_kv W_k + b_k and V = x_kv W_v + b_v (made with ``of``)."""
+
+    x: np.ndarray
+    x_kv: np.ndarray | None
+    w_q: Linear
+    w_k: Linear
+    w_v: Linear
+
+    @classmethod
+    def of(cls, x: np.ndarray, w_q: Linear, w_k: Linear, w_v: Linear, x_kv: np.ndarray | None = None,
+           where: str = "<input>") -> ProjectedInputs:  # fmt: skip
+        """Checked, read-only copies of X (and ``x_kv``), with projections whose widths fit them."""
+        x = _matrix(x, "x", where)
+        kv_source = x if x_kv is None else _matrix(x_kv, "x_kv", where)
+        for name, w, reads in (("w_q", w_q, x), ("w_k", w_k, kv_source), ("w_v", w_v, kv_source)):
+            if w.d_in != reads.shape[1]:
+                what = "x" if name == "w_q" or x_kv is None else "x_kv"
+                raise ConfigError(f"{where}: {name} must have {reads.shape[1]} rows ({what} has "
+                                  f"{reads.shape[1]} columns), got {w.d_in}")  # fmt: skip
+            if w.bias is not None and w.bias.shape != (w.d_out,):
+                raise ConfigError(f"{where}: b_{name[2]} must have {w.d_out} values, got {w.bias.size}")
+        if w_k.d_out != w_v.d_out:
+            raise ConfigError(f"{where}: w_k and w_v must have the same number of columns")
+        return cls(x, None if x_kv is None else kv_source, w_q, w_k, w_v)
+
+    @property
+    def kv_source(self) -> np.ndarray:
+        """What keys and values are projected from: ``x_kv``, else ``x``."""
+        return self.x if self.x_kv is None else self.x_kv
+
+    @property
+    def shapes(self) -> tuple[int, int, int, int]:
+        """N, M, the width of Q and the width of K and V."""
+        return self.x.shape[0], self.kv_source.shape[0], self.w_q.d_out, self.w_k.d_out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of numbers, by the names messages use: x, x_kv, w_* and b_*."""
+        out = {"x": self.x} | ({} if self.x_kv is None else {"x_kv": self.x_kv})
+        for name, w in (("q", self.w_q), ("k", self.w_k), ("v", self.w_v)):
+            out[f"w_{name}"] = w.weight
+            if w.bias is not None:
+                out[f"b_{name}"] = w.bias
+        return out
+
+    def rows(self, index: list[int]) -> ProjectedInputs:
+        """Only the query rows ``index``; keys and values keep reading every row of X."""
+        return replace(self, x=self.x[index], x_kv=self.kv_source)
+
+
+Inputs = DirectInputs | ProjectedInputs
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    """How attention is taken: ``heads`` query heads reading ``kv_heads`` K/V heads (GQA when fewer),
+    the score ``scale`` (a mode of ``SCALE_MODES`` or a number), the head ``layout`` of the columns,
+    a causal mask, and the heads zeroed before concatenation (0-based). Checked when made."""
+
+    heads: int
+    kv_heads: int
+    scale: str | float = "sqrt_dk"
+    layout: str = "contiguous"
+    causal: bool = False
+    dropped_heads: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("heads", "kv_heads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
+        if self.heads % self.kv_heads:
+            raise ConfigError(f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}; "
+                              f"kv_heads that work: {', '.join(map(str, divisors(self.heads)))}")  # fmt: skip
+        if isinstance(self.scale, str):
+            if self.scale not in SCALE_MODES:
+                raise ConfigError(f"scale must be a number or one of {', '.join(SCALE_MODES)}")
+        elif isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not math.isfinite(self.scale):
+            raise ConfigError(f"scale must be a finite number or one of {', '.join(SCALE_MODES)}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        bad = [h for h in self.dropped_heads if not 0 <= h < self.heads]
+        if bad:
+            raise ConfigError(f"cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")
+        if tuple(sorted(set(self.dropped_heads))) != self.dropped_heads:
+            raise ConfigError(f"dropped_heads must be sorted and distinct, got {self.dropped_heads!r}")
+
+    @classmethod
+    def of(cls, heads: int, kv_heads: int | None = None, *, dropped_heads: Sequence[int] = (), where: str = "<input>",
+           **rest: Any) -> AttentionSettings:  # fmt: skip
+        """Settings with ``kv_heads`` defaulting to ``heads`` and dropped heads sorted; errors name ``where``."""
+        try:
+            return cls(heads, heads if kv_heads is None else kv_heads, dropped_heads=tuple(sorted(set(dropped_heads))),
+                       **rest)  # fmt: skip
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per K/V head (1 without GQA)."""
+        return self.heads // self.kv_heads
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionSpec:
+    """One multi-head attention problem: inputs, settings, labels and masks, checked to agree.
+
+    Head ``h`` reads the columns ``head_columns(h)`` of Q and K/V head ``h // group_size``.
+    ``mask`` (``[query, key]``, True = may attend), ``padding`` (``[key]``, True = padding) and the
+    causal setting combine into ``allowed()``. ``query_positions[i]`` is the original position of
+    query row ``i`` (see ``select_queries``). ``w_o`` projects the concatenated heads.
+    ``kv_pooled_from`` is the number of K/V heads the input had before ``with_kv_heads``
+    mean-pooled them (None: not pooled). ``source`` names where the problem came from, for
+    messages. Make one with ``build`` (flat keywords) or from its parts with ``of``.
+    """
+
+    inputs: Inputs
+    settings: AttentionSettings
+    tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    query_positions: tuple[int, ...]
+    source: str = "<input>"
+    mask: np.ndarray | None = None
+    padding: np.ndarray | None = None
+    w_o: Linear | None = None
+    kv_pooled_from: int | None = None
+
+    def __post_init__(self) -> None:
+        where, settings = self.source, self.settings
+        n, m, d_model, kv_width = self.inputs.shapes
+        if d_model % settings.heads:
+            raise ConfigError(f"{where}: d_model {d_model} is not divisible by heads {settings.heads}; "
+                              f"head counts that work: {', '.join(map(str, divisors(d_model)))}")  # fmt: skip
+        d_k = d_model // settings.heads
+        if kv_width != settings.kv_heads * d_k:
+            raise ConfigError(f"{where}: keys and values must have kv_heads × d_k = {settings.kv_heads} × {d_k} = "
+                              f"{settings.kv_heads * d_k} columns, got {kv_width}")  # fmt: skip
+        for what, count, expected in (("query tokens", len(self.tokens), n), ("key tokens", len(self.key_tokens), m),
+                                      ("query positions", len(self.query_positions), n)):  # fmt: skip
+            if count != expected:
+                rows = "queries" if expected == n else "keys"
+                raise ConfigError(f"{where}: {count} {what} given but there are {expected} {rows}")
+        if self.mask is not None and self.mask.shape != (n, m):
+            raise ConfigError(f"{where}: mask must be {n} × {m} (queries × keys), got {_shape(self.mask)}")
+        if self.padding is not None and self.padding.shape != (m,):
+            raise ConfigError(f"{where}: padding must have one flag per key ({m}), got {self.padding.size}")
+        if self.w_o is not None and self.w_o.d_in != d_model:
+            raise ConfigError(f"{where}: w_o must have {d_model} rows (the concatenated heads), got {self.w_o.d_in}")
+        pooled, kv = self.kv_pooled_from, settings.kv_heads
+        if pooled is not None and (isinstance(pooled, bool) or not isinstance(pooled, int) or pooled <= kv
+                                   or pooled % kv):  # fmt: skip
+            raise ConfigError(f"{where}: kv_pooled_from must be a multiple of kv_heads {kv} larger than it, "
+                              f"got {pooled!r}")  # fmt: skip
+
+    @classmethod
+    def of(cls, inputs: Inputs, settings: AttentionSettings, tokens: Sequence[str], key_tokens: Sequence[str], *,
+           query_positions: Sequence[int] | None = None, mask: np.ndarray | None = None,
+           padding: np.ndarray | None = None, **rest: Any) -> AttentionSpec:  # fmt: skip
+        """A spec from its parts: labels as tuples, positions 0..N-1 by default, masks as read-only booleans."""
+        n = inputs.shapes[0]
+        return cls(inputs, settings, tuple(tokens), tuple(key_tokens),
+                   tuple(range(n)) if query_positions is None else tuple(query_positions),
+                   mask=None if mask is None else frozen(mask, bool),
+                   padding=None if padding is None else frozen(padding, bool), **rest)  # fmt: skip
+
+    @classmethod
+    def build(cls, *, heads: int, tokens: Sequence[str], key_tokens: Sequence[str], source: str = "<input>",
+              q: np.ndarray | None = None, k: np.ndarray | None = None, v: np.ndarray | None = None,
+              x: np.ndarray | None = None, x_kv: np.ndarray | None = None, w_q: Linear | None = None,
+              w_k: Linear | None = None, w_v: Linear | None = None, kv_heads: int | None = None,
+              scale: str | float = "sqrt_dk", layout: str = "contiguous", causal: bool = False,
+              dropped_heads: Sequence[int] = (), **rest: Any) -> AttentionSpec:  # fmt: skip
+        """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
+        ``w_q``, ``w_k``, ``w_v`` (and ``x_kv``); the settings; then ``of``'s keywords."""
+        inputs: Inputs
+        if x is not None:
+            if any(a is not None for a in (q, k, v)):
+                raise ConfigError(f"{source}: give either x with w_q, w_k, w_v or direct q, k, v, not both")
+            missing = [name for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)) if w is None]
+            if missing or w_q is None or w_k is None or w_v is None:
+                raise ConfigError(f"{source}: x needs w_q, w_k and w_v; missing {', '.join(missing)}")
+            inputs = ProjectedInputs.of(x, w_q, w_k, w_v, x_kv, where=source)
+        else:
+            missing = [name for name, a in (("q", q), ("k", k), ("v", v)) if a is None]
+            if missing or q is None or k is None or v is None:
+                raise ConfigError(f"{source}: missing {', '.join(missing)}")
+            if any(w is not None for w in (w_q, w_k, w_v)) or x_kv is not None:
+                raise ConfigError(f"{source}: w_q, w_k, w_v and x_kv need x; with direct q, k, v leave them out")
+            inputs = DirectInputs.of(q, k, v, where=source)
+        settings = AttentionSettings.of(heads, kv_heads, scale=scale, layout=layout, causal=causal,
+                                        dropped_heads=dropped_heads, where=source)  # fmt: skip
+        return cls.of(inputs, settings, tokens, key_tokens, source=source, **rest)
+
+    def number_arrays(self) -> dict[str, np.ndarray]:
+        """The input's arrays of numbers, by the names messages use: q, k, v, x, x_kv, w_* and b_*."""
+        out = self.inputs.arrays()
+        if self.w_o is not None:
+            out["w_o"] = self.w_o.weight
+            if self.w_o.bias is not None:
+                out["b_o"] = self.w_o.bias
+        return out
+
+    @functools.cached_property
+    def magnitude(self) -> float:
+        """The largest absolute value in ``number_arrays()`` (NaN if any value is NaN), found once."""
+        values = [largest_abs(array) for array in self.number_arrays().values()]
+        return math.nan if any(map(math.isnan, values)) else max(values)
+
+    @functools.cached_property
+    def positions(self) -> np.ndarray:
+        """``query_positions`` as a read-only array (N,), made once: masks are made from it block by block."""
+        positions = np.asarray(self.query_positions)
+        positions.flags.writeable = False
+        return positions
+
+    @property
+    def d_model(self) -> int:
+        """Width of Q (all heads together)."""
+        return self.inputs.shapes[2]
+
+    @property
+    def kv_width(self) -> int:
+        """Width of K and V (all K/V heads together)."""
+        return self.inputs.shapes[3]
+
+    @property
+    def d_k(self) -> int:
+        """Width of one head's slice of Q, K and V."""
+        return self.d_model // self.settings.heads
+
+    @property
+    def n_queries(self) -> int:
+        """Number of query rows (N)."""
+        return self.inputs.shapes[0]
+
+    @property
+    def n_keys(self) -> int:
+        """Number of key and value rows (M)."""
+        return self.inputs.shapes[1]
+
+    @property
+    def multiplier(self) -> float:
+        """The number the raw scores are multiplied by."""
+        scale = self.settings.scale
+        if isinstance(scale, str):
+            return {"sqrt_dk": 1.0 / math.sqrt(self.d_k), "sqrt_d_model": 1.0 / math.sqrt(self.d_model),
+                    "none": 1.0}[scale]  # fmt: skip
+        return float(scale)
+
+    @property
+    def parameters(self) -> int:
+        """Learned projection weights and biases of the layer described (0 for direct Q, K, V)."""
+        inputs = self.inputs
+        linears = [inputs.w_q, inputs.w_k, inputs.w_v] if isinstance(inputs, ProjectedInputs) else []
+        return sum(w.parameters for w in [*linears, self.w_o] if w is not None)
+
+    def head_columns(self, head: int) -> range:
+        """Columns of Q that head ``head`` (0-based) reads."""
+        return columns_of(head, self.settings.heads, self.d_k, self.settings.layout)
+
+    @property
+    def masked(self) -> bool:
+        """True when some query-key pair may be blocked (causal, mask or padding)."""
+        return self.settings.causal or self.mask is not None or self.padding is not None
+
+    def allowed(self, rows: slice = slice(None)) -> np.ndarray | None:
+        """``[query, key]`` booleans for query ``rows``, True where a query may attend a key; None when all may.
+
+        Engines that work in query blocks ask for one block of rows at a time, so a causal mask is
+        never built whole for long inputs.
+        """
+        if not self.masked:
+            return None
+        positions = self.positions[rows]
+        allowed = np.ones((len(positions), self.n_keys), dtype=bool)
+        if self.settings.causal:  # aligned to the top-left corner, as PyTorch's is_causal
+            allowed &= np.arange(self.n_keys)[None, :] <= positions[:, None]
+        if self.mask is not None:
+            allowed &= self.mask[rows]
+        if self.padding is not None:
+            allowed &= ~self.padding[None, :]
+        return allowed
+
+    def mask_census(self, block: int = 4096) -> tuple[tuple[int, ...], int]:
+        """The original positions of queries whose keys are all blocked, and how many query-key pairs are
+        blocked, found block by block (the mask is never built whole)."""
+        found: list[int] = []
+        blocked = 0
+        for start in range(0, self.n_queries, block):
+            allowed = self.allowed(slice(start, start + block))
+            if allowed is None:
+                return (), 0
+            found.extend(self.query_positions[start + i] for i in np.flatnonzero(~allowed.any(axis=1)))
+            blocked += allowed.size - int(np.count_nonzero(allowed))
+        return tuple(found), blocked
+
+    def key_limit(self, rows: slice = slice(None)) -> int:
+        """Keys past this index are blocked for every query in ``rows`` (causal masks end early)."""
+        if not self.settings.causal:
+            return self.n_keys
+        return min(self.n_keys, int(self.positions[rows].max()) + 1)
+
+    def with_heads(self, heads: int) -> AttentionSpec:
+        """The same problem split into a different number of heads (validated again).
+
+        Without grouped K/V heads the K/V heads follow (every head keeps its own); with them,
+        ``kv_heads`` stays as it was.
+        """
+        settings = self.settings
+        kv_heads = heads if settings.kv_heads == settings.heads else settings.kv_heads
+        return self.with_settings(heads=heads, kv_heads=kv_heads)
+
+    def with_settings(self, **changes: Any) -> AttentionSpec:
+        """The same inputs with some settings changed (``heads``, ``scale``, ``causal``, ...), validated again."""
+        s = self.settings
+        values = {"heads": s.heads, "kv_heads": s.kv_heads, "scale": s.scale, "layout": s.layout,
+                  "causal": s.causal, "dropped_heads": s.dropped_heads} | changes  # fmt: skip
+        return replace(self, settings=AttentionSettings.of(where=self.source, **values))
+
+    def with_kv_heads(self, kv_heads: int) -> AttentionSpec:
+        """The same problem with ``kv_heads`` K/V heads, made by mean-pooling the K/V heads it has.
+
+        As grouped-query attention is made from a multi-head checkpoint (Ainslie et al., 2023): with
+        ``r = current / kv_heads``, new K/V head ``g`` is the mean of heads ``g·r … g·r + r − 1``
+        (the heads whose query heads it now serves), for K and for V, each head's columns found by the
+        layout. A projected input pools the head columns of ``w_k``, ``w_v`` and their biases instead:
+        projection is linear, so the mean of the weights gives the mean of the projections.
+        ``kv_pooled_from`` keeps the count before the first pooling. The same count returns ``self``;
+        more heads than the input has, or a count that does not divide it, is a ConfigError.
+        """
+        current, layout = self.settings.kv_heads, self.settings.layout
+        if kv_heads == current:
+            return self
+        if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1 or current % kv_heads:
+            if isinstance(kv_heads, int) and kv_heads > current:
+                why = f"the input has {current} K/V heads, fewer than {kv_heads} (pooling only merges heads)"
+            else:
+                why = f"the input's {current} K/V heads do not pool evenly into {kv_heads!r}"
+            raise ConfigError(f"{self.source}: {why}; kv_heads that work: {', '.join(map(str, divisors(current)))}")
+
+        def pool(array: np.ndarray) -> np.ndarray:
+            return frozen(pool_heads(array, current, kv_heads, layout))
+
+        inputs: Inputs
+        if isinstance(self.inputs, ProjectedInputs):
+            w_k, w_v = self.inputs.w_k, self.inputs.w_v
+            inputs = replace(self.inputs, w_k=Linear(pool(w_k.weight), None if w_k.bias is None else pool(w_k.bias)),
+                             w_v=Linear(pool(w_v.weight), None if w_v.bias is None else pool(w_v.bias)))  # fmt: skip
+        else:
+            inputs = replace(self.inputs, k=pool(self.inputs.k), v=pool(self.inputs.v))
+        settings = replace(self.settings, kv_heads=kv_heads)
+        return replace(self, inputs=inputs, settings=settings, kv_pooled_from=self.kv_pooled_from or current)
+
+    def select_queries(self, rows: Sequence[int]) -> AttentionSpec:
+        """The same problem restricted to some query rows (0-based), all keys kept.
+
+        An engine then computes only those rows: tracing one token of a long input costs one row
+        of each head's weights, not the whole matrix.
+        """
+        index = list(rows)
+        bad = [i for i in index if not 0 <= i < self.n_queries]
+        if bad:
+            raise ConfigError(f"{self.source}: query {bad[0]} is out of range 0..{self.n_queries - 1}")
+        return replace(
+            self,
+            inputs=self.inputs.rows(index),
+            tokens=tuple(self.tokens[i] for i in index),
+            query_positions=tuple(self.query_positions[i] for i in index),
+            mask=None if self.mask is None else self.mask[index],
+        )
