@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -51,8 +51,6 @@ from attnx.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
-    from attnx.core.result import AttentionResult
-    from attnx.core.spec import AttentionSpec
 
 # Printed when --show is not given; `--show all` prints every section, the Q, K and V slices too.
 DEFAULT_SECTIONS = tuple(section for section in SECTIONS if section not in ("q", "k", "v"))
@@ -84,27 +82,6 @@ def needs_for(output_format: OutputFormat, sections: list[str], tensors: list[st
     if output_format in (OutputFormat.csv, OutputFormat.npy, OutputFormat.npz) and tensors:
         return {"output", *tensors}
     return None
-
-
-def compute_shown(
-    spec: AttentionSpec, options: dict[str, Any], needs: set[str] | None, max_rows: int | None
-) -> tuple[AttentionResult, AttentionResult | None]:
-    """The result, and the H × N × M matrices of the rows a table shows when it cannot show them all.
-
-    ``options`` are ``compute``'s engine, dtype and device. With more than ``max_rows`` queries, the
-    matrices are computed for the rows shown alone (``shown_rows``; 40 by default), where the whole
-    matrices at N = 2048, H = 8 would take 3 × 256 MiB in float64. Otherwise (or with ``max_rows``
-    None) the result holds them all.
-    """
-    from attnx.engines import compute
-
-    if needs is None or max_rows is None or spec.n_queries <= max_rows or not MATRICES & needs:
-        return compute(spec, **options, needs=needs), None
-    from attnx.render.fitted import shown_rows
-
-    result = compute(spec, **options, needs=needs - MATRICES - {"mask"})
-    rows = spec.select_queries(shown_rows(spec.n_queries, max_rows))
-    return result, compute(rows, **options, needs=(MATRICES & needs) | {"mask"})
 
 
 def parse_sections(values: list[str] | None) -> list[str]:
@@ -192,7 +169,10 @@ def run(
     max_rows = display.max_rows if output_format is OutputFormat.table else None
     spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=display.quiet,
                       matrices=needs is None or bool(MATRICES & needs), rows=max_rows)  # fmt: skip
-    result, matrices = compute_shown(spec, backend.options(), needs, max_rows)
+    from attnx.core.rows import Rows
+    from attnx.engines import compute
+
+    result = compute(spec, **backend.options(), needs=needs, rows=Rows.ends(spec.n_queries, max_rows))
     warn_fully_masked(result.fully_masked_rows, display.quiet)
 
     from attnx.render import formats
@@ -206,10 +186,10 @@ def run(
         if display.heatmap:
             from attnx.render.heatmap import weights_view
 
-            shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows, matrices=matrices)
+            shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows)
         else:
             chosen = [Section(n) for n in sections]
-            shown = run_view(result, chosen, precision, max_rows=display.max_rows, matrices=matrices)
+            shown = run_view(result, chosen, precision, max_rows=display.max_rows)
         return Group(summary_line(result, spec.source), shown)
 
     display.emit(

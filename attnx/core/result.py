@@ -40,6 +40,8 @@ class AttentionResult:
     ``AttentionSpec.select_queries``). ``blocked_pairs`` counts the query-key pairs a mask blocks
     (None without a mask), whether or not ``mask`` was asked for. ``kv_pooled_from`` is the number
     of K/V heads the input had before a ``--kv-heads`` override mean-pooled them (None: not pooled).
+    ``matrix_rows`` names the query rows the H × N × M matrices and ``mask`` hold, when a command
+    asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
     """
 
     tokens: tuple[str, ...]
@@ -73,6 +75,7 @@ class AttentionResult:
     fully_masked_rows: tuple[int, ...] = ()
     blocked_pairs: int | None = None
     kv_pooled_from: int | None = None
+    matrix_rows: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in TENSORS:
@@ -153,6 +156,10 @@ class AttentionResult:
     def group_of(self, kv_head: int) -> range:
         """The query heads (0-based) that read K/V head ``kv_head``."""
         return range(kv_head * self.group_size, (kv_head + 1) * self.group_size)
+
+    def matrix_row(self, row: int) -> int:
+        """Where query row ``row`` is in the H × N × M matrices (and ``mask``), which may hold some rows only."""
+        return row if self.matrix_rows is None else self.matrix_rows.index(row)
 
     def require(self, *names: str) -> None:
         """Raise ValueError when an array a caller relies on was not computed."""

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from attnx.core.result import AttentionResult
+from attnx.core.rows import Rows
 from attnx.core.spec import AttentionSpec
+from attnx.core.tensors import COMPUTED, MATRICES
 from attnx.engines import guards
 from attnx.errors import EngineUnavailableError
-
-DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("float64", "float32")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ def compute(
     device: str = "auto",
     needs: Collection[str] | None = None,
     strict: bool = True,
+    rows: Rows | None = None,
 ) -> AttentionResult:
     """Run multi-head attention for ``spec`` on ``engine``.
 
@@ -67,12 +68,22 @@ def compute(
     name; ``dtype`` defaults to float64, or float32 where the device has no float64 (MPS).
     ``needs`` names the ``AttentionResult`` arrays wanted (plus ``mask``); None means all of them.
     ``output`` (and ``projected``) are always computed; without any H × N × M matrix in ``needs``
-    the engines take a path that never builds one.
+    the engines take a path that never builds one. With ``rows`` that leave some out, the
+    matrices (and ``mask``) are computed for those rows alone, the output for every row; the
+    result's ``matrix_rows`` says which (at N = 2048, H = 8 the whole matrices would take
+    3 × 256 MiB in float64, the 40 rows a table shows 5 MiB).
 
     Input caps are checked where the input is read (``Limits.check_problem``). With ``strict``, inputs beyond the
     dtype's range and scores or outputs that overflowed raise NumericError; without it they come
     back as inf or NaN (for comparisons).
     """
+    wanted = frozenset(COMPUTED) if needs is None else frozenset(needs)
+    if rows is not None and not rows.complete and MATRICES & wanted:
+        options: dict[str, Any] = {"engine": engine, "dtype": dtype, "device": device, "strict": strict}
+        whole = compute(spec, **options, needs=wanted - MATRICES - {"mask"})
+        shown = compute(spec.select_queries(rows.shown), **options, needs=(MATRICES & wanted) | {"mask"})
+        held = {name: getattr(shown, name) for name in (*MATRICES, "mask")}
+        return replace(whole, **held, matrix_rows=rows.shown)
     module = load_engine(engine)
     resolved = module.resolve_device(device)
     chosen = _dtype_on(module, resolved, dtype)

@@ -24,6 +24,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
 
+from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import LABEL
 
 GAP = "…"
@@ -32,25 +33,11 @@ RULE = "─"  # under the header, as rich.box.SIMPLE_HEAD draws it
 LABEL_STYLE = LABEL  # row labels and column labels
 
 
-def shown_rows(count: int, max_rows: int | None) -> list[int]:
-    """Which of ``count`` rows to show: all of them, or the first and last halves of ``max_rows`` (the first
-    half takes the odd row)."""
-    if max_rows is None or count <= max_rows:
-        return list(range(count))
-    first = max_rows - max_rows // 2
-    return [*range(first), *range(count - max_rows // 2, count)]
-
-
 def row_lookup(matrix_rows: Sequence[int] | None) -> Callable[[int], int]:
     """Where row ``i`` of a grid is in a matrix that holds only ``matrix_rows`` of it (None: every row, in place)."""
     if matrix_rows is None:
         return int
     return {row: k for k, row in enumerate(matrix_rows)}.__getitem__
-
-
-def after_gap(rows: Sequence[int], k: int) -> bool:
-    """True when rows were left out between the shown rows ``rows[k - 1]`` and ``rows[k]``."""
-    return k > 0 and rows[k] != rows[k - 1] + 1
 
 
 HOW_TO_SEE = {
@@ -102,7 +89,7 @@ class FittedGrid:
         self.footer, self.padding, self.header, self.justify = footer, padding, header, justify
         self._column = column
         self._cells: dict[int, Sequence[Text]] = {}
-        self.rows = list(rows) if rows is not None else shown_rows(len(row_labels), max_rows)
+        self.rows = list(rows) if rows is not None else list(Rows.ends(len(row_labels), max_rows).shown)
         labels = [row_labels[i] for i in self.rows] + ([footer[0]] if footer is not None else [])
         self.label_width = max((Text(label).cell_len for label in labels), default=0)
 

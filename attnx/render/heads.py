@@ -13,8 +13,9 @@ from rich.text import Text
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
 from attnx.core.result import AttentionResult
+from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import EMPHASIS, LABEL
-from attnx.render.fitted import ROW_GAP, after_gap, left_out, shown_rows
+from attnx.render.fitted import ROW_GAP, left_out
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
 from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
@@ -93,7 +94,7 @@ def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_row
     for header in ("keys", "entropy", "/ log keys", "eff. keys", "max w"):
         table.add_column(header, justify="right", no_wrap=True, header_style=LABEL)
     table.add_column("top key", no_wrap=True, header_style=LABEL)
-    rows = shown_rows(len(result.tokens), max_rows)
+    rows = Rows.ends(len(result.tokens), max_rows).shown
     for k, i in enumerate(rows):
         if after_gap(rows, k):
             table.add_row(*[Text(ROW_GAP, style="dim")] * 7)

@@ -17,7 +17,7 @@ from attnx.core.result import AttentionResult
 from attnx.render.colours import Rgb, hex_of, text_on
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
-from attnx.render.tables import head_title, matrix_source
+from attnx.render.tables import head_title
 
 SHADES = " ░▒▓█"  # level k of 0..4 stands for a value near k/4 of the scale's top
 # Viridis at five stops: ordered in lightness, readable by the colour-blind, and in print.
@@ -172,13 +172,10 @@ def weight_heatmaps(
     colour: bool,
     scale: HeatScale | None = None,
     max_rows: int | None = None,
-    matrices: AttentionResult | None = None,
 ) -> RenderableType:
-    """Every head's weights as a grid titled as in the tables, side by side where they fit.
-
-    ``matrices``, when given, holds the weights of the rows shown, computed alone (see ``run_view``).
-    """
-    held, matrix_rows = matrix_source(result, matrices)
+    """Every head's weights as a grid titled as in the tables, side by side where they fit (the rows the
+    result's matrices hold, when it holds some only)."""
+    held, matrix_rows = result, result.matrix_rows
     weights = _weights(held)
     scale = scale or scale_of([weights])
     blocked = None if held.mask is None else ~held.mask
@@ -196,9 +193,8 @@ def weights_view(
     *,
     colour: bool,
     max_rows: int | None = None,
-    matrices: AttentionResult | None = None,
 ) -> RenderableType:
     """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
-    scale = scale_of([_weights(matrix_source(result, matrices)[0])])
-    grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows, matrices=matrices)
+    scale = scale_of([_weights(result)])
+    grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)
     return Group(grids, legend(scale, precision, colour))

@@ -82,16 +82,6 @@ def matrix_table(
     return FittedGrid(title, row_labels, col_labels, column, footer=last, max_rows=max_rows, rows=matrix_rows)
 
 
-def matrix_source(
-    result: AttentionResult, matrices: AttentionResult | None
-) -> tuple[AttentionResult, tuple[int, ...] | None]:
-    """The result holding the H × N × M matrices, and which of ``result``'s rows it holds (None: all).
-
-    ``matrices``, when given, holds them for the rows shown alone (see ``run_view``).
-    """
-    return (matrices, matrices.query_positions) if matrices is not None else (result, None)
-
-
 def _slice_tables(result: AttentionResult, head: int, sections: set[Section], precision: int,
                   max_rows: int | None) -> list[RenderableType]:  # fmt: skip
     """The query, key and value slices head ``head`` reads, as `--show q,k,v` asks.
@@ -143,10 +133,9 @@ def _head_sections(
     sections: set[Section],
     precision: int,
     max_rows: int | None,
-    matrices: AttentionResult | None,
 ) -> list[RenderableType]:
     rows, keys = result.tokens, result.key_tokens
-    held, matrix_rows = matrix_source(result, matrices)
+    held, matrix_rows = result, result.matrix_rows
     blocked = None if held.mask is None else ~held.mask
     where = _Rows(max_rows=max_rows, matrix_rows=matrix_rows)
     tables = _slice_tables(result, head, sections, precision, max_rows)
@@ -200,12 +189,10 @@ def run_view(
     precision: int,
     *,
     max_rows: int | None = None,
-    matrices: AttentionResult | None = None,
 ) -> RenderableType:
     """Everything `attnx run` prints, as one renderable; tables of more than ``max_rows`` rows show both ends.
 
-    ``matrices``, when given, holds the H × N × M matrices of the rows shown, computed alone (see
-    ``shown_rows``): ``result`` then need not hold any.
+    A result whose matrices hold some rows only (``matrix_rows``) shows those rows.
     """
     chosen = set(sections)
     parts: list[RenderableType] = []
@@ -215,7 +202,7 @@ def run_view(
             parts.append(Rule(head_title(result, head), align="left", style="dim"))
             # Stacked, not laid out with rich.columns.Columns: measuring tables side by side doubles
             # the rendering time, the largest part of `attnx run`'s start-up after imports.
-            for i, table in enumerate(_head_sections(result, head, chosen, precision, max_rows, matrices)):
+            for i, table in enumerate(_head_sections(result, head, chosen, precision, max_rows)):
                 parts.extend([Text()] * (i > 0) + [table])
     if Section.output in chosen:
         cols = [f"d{c}" for c in range(result.d_model)]
@@ -235,7 +222,7 @@ def run_view(
     if Section.average in chosen:
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))
-        held, matrix_rows = matrix_source(result, matrices)
+        held, matrix_rows = result, result.matrix_rows
         blocked = None if held.mask is None else ~held.mask
         assert held.average_weights is not None  # computed: `--show average` asks for it
         parts.append(matrix_table(title, held.average_weights, result.tokens, result.key_tokens, precision,

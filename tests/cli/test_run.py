@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from attnx import __version__, engines
 from attnx.cli import app
-from attnx.cli import run as run_module
+from attnx.core.rows import Rows
 from attnx.engines import compute
 from attnx.io import load_spec
 from tests.conftest import AVERAGE_WEIGHTS, DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, OUTPUT, TOKENS
@@ -166,10 +166,7 @@ class TestRows:
         args = ("--rows", "6", "--causal", "--drop-head", "1", "-H", "2", "--d-model", "8", *view)
         alone = self.invoke(runner, *args, show=())
 
-        def whole(spec, options, needs, max_rows):  # type: ignore[no-untyped-def]
-            return compute(spec, **options, needs=needs), None
-
-        monkeypatch.setattr(run_module, "compute_shown", whole)
+        monkeypatch.setattr(Rows, "complete", property(lambda rows: True))  # compute then takes every row
         assert self.invoke(runner, *args, show=()) == alone
         assert "44 of 50 rows left out" in alone and row_labels(alone)[:4] == ["w0", "w1", "w2", "⋮"]
 
@@ -183,7 +180,7 @@ class TestRows:
 
         monkeypatch.setattr(engines, "compute", spy)
         self.invoke(runner, "--rows", "4", show=("--show", "weights,output"))
-        assert calls == [(50, {"output"}), (4, {"weights", "mask"})]
+        assert calls == [(50, {"weights", "output", "mask"}), (50, {"output"}), (4, {"weights", "mask"})]
         calls.clear()
         self.invoke(runner, "--rows", "all", show=("--show", "weights,output"))
         assert calls == [(50, {"weights", "output", "mask"})]

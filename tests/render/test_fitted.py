@@ -10,8 +10,9 @@ from rich.measure import Measurement
 from rich.style import Style
 from rich.text import Text
 
+from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import LABEL
-from attnx.render.fitted import FittedGrid, _shares, after_gap, row_lookup, shown_rows
+from attnx.render.fitted import FittedGrid, _shares, row_lookup
 from attnx.render.heatmap import number_width
 from attnx.render.numbers import fmt
 from attnx.render.tables import matrix_table
@@ -143,7 +144,9 @@ class TestRows:
     )
     def test_shown_rows(self, count: int, max_rows: int | None, expected: list[int]) -> None:
         """The first half (with the odd row) from the top, the rest from the bottom."""
-        assert shown_rows(count, max_rows) == expected
+        rows = Rows.ends(count, max_rows)
+        assert list(rows.shown) == expected
+        assert (rows.complete, rows.hidden) == (len(expected) == count, count - len(expected))
 
     def test_footer_stays_under_a_cut_grid(self) -> None:
         """A footer (the "all" row) still closes a grid whose rows were cut."""
