@@ -130,8 +130,14 @@ def parse_cap(value: str | int, cap: str, source: str) -> int:
     return number
 
 
-def size_text(size: int) -> str:
-    """``268435456`` -> ``"256 MiB"``, ``144`` -> ``"144 bytes"``."""
+def size_text(size: int, *, decimal: bool = False) -> str:
+    """``268435456`` -> ``"256 MiB"``, ``144`` -> ``"144 bytes"``; with ``decimal``, as file sizes are shown:
+    ``90_900_000`` -> ``"90.9 MB"``, ``144`` -> ``"144 B"``."""
+    if decimal:
+        for unit, step in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+            if size >= step:
+                return f"{size / step:.1f} {unit}"
+        return f"{size} B"
     units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
     value, power = float(size), 0
     while value >= 1024 and power < len(units) - 1:

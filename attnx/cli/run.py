@@ -174,6 +174,9 @@ def run(
 
     result = compute(spec, **backend.options(), needs=needs, rows=Rows.ends(spec.n_queries, max_rows))
     warn_fully_masked(result.fully_masked_rows, display.quiet)
+    from attnx.analysis.ablation import ablation
+
+    shift = ablation(result)
 
     from attnx.render import formats
     from attnx.render.serialize import dumps, result_to_dict
@@ -189,13 +192,13 @@ def run(
             shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows)
         else:
             chosen = [Section(n) for n in sections]
-            shown = run_view(result, chosen, precision, max_rows=display.max_rows)
+            shown = run_view(result, chosen, precision, max_rows=display.max_rows, shift=shift)
         return Group(summary_line(result, spec.source), shown)
 
     display.emit(
         output_format,
         {
-            OutputFormat.json: lambda: dumps(result_to_dict(result)),
+            OutputFormat.json: lambda: dumps(result_to_dict(result, shift)),
             OutputFormat.jsonl: lambda: formats.to_jsonl(formats.jsonl_records(result)),
             OutputFormat.csv: lambda: formats.to_csv(result, tensor),
             OutputFormat.npy: lambda: formats.to_npy(result, tensor),

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from attnx.analysis.heads import THRESHOLDS, HeadStats
 from attnx.analysis.model_view import ModelView
+from attnx.limits import size_text
 from attnx.models.architecture import ModelInfo
 from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary
@@ -30,14 +31,6 @@ TOKENS_SHOWN = 16
 LABEL_STYLE = f"bold {hex_of(ACCENT)}"  # layer and head labels, fact names: legible on dark and light terminals
 
 
-def size_text(size: int) -> str:
-    """Bytes for people: ``90.9 MB``."""
-    for unit, step in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= step:
-            return f"{size / step:.1f} {unit}"
-    return f"{size} B"
-
-
 def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
     """The facts of `attnx model`, one (name, value) pair per line."""
     named = f" ({', '.join(info.architectures)})" if info.architectures else ""
@@ -52,7 +45,7 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         ("vocabulary", f"{info.vocab_size:,} tokens"),
         ("max length", f"{info.max_length} tokens (special tokens included)"),
         ("parameters", f"{info.parameters:,} ({', '.join(info.dtypes)})"),
-        ("weights", f"model.safetensors, {size_text(info.size_bytes)}"),
+        ("weights", f"model.safetensors, {size_text(info.size_bytes, decimal=True)}"),
         ("tokenizer", f"{info.tokenizer}, {info.tokenizer_vocab_size:,} tokens"),
         *ignored,
     ]

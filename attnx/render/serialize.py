@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnx.core.result import AttentionResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.analysis.ablation import Ablation
 from attnx.core.tensors import TENSORS
 
 # 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s.
@@ -25,16 +28,15 @@ def to_plain(array: np.ndarray) -> Any:
     return cleaned.tolist()
 
 
-def result_to_dict(result: AttentionResult) -> dict[str, Any]:
+def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> dict[str, Any]:
     """The JSON object of `attnx run --format json` (``format_version`` first).
 
     ``q`` is ``[head, query, d_k]``, ``k`` and ``v`` ``[kv_head, key, d_k]``: the slices each head
     reads. ``projected`` appears when W_o exists, ``mask`` when a mask or padding applies,
-    ``ablation`` when heads were dropped; ``fully_masked_rows`` is always present (often empty), and
-    ``kv_pooled_from`` (null unless a ``--kv-heads`` override mean-pooled the K/V heads).
+    ``ablation`` when heads were dropped (``shift``, measured by ``attnx.analysis.ablation``);
+    ``fully_masked_rows`` is always present (often empty), and ``kv_pooled_from`` (null unless a
+    ``--kv-heads`` override mean-pooled the K/V heads).
     """
-    from attnx.analysis.ablation import ablation
-
     out: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "tokens": list(result.tokens),
@@ -59,7 +61,6 @@ def result_to_dict(result: AttentionResult) -> dict[str, Any]:
     if result.mask is not None:
         out["mask"] = result.mask.tolist()
     out["fully_masked_rows"] = list(result.fully_masked_rows)
-    shift = ablation(result)
     if shift is not None:
         out["ablation"] = {
             "dropped_heads": list(shift.dropped_heads),

@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
-from attnx.analysis.ablation import Ablation, ablation
+from attnx.analysis.ablation import Ablation
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.render.colours import EMPHASIS
 from attnx.render.fitted import FittedGrid, row_lookup
@@ -115,11 +115,6 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
     return tables
 
 
-def _span(heads: range) -> str:
-    """``range(0, 2)`` -> ``"0-1"``; one head -> ``"0"``."""
-    return f"{heads[0]}-{heads[-1]}" if len(heads) > 1 else str(heads[0])
-
-
 class _Rows(TypedDict):
     """The rows a matrix table shows (``matrix_table``'s ``max_rows`` and ``matrix_rows``)."""
 
@@ -173,14 +168,20 @@ def head_title(result: AttentionResult, head: int) -> str:
 
     With grouped K/V heads the title also says which K/V head this head reads and who shares it.
     """
-    title = f"Head {head} · columns {describe_columns(result.head_columns(head))} · d_k = {result.d_k}"
-    if result.kv_heads != result.heads:
-        kv = result.kv_head(head)
-        group = result.group_of(kv)
-        title += f" · K/V head {kv} (shared by heads {_span(group)})" if len(group) > 1 else f" · K/V head {kv}"
-    if head in result.dropped_heads:
-        title += " · DROPPED"
-    return title
+    kv = result.kv_head(head)
+    group = result.group_of(kv) if result.kv_heads != result.heads else range(0)
+    return head_heading(head, result.head_columns(head), result.d_k, kv, group, head in result.dropped_heads)
+
+
+def head_heading(head: int, columns: range, d_k: int, kv_head: int, group: Sequence[int], dropped: bool) -> str:
+    """The one wording of a head's heading, in tables and traces: its columns, d_k, the K/V head it shares
+    with ``group`` (none without grouped K/V heads) and whether it was dropped."""
+    title = f"Head {head} · columns {describe_columns(columns)} · d_k = {d_k}"
+    if len(group) > 1:
+        title += f" · K/V head {kv_head} (shared by heads {group[0]}-{group[-1]})"
+    elif group:
+        title += f" · K/V head {kv_head}"
+    return title + (" · DROPPED" if dropped else "")
 
 
 def run_view(
@@ -189,8 +190,11 @@ def run_view(
     precision: int,
     *,
     max_rows: int | None = None,
+    shift: Ablation | None = None,
 ) -> RenderableType:
     """Everything `attnx run` prints, as one renderable; tables of more than ``max_rows`` rows show both ends.
+
+    ``shift`` is the ablation measured on the result (``attnx.analysis.ablation``), when heads were dropped.
 
     A result whose matrices hold some rows only (``matrix_rows``) shows those rows.
     """
@@ -214,11 +218,9 @@ def run_view(
         parts.append(Rule(style="dim"))
         parts.append(matrix_table("Projected output (output · W_o + b_o)", result.projected, result.tokens, cols,
                                   precision, max_rows=max_rows))  # fmt: skip
-    if Section.ablation in chosen:
-        shift = ablation(result)
-        if shift is not None:
-            parts.append(Rule(style="dim"))
-            parts.append(ablation_table(shift, result.tokens, precision, max_rows=max_rows))
+    if Section.ablation in chosen and shift is not None:
+        parts.append(Rule(style="dim"))
+        parts.append(ablation_table(shift, result.tokens, precision, max_rows=max_rows))
     if Section.average in chosen:
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))

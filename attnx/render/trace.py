@@ -21,7 +21,7 @@ from attnx.render.formats import to_jsonl
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
 from attnx.render.serialize import FORMAT_VERSION, to_plain
-from attnx.render.tables import describe_columns
+from attnx.render.tables import head_heading
 
 TOP_STYLE = EMPHASIS
 MASKED_STYLE = "dim strike"
@@ -274,13 +274,7 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
 
 def head_label(head: HeadTrace) -> str:
     """``"Head 0 · columns 0-1 · d_k = 2"``, worded as `attnx run` titles its heads (counted from 0)."""
-    label = f"Head {head.head} · columns {describe_columns(head.columns)} · d_k = {head.d_k}"
-    if head.shared_with:
-        first, last = head.shared_with[0], head.shared_with[-1]
-        label += f" · K/V head {head.kv_head} (shared by heads {first}-{last})"
-    if head.dropped:
-        label += " · DROPPED"
-    return label
+    return head_heading(head.head, head.columns, head.d_k, head.kv_head, head.shared_with, head.dropped)
 
 
 def source_line(result: AttentionResult, source: str) -> Text:
