@@ -76,24 +76,9 @@ def check(
     Exit 0 when every row is within tolerance, 1 when any is not.
     With --model, the layers before --layer run on the reference (numpy float64), the layer on every target.
     """
-    inputs = InputFlags(
-        heads=heads,
-        seed=seed,
-        tokens=tokens,
-        d_model=d_model,
-        kv_heads=kv_heads,
-        scale=scale,
-        layout=layout,
-        causal=causal,
-    )
-    checkpoint = ModelFlags(model=model, text=text, layer=layer)
-    caps = CapFlags(
-        max_bytes=max_bytes,
-        max_yaml_bytes=max_yaml_bytes,
-        max_depth=max_depth,
-        max_dimension=max_dimension,
-        max_elements=max_elements,
-    )
+    inputs = InputFlags.pick(locals())
+    checkpoint = ModelFlags.pick(locals())
+    caps = CapFlags.pick(locals())
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses
 

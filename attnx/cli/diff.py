@@ -170,16 +170,10 @@ def diff(
     Exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
     --model DIR --text "..." --layer L: sweep layer L of a local checkpoint.
     """
-    checkpoint = ModelFlags(model=model, text=text, layer=layer)
-    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
-    display = ViewFlags(output=output, view=view, rows=rows, export=export, quiet=quiet, no_color=no_color)
-    caps = CapFlags(
-        max_bytes=max_bytes,
-        max_yaml_bytes=max_yaml_bytes,
-        max_depth=max_depth,
-        max_dimension=max_dimension,
-        max_elements=max_elements,
-    )
+    checkpoint = ModelFlags.pick(locals())
+    backend = EngineFlags.pick(locals())
+    display = ViewFlags.pick(locals())
+    caps = CapFlags.pick(locals())
     settings = {
         name: values
         for name, values in (

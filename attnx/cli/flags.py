@@ -2,7 +2,7 @@
 
 Each command declares its options itself, with the shared ``Annotated`` aliases of
 ``attnx.cli.options`` (Typer's own way), and builds the groups from them in its first lines
-(``inputs = InputFlags(heads=heads, ...)``). Every command then reads its input, model, engine
+(``inputs = InputFlags.pick(locals())``). Every command then reads its input, model, engine
 and caps, and shows its result, the same way.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from attnx.cli.options import (
     CausalOpt,
@@ -57,12 +57,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.spec import AttentionSpec
     from attnx.io import Overrides
 
-P = ParamSpec("P")
-R = TypeVar("R")
+
+G = TypeVar("G", bound="FlagGroup")
+
+
+class FlagGroup:
+    """A group of flags, made from the parameters of a command that declares them."""
+
+    @classmethod
+    def pick(cls: type[G], parameters: Mapping[str, Any]) -> G:
+        """The group from the command's parameters of the same names (``locals()`` in its first lines)."""
+        assert dataclasses.is_dataclass(cls)  # every group is a dataclass
+        return cls(**{field.name: parameters[field.name] for field in dataclasses.fields(cls)})
 
 
 @dataclasses.dataclass(frozen=True)
-class InputFlags:
+class InputFlags(FlagGroup):
     """-H, --seed, --tokens, --d-model, --kv-heads, --scale, --layout, --causal: what replaces the input's keys."""
 
     heads: HeadsOpt = None
@@ -99,7 +109,7 @@ class InputFlags:
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelFlags:
+class ModelFlags(FlagGroup):
     """--model, --text, --layer: one layer of a local checkpoint as the input."""
 
     model: ModelOpt = None
@@ -113,7 +123,7 @@ class ModelFlags:
 
 
 @dataclasses.dataclass(frozen=True)
-class EngineFlags:
+class EngineFlags(FlagGroup):
     """--engine, --device, --dtype: what computes, where, in which floating-point type."""
 
     engine: EngineOpt = Engine.numpy
@@ -126,7 +136,7 @@ class EngineFlags:
 
 
 @dataclasses.dataclass(frozen=True)
-class CapFlags:
+class CapFlags(FlagGroup):
     """--max-bytes, --max-yaml-bytes, --max-depth, --max-dimension, --max-elements: the input caps."""
 
     max_bytes: MaxBytesOpt = None
@@ -141,7 +151,7 @@ class CapFlags:
 
 
 @dataclasses.dataclass(frozen=True)
-class ViewFlags:
+class ViewFlags(FlagGroup):
     """--output, --view, --rows, --export, --quiet, --no-color: where the result goes and how it looks.
 
     A bad --rows is refused when the group is made, before any input is read.

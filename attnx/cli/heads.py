@@ -102,26 +102,11 @@ def heads(
     Labels: self, previous-token, first-token, induction, uniform, focused (thresholds in the README).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
     """
-    inputs = InputFlags(
-        heads=heads,
-        seed=seed,
-        tokens=tokens,
-        d_model=d_model,
-        kv_heads=kv_heads,
-        scale=scale,
-        layout=layout,
-        causal=causal,
-    )
-    checkpoint = LayerOrAllFlags(model=model, text=text, layer=layer)
-    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
-    display = ViewFlags(output=output, view=view, rows=rows, export=export, quiet=quiet, no_color=no_color)
-    caps = CapFlags(
-        max_bytes=max_bytes,
-        max_yaml_bytes=max_yaml_bytes,
-        max_depth=max_depth,
-        max_dimension=max_dimension,
-        max_elements=max_elements,
-    )
+    inputs = InputFlags.pick(locals())
+    checkpoint = LayerOrAllFlags.pick(locals())
+    backend = EngineFlags.pick(locals())
+    display = ViewFlags.pick(locals())
+    caps = CapFlags.pick(locals())
     from attnx.analysis.heads import head_stats
     from attnx.engines import compute
 

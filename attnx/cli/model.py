@@ -47,13 +47,7 @@ def model(
     Explore its heads with --model DIR --text "..." on run, trace, diff, heads and check.
     Layers and heads count from 0; heads --layer all shows every layer's heads (the model view).
     """
-    caps = CapFlags(
-        max_bytes=max_bytes,
-        max_yaml_bytes=max_yaml_bytes,
-        max_depth=max_depth,
-        max_dimension=max_dimension,
-        max_elements=max_elements,
-    )
+    caps = CapFlags.pick(locals())
     from attnx.models import describe
     from attnx.render import model as render
     from attnx.render.serialize import dumps

@@ -138,26 +138,11 @@ def run(
     --view heatmap draws each head's weights as a heatmap instead.
     --show q,k,v: the slices of Q, K and V each head reads (--show all: every section).
     """
-    inputs = InputFlags(
-        heads=heads,
-        seed=seed,
-        tokens=tokens,
-        d_model=d_model,
-        kv_heads=kv_heads,
-        scale=scale,
-        layout=layout,
-        causal=causal,
-    )
-    checkpoint = ModelFlags(model=model, text=text, layer=layer)
-    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
-    display = ViewFlags(output=output, view=view, rows=rows, export=export, quiet=quiet, no_color=no_color)
-    caps = CapFlags(
-        max_bytes=max_bytes,
-        max_yaml_bytes=max_yaml_bytes,
-        max_depth=max_depth,
-        max_dimension=max_dimension,
-        max_elements=max_elements,
-    )
+    inputs = InputFlags.pick(locals())
+    checkpoint = ModelFlags.pick(locals())
+    backend = EngineFlags.pick(locals())
+    display = ViewFlags.pick(locals())
+    caps = CapFlags.pick(locals())
     from attnx.render.formats import check_tensor_names
 
     sections = parse_sections(show)

@@ -122,25 +122,10 @@ def trace(
     Pick the token with --token cat or --query 1. With no CONFIG: the worked example "The cat sat on mat".
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     """
-    inputs = InputFlags(
-        heads=heads,
-        seed=seed,
-        tokens=tokens,
-        d_model=d_model,
-        kv_heads=kv_heads,
-        scale=scale,
-        layout=layout,
-        causal=causal,
-    )
-    checkpoint = ModelFlags(model=model, text=text, layer=layer)
-    backend = EngineFlags(engine=engine, device=device, dtype=dtype)
-    caps = CapFlags(
-        max_bytes=max_bytes,
-        max_yaml_bytes=max_yaml_bytes,
-        max_depth=max_depth,
-        max_dimension=max_dimension,
-        max_elements=max_elements,
-    )
+    inputs = InputFlags.pick(locals())
+    checkpoint = ModelFlags.pick(locals())
+    backend = EngineFlags.pick(locals())
+    caps = CapFlags.pick(locals())
     from attnx.analysis.trace import build_trace, resolve_head, resolve_query
     from attnx.engines import compute
 
