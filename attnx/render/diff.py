@@ -20,7 +20,7 @@ from attnx.render.engines import diff_to_dict, sci, tolerance_text
 from attnx.render.fitted import FittedGrid
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of, weight_heatmaps
-from attnx.render.layout import compact_table
+from attnx.render.layout import compact_table, verdict
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
@@ -482,10 +482,8 @@ def comparison_view(
     if heatmap:
         parts.append(delta_heatmaps(comparison, precision, colour=colour, max_rows=max_rows))
     total = len(comparison.rows)
-    if comparison.passed:
-        parts.append(Text(f"A and B agree: all {total} tensors within tolerance", style=f"bold {PASS}"))
-    else:
-        parts.append(Text(f"A and B differ: {comparison.failures} of {total} tensors", style=FAIL))
+    parts.append(verdict(comparison.passed, f"A and B agree: all {total} tensors within tolerance",
+                         f"A and B differ: {comparison.failures} of {total} tensors"))  # fmt: skip
     return Group(*parts)
 
 

@@ -69,20 +69,18 @@ def check_view(report: CheckReport, source: str) -> RenderableType:
     for row in report.rows:
         t, d = row.target, row.diff
         label = f"{t.engine} {t.device} {t.dtype}"
-        verdict = Text("pass", style=PASS) if d.passed else Text("FAIL", style=FAIL)
+        cell = Text("pass", style=PASS) if d.passed else Text("FAIL", style=FAIL)
         table.add_row(
             label if label != previous else "", row.tensor,
-            sci(d.max_abs), sci(d.max_rel), tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol), verdict,
+            sci(d.max_abs), sci(d.max_rel), tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol), cell,
         )  # fmt: skip
         previous = label
     parts: list[RenderableType] = [table]
     for status in report.unavailable:
         parts.append(Text(f"skipped {status.name}: {status.problem}", style=WARNING))
     total = len(report.rows)
-    if report.passed:
-        parts.append(Text(f"all {total} rows within tolerance", style=f"bold {PASS}"))
-    else:
-        parts.append(Text(f"{report.failures} of {total} rows beyond tolerance", style=FAIL))
+    parts.append(verdict(report.passed, f"all {total} rows within tolerance",
+                         f"{report.failures} of {total} rows beyond tolerance"))  # fmt: skip
     return Group(*parts)
 
 

@@ -1,4 +1,4 @@
-"""The one table style every attnx view uses: compact, no outer edge, a rule under the header."""
+"""The house style every attnx view shares: the compact table, and the verdict line under a comparison."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 from rich.text import Text
+
+from attnx.render.colours import FAIL, PASS
 
 
 def compact_table(title: str | Text | None = None, **options: Any) -> Table:
@@ -24,3 +26,8 @@ def compact_table(title: str | Text | None = None, **options: Any) -> Table:
         "collapse_padding": True,
     }
     return Table(**(settings | options))
+
+
+def verdict(passed: bool, agree: str, differ: str) -> Text:
+    """The last line of a comparison: ``agree`` in bold PASS colour, or ``differ`` in FAIL colour."""
+    return Text(agree, style=f"bold {PASS}") if passed else Text(differ, style=FAIL)
