@@ -14,7 +14,7 @@ from attnx.analysis.compare import TensorDiff
 from attnx.engines import EngineStatus
 from attnx.render.colours import ERROR, FAIL, LABEL, PASS, WARNING
 from attnx.render.formats import to_jsonl
-from attnx.render.layout import compact_table
+from attnx.render.layout import compact_table, verdict
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 
 
