@@ -201,16 +201,19 @@ def diff(
         if a == b == "-":
             raise UsageError("only one of A and B can be - (stdin)")
         from attnx.analysis.diff import compare_sides
+        from attnx.render import compare
 
         assert a is not None  # typer fills A before B
         sides = [load_side(source, overrides, limits, backend, display.quiet) for source in (a, b)]
         comparison = compare_sides(*sides, rtol=rtol, atol=atol)
 
         def compared(colour: bool) -> RenderableType:
-            return render.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour,
+            return compare.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour,
                                           max_rows=display.max_rows)  # fmt: skip
 
-        display.emit(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared)
+        display.emit(
+            output_format, {OutputFormat.json: lambda: dumps(compare.comparison_to_dict(comparison))}, compared
+        )
         if not comparison.passed:
             raise typer.Exit(ExitCode.FAILURE)
         return

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import difflib
-import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from attnx.core.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
-from attnx.errors import LimitError
-from attnx.io.documents import Document, clip
+from attnx.io.cells import (
+    check_shape,
+    describe,
+    finite,
+    matrix,
+    shape,
+    token_list,
+    vector,
+    whole,
+)
+from attnx.io.documents import Document
 
 INPUT_VERSION = 1
 KEYS = (
@@ -22,9 +29,6 @@ KEYS = (
 )  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
-FLOAT_MAX = sys.float_info.max
-_NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")  # text a reader would take for a number
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters, lone surrogates
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,8 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
     if isinstance(version, bool) or not isinstance(version, int) or version != INPUT_VERSION:
         raise doc.error(("version",), f"unsupported input version {version!r}; this attnx reads version 1")
 
-    heads = _whole(doc, data, "heads", DEFAULT_HEADS, minimum=1)
-    kv_heads = _whole(doc, data, "kv_heads", heads, minimum=1)
+    heads = whole(doc, data, "heads", DEFAULT_HEADS, minimum=1)
+    kv_heads = whole(doc, data, "kv_heads", heads, minimum=1)
     inputs = _inputs(doc, data)
     n, m = inputs["n"], inputs["m"]
     query_tokens, key_tokens = _labels(doc, data, n, m, self_attention=inputs["self_attention"])
@@ -156,12 +160,12 @@ def _inputs(doc: Document, data: dict[str, Any]) -> dict[str, Any]:
         clash = direct + projected
         if clash:
             raise doc.error((clash[0],), "give either the inputs or a seed to draw q, k and v from, not both")
-        seed = _whole(doc, data, "seed", 0, minimum=0)
+        seed = whole(doc, data, "seed", 0, minimum=0)
         if "tokens" not in data and "query_tokens" not in data:
             raise doc.error(("seed",), "a seed needs tokens, to know how many rows to draw")
-        count = len(_token_list(doc, data, "tokens" if "tokens" in data else "query_tokens"))
-        d_model = _whole(doc, data, "d_model", DEFAULT_D_MODEL, minimum=1)
-        _check_shape(doc, ("d_model",) if "d_model" in data else ("seed",), (count, d_model))
+        count = len(token_list(doc, data, "tokens" if "tokens" in data else "query_tokens"))
+        d_model = whole(doc, data, "d_model", DEFAULT_D_MODEL, minimum=1)
+        check_shape(doc, ("d_model",) if "d_model" in data else ("seed",), (count, d_model))
         q, k, v = random_qkv(seed, count, d_model, _random_kv_width(doc, data, d_model))
         return {"q": q, "k": k, "v": v, "n": count, "m": count, "self_attention": True}
     if direct and projected:
@@ -191,12 +195,12 @@ def _inputs(doc: Document, data: dict[str, Any]) -> dict[str, Any]:
     q, k, v = (matrix(doc, data[key], (key,)) for key in ("q", "k", "v"))
     _check_width(doc, "d_model", data, q.shape[1], "q")
     if k.shape != v.shape:
-        raise doc.error((), f"k and v must have the same shape (a row per key), got k {_shape(k)}, v {_shape(v)}")
+        raise doc.error((), f"k and v must have the same shape (a row per key), got k {shape(k)}, v {shape(v)}")
     if k.shape[1] != q.shape[1] and "kv_heads" not in data:
         raise doc.error(
             (),
-            f"q, k and v must have the same number of columns (d_model), got q {_shape(q)}, k {_shape(k)}, "
-            f"v {_shape(v)} (with kv_heads, k and v have kv_heads × d_k columns)",
+            f"q, k and v must have the same number of columns (d_model), got q {shape(q)}, k {shape(k)}, "
+            f"v {shape(v)} (with kv_heads, k and v have kv_heads × d_k columns)",
         )
     self_attention = k.shape[0] == q.shape[0] and "key_tokens" not in data
     return {"q": q, "k": k, "v": v, "n": q.shape[0], "m": k.shape[0], "self_attention": self_attention}
@@ -209,11 +213,11 @@ def _labels(
     if "tokens" in data and "query_tokens" in data:
         raise doc.error(("query_tokens",), "give tokens (self-attention) or query_tokens, not both")
     query_key = "query_tokens" if "query_tokens" in data else "tokens"
-    queries = _token_list(doc, data, query_key) if query_key in data else tuple(f"t{i}" for i in range(n))
+    queries = token_list(doc, data, query_key) if query_key in data else tuple(f"t{i}" for i in range(n))
     if len(queries) != n:
         raise doc.error((query_key,), f"{len(queries)} tokens given but there are {n} queries")
     if "key_tokens" in data:
-        keys = _token_list(doc, data, "key_tokens")
+        keys = token_list(doc, data, "key_tokens")
     elif self_attention:
         keys = queries
     else:
@@ -232,10 +236,10 @@ def _mask(doc: Document, data: dict[str, Any], n: int, m: int) -> tuple[bool, np
     if isinstance(value, str) and value == "causal":
         return True, None
     if isinstance(value, str):
-        raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix of 0 and 1, got {_describe(value)}")
+        raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix of 0 and 1, got {describe(value)}")
     rows = value.tolist() if isinstance(value, np.ndarray) else value if isinstance(value, list) else None
     if rows is None or len(rows) != n:
-        got = f"{len(rows)} rows" if rows is not None else _describe(value)
+        got = f"{len(rows)} rows" if rows is not None else describe(value)
         raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix (queries × keys), got {got}")
     return False, np.array([_flags(doc, {"row": row}, "row", m, path=("mask", i)) for i, row in enumerate(rows)])
 
@@ -249,11 +253,11 @@ def _flags(
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if not isinstance(value, list) or len(value) != count:
-        got = f"{len(value)} values" if isinstance(value, list) else _describe(value)
+        got = f"{len(value)} values" if isinstance(value, list) else describe(value)
         raise doc.error(path, f"expected {count} flags (0 or 1), got {got}")
     for j, flag in enumerate(value):
         if flag not in (0, 1) or not isinstance(flag, (int, bool)):
-            raise doc.error((*path, j), f"expected 0 or 1, got {_describe(flag)}")
+            raise doc.error((*path, j), f"expected 0 or 1, got {describe(flag)}")
     return np.array(value, dtype=bool)
 
 
@@ -273,21 +277,21 @@ def _scale(doc: Document, data: dict[str, Any]) -> str | float:
     value = data.get("scale", "sqrt_dk")
     if isinstance(value, str) and value in SCALE_MODES:
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
         return float(value)
-    raise doc.error(("scale",), f"expected a number or one of {', '.join(SCALE_MODES)}, got {_describe(value)}")
+    raise doc.error(("scale",), f"expected a number or one of {', '.join(SCALE_MODES)}, got {describe(value)}")
 
 
 def _choice(doc: Document, data: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
     value = data.get(key, choices[0])
     if not isinstance(value, str) or value not in choices:
-        raise doc.error((key,), f"expected one of {', '.join(choices)}, got {_describe(value)}")
+        raise doc.error((key,), f"expected one of {', '.join(choices)}, got {describe(value)}")
     return value
 
 
 def _check_width(doc: Document, key: str, data: dict[str, Any], width: int, name: str) -> None:
     if key in data:
-        d_model = _whole(doc, data, key, 0, minimum=1)
+        d_model = whole(doc, data, key, 0, minimum=1)
         if d_model != width:
             raise doc.error((key,), f"is {d_model} but {name} has {width} columns")
 
@@ -295,8 +299,8 @@ def _check_width(doc: Document, key: str, data: dict[str, Any], width: int, name
 def _random_kv_width(doc: Document, data: dict[str, Any], d_model: int) -> int:
     """Columns of random K and V: ``kv_heads × d_k`` (never more than ``d_model``, already checked against the
     caps), or ``d_model`` when the head counts do not fit (the spec then says why)."""
-    heads = _whole(doc, data, "heads", DEFAULT_HEADS, minimum=1)
-    kv_heads = _whole(doc, data, "kv_heads", heads, minimum=1)
+    heads = whole(doc, data, "heads", DEFAULT_HEADS, minimum=1)
+    kv_heads = whole(doc, data, "kv_heads", heads, minimum=1)
     return kv_heads * (d_model // heads) if d_model % heads == 0 and heads % kv_heads == 0 else d_model
 
 
@@ -314,131 +318,3 @@ def random_qkv(
     q = rng.standard_normal((n, d_model))
     k, v = rng.standard_normal((2, n, d_model if kv_width is None else kv_width))
     return q, k, v
-
-
-def matrix(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray:
-    """A non-empty rectangular matrix of real, finite numbers, as float64."""
-    if isinstance(value, np.ndarray):
-        return _numeric_array(doc, value, path, ndim=2)
-    if not isinstance(value, list) or not value:
-        raise doc.error(path, f"expected a non-empty list of rows, got {_describe(value)}")
-    _check_shape(doc, path, (len(value), len(value[0]) if isinstance(value[0], list) else 0))
-    width = None
-    for i, row in enumerate(value):
-        _check_numbers(doc, row, (*path, i))
-        if width is None:
-            width = len(row)
-        elif len(row) != width:
-            raise doc.error((*path, i), f"has {len(row)} values but row 0 has {width} (ragged matrix)")
-    return np.asarray(value, dtype=np.float64)
-
-
-def vector(doc: Document, value: Any, path: tuple[str | int, ...]) -> np.ndarray:
-    """A non-empty list of real, finite numbers, as float64."""
-    if isinstance(value, np.ndarray):
-        return _numeric_array(doc, value, path, ndim=1)
-    _check_shape(doc, path, (len(value),) if isinstance(value, list) else ())
-    _check_numbers(doc, value, path)
-    return np.asarray(value, dtype=np.float64)
-
-
-def _numeric_array(doc: Document, array: np.ndarray, path: tuple[str | int, ...], ndim: int) -> np.ndarray:
-    """An array from a binary input: real numbers (not booleans), the right rank, non-empty, finite.
-
-    float32 arrays stay float32; other numbers become float64.
-    """
-    if array.dtype.kind not in "iuf":
-        raise doc.error(path, f"expected an array of numbers, got dtype {array.dtype}")
-    if array.ndim != ndim or 0 in array.shape:
-        kind = "matrix" if ndim == 2 else "vector"
-        raise doc.error(path, f"expected a non-empty {kind}, got shape {array.shape}")
-    _check_shape(doc, path, array.shape)
-    array = array if array.dtype == np.float32 else array.astype(np.float64)  # float32 stays: no precision to add
-    bad = ~np.isfinite(array)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise doc.error((*path, *where), f"expected a finite number, got {array[where]}")
-    return array
-
-
-def _check_numbers(doc: Document, row: Any, path: tuple[str | int, ...]) -> None:
-    if not isinstance(row, list) or not row:
-        raise doc.error(path, f"expected a non-empty list of numbers, got {_describe(row)}")
-    for j, cell in enumerate(row):
-        if type(cell) is not float and type(cell) is not int:
-            hint = _text_hint(cell)
-            raise doc.error((*path, j), f"expected a number, got {_describe(cell)}{hint}")
-        if not _finite(cell):
-            got = cell if type(cell) is float else f"an integer of {len(str(abs(cell)))} digits"
-            raise doc.error((*path, j), f"expected a finite number, got {got}")
-
-
-def _finite(number: float) -> bool:
-    """True for a number float64 holds (NaN, infinities and integers beyond ±1.8e308 are not)."""
-    return -FLOAT_MAX <= number <= FLOAT_MAX
-
-
-def _check_shape(doc: Document, path: tuple[str | int, ...], shape: tuple[int, ...]) -> None:
-    """Refuse, before it is built, an array whose shape passes the dimension or element cap."""
-    problem = doc.limits.shape_problem(shape)
-    if problem:
-        raise doc.error(path, problem, kind=LimitError)
-
-
-def _whole(doc: Document, data: dict[str, Any], key: str, default: int, minimum: int) -> int:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise doc.error((key,), f"expected a whole number, got {_describe(value)}")
-    if value < minimum:
-        word = "positive" if minimum == 1 else f"at least {minimum}"
-        raise doc.error((key,), f"must be {word}, got {value}")
-    return value
-
-
-def _token_list(doc: Document, data: dict[str, Any], key: str) -> tuple[str, ...]:
-    """A list of tokens, or one string of words separated by spaces (as ``--tokens`` takes them)."""
-    value = written = data[key]
-    if isinstance(value, str):
-        bad = _UNPRINTABLE.search(value)
-        if bad:
-            raise doc.error((key,), f"control character U+{ord(bad[0]):04X} in the tokens (tokens are printed)")
-        value = value.split()
-    if not isinstance(value, list) or not value:
-        got = _describe(written)
-        raise doc.error((key,), f"expected a non-empty list of strings or one string of words, got {got}")
-    _check_shape(doc, (key,), (len(value),))
-    out = []
-    for i, token in enumerate(value):
-        if isinstance(token, bool) or not isinstance(token, (str, int, float)):
-            hint = " (quote it)" if isinstance(token, bool) or token is None else ""
-            raise doc.error((key, i), f"expected a string, got {_describe(token)}{hint}")
-        bad = _UNPRINTABLE.search(token) if isinstance(token, str) else None
-        if bad:
-            raise doc.error((key, i), f"control character U+{ord(bad[0]):04X} in a token (tokens are printed)")
-        out.append(str(token))
-    return tuple(out)
-
-
-def _shape(array: np.ndarray) -> str:
-    return "x".join(map(str, array.shape))
-
-
-def _text_hint(value: Any) -> str:
-    """Why a number came out as text: it was written in quotes."""
-    if isinstance(value, str) and _NUMBER.fullmatch(value):
-        return " (a number in quotes is text: remove the quotes)"
-    return ""
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, str):
-        return f"text {clip(value)!r}"
-    if isinstance(value, list):
-        return "an empty list" if not value else "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"{type(value).__name__} {clip(repr(value), 40)}"

@@ -13,31 +13,17 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from attnx.analysis.diff import Comparison, Location, Side, Sweep, TensorComparison, Variant
+from attnx.analysis.diff import Sweep, Variant
 from attnx.core.result import AttentionResult
-from attnx.render.colours import FAIL, LABEL, PASS, WARNING
-from attnx.render.engines import diff_to_dict, sci, tolerance_text
+from attnx.render.colours import WARNING
 from attnx.render.fitted import FittedGrid
-from attnx.render.formats import TENSOR_AXES
-from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of, weight_heatmaps
-from attnx.render.layout import compact_table, verdict
+from attnx.render.heatmap import HeatScale, legend, scale_of, weight_heatmaps
+from attnx.render.layout import add_columns, compact_table
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
 
-DIFF_KEYS = ("max_abs", "max_rel", "worst_index", "rtol", "atol")  # null where a tensor could not be compared
 FLAGS = {"heads": "--heads", "scale": "--scale", "layout": "--layout", "kv_heads": "--kv-heads"}
-
-
-def _table(title: str | None = None) -> Table:
-    return compact_table(title)
-
-
-def _columns(table: Table, *headers: str, numeric: bool = True) -> None:
-    """Numbers are never wrapped nor cut; text (labels, locations, shapes) wraps when the width is short."""
-    for header in headers:
-        table.add_column(header, justify="right" if numeric else "left", header_style=LABEL,
-                         no_wrap=numeric, overflow="fold")  # fmt: skip
 
 
 def _weights(result: AttentionResult) -> np.ndarray:
@@ -116,11 +102,11 @@ def variants_table(sweep: Sweep, precision: int) -> Table:
     table (see ``sweep_view``), so the table keeps to 60 columns; labels wrap, numbers never.
     """
     _, varying = split_settings(sweep, precision)
-    table = _table("Configurations")
-    _columns(table, "config", numeric=False)
+    table = compact_table("Configurations")
+    add_columns(table, "config", numeric=False)
     for name in varying:
-        _columns(table, name, numeric=name in NUMERIC_SETTINGS)
-    _columns(table, "head", "std scaled", "mean max w")
+        add_columns(table, name, numeric=name in NUMERIC_SETTINGS)
+    add_columns(table, "head", "std scaled", "mean max w")
     for variant in sweep.variants:
         r, s = variant.result, variant.saturation
         if r is None or s is None:
@@ -310,213 +296,4 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
             }
             for s in sweep.shifts
         ],
-    }
-
-
-def locate(name: str, index: Sequence[int], side: Side) -> str:
-    """Where an element sits, for people: ``head 0 · cat → The`` (heads from 0, tokens by name)."""
-    parts = []
-    for axis, i in zip(TENSOR_AXES.get(name, ()), index, strict=False):
-        if axis == "head":
-            parts.append(f"head {i}")
-        elif axis == "kv_head":
-            parts.append(f"K/V head {i}")
-        elif axis == "query":
-            parts.append(side.tokens[i] if i < len(side.tokens) else f"query {i}")
-        elif axis == "key":
-            parts.append(f"→ {side.key_tokens[i]}" if i < len(side.key_tokens) else f"→ key {i}")
-        else:
-            parts.append(f"d{i}")
-    return " · ".join(parts).replace(" · →", " →")
-
-
-def _shape(shape: tuple[int, ...] | None) -> str:
-    return "—" if shape is None else "(" + ",".join(map(str, shape)) + ")"
-
-
-def shapes(row: TensorComparison) -> str:
-    """``(2,5,5)`` when both sides agree, else ``(2,5,5) vs (4,5,5)`` (``—`` for a missing side)."""
-    a, b = _shape(row.shape_a), _shape(row.shape_b)
-    return a if a == b else f"{a} vs {b}"
-
-
-def _side_line(label: str, side: Side) -> str:
-    what = "input, computed here" if side.kind == "input" else "attnx result"
-    return f"{label}: {side.source} ({what}, {side.dtype})"
-
-
-def _verdict(row: TensorComparison) -> Text:
-    return Text("pass", style=PASS) if row.passed else Text("FAIL", style=FAIL)
-
-
-def tolerances(comparison: Comparison) -> set[tuple[float, float]]:
-    """The distinct (rtol, atol) pairs the compared tensors were held to."""
-    return {(r.diff.tolerance.rtol, r.diff.tolerance.atol) for r in comparison.rows if r.diff is not None}
-
-
-def comparison_table(comparison: Comparison, *, stacked: int = 0) -> Table:
-    """One row per tensor: shape, max abs and rel difference, where the largest is, verdict.
-
-    Tolerances get columns of their own only where they differ between tensors (float32 scales
-    atol by each tensor's magnitude); otherwise ``comparison_view`` states them once. For narrow
-    terminals, ``stacked`` 1 puts where the largest difference is under the tensor's name instead
-    of in a column of its own, and ``stacked`` 2 the tolerances too: that column of text wraps,
-    the numbers keep their width (see ``FirstFit``).
-    """
-    per_row = len(tolerances(comparison)) > 1
-    tolerance_columns = per_row and stacked < 2
-    table = _table()
-    _columns(table, "tensor · largest at" if stacked else "tensor", numeric=False)
-    _columns(table, "shape", "max abs", "max rel", *(("rtol", "atol") if tolerance_columns else ()))
-    if not stacked:
-        _columns(table, "largest at", numeric=False)
-    _columns(table, "verdict", numeric=False)
-    for row in comparison.rows:
-        d = row.diff
-        if d is None:  # the problem's first words; the shape column shows the shapes
-            numbers = [""] * (4 if tolerance_columns else 2)
-            at = Text((row.problem or "").partition(":")[0], style=WARNING)
-        else:
-            numbers = [sci(d.max_abs), sci(d.max_rel)]
-            rtol, atol = tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol)
-            if tolerance_columns:
-                numbers += [rtol, atol]
-            where = locate(row.name, row.largest[0].index, comparison.a) if row.largest else ""
-            at = Text(f"at {where}" if stacked and where else where)
-            if per_row and not tolerance_columns:
-                at.append(f"{chr(10) + '  ' if where else ''}rtol {rtol} · atol {atol}", style="dim")
-        if stacked:
-            name = Text(row.name)
-            if at.plain:
-                name.append("\n  ").append_text(at)
-            table.add_row(name, shapes(row), *numbers, _verdict(row))
-        else:
-            table.add_row(row.name, shapes(row), *numbers, at, _verdict(row))
-    return table
-
-
-class FirstFit:
-    """The first of several renderings that fits the width without wrapping, else the last (the narrowest)."""
-
-    def __init__(self, *choices: RenderableType) -> None:
-        self.choices = choices
-
-    @staticmethod
-    def natural(console: Console, options: ConsoleOptions, renderable: RenderableType) -> int:
-        """The width ``renderable`` takes when nothing limits it."""
-        return Measurement.get(console, options.update(max_width=1 << 16), renderable).maximum
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for choice in self.choices[:-1]:
-            if self.natural(console, options, choice) <= options.max_width:
-                yield choice
-                return
-        yield self.choices[-1]
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        sizes = [Measurement.get(console, options, choice) for choice in self.choices]
-        return Measurement(min(size.minimum for size in sizes), sizes[0].maximum)
-
-
-def largest_table(comparison: Comparison, precision: int) -> Table | None:
-    """The largest differences of every tensor beyond tolerance (None when none is)."""
-    failing = [row for row in comparison.rows if row.diff is not None and not row.passed]
-    if not failing:
-        return None
-    table = _table("Largest differences")
-    _columns(table, "tensor", "at", numeric=False)
-    _columns(table, "A", "B", "|A − B|")
-    for row in failing:
-        for n, loc in enumerate(row.largest):
-            table.add_row(row.name if n == 0 else "", Text(locate(row.name, loc.index, comparison.a)),
-                          fmt(loc.a, precision), fmt(loc.b, precision), sci(loc.abs_diff))  # fmt: skip
-    return table
-
-
-def delta_heatmaps(
-    comparison: Comparison, precision: int, *, colour: bool, max_rows: int | None = None
-) -> RenderableType:
-    """Per head (from 0), ``|A − B|`` of the weights as a heatmap, with its legend; a pair both sides mask is
-    drawn as `run` draws a masked cell."""
-    delta = comparison.weight_delta
-    if delta is None:
-        return Text("no heatmap: the weights are missing on one side or differ in shape", style="dim")
-    scale = scale_of([delta], name="|A − B| of weights")
-    a = comparison.a
-    rows = a.tokens or [str(i) for i in range(delta.shape[1])]
-    keys = a.key_tokens or [str(j) for j in range(delta.shape[2])]
-    grids = [
-        heatmap(f"Head {h} · |A − B| of weights", delta[h], rows, keys, precision, scale=scale, colour=colour,
-                blocked=comparison.masked, max_rows=max_rows)
-        for h in range(delta.shape[0])
-    ]  # fmt: skip
-    parts: list[RenderableType] = [Columns(grids, padding=(1, 4)), legend(scale, precision, colour)]
-    if comparison.masked is not None and comparison.masked.any():
-        parts.append(Text(MASKED_NOTE.partition(";")[0], style="dim"))
-    return Group(*parts)
-
-
-def comparison_view(
-    comparison: Comparison,
-    precision: int,
-    *,
-    heatmap: bool = False,
-    colour: bool = True,
-    max_rows: int | None = None,
-) -> RenderableType:
-    """Everything `attnx diff A B` prints: the sides, the tensor table, the largest differences and a verdict.
-
-    Heatmaps of more than ``max_rows`` rows show both ends.
-    """
-    lines = [_side_line("A", comparison.a), f"{_side_line('B', comparison.b)} · B is the reference"]
-    shared = tolerances(comparison)
-    if len(shared) == 1:
-        ((rtol, atol),) = shared
-        lines.append(f"tolerance: |A − B| ≤ atol + rtol·|B|, rtol {tolerance_text(rtol)}, atol {tolerance_text(atol)}")
-    layouts = (0, 1, 2) if len(tolerances(comparison)) > 1 else (0, 1)
-    table = FirstFit(*(comparison_table(comparison, stacked=layout) for layout in layouts))
-    parts: list[RenderableType] = [Text("\n".join(lines), style="dim"), table]
-    largest = largest_table(comparison, precision)
-    if largest is not None:
-        parts.append(largest)
-    if heatmap:
-        parts.append(delta_heatmaps(comparison, precision, colour=colour, max_rows=max_rows))
-    total = len(comparison.rows)
-    parts.append(verdict(comparison.passed, f"A and B agree: all {total} tensors within tolerance",
-                         f"A and B differ: {comparison.failures} of {total} tensors"))  # fmt: skip
-    return Group(*parts)
-
-
-def _location(loc: Location) -> dict[str, Any]:
-    return {"index": list(loc.index), "a": to_plain(np.asarray(loc.a)), "b": to_plain(np.asarray(loc.b)),
-            "abs_diff": to_plain(np.asarray(loc.abs_diff))}  # fmt: skip
-
-
-def _side(side: Side) -> dict[str, Any]:
-    return {"source": side.source, "kind": side.kind, "dtype": side.dtype}
-
-
-def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
-    """The JSON object of `attnx diff A B` (``format_version`` first; indices 0-based)."""
-    rows = []
-    for row in comparison.rows:
-        numbers = diff_to_dict(row.diff) if row.diff is not None else {**dict.fromkeys(DIFF_KEYS), "passed": False}
-        rows.append(
-            {
-                "tensor": row.name,
-                "axes": list(TENSOR_AXES.get(row.name, ())),
-                "shape_a": None if row.shape_a is None else list(row.shape_a),
-                "shape_b": None if row.shape_b is None else list(row.shape_b),
-                "problem": row.problem,
-                **numbers,
-                "largest": [_location(loc) for loc in row.largest],
-            }
-        )
-    return {
-        "format_version": FORMAT_VERSION,
-        "mode": "inputs",
-        "a": _side(comparison.a),
-        "b": _side(comparison.b),
-        "passed": comparison.passed,
-        "tensors": rows,
     }

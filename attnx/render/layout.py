@@ -8,7 +8,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from attnx.render.colours import FAIL, PASS
+from attnx.render.colours import FAIL, LABEL, PASS
 
 
 def compact_table(title: str | Text | None = None, **options: Any) -> Table:
@@ -31,3 +31,11 @@ def compact_table(title: str | Text | None = None, **options: Any) -> Table:
 def verdict(passed: bool, agree: str, differ: str) -> Text:
     """The last line of a comparison: ``agree`` in bold PASS colour, or ``differ`` in FAIL colour."""
     return Text(agree, style=f"bold {PASS}") if passed else Text(differ, style=FAIL)
+
+
+def add_columns(table: Table, *headers: str, numeric: bool = True) -> None:
+    """Columns of ``headers``: numbers are never wrapped nor cut; text (labels, locations, shapes) wraps when
+    the width is short."""
+    for header in headers:
+        table.add_column(header, justify="right" if numeric else "left", header_style=LABEL,
+                         no_wrap=numeric, overflow="fold")  # fmt: skip
