@@ -105,16 +105,25 @@ class ProjectedInputs:
     w_v: Linear
 
     @classmethod
-    def of(cls, x: np.ndarray, w_q: Linear, w_k: Linear, w_v: Linear, x_kv: np.ndarray | None = None,
-           where: str = "<input>") -> ProjectedInputs:  # fmt: skip
+    def of(
+        cls,
+        x: np.ndarray,
+        w_q: Linear,
+        w_k: Linear,
+        w_v: Linear,
+        x_kv: np.ndarray | None = None,
+        where: str = "<input>",
+    ) -> ProjectedInputs:
         """Checked, read-only copies of X (and ``x_kv``), with projections whose widths fit them."""
         x = _matrix(x, "x", where)
         kv_source = x if x_kv is None else _matrix(x_kv, "x_kv", where)
         for name, w, reads in (("w_q", w_q, x), ("w_k", w_k, kv_source), ("w_v", w_v, kv_source)):
             if w.d_in != reads.shape[1]:
                 what = "x" if name == "w_q" or x_kv is None else "x_kv"
-                raise ConfigError(f"{where}: {name} must have {reads.shape[1]} rows ({what} has "
-                                  f"{reads.shape[1]} columns), got {w.d_in}")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: {name} must have {reads.shape[1]} rows ({what} has "
+                    f"{reads.shape[1]} columns), got {w.d_in}"
+                )
             if w.bias is not None and w.bias.shape != (w.d_out,):
                 raise ConfigError(f"{where}: b_{name[2]} must have {w.d_out} values, got {w.bias.size}")
         if w_k.d_out != w_v.d_out:

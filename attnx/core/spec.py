@@ -21,10 +21,8 @@ import numpy as np
 
 from attnx.core.heads import columns_of, divisors, largest_abs, pool_heads
 from attnx.core.inputs import DirectInputs, Inputs, Linear, ProjectedInputs, frozen, shape_text
+from attnx.core.settings import LAYOUTS, SCALE_MODES, AttentionSettings
 from attnx.errors import ConfigError
-
-SCALE_MODES = ("sqrt_dk", "sqrt_d_model", "none")
-LAYOUTS = ("contiguous", "interleaved")
 
 __all__ = [
     "LAYOUTS",
@@ -40,57 +38,7 @@ __all__ = [
     "frozen",
     "largest_abs",
     "pool_heads",
-]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class AttentionSettings:
-    """How attention is taken: ``heads`` query heads reading ``kv_heads`` K/V heads (GQA when fewer),
-    the score ``scale`` (a mode of ``SCALE_MODES`` or a number), the head ``layout`` of the columns,
-    a causal mask, and the heads zeroed before concatenation (0-based). Checked when made."""
-
-    heads: int
-    kv_heads: int
-    scale: str | float = "sqrt_dk"
-    layout: str = "contiguous"
-    causal: bool = False
-    dropped_heads: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name in ("heads", "kv_heads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
-        if self.heads % self.kv_heads:
-            raise ConfigError(f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}; "
-                              f"kv_heads that work: {', '.join(map(str, divisors(self.heads)))}")  # fmt: skip
-        if isinstance(self.scale, str):
-            if self.scale not in SCALE_MODES:
-                raise ConfigError(f"scale must be a number or one of {', '.join(SCALE_MODES)}")
-        elif isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not math.isfinite(self.scale):
-            raise ConfigError(f"scale must be a finite number or one of {', '.join(SCALE_MODES)}")
-        if self.layout not in LAYOUTS:
-            raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
-        bad = [h for h in self.dropped_heads if not 0 <= h < self.heads]
-        if bad:
-            raise ConfigError(f"cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")
-        if tuple(sorted(set(self.dropped_heads))) != self.dropped_heads:
-            raise ConfigError(f"dropped_heads must be sorted and distinct, got {self.dropped_heads!r}")
-
-    @classmethod
-    def of(cls, heads: int, kv_heads: int | None = None, *, dropped_heads: Sequence[int] = (), where: str = "<input>",
-           **rest: Any) -> AttentionSettings:  # fmt: skip
-        """Settings with ``kv_heads`` defaulting to ``heads`` and dropped heads sorted; errors name ``where``."""
-        try:
-            return cls(heads, heads if kv_heads is None else kv_heads, dropped_heads=tuple(sorted(set(dropped_heads))),
-                       **rest)  # fmt: skip
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-
-    @property
-    def group_size(self) -> int:
-        """Query heads per K/V head (1 without GQA)."""
-        return self.heads // self.kv_heads
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,14 +69,21 @@ class AttentionSpec:
         where, settings = self.source, self.settings
         n, m, d_model, kv_width = self.inputs.shapes
         if d_model % settings.heads:
-            raise ConfigError(f"{where}: d_model {d_model} is not divisible by heads {settings.heads}; "
-                              f"head counts that work: {', '.join(map(str, divisors(d_model)))}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: d_model {d_model} is not divisible by heads {settings.heads}; "
+                f"head counts that work: {', '.join(map(str, divisors(d_model)))}"
+            )
         d_k = d_model // settings.heads
         if kv_width != settings.kv_heads * d_k:
-            raise ConfigError(f"{where}: keys and values must have kv_heads × d_k = {settings.kv_heads} × {d_k} = "
-                              f"{settings.kv_heads * d_k} columns, got {kv_width}")  # fmt: skip
-        for what, count, expected in (("query tokens", len(self.tokens), n), ("key tokens", len(self.key_tokens), m),
-                                      ("query positions", len(self.query_positions), n)):  # fmt: skip
+            raise ConfigError(
+                f"{where}: keys and values must have kv_heads × d_k = {settings.kv_heads} × {d_k} = "
+                f"{settings.kv_heads * d_k} columns, got {kv_width}"
+            )
+        for what, count, expected in (
+            ("query tokens", len(self.tokens), n),
+            ("key tokens", len(self.key_tokens), m),
+            ("query positions", len(self.query_positions), n),
+        ):
             if count != expected:
                 rows = "queries" if expected == n else "keys"
                 raise ConfigError(f"{where}: {count} {what} given but there are {expected} {rows}")
@@ -139,29 +94,62 @@ class AttentionSpec:
         if self.w_o is not None and self.w_o.d_in != d_model:
             raise ConfigError(f"{where}: w_o must have {d_model} rows (the concatenated heads), got {self.w_o.d_in}")
         pooled, kv = self.kv_pooled_from, settings.kv_heads
-        if pooled is not None and (isinstance(pooled, bool) or not isinstance(pooled, int) or pooled <= kv
-                                   or pooled % kv):  # fmt: skip
-            raise ConfigError(f"{where}: kv_pooled_from must be a multiple of kv_heads {kv} larger than it, "
-                              f"got {pooled!r}")  # fmt: skip
+        if pooled is not None and (
+            isinstance(pooled, bool) or not isinstance(pooled, int) or pooled <= kv or pooled % kv
+        ):
+            raise ConfigError(
+                f"{where}: kv_pooled_from must be a multiple of kv_heads {kv} larger than it, got {pooled!r}"
+            )
 
     @classmethod
-    def of(cls, inputs: Inputs, settings: AttentionSettings, tokens: Sequence[str], key_tokens: Sequence[str], *,
-           query_positions: Sequence[int] | None = None, mask: np.ndarray | None = None,
-           padding: np.ndarray | None = None, **rest: Any) -> AttentionSpec:  # fmt: skip
+    def of(
+        cls,
+        inputs: Inputs,
+        settings: AttentionSettings,
+        tokens: Sequence[str],
+        key_tokens: Sequence[str],
+        *,
+        query_positions: Sequence[int] | None = None,
+        mask: np.ndarray | None = None,
+        padding: np.ndarray | None = None,
+        **rest: Any,
+    ) -> AttentionSpec:
         """A spec from its parts: labels as tuples, positions 0..N-1 by default, masks as read-only booleans."""
         n = inputs.shapes[0]
-        return cls(inputs, settings, tuple(tokens), tuple(key_tokens),
-                   tuple(range(n)) if query_positions is None else tuple(query_positions),
-                   mask=None if mask is None else frozen(mask, bool),
-                   padding=None if padding is None else frozen(padding, bool), **rest)  # fmt: skip
+        return cls(
+            inputs,
+            settings,
+            tuple(tokens),
+            tuple(key_tokens),
+            tuple(range(n)) if query_positions is None else tuple(query_positions),
+            mask=None if mask is None else frozen(mask, bool),
+            padding=None if padding is None else frozen(padding, bool),
+            **rest,
+        )
 
     @classmethod
-    def build(cls, *, heads: int, tokens: Sequence[str], key_tokens: Sequence[str], source: str = "<input>",
-              q: np.ndarray | None = None, k: np.ndarray | None = None, v: np.ndarray | None = None,
-              x: np.ndarray | None = None, x_kv: np.ndarray | None = None, w_q: Linear | None = None,
-              w_k: Linear | None = None, w_v: Linear | None = None, kv_heads: int | None = None,
-              scale: str | float = "sqrt_dk", layout: str = "contiguous", causal: bool = False,
-              dropped_heads: Sequence[int] = (), **rest: Any) -> AttentionSpec:  # fmt: skip
+    def build(
+        cls,
+        *,
+        heads: int,
+        tokens: Sequence[str],
+        key_tokens: Sequence[str],
+        source: str = "<input>",
+        q: np.ndarray | None = None,
+        k: np.ndarray | None = None,
+        v: np.ndarray | None = None,
+        x: np.ndarray | None = None,
+        x_kv: np.ndarray | None = None,
+        w_q: Linear | None = None,
+        w_k: Linear | None = None,
+        w_v: Linear | None = None,
+        kv_heads: int | None = None,
+        scale: str | float = "sqrt_dk",
+        layout: str = "contiguous",
+        causal: bool = False,
+        dropped_heads: Sequence[int] = (),
+        **rest: Any,
+    ) -> AttentionSpec:
         """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
         ``w_q``, ``w_k``, ``w_v`` (and ``x_kv``); the settings; then ``of``'s keywords."""
         inputs: Inputs
@@ -179,8 +167,9 @@ class AttentionSpec:
             if any(w is not None for w in (w_q, w_k, w_v)) or x_kv is not None:
                 raise ConfigError(f"{source}: w_q, w_k, w_v and x_kv need x; with direct q, k, v leave them out")
             inputs = DirectInputs.of(q, k, v, where=source)
-        settings = AttentionSettings.of(heads, kv_heads, scale=scale, layout=layout, causal=causal,
-                                        dropped_heads=dropped_heads, where=source)  # fmt: skip
+        settings = AttentionSettings.of(
+            heads, kv_heads, scale=scale, layout=layout, causal=causal, dropped_heads=dropped_heads, where=source
+        )
         return cls.of(inputs, settings, tokens, key_tokens, source=source, **rest)
 
     def number_arrays(self) -> dict[str, np.ndarray]:
@@ -235,8 +224,9 @@ class AttentionSpec:
         """The number the raw scores are multiplied by."""
         scale = self.settings.scale
         if isinstance(scale, str):
-            return {"sqrt_dk": 1.0 / math.sqrt(self.d_k), "sqrt_d_model": 1.0 / math.sqrt(self.d_model),
-                    "none": 1.0}[scale]  # fmt: skip
+            return {"sqrt_dk": 1.0 / math.sqrt(self.d_k), "sqrt_d_model": 1.0 / math.sqrt(self.d_model), "none": 1.0}[
+                scale
+            ]
         return float(scale)
 
     @property
@@ -305,8 +295,14 @@ class AttentionSpec:
     def with_settings(self, **changes: Any) -> AttentionSpec:
         """The same inputs with some settings changed (``heads``, ``scale``, ``causal``, ...), validated again."""
         s = self.settings
-        values = {"heads": s.heads, "kv_heads": s.kv_heads, "scale": s.scale, "layout": s.layout,
-                  "causal": s.causal, "dropped_heads": s.dropped_heads} | changes  # fmt: skip
+        values = {
+            "heads": s.heads,
+            "kv_heads": s.kv_heads,
+            "scale": s.scale,
+            "layout": s.layout,
+            "causal": s.causal,
+            "dropped_heads": s.dropped_heads,
+        } | changes
         return replace(self, settings=AttentionSettings.of(where=self.source, **values))
 
     def with_kv_heads(self, kv_heads: int) -> AttentionSpec:
@@ -336,8 +332,11 @@ class AttentionSpec:
         inputs: Inputs
         if isinstance(self.inputs, ProjectedInputs):
             w_k, w_v = self.inputs.w_k, self.inputs.w_v
-            inputs = replace(self.inputs, w_k=Linear(pool(w_k.weight), None if w_k.bias is None else pool(w_k.bias)),
-                             w_v=Linear(pool(w_v.weight), None if w_v.bias is None else pool(w_v.bias)))  # fmt: skip
+            inputs = replace(
+                self.inputs,
+                w_k=Linear(pool(w_k.weight), None if w_k.bias is None else pool(w_k.bias)),
+                w_v=Linear(pool(w_v.weight), None if w_v.bias is None else pool(w_v.bias)),
+            )
         else:
             inputs = replace(self.inputs, k=pool(self.inputs.k), v=pool(self.inputs.v))
         settings = replace(self.settings, kv_heads=kv_heads)

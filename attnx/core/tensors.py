@@ -51,28 +51,67 @@ class Tensor:
 
 
 _ALL = (
-    Tensor("q", ("head", "query", "d_k"), "the slice of Q each head reads (projected, if W_q exists)",
-           section="q", since="1.1"),
-    Tensor("k", ("kv_head", "key", "d_k"), "the slice of K each K/V head holds (projected, if W_k exists)",
-           section="k", since="1.1"),
-    Tensor("v", ("kv_head", "key", "d_k"), "the slice of V each K/V head holds (projected, if W_v exists)",
-           section="v", since="1.1"),
+    Tensor(
+        "q",
+        ("head", "query", "d_k"),
+        "the slice of Q each head reads (projected, if W_q exists)",
+        section="q",
+        since="1.1",
+    ),
+    Tensor(
+        "k",
+        ("kv_head", "key", "d_k"),
+        "the slice of K each K/V head holds (projected, if W_k exists)",
+        section="k",
+        since="1.1",
+    ),
+    Tensor(
+        "v",
+        ("kv_head", "key", "d_k"),
+        "the slice of V each K/V head holds (projected, if W_v exists)",
+        section="v",
+        since="1.1",
+    ),
     Tensor("scores", ("head", "query", "key"), "raw dot products Q_h·K_hᵀ", section="scores", matrix=True),
     Tensor("scaled", ("head", "query", "key"), "scores × scale, before any mask", section="scaled", matrix=True),
-    Tensor("weights", ("head", "query", "key"), "softmax of scaled over the allowed keys", section="weights",
-           matrix=True),
+    Tensor(
+        "weights", ("head", "query", "key"), "softmax of scaled over the allowed keys", section="weights", matrix=True
+    ),
     Tensor("head_outputs", ("head", "query", "d_k"), "weights · V, per head", section="heads"),
     Tensor("output", ("query", "d_model"), "head outputs concatenated (dropped heads zeroed)", section="output"),
     Tensor("average_weights", ("query", "key"), "weights averaged over heads", section="average", matrix=True),
-    Tensor("projected", ("query", "d_out"), "output · W_o + b_o", section="projected", present="the input has w_o",
-           absent="the input has no w_o"),
-    Tensor("mask", ("query", "key"), "true where a query may attend a key", matrix=True, dtype="bool",
-           present="the input has a mask, padding or causal", absent="the input has no mask or padding"),
-    Tensor("intact_output", ("query", "d_model"), "output with no head dropped", present="heads were dropped",
-           exported=False),
-    Tensor("intact_projected", ("query", "d_out"), "projected with no head dropped",
-           present="heads were dropped and the input has w_o", exported=False),
-)  # fmt: skip
+    Tensor(
+        "projected",
+        ("query", "d_out"),
+        "output · W_o + b_o",
+        section="projected",
+        present="the input has w_o",
+        absent="the input has no w_o",
+    ),
+    Tensor(
+        "mask",
+        ("query", "key"),
+        "true where a query may attend a key",
+        matrix=True,
+        dtype="bool",
+        present="the input has a mask, padding or causal",
+        absent="the input has no mask or padding",
+    ),
+    Tensor(
+        "intact_output",
+        ("query", "d_model"),
+        "output with no head dropped",
+        present="heads were dropped",
+        exported=False,
+    ),
+    Tensor(
+        "intact_projected",
+        ("query", "d_out"),
+        "projected with no head dropped",
+        present="heads were dropped and the input has w_o",
+        exported=False,
+    ),
+)
 
 TENSORS: dict[str, Tensor] = {tensor.name: tensor for tensor in _ALL}
 # Arrays an engine computes (``needs`` names these); ``mask`` comes from the spec, not the engine.
@@ -81,10 +120,11 @@ COMPUTED = tuple(name for name in TENSORS if name != "mask")
 MATRICES = frozenset(name for name, tensor in TENSORS.items() if tensor.matrix and name != "mask")
 # What the machine formats write, in the order they list tensors: those of format 1.0, then later ones.
 EXPORTED = tuple(
-    name for name, _ in sorted(
+    name
+    for name, _ in sorted(
         ((name, tensor) for name, tensor in TENSORS.items() if tensor.exported), key=lambda item: item[1].since
     )
-)  # fmt: skip
+)
 # Run's table sections, in the order the tables print: each tensor's, and ``ablation`` after ``projected``.
 SECTIONS = (*(t.section for t in _ALL if t.section and t.section not in ("average",)), "ablation", "average")
 

@@ -9,7 +9,7 @@ from attnx.core.result import TIE_ULPS, row_maxima
 from attnx.engines import compute
 from attnx.io import load_spec
 
-GQA = str(Path(__file__).parents[1] / "configs" / "gqa.yaml")
+GQA = str(Path(__file__).parents[2] / "configs" / "gqa.yaml")
 
 
 class TestRowMaxima:
