@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnx.core.heads import divisors
+from attnx.core.positions import Rotary
 from attnx.errors import ConfigError
 
 SCALE_MODES = ("sqrt_dk", "sqrt_d_model", "none")
@@ -18,7 +19,8 @@ LAYOUTS = ("contiguous", "interleaved")
 class AttentionSettings:
     """How attention is taken: ``heads`` query heads reading ``kv_heads`` K/V heads (GQA when fewer),
     the score ``scale`` (a mode of ``SCALE_MODES`` or a number), the head ``layout`` of the columns,
-    a causal mask, and the heads zeroed before concatenation (0-based). Checked when made."""
+    a causal mask, the heads zeroed before concatenation (0-based), and the rotary positions that turn
+    each head's Q and K before the scores (None: none). Checked when made."""
 
     heads: int
     kv_heads: int
@@ -26,6 +28,7 @@ class AttentionSettings:
     layout: str = "contiguous"
     causal: bool = False
     dropped_heads: tuple[int, ...] = ()
+    rotary: Rotary | None = None
 
     def __post_init__(self) -> None:
         for name in ("heads", "kv_heads"):

@@ -5,8 +5,8 @@ A spec is its inputs, in one of two forms (``DirectInputs``: Q, K and V as given
 (``AttentionSettings``: heads, K/V heads, scale, layout, causal, dropped heads), the token labels
 and masks, and an optional output projection. Each part checks itself when it is made; the spec
 checks that the parts agree. Engines compute in three steps: project the inputs to Q, K and V,
-split them into heads, then attend (scores, softmax, values); a positional step (rotary
-positions) belongs between the second and the third.
+split them into heads (and turn each head's Q and K by position, with rotary settings), then
+attend (scores, softmax, values).
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ class AttentionSpec:
                 f"head counts that work: {', '.join(map(str, divisors(d_model)))}"
             )
         d_k = d_model // settings.heads
+        if settings.rotary is not None and settings.rotary.width(d_k) < 2:
+            raise ConfigError(
+                f"{where}: rope turns pairs of columns: {settings.rotary.fraction} of d_k = {d_k} leaves none"
+            )
         if kv_width != settings.kv_heads * d_k:
             raise ConfigError(
                 f"{where}: keys and values must have kv_heads × d_k = {settings.kv_heads} × {d_k} = "
@@ -302,6 +306,7 @@ class AttentionSpec:
             "layout": s.layout,
             "causal": s.causal,
             "dropped_heads": s.dropped_heads,
+            "rotary": s.rotary,
         } | changes
         return replace(self, settings=AttentionSettings.of(where=self.source, **values))
 

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec, DirectInputs, Inputs, Linear
 from attnx.core.tensors import COMPUTED
 
@@ -71,6 +72,12 @@ def project(ops: Backend, inputs: Inputs) -> tuple[Array, Array, Array]:
     return linear(ops, x, inputs.w_q), linear(ops, x_kv, inputs.w_k), linear(ops, x_kv, inputs.w_v)
 
 
+def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray) -> Array:
+    """``heads`` ``[head, token, d_k]`` turned by ``rotary`` at the tokens' ``positions`` (see attnx.core.positions)."""
+    cos, sin, turn = rotary.tables(positions, heads.shape[-1])  # (n, d_k), (n, d_k), (d_k, d_k)
+    return heads * ops.array(cos) + (heads @ ops.array(turn)) * ops.array(sin)  # (H, n, d_k)
+
+
 def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[str]) -> dict[str, Array]:
     """The textbook computation on whole matrices: every intermediate, as arrays of the backend.
 
@@ -107,10 +114,13 @@ def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None =
     settings = spec.settings
     # 1. Project: Q, K and V as the input gives them, or made from X.
     q, k, v = project(ops, spec.inputs)  # (N, d_model), (M, H_kv·d_k), (M, H_kv·d_k)
-    # 2. Split into heads. (A positional step, such as rotary positions, acts on these heads.)
+    # 2. Split into heads, then turn Q and K by position (rotary positions), when the settings ask.
     q_heads = split_heads(ops, q, settings.heads, settings.layout)  # (H, N, d_k)
     k_heads = split_heads(ops, k, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
     v_heads = split_heads(ops, v, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
+    if settings.rotary is not None:
+        q_heads = rotate(ops, q_heads, settings.rotary, spec.positions)  # (H, N, d_k)
+        k_heads = rotate(ops, k_heads, settings.rotary, np.arange(spec.n_keys))  # (H_kv, M, d_k)
     # 3. Attend: scores, softmax over the allowed keys, weighted values.
     out = ops.attend(q_heads, k_heads, v_heads, spec, keep)
     for name, heads in (("q", q_heads), ("k", k_heads), ("v", v_heads)):

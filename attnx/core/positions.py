@@ -1,0 +1,73 @@
+"""Rotary positions (RoPE): each head's Q and K turned, pair of columns by pair, by angles that grow with position.
+
+Pair ``i`` of a head's first ``r`` columns (``r`` = ``fraction`` × d_k, even) turns by position × θ^(−2i/r):
+its two numbers (a, b) become (a·cos − b·sin, a·sin + b·cos). The dot product of a rotated query at
+position m with a rotated key at position n then depends on m − n alone, pair by pair. Columns past ``r``
+pass unturned (partial rotary). Two ways to pair columns exist:
+
+- ``half``: column i with column i + r/2, as Hugging Face checkpoints store Q and K;
+- ``interleaved``: column 2i with column 2i + 1, as the original Llama release did.
+
+The turn is written as ``x·cos + (x @ R)·sin`` with a fixed signed permutation R, so that every engine applies
+it with the arithmetic it already has.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnx.errors import ConfigError
+
+PAIRINGS = ("half", "interleaved")
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """How Q and K are turned by position: base ``theta``, the column ``pairs`` and the ``fraction`` of d_k turned."""
+
+    theta: float = 10000.0
+    pairs: str = "half"
+    fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.theta, bool) or not isinstance(self.theta, (int, float)) or not math.isfinite(self.theta):
+            raise ConfigError(f"rope theta must be a finite number above 1, got {self.theta!r}")
+        if self.theta <= 1:
+            raise ConfigError(f"rope theta must be a finite number above 1, got {self.theta!r}")
+        if self.pairs not in PAIRINGS:
+            raise ConfigError(f"rope pairs must be one of {', '.join(PAIRINGS)}, got {self.pairs!r}")
+        fraction = self.fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise ConfigError(f"rope fraction must be a number in (0, 1], got {fraction!r}")
+
+    def width(self, d_k: int) -> int:
+        """How many of a head's ``d_k`` columns are turned: ``fraction × d_k``, rounded down to even."""
+        return int(d_k * self.fraction) // 2 * 2
+
+    def frequencies(self, d_k: int) -> np.ndarray:
+        """The angle per position of each pair, θ^(−2i/r) for i = 0 … r/2 − 1 (float64)."""
+        r = self.width(d_k)
+        return self.theta ** (-np.arange(0, r, 2, dtype=np.float64) / r)
+
+    def tables(self, positions: np.ndarray, d_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``cos`` and ``sin`` ``[position, d_k]`` (1 and 0 on unturned columns) and R ``[d_k, d_k]``, in float64.
+
+        Turned, a row x of a head is ``x * cos + (x @ R) * sin``.
+        """
+        r = self.width(d_k)
+        if r < 2:
+            raise ConfigError(f"rope turns pairs of columns: {self.fraction} of d_k = {d_k} leaves none")
+        angles = np.asarray(positions, dtype=np.float64)[:, None] * self.frequencies(d_k)[None, :]  # (n, r/2)
+        cos, sin = np.ones((len(angles), d_k)), np.zeros((len(angles), d_k))
+        half = r // 2
+        first = np.arange(half) if self.pairs == "half" else np.arange(0, r, 2)  # the first column of each pair
+        second = first + half if self.pairs == "half" else first + 1  # its partner
+        for column in (first, second):
+            cos[:, column], sin[:, column] = np.cos(angles), np.sin(angles)
+        turn = np.zeros((d_k, d_k))
+        turn[second, first] = -1.0  # (x @ R)[first] = -x[second]
+        turn[first, second] = 1.0  # (x @ R)[second] = x[first]
+        return cos, sin, turn
