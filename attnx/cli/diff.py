@@ -34,6 +34,8 @@ from attnx.cli.options import (
     QuietOpt,
     ReportFormat,
     ReportFormatOpt,
+    RopePairsOpt,
+    RopeThetaOpt,
     RowsOpt,
     SeedOpt,
     TextOpt,
@@ -139,6 +141,8 @@ def diff(
     tokens: TokensOpt = None,
     d_model: DModelOpt = None,
     causal: CausalOpt = False,
+    rope_theta: RopeThetaOpt = None,
+    rope_pairs: RopePairsOpt = None,
     model: ModelOpt = None,
     text: TextOpt = None,
     layer: LayerOpt = None,
@@ -187,7 +191,9 @@ def diff(
     sweeps = {name: values for name, values in settings.items() if len(values) > 1}
     # Overrides fields named at run time (heads, scale, layout, kv_heads), one value each.
     fixed: dict[str, Any] = {name: values[0] for name, values in settings.items() if len(values) == 1}
-    overrides = InputFlags(seed=seed, tokens=tokens, d_model=d_model, causal=causal).overrides()
+    overrides = InputFlags(
+        seed=seed, tokens=tokens, d_model=d_model, causal=causal, rope_theta=rope_theta, rope_pairs=rope_pairs
+    ).overrides()
     limits = caps.limits()
     from attnx.cli.model_input import model_spec
     from attnx.render import diff as render

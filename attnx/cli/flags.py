@@ -37,6 +37,8 @@ from attnx.cli.options import (
     OutputOpt,
     QuietOpt,
     ReportFormat,
+    RopePairsOpt,
+    RopeThetaOpt,
     RowFormat,
     RowsOpt,
     ScaleOpt,
@@ -73,7 +75,8 @@ class FlagGroup:
 
 @dataclasses.dataclass(frozen=True)
 class InputFlags(FlagGroup):
-    """-H, --seed, --tokens, --d-model, --kv-heads, --scale, --layout, --causal: what replaces the input's keys."""
+    """-H, --seed, --tokens, --d-model, --kv-heads, --scale, --layout, --rope-theta, --rope-pairs, --causal: what
+    replaces the input's keys."""
 
     heads: HeadsOpt = None
     seed: SeedOpt = None
@@ -82,6 +85,8 @@ class InputFlags(FlagGroup):
     kv_heads: KvHeadsOpt = None
     scale: ScaleOpt = None
     layout: LayoutOpt = None
+    rope_theta: RopeThetaOpt = None
+    rope_pairs: RopePairsOpt = None
     causal: CausalOpt = False
 
     def overrides(self, drop_heads: list[int] | None = None) -> Overrides:
@@ -96,6 +101,8 @@ class InputFlags(FlagGroup):
             kv_heads=self.kv_heads,
             scale=parse_scale(self.scale) if self.scale is not None else None,
             layout=self.layout.value if self.layout is not None else None,
+            rope_theta=self.rope_theta,
+            rope_pairs=self.rope_pairs.value if self.rope_pairs is not None else None,
             causal=self.causal,
             drop_heads=tuple(drop_heads or ()),
         )
@@ -105,6 +112,7 @@ class InputFlags(FlagGroup):
         return {
             "-H/--heads": self.heads, "--seed": self.seed, "--tokens": self.tokens, "--d-model": self.d_model,
             "--kv-heads": self.kv_heads, "--scale": self.scale, "--layout": self.layout, "--causal": self.causal,
+            "--rope-theta": self.rope_theta, "--rope-pairs": self.rope_pairs,
         }  # fmt: skip
 
 

@@ -55,6 +55,13 @@ class Engine(str, Enum):
     torch = "torch"
 
 
+class RopePairs(str, Enum):
+    """Which columns of a head rotary positions turn together."""
+
+    half = "half"
+    interleaved = "interleaved"
+
+
 class Layout(str, Enum):
     """How heads own the columns of Q, K and V."""
 
@@ -109,6 +116,16 @@ LayoutOpt = Annotated[
     Layout | None,
     typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H).",
                  show_default=False),
+]  # fmt: skip
+RopeThetaOpt = Annotated[
+    float | None,
+    typer.Option("--rope-theta", metavar="THETA", show_default=False,
+                 help="Turn Q and K by rotary positions (RoPE) with this base, e.g. 10000."),
+]  # fmt: skip
+RopePairsOpt = Annotated[
+    RopePairs | None,
+    typer.Option("--rope-pairs", show_default=False,
+                 help="RoPE column pairs: half (i, i + d/2, Hugging Face) or interleaved (2i, 2i + 1)."),
 ]  # fmt: skip
 CausalOpt = Annotated[
     bool, typer.Option("--causal", help="Add a causal mask: each query sees itself and earlier keys.")

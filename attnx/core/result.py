@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from attnx.core.positions import Rotary
 from attnx.core.spec import columns_of
 from attnx.core.tensors import COMPUTED, TENSORS
 
@@ -42,6 +43,7 @@ class AttentionResult:
     of K/V heads the input had before a ``--kv-heads`` override mean-pooled them (None: not pooled).
     ``matrix_rows`` names the query rows the H × N × M matrices and ``mask`` hold, when a command
     asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
+    ``rotary`` is the rotary-position setting Q and K were turned by (None: none).
     """
 
     tokens: tuple[str, ...]
@@ -76,6 +78,7 @@ class AttentionResult:
     blocked_pairs: int | None = None
     kv_pooled_from: int | None = None
     matrix_rows: tuple[int, ...] | None = None
+    rotary: Rotary | None = None
 
     def __post_init__(self) -> None:
         for name in TENSORS:
@@ -132,6 +135,7 @@ class AttentionResult:
             dropped_heads=settings.dropped_heads,
             parameters=spec.parameters,
             kv_pooled_from=spec.kv_pooled_from,
+            rotary=settings.rotary,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )

@@ -21,6 +21,7 @@ import numpy as np
 
 from attnx.core.heads import columns_of, divisors, largest_abs, pool_heads
 from attnx.core.inputs import DirectInputs, Inputs, Linear, ProjectedInputs, frozen, shape_text
+from attnx.core.positions import Rotary
 from attnx.core.settings import LAYOUTS, SCALE_MODES, AttentionSettings
 from attnx.errors import ConfigError
 
@@ -152,6 +153,7 @@ class AttentionSpec:
         layout: str = "contiguous",
         causal: bool = False,
         dropped_heads: Sequence[int] = (),
+        rotary: Rotary | None = None,
         **rest: Any,
     ) -> AttentionSpec:
         """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
@@ -172,7 +174,14 @@ class AttentionSpec:
                 raise ConfigError(f"{source}: w_q, w_k, w_v and x_kv need x; with direct q, k, v leave them out")
             inputs = DirectInputs.of(q, k, v, where=source)
         settings = AttentionSettings.of(
-            heads, kv_heads, scale=scale, layout=layout, causal=causal, dropped_heads=dropped_heads, where=source
+            heads,
+            kv_heads,
+            scale=scale,
+            layout=layout,
+            causal=causal,
+            dropped_heads=dropped_heads,
+            rotary=rotary,
+            where=source,
         )
         return cls.of(inputs, settings, tokens, key_tokens, source=source, **rest)
 

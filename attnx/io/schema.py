@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from attnx.core.positions import Rotary
 from attnx.core.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
+from attnx.errors import ConfigError
 from attnx.io.cells import (
     check_shape,
     describe,
@@ -25,7 +27,7 @@ INPUT_VERSION = 1
 KEYS = (
     "version", "tokens", "query_tokens", "key_tokens", "heads", "kv_heads",
     "q", "k", "v", "x", "x_kv", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "w_o", "b_o",
-    "seed", "d_model", "mask", "padding", "scale", "layout",
+    "seed", "d_model", "mask", "padding", "scale", "layout", "rope",
 )  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
@@ -38,7 +40,8 @@ class Overrides:
     ``kv_heads`` sets how many K/V heads random inputs draw; on an input whose K and V have more
     heads, their heads are mean-pooled within each group (``AttentionSpec.with_kv_heads``).
     ``causal`` adds a causal mask to whatever the document masks; ``drop_heads`` (counted from 0,
-    as everywhere) are zeroed before concatenation.
+    as everywhere) are zeroed before concatenation. ``rope_theta`` and ``rope_pairs`` turn Q and K
+    by rotary positions, replacing those keys of the document's ``rope`` (or adding it).
     """
 
     heads: int | None = None
@@ -50,6 +53,8 @@ class Overrides:
     layout: str | None = None
     causal: bool = False
     drop_heads: tuple[int, ...] = ()
+    rope_theta: float | None = None
+    rope_pairs: str | None = None
 
     def apply(self, data: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``data`` with these values put in.
@@ -64,6 +69,11 @@ class Overrides:
                 merged[key] = getattr(self, key)
         if self.tokens is not None:
             merged["tokens"] = list(self.tokens)
+        if self.rope_theta is not None or self.rope_pairs is not None:
+            rope = merged.get("rope")
+            rope = dict(rope) if isinstance(rope, dict) else {}
+            given = {"theta": self.rope_theta, "pairs": self.rope_pairs}
+            merged["rope"] = rope | {key: value for key, value in given.items() if value is not None}
         if self.kv_heads is not None and ("seed" in merged or ("kv_heads" not in merged and _narrow_kv(merged))):
             merged["kv_heads"] = self.kv_heads
         return merged
@@ -131,6 +141,7 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         source=doc.name,
         scale=_scale(doc, data),
         layout=_choice(doc, data, "layout", LAYOUTS),
+        rotary=_rope(doc, data),
         causal=causal,
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,
@@ -280,6 +291,29 @@ def _scale(doc: Document, data: dict[str, Any]) -> str | float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
         return float(value)
     raise doc.error(("scale",), f"expected a number or one of {', '.join(SCALE_MODES)}, got {describe(value)}")
+
+
+ROPE_KEYS = ("theta", "pairs", "fraction")
+
+
+def _rope(doc: Document, data: dict[str, Any]) -> Rotary | None:
+    """The ``rope`` key: absent, null or false (none), true (the defaults), or a mapping of theta, pairs, fraction."""
+    value = data.get("rope")
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Rotary()
+    if not isinstance(value, dict):
+        raise doc.error(
+            ("rope",), f"expected true, false or a mapping of {', '.join(ROPE_KEYS)}, got {describe(value)}"
+        )
+    for key in value:
+        if key not in ROPE_KEYS:
+            raise doc.error(("rope", key), f"unknown key; known keys: {', '.join(ROPE_KEYS)}", key=True)
+    try:
+        return Rotary(**value)
+    except ConfigError as exc:
+        raise doc.error(("rope",), str(exc).removeprefix("rope ")) from None
 
 
 def _choice(doc: Document, data: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnx.core.positions import Rotary
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
@@ -287,4 +288,10 @@ def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
         changes["causal"] = True
     if overrides.drop_heads:
         changes["dropped_heads"] = tuple(overrides.drop_heads)
+    if overrides.rope_theta is not None or overrides.rope_pairs is not None:
+        default = Rotary()
+        changes["rotary"] = Rotary(
+            theta=default.theta if overrides.rope_theta is None else overrides.rope_theta,
+            pairs=overrides.rope_pairs or default.pairs,
+        )
     return spec.with_settings(**changes) if changes else spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +14,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.ablation import Ablation
 from attnx.core.tensors import TENSORS
 
-# 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s.
-FORMAT_VERSION = "1.1"
+# 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s;
+# 1.2 added `rope` to `run`'s JSON.
+FORMAT_VERSION = "1.2"
 # The tensors every JSON result carries (null where not computed); ``projected`` and ``mask`` follow when held.
 ALWAYS = tuple(name for name, tensor in TENSORS.items() if tensor.exported and tensor.present == "always")
 
@@ -49,6 +51,7 @@ def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> di
         "scale": result.scale,
         "scale_mode": result.scale_mode,
         "layout": result.layout,
+        "rope": None if result.rotary is None else dataclasses.asdict(result.rotary),
         "parameters": result.parameters,
         "engine": result.engine,
         "device": result.device,

@@ -17,6 +17,7 @@ from attnx.core.rows import Rows
 from attnx.engines import compute
 from attnx.io import load_spec
 from tests.conftest import AVERAGE_WEIGHTS, DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, OUTPUT, TOKENS
+from tests.runner import run_attnx
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 JSON_KEYS = [
@@ -207,7 +208,7 @@ class TestRunJson:
         result = runner.invoke(app, ["run", "--format", "json"])
         assert result.exit_code == 0
         data = json.loads(result.output)
-        assert next(iter(data)) == "format_version" and data["format_version"] == "1.1"
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.2"
         assert set(JSON_KEYS) <= set(data)
         assert data["tokens"] == list(TOKENS)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
@@ -400,3 +401,36 @@ class TestNeeds:
         assert needs_for(OutputFormat.csv, [], ["weights"]) == {"output", "weights"}
         assert needs_for(OutputFormat.json, [], ["weights"]) is None
         assert needs_for(OutputFormat.npz, [], None) is None
+
+
+class TestRope:
+    """--rope-theta and --rope-pairs turn Q and K of any input; the summary and the JSON say so."""
+
+    def test_scores_are_those_of_the_turned_spec(self) -> None:
+        """run --rope-theta 100 --rope-pairs interleaved: the JSON's scores are compute's on that setting."""
+        from attnx.core.positions import Rotary
+        from attnx.engines import compute
+        from attnx.io import load_spec
+
+        done = run_attnx("run", "--rope-theta", "100", "--rope-pairs", "interleaved", "-f", "json")
+        assert done.code == 0, done.stderr
+        data = json.loads(done.stdout)
+        assert data["format_version"] == "1.2"
+        assert data["rope"] == {"theta": 100.0, "pairs": "interleaved", "fraction": 1.0}
+        expected = compute(load_spec().with_settings(rotary=Rotary(theta=100.0, pairs="interleaved")))
+        np.testing.assert_allclose(data["scores"], expected.scores, rtol=1e-15, atol=0)
+        assert not np.allclose(data["scores"], compute(load_spec()).scores)  # the turn changed them
+        assert json.loads(run_attnx("run", "-f", "json").stdout)["rope"] is None
+
+    def test_summary_names_the_setting(self) -> None:
+        """The table's summary line says RoPE θ and the pairs."""
+        done = run_attnx("run", "--rope-theta", "500", "--show", "weights")
+        assert "RoPE θ 500 (half pairs)" in done.stdout
+
+    def test_bad_theta_is_one_line(self) -> None:
+        """θ at most 1 is bad input: exit 2 with one line."""
+        done = run_attnx("run", "--rope-theta", "0.5")
+        assert done.code == 2
+        assert done.stderr == (
+            "attnx: error: built-in example (cat-sat-on-mat): rope: theta must be a finite number above 1, got 0.5\n"
+        )

@@ -431,3 +431,39 @@ class TestDropHeads:
         """Head 2 of two heads is out of range, and the message says heads are numbered 0..1."""
         with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1$"):
             load_spec(overrides=Overrides(drop_heads=(2,)))
+
+
+class TestRope:
+    """The ``rope`` key: rotary positions for any input, checked where it is written."""
+
+    QKV = "q: [[1, 0], [0, 1]]\nk: [[1, 0], [0, 1]]\nv: [[1, 0], [0, 1]]\n"
+
+    def test_true_is_the_defaults_and_a_mapping_sets_them(self) -> None:
+        """`rope: true` turns with θ 10000 and half pairs; a mapping replaces what it names."""
+        from attnx.core.positions import Rotary
+
+        assert spec_of(self.QKV + "rope: true\n").settings.rotary == Rotary()
+        written = spec_of(self.QKV + "rope: {theta: 500, pairs: interleaved}\n").settings.rotary
+        assert written == Rotary(theta=500.0, pairs="interleaved")
+        assert spec_of(self.QKV).settings.rotary is None and spec_of(self.QKV + "rope: false\n").settings.rotary is None
+
+    def test_command_line_replaces_the_keys_it_names(self) -> None:
+        """--rope-pairs on a file with `rope: {theta: 500}` keeps θ 500; --rope-theta alone adds rope."""
+        from attnx.core.positions import Rotary
+
+        merged = spec_of(self.QKV + "rope: {theta: 500}\n", Overrides(rope_pairs="interleaved")).settings.rotary
+        assert merged == Rotary(theta=500.0, pairs="interleaved")
+        assert spec_of(self.QKV, Overrides(rope_theta=50.0)).settings.rotary == Rotary(theta=50.0)
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("rope: {theta: 1}\n", "in.yaml:4:7: rope: theta must be a finite number above 1, got 1"),
+            ("rope: {base: 10}\n", "in.yaml:4:8: rope.base: unknown key; known keys: theta, pairs, fraction"),
+            ("rope: 5\n", "in.yaml:4:7: rope: expected true, false or a mapping of theta, pairs, fraction, got"),
+            ("rope: {pairs: adjacent}\n", "in.yaml:4:7: rope: pairs must be one of half, interleaved, got 'adjacent'"),
+        ],
+    )
+    def test_bad_rope_is_one_located_line(self, text: str, message: str) -> None:
+        """A wrong `rope` value is refused at its place in the file."""
+        assert error_of(self.QKV + text).startswith(message)
