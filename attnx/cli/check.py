@@ -33,6 +33,7 @@ from attnx.cli.options import (
     SeedOpt,
     TextOpt,
     TokensOpt,
+    WindowOpt,
 )
 from attnx.cli.output import emit
 
@@ -60,6 +61,7 @@ def check(
     layout: LayoutOpt = None,
     rope_theta: RopeThetaOpt = None,
     rope_pairs: RopePairsOpt = None,
+    window: WindowOpt = None,
     causal: CausalOpt = False,
     model: ModelOpt = None,
     text: TextOpt = None,

@@ -42,6 +42,7 @@ from attnx.cli.options import (
     TokensOpt,
     View,
     ViewOpt,
+    WindowOpt,
     parse_scale,
 )
 from attnx.cli.output import warn_fully_masked
@@ -143,6 +144,7 @@ def diff(
     causal: CausalOpt = False,
     rope_theta: RopeThetaOpt = None,
     rope_pairs: RopePairsOpt = None,
+    window: WindowOpt = None,
     model: ModelOpt = None,
     text: TextOpt = None,
     layer: LayerOpt = None,
@@ -192,7 +194,13 @@ def diff(
     # Overrides fields named at run time (heads, scale, layout, kv_heads), one value each.
     fixed: dict[str, Any] = {name: values[0] for name, values in settings.items() if len(values) == 1}
     overrides = InputFlags(
-        seed=seed, tokens=tokens, d_model=d_model, causal=causal, rope_theta=rope_theta, rope_pairs=rope_pairs
+        seed=seed,
+        tokens=tokens,
+        d_model=d_model,
+        causal=causal,
+        rope_theta=rope_theta,
+        rope_pairs=rope_pairs,
+        window=window,
     ).overrides()
     limits = caps.limits()
     from attnx.cli.model_input import model_spec

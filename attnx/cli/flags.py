@@ -47,6 +47,7 @@ from attnx.cli.options import (
     TokensOpt,
     View,
     ViewOpt,
+    WindowOpt,
     parse_limit,
     parse_scale,
 )
@@ -87,6 +88,7 @@ class InputFlags(FlagGroup):
     layout: LayoutOpt = None
     rope_theta: RopeThetaOpt = None
     rope_pairs: RopePairsOpt = None
+    window: WindowOpt = None
     causal: CausalOpt = False
 
     def overrides(self, drop_heads: list[int] | None = None) -> Overrides:
@@ -103,6 +105,7 @@ class InputFlags(FlagGroup):
             layout=self.layout.value if self.layout is not None else None,
             rope_theta=self.rope_theta,
             rope_pairs=self.rope_pairs.value if self.rope_pairs is not None else None,
+            window=self.window,
             causal=self.causal,
             drop_heads=tuple(drop_heads or ()),
         )
@@ -112,7 +115,7 @@ class InputFlags(FlagGroup):
         return {
             "-H/--heads": self.heads, "--seed": self.seed, "--tokens": self.tokens, "--d-model": self.d_model,
             "--kv-heads": self.kv_heads, "--scale": self.scale, "--layout": self.layout, "--causal": self.causal,
-            "--rope-theta": self.rope_theta, "--rope-pairs": self.rope_pairs,
+            "--rope-theta": self.rope_theta, "--rope-pairs": self.rope_pairs, "--window": self.window,
         }  # fmt: skip
 
 

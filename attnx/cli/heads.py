@@ -44,6 +44,7 @@ from attnx.cli.options import (
     TokensOpt,
     View,
     ViewOpt,
+    WindowOpt,
 )
 from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
@@ -80,6 +81,7 @@ def heads(
     layout: LayoutOpt = None,
     rope_theta: RopeThetaOpt = None,
     rope_pairs: RopePairsOpt = None,
+    window: WindowOpt = None,
     causal: CausalOpt = False,
     model: ModelOpt = None,
     text: TextOpt = None,

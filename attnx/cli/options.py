@@ -117,6 +117,11 @@ LayoutOpt = Annotated[
     typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H).",
                  show_default=False),
 ]  # fmt: skip
+WindowOpt = Annotated[
+    int | None,
+    typer.Option("--window", min=1, metavar="W", show_default=False,
+                 help="Sliding window: each query sees itself and the W - 1 keys before it (causal)."),
+]  # fmt: skip
 RopeThetaOpt = Annotated[
     float | None,
     typer.Option("--rope-theta", metavar="THETA", show_default=False,

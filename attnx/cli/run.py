@@ -45,6 +45,7 @@ from attnx.cli.options import (
     TokensOpt,
     View,
     ViewOpt,
+    WindowOpt,
 )
 from attnx.cli.output import check_destination, warn_fully_masked
 from attnx.core.tensors import MATRICES, SECTIONS, section_tensor
@@ -111,6 +112,7 @@ def run(
     layout: LayoutOpt = None,
     rope_theta: RopeThetaOpt = None,
     rope_pairs: RopePairsOpt = None,
+    window: WindowOpt = None,
     causal: CausalOpt = False,
     drop_head: DropHeadOpt = None,
     model: ModelOpt = None,

@@ -41,6 +41,7 @@ from attnx.cli.options import (
     SeedOpt,
     TextOpt,
     TokensOpt,
+    WindowOpt,
     parse_limit,
 )
 from attnx.cli.output import emit, warn_fully_masked
@@ -102,6 +103,7 @@ def trace(
     layout: LayoutOpt = None,
     rope_theta: RopeThetaOpt = None,
     rope_pairs: RopePairsOpt = None,
+    window: WindowOpt = None,
     causal: CausalOpt = False,
     drop_head: DropHeadOpt = None,
     model: ModelOpt = None,

@@ -43,7 +43,8 @@ class AttentionResult:
     of K/V heads the input had before a ``--kv-heads`` override mean-pooled them (None: not pooled).
     ``matrix_rows`` names the query rows the H × N × M matrices and ``mask`` hold, when a command
     asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
-    ``rotary`` is the rotary-position setting Q and K were turned by (None: none).
+    ``rotary`` is the rotary-position setting Q and K were turned by (None: none); ``window`` the
+    sliding window each query saw (None: none).
     """
 
     tokens: tuple[str, ...]
@@ -79,6 +80,7 @@ class AttentionResult:
     kv_pooled_from: int | None = None
     matrix_rows: tuple[int, ...] | None = None
     rotary: Rotary | None = None
+    window: int | None = None
 
     def __post_init__(self) -> None:
         for name in TENSORS:
@@ -136,6 +138,7 @@ class AttentionResult:
             parameters=spec.parameters,
             kv_pooled_from=spec.kv_pooled_from,
             rotary=settings.rotary,
+            window=settings.window,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )

@@ -20,7 +20,8 @@ class AttentionSettings:
     """How attention is taken: ``heads`` query heads reading ``kv_heads`` K/V heads (GQA when fewer),
     the score ``scale`` (a mode of ``SCALE_MODES`` or a number), the head ``layout`` of the columns,
     a causal mask, the heads zeroed before concatenation (0-based), and the rotary positions that turn
-    each head's Q and K before the scores (None: none). Checked when made."""
+    each head's Q and K before the scores (None: none), and a sliding ``window``: query i sees keys
+    i − window < j ≤ i, itself and the window − 1 before it (None: no window). Checked when made."""
 
     heads: int
     kv_heads: int
@@ -29,6 +30,7 @@ class AttentionSettings:
     causal: bool = False
     dropped_heads: tuple[int, ...] = ()
     rotary: Rotary | None = None
+    window: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("heads", "kv_heads"):
@@ -47,6 +49,9 @@ class AttentionSettings:
             raise ConfigError(f"scale must be a finite number or one of {', '.join(SCALE_MODES)}")
         if self.layout not in LAYOUTS:
             raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        window = self.window
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ConfigError(f"window must be a positive whole number of keys, got {window!r}")
         bad = [h for h in self.dropped_heads if not 0 <= h < self.heads]
         if bad:
             raise ConfigError(f"cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")

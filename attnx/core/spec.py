@@ -154,6 +154,7 @@ class AttentionSpec:
         causal: bool = False,
         dropped_heads: Sequence[int] = (),
         rotary: Rotary | None = None,
+        window: int | None = None,
         **rest: Any,
     ) -> AttentionSpec:
         """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
@@ -181,6 +182,7 @@ class AttentionSpec:
             causal=causal,
             dropped_heads=dropped_heads,
             rotary=rotary,
+            window=window,
             where=source,
         )
         return cls.of(inputs, settings, tokens, key_tokens, source=source, **rest)
@@ -255,8 +257,9 @@ class AttentionSpec:
 
     @property
     def masked(self) -> bool:
-        """True when some query-key pair may be blocked (causal, mask or padding)."""
-        return self.settings.causal or self.mask is not None or self.padding is not None
+        """True when some query-key pair may be blocked (causal, a window, a mask or padding)."""
+        settings = self.settings
+        return settings.causal or settings.window is not None or self.mask is not None or self.padding is not None
 
     def allowed(self, rows: slice = slice(None)) -> np.ndarray | None:
         """``[query, key]`` booleans for query ``rows``, True where a query may attend a key; None when all may.
@@ -268,8 +271,11 @@ class AttentionSpec:
             return None
         positions = self.positions[rows]
         allowed = np.ones((len(positions), self.n_keys), dtype=bool)
-        if self.settings.causal:  # aligned to the top-left corner, as PyTorch's is_causal
-            allowed &= np.arange(self.n_keys)[None, :] <= positions[:, None]
+        keys = np.arange(self.n_keys)[None, :]
+        if self.settings.causal or self.settings.window is not None:  # top-left aligned, as PyTorch's is_causal
+            allowed &= keys <= positions[:, None]
+        if self.settings.window is not None:  # and no further back than the window
+            allowed &= keys > positions[:, None] - self.settings.window
         if self.mask is not None:
             allowed &= self.mask[rows]
         if self.padding is not None:
@@ -291,7 +297,7 @@ class AttentionSpec:
 
     def key_limit(self, rows: slice = slice(None)) -> int:
         """Keys past this index are blocked for every query in ``rows`` (causal masks end early)."""
-        if not self.settings.causal:
+        if not self.settings.causal and self.settings.window is None:
             return self.n_keys
         return min(self.n_keys, int(self.positions[rows].max()) + 1)
 
@@ -316,6 +322,7 @@ class AttentionSpec:
             "causal": s.causal,
             "dropped_heads": s.dropped_heads,
             "rotary": s.rotary,
+            "window": s.window,
         } | changes
         return replace(self, settings=AttentionSettings.of(where=self.source, **values))
 

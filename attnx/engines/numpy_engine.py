@@ -82,8 +82,8 @@ def tiled_rules(spec: AttentionSpec) -> Rules:
     return Rules(
         multiplier=spec.multiplier,
         layout=spec.settings.layout,
-        causal=spec.settings.causal,
-        explicit=spec.mask is not None or spec.padding is not None,
+        causal=spec.settings.causal or spec.settings.window is not None,
+        explicit=spec.mask is not None or spec.padding is not None or spec.settings.window is not None,
         positions=spec.positions,
         allowed=spec.allowed,
         key_limit=spec.key_limit,

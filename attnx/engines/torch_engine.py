@@ -96,6 +96,7 @@ class TorchBackend:
         (h, n, _), h_kv = q.shape, k.shape[0]
         mask_is_causal_only = (
             spec.settings.causal
+            and spec.settings.window is None
             and spec.mask is None
             and spec.padding is None
             and spec.query_positions == tuple(range(n))

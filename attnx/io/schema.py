@@ -27,7 +27,7 @@ INPUT_VERSION = 1
 KEYS = (
     "version", "tokens", "query_tokens", "key_tokens", "heads", "kv_heads",
     "q", "k", "v", "x", "x_kv", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "w_o", "b_o",
-    "seed", "d_model", "mask", "padding", "scale", "layout", "rope",
+    "seed", "d_model", "mask", "padding", "scale", "layout", "rope", "window",
 )  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
@@ -55,6 +55,7 @@ class Overrides:
     drop_heads: tuple[int, ...] = ()
     rope_theta: float | None = None
     rope_pairs: str | None = None
+    window: int | None = None
 
     def apply(self, data: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``data`` with these values put in.
@@ -64,7 +65,7 @@ class Overrides:
         pools the input's K/V heads down to it.
         """
         merged = dict(data)
-        for key in ("heads", "seed", "d_model", "scale", "layout"):
+        for key in ("heads", "seed", "d_model", "scale", "layout", "window"):
             if getattr(self, key) is not None:
                 merged[key] = getattr(self, key)
         if self.tokens is not None:
@@ -142,6 +143,7 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         scale=_scale(doc, data),
         layout=_choice(doc, data, "layout", LAYOUTS),
         rotary=_rope(doc, data),
+        window=whole(doc, data, "window", 0, minimum=1) if "window" in data else None,
         causal=causal,
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,

@@ -274,6 +274,8 @@ def summary_line(result: AttentionResult, source: str) -> Text:
         extras.append(f"{pooled} ({kind} attention)")
     if result.layout != "contiguous":
         extras.append(f"layout {result.layout}")
+    if result.window is not None:
+        extras.append(f"sliding window {result.window}")
     if result.rotary is not None:
         part = "" if result.rotary.fraction == 1 else f", {fmt(result.rotary.fraction, 2)} of d_k"
         extras.append(f"RoPE θ {result.rotary.theta:g} ({result.rotary.pairs} pairs{part})")

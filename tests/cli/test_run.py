@@ -434,3 +434,20 @@ class TestRope:
         assert done.stderr == (
             "attnx: error: built-in example (cat-sat-on-mat): rope: theta must be a finite number above 1, got 0.5\n"
         )
+
+
+class TestWindow:
+    """--window and the `window` key: a sliding window any input can use."""
+
+    def test_json_summary_and_weights(self, tmp_path: Path) -> None:
+        """run --window 2: the JSON says window 2, each query weighs at most two keys, the summary names it."""
+        data = json.loads(run_attnx("run", "--window", "2", "-f", "json").stdout)
+        assert data["window"] == 2 and json.loads(run_attnx("run", "-f", "json").stdout)["window"] is None
+        assert all(np.count_nonzero(row) <= 2 for head in data["weights"] for row in head)
+        assert "sliding window 2" in run_attnx("run", "--window", "2", "--show", "weights").stdout
+        path = tmp_path / "w.yaml"
+        path.write_text(
+            "q: [[1, 0], [0, 1], [1, 1]]\nk: [[1, 0], [0, 1], [1, 1]]\nv: [[1, 0], [0, 1], [1, 1]]\nwindow: 0\n"
+        )
+        done = run_attnx("run", str(path))
+        assert (done.code, done.stderr) == (2, f"attnx: error: {path}:4:9: window: must be positive, got 0\n")
