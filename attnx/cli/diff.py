@@ -38,6 +38,7 @@ from attnx.cli.options import (
     RopeThetaOpt,
     RowsOpt,
     SeedOpt,
+    SoftcapOpt,
     TextOpt,
     TokensOpt,
     View,
@@ -145,6 +146,7 @@ def diff(
     rope_theta: RopeThetaOpt = None,
     rope_pairs: RopePairsOpt = None,
     window: WindowOpt = None,
+    softcap: SoftcapOpt = None,
     model: ModelOpt = None,
     text: TextOpt = None,
     layer: LayerOpt = None,
@@ -201,6 +203,7 @@ def diff(
         rope_theta=rope_theta,
         rope_pairs=rope_pairs,
         window=window,
+        softcap=softcap,
     ).overrides()
     limits = caps.limits()
     from attnx.cli.model_input import model_spec

@@ -43,6 +43,7 @@ from attnx.cli.options import (
     RowsOpt,
     ScaleOpt,
     SeedOpt,
+    SoftcapOpt,
     TextOpt,
     TokensOpt,
     View,
@@ -89,6 +90,7 @@ class InputFlags(FlagGroup):
     rope_theta: RopeThetaOpt = None
     rope_pairs: RopePairsOpt = None
     window: WindowOpt = None
+    softcap: SoftcapOpt = None
     causal: CausalOpt = False
 
     def overrides(self, drop_heads: list[int] | None = None) -> Overrides:
@@ -106,6 +108,7 @@ class InputFlags(FlagGroup):
             rope_theta=self.rope_theta,
             rope_pairs=self.rope_pairs.value if self.rope_pairs is not None else None,
             window=self.window,
+            softcap=self.softcap,
             causal=self.causal,
             drop_heads=tuple(drop_heads or ()),
         )
@@ -116,6 +119,7 @@ class InputFlags(FlagGroup):
             "-H/--heads": self.heads, "--seed": self.seed, "--tokens": self.tokens, "--d-model": self.d_model,
             "--kv-heads": self.kv_heads, "--scale": self.scale, "--layout": self.layout, "--causal": self.causal,
             "--rope-theta": self.rope_theta, "--rope-pairs": self.rope_pairs, "--window": self.window,
+            "--softcap": self.softcap,
         }  # fmt: skip
 
 

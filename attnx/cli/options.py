@@ -122,6 +122,11 @@ WindowOpt = Annotated[
     typer.Option("--window", min=1, metavar="W", show_default=False,
                  help="Sliding window: each query sees itself and the W - 1 keys before it (causal)."),
 ]  # fmt: skip
+SoftcapOpt = Annotated[
+    float | None,
+    typer.Option("--softcap", metavar="C", show_default=False,
+                 help="Soft-cap the scaled scores: C·tanh(s/C) before the mask (Gemma 2 uses 50)."),
+]  # fmt: skip
 RopeThetaOpt = Annotated[
     float | None,
     typer.Option("--rope-theta", metavar="THETA", show_default=False,

@@ -44,7 +44,7 @@ class AttentionResult:
     ``matrix_rows`` names the query rows the H × N × M matrices and ``mask`` hold, when a command
     asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
     ``rotary`` is the rotary-position setting Q and K were turned by (None: none); ``window`` the
-    sliding window each query saw (None: none).
+    sliding window each query saw (None: none); ``softcap`` the cap the scaled scores were bent by.
     """
 
     tokens: tuple[str, ...]
@@ -81,6 +81,7 @@ class AttentionResult:
     matrix_rows: tuple[int, ...] | None = None
     rotary: Rotary | None = None
     window: int | None = None
+    softcap: float | None = None
 
     def __post_init__(self) -> None:
         for name in TENSORS:
@@ -139,6 +140,7 @@ class AttentionResult:
             kv_pooled_from=spec.kv_pooled_from,
             rotary=settings.rotary,
             window=settings.window,
+            softcap=settings.softcap,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )

@@ -21,7 +21,8 @@ class AttentionSettings:
     the score ``scale`` (a mode of ``SCALE_MODES`` or a number), the head ``layout`` of the columns,
     a causal mask, the heads zeroed before concatenation (0-based), and the rotary positions that turn
     each head's Q and K before the scores (None: none), and a sliding ``window``: query i sees keys
-    i − window < j ≤ i, itself and the window − 1 before it (None: no window). Checked when made."""
+    i − window < j ≤ i, itself and the window − 1 before it (None: no window), and ``softcap``, which
+    bends scaled scores s into softcap · tanh(s / softcap) before the mask (None: none). Checked when made."""
 
     heads: int
     kv_heads: int
@@ -31,6 +32,7 @@ class AttentionSettings:
     dropped_heads: tuple[int, ...] = ()
     rotary: Rotary | None = None
     window: int | None = None
+    softcap: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("heads", "kv_heads"):
@@ -52,6 +54,9 @@ class AttentionSettings:
         window = self.window
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ConfigError(f"window must be a positive whole number of keys, got {window!r}")
+        cap = self.softcap
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < math.inf):
+            raise ConfigError(f"softcap must be a positive finite number, got {cap!r}")
         bad = [h for h in self.dropped_heads if not 0 <= h < self.heads]
         if bad:
             raise ConfigError(f"cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")

@@ -155,6 +155,7 @@ class AttentionSpec:
         dropped_heads: Sequence[int] = (),
         rotary: Rotary | None = None,
         window: int | None = None,
+        softcap: float | None = None,
         **rest: Any,
     ) -> AttentionSpec:
         """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
@@ -183,6 +184,7 @@ class AttentionSpec:
             dropped_heads=dropped_heads,
             rotary=rotary,
             window=window,
+            softcap=softcap,
             where=source,
         )
         return cls.of(inputs, settings, tokens, key_tokens, source=source, **rest)
@@ -323,6 +325,7 @@ class AttentionSpec:
             "dropped_heads": s.dropped_heads,
             "rotary": s.rotary,
             "window": s.window,
+            "softcap": s.softcap,
         } | changes
         return replace(self, settings=AttentionSettings.of(where=self.source, **values))
 

@@ -73,7 +73,13 @@ _ALL = (
         since="1.1",
     ),
     Tensor("scores", ("head", "query", "key"), "raw dot products Q_h·K_hᵀ", section="scores", matrix=True),
-    Tensor("scaled", ("head", "query", "key"), "scores × scale, before any mask", section="scaled", matrix=True),
+    Tensor(
+        "scaled",
+        ("head", "query", "key"),
+        "scores × scale (then soft-capped, with a cap), before any mask",
+        section="scaled",
+        matrix=True,
+    ),
     Tensor(
         "weights", ("head", "query", "key"), "softmax of scaled over the allowed keys", section="weights", matrix=True
     ),

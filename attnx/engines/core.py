@@ -32,6 +32,9 @@ class Backend(Protocol):
         With ``reuse``, the result may be written over ``x``.
         """
 
+    def tanh(self, x: Array) -> Array:
+        """Hyperbolic tangent, element by element."""
+
     def mean0(self, x: Array) -> Array:
         """Mean over the first axis."""
 
@@ -94,6 +97,9 @@ def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep:
     else:
         scaled = scores
         scaled *= spec.multiplier  # in place, in NumPy and in torch
+    cap = spec.settings.softcap
+    if cap is not None:  # soft-capped logits (Gemma 2): cap · tanh(s / cap), before the mask
+        scaled = ops.tanh(scaled * (1.0 / cap)) * cap
     allowed = spec.allowed()
     mask = None if allowed is None else ops.array(allowed)
     weights = ops.softmax_masked(scaled, mask, reuse="scaled" not in keep)  # (H, N, M)

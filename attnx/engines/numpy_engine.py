@@ -59,6 +59,10 @@ class NumpyBackend:
         """Stable softmax over the last axis: over ``x`` itself with ``reuse``, else in a fresh array."""
         return softmax_rows_(x if reuse else x.copy(), allowed)
 
+    def tanh(self, x: np.ndarray) -> np.ndarray:
+        """Hyperbolic tangent."""
+        return np.tanh(x)
+
     def mean0(self, x: np.ndarray) -> np.ndarray:
         """Mean over the first axis."""
         return x.mean(axis=0)
@@ -66,9 +70,10 @@ class NumpyBackend:
     def attend(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
     ) -> dict[str, np.ndarray]:
-        """Small problems in one piece; larger ones in tiles on all CPUs (see attnx.engines.tiled)."""
+        """Small problems in one piece; larger ones in tiles on all CPUs (see attnx.engines.tiled), but for
+        soft-capped scores, which the tiles' exp without a max pass cannot take."""
         (h, n, _), m = q.shape, k.shape[1]
-        if h * n * m <= DENSE_LIMIT:
+        if h * n * m <= DENSE_LIMIT or spec.settings.softcap is not None:
             return dense(self, q, k, v, spec, keep)
         return attend_tiled(q, k, v, tiled_rules(spec), keep)
 

@@ -83,6 +83,10 @@ class TorchBackend:
         weights = torch.softmax(x.masked_fill(~allowed, float("-inf")), dim=-1)
         return torch.nan_to_num(weights, nan=0.0)
 
+    def tanh(self, x: torch.Tensor) -> torch.Tensor:
+        """Hyperbolic tangent."""
+        return torch.tanh(x)
+
     def mean0(self, x: torch.Tensor) -> torch.Tensor:
         """Mean over the first dimension."""
         return x.mean(dim=0)
@@ -90,8 +94,9 @@ class TorchBackend:
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[str]
     ) -> dict[str, torch.Tensor]:
-        """Output only: torch's fused scaled_dot_product_attention; with matrices: the dense path."""
-        if keep & MATRICES:
+        """Output only: torch's fused scaled_dot_product_attention; with matrices or a soft cap (which SDPA
+        lacks): the dense path."""
+        if keep & MATRICES or spec.settings.softcap is not None:
             return dense(self, q, k, v, spec, keep)
         (h, n, _), h_kv = q.shape, k.shape[0]
         mask_is_causal_only = (

@@ -27,7 +27,7 @@ INPUT_VERSION = 1
 KEYS = (
     "version", "tokens", "query_tokens", "key_tokens", "heads", "kv_heads",
     "q", "k", "v", "x", "x_kv", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "w_o", "b_o",
-    "seed", "d_model", "mask", "padding", "scale", "layout", "rope", "window",
+    "seed", "d_model", "mask", "padding", "scale", "layout", "rope", "window", "softcap",
 )  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
@@ -56,6 +56,7 @@ class Overrides:
     rope_theta: float | None = None
     rope_pairs: str | None = None
     window: int | None = None
+    softcap: float | None = None
 
     def apply(self, data: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``data`` with these values put in.
@@ -65,7 +66,7 @@ class Overrides:
         pools the input's K/V heads down to it.
         """
         merged = dict(data)
-        for key in ("heads", "seed", "d_model", "scale", "layout", "window"):
+        for key in ("heads", "seed", "d_model", "scale", "layout", "window", "softcap"):
             if getattr(self, key) is not None:
                 merged[key] = getattr(self, key)
         if self.tokens is not None:
@@ -144,6 +145,7 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         layout=_choice(doc, data, "layout", LAYOUTS),
         rotary=_rope(doc, data),
         window=whole(doc, data, "window", 0, minimum=1) if "window" in data else None,
+        softcap=_softcap(doc, data),
         causal=causal,
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,
@@ -293,6 +295,16 @@ def _scale(doc: Document, data: dict[str, Any]) -> str | float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value):
         return float(value)
     raise doc.error(("scale",), f"expected a number or one of {', '.join(SCALE_MODES)}, got {describe(value)}")
+
+
+def _softcap(doc: Document, data: dict[str, Any]) -> float | None:
+    """The ``softcap`` key: a positive number, or absent (null) for none."""
+    value = data.get("softcap")
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value) and value > 0:
+        return float(value)
+    raise doc.error(("softcap",), f"expected a positive number, got {describe(value)}")
 
 
 ROPE_KEYS = ("theta", "pairs", "fraction")

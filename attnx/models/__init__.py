@@ -290,6 +290,8 @@ def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
         changes["dropped_heads"] = tuple(overrides.drop_heads)
     if overrides.window is not None:
         changes["window"] = overrides.window
+    if overrides.softcap is not None:
+        changes["softcap"] = overrides.softcap
     if overrides.rope_theta is not None or overrides.rope_pairs is not None:
         default = Rotary()
         changes["rotary"] = Rotary(

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 from attnx.core.tensors import TENSORS
 
 # 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s;
-# 1.2 added `rope` and `window` to `run`'s JSON.
+# 1.2 added `rope`, `window` and `softcap` to `run`'s JSON.
 FORMAT_VERSION = "1.2"
 # The tensors every JSON result carries (null where not computed); ``projected`` and ``mask`` follow when held.
 ALWAYS = tuple(name for name, tensor in TENSORS.items() if tensor.exported and tensor.present == "always")
@@ -53,6 +53,7 @@ def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> di
         "layout": result.layout,
         "rope": None if result.rotary is None else dataclasses.asdict(result.rotary),
         "window": result.window,
+        "softcap": result.softcap,
         "parameters": result.parameters,
         "engine": result.engine,
         "device": result.device,

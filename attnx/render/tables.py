@@ -141,6 +141,8 @@ def _head_sections(
     if Section.scaled in sections:
         assert held.scaled is not None  # as above
         title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
+        if result.softcap is not None:
+            title = f"scaled scores (× {fmt(result.scale, max(precision, 4))}, soft-capped at {result.softcap:g})"
         tables.append(matrix_table(title, held.scaled[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.weights in sections:
@@ -276,6 +278,8 @@ def summary_line(result: AttentionResult, source: str) -> Text:
         extras.append(f"layout {result.layout}")
     if result.window is not None:
         extras.append(f"sliding window {result.window}")
+    if result.softcap is not None:
+        extras.append(f"scores soft-capped at {result.softcap:g}")
     if result.rotary is not None:
         part = "" if result.rotary.fraction == 1 else f", {fmt(result.rotary.fraction, 2)} of d_k"
         extras.append(f"RoPE θ {result.rotary.theta:g} ({result.rotary.pairs} pairs{part})")

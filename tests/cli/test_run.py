@@ -451,3 +451,21 @@ class TestWindow:
         )
         done = run_attnx("run", str(path))
         assert (done.code, done.stderr) == (2, f"attnx: error: {path}:4:9: window: must be positive, got 0\n")
+
+
+class TestSoftcap:
+    """--softcap and the `softcap` key: the JSON, the summary and the scaled table say it."""
+
+    def test_json_and_table(self, tmp_path: Path) -> None:
+        """run --softcap 0.5: every scaled score within ±0.5, the JSON carries 0.5, the table titles name it."""
+        data = json.loads(run_attnx("run", "--softcap", "0.5", "-f", "json").stdout)
+        assert data["softcap"] == 0.5 and np.abs(np.array(data["scaled"])).max() < 0.5
+        table = run_attnx("run", "--softcap", "0.5", "--show", "scaled").stdout
+        assert "scores soft-capped at 0.5" in table and "soft-capped at 0.5)" in table
+        path = tmp_path / "c.yaml"
+        path.write_text("q: [[1, 0]]\nk: [[1, 0]]\nv: [[1, 0]]\nsoftcap: -3\n")
+        done = run_attnx("run", str(path))
+        assert (done.code, done.stderr) == (
+            2,
+            f"attnx: error: {path}:4:10: softcap: expected a positive number, got int -3\n",
+        )
