@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.errors import UsageError
 
@@ -93,7 +94,9 @@ class Trace:
 
     ``query`` is the token's position in the input (0-based), ``heads`` the traced heads in order,
     ``output`` the concatenated output of all heads (``[d_model]``) and ``projected`` the output
-    after the output projection W_o, where the input has one (else None).
+    after the output projection W_o, where the input has one (else None). ``softcap`` is the cap
+    the scaled scores were bent by, and ``rotary`` the rotary positions that turned Q and K (the
+    traced slices are the turned ones); None for either when the settings have none.
     """
 
     token: str
@@ -104,6 +107,8 @@ class Trace:
     heads: tuple[HeadTrace, ...]
     output: np.ndarray
     projected: np.ndarray | None = None
+    softcap: float | None = None
+    rotary: Rotary | None = None
 
 
 def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | None = None) -> int:
@@ -272,6 +277,8 @@ def build_trace(
         token=result.tokens[row],
         query=result.query_positions[row],
         scale=result.scale,
+        softcap=result.softcap,
+        rotary=result.rotary,
         n_heads=result.heads,
         n_keys=len(result.key_tokens),
         heads=tuple(_trace_head(result, h, row, terms, keys) for h in chosen),

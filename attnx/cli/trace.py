@@ -147,6 +147,7 @@ def trace(
     explained = build_trace(result, heads=chosen, terms=term_limit, keys=key_limit)
 
     from attnx.render import trace as render
+    from attnx.render import trace_data
     from attnx.render.serialize import dumps
 
     def table() -> RenderableType:
@@ -158,9 +159,9 @@ def trace(
         output_format,
         {
             OutputFormat.table: table,
-            OutputFormat.json: lambda: dumps(render.trace_to_dict(explained)),
-            OutputFormat.jsonl: lambda: render.trace_jsonl(explained),
-            OutputFormat.csv: lambda: render.trace_csv(explained),
+            OutputFormat.json: lambda: dumps(trace_data.trace_to_dict(explained)),
+            OutputFormat.jsonl: lambda: trace_data.trace_jsonl(explained),
+            OutputFormat.csv: lambda: trace_data.trace_csv(explained),
         },
         output=output,
         no_color=no_color,

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -17,10 +14,8 @@ from rich.text import Text
 from attnx.analysis.trace import HeadTrace, KeyLine, KeySummary, Trace
 from attnx.core.result import AttentionResult
 from attnx.render.colours import EMPHASIS, LABEL
-from attnx.render.formats import to_jsonl
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
-from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import head_heading
 
 TOP_STYLE = EMPHASIS
@@ -181,14 +176,20 @@ def softmax_table(head: HeadTrace, precision: int, *, stacked: bool = False) -> 
     return Group(table, exp_sum_line(head, precision))
 
 
-def keys_table(head: HeadTrace, scale: float, precision: int, entries: int | None, *, arithmetic: bool = True) -> Table:
+def scaled_rule(scale: float, softcap: float | None, precision: int) -> str:
+    """How a scaled score is made from the raw one: ``raw × 0.7071``, or with a cap ``C·tanh(raw × s / C)``."""
+    times = f"raw × {fmt(scale, precision)}"
+    return times if softcap is None else f"{softcap:g}·tanh({times} / {softcap:g})"
+
+
+def keys_table(head: HeadTrace, trace: Trace, precision: int, entries: int | None, *, arithmetic: bool = True) -> Table:
     """One row per shown key: raw and scaled score, masked, weight and a ``◀ max`` mark.
 
     With ``arithmetic`` also the key's slice and the dot product term by term. The keys not shown
     are one last row with their total weight. A masked key's scores are shown as computed before
     the mask; its weight is the ``MASKED`` marker, as in every table.
     """
-    table = _table(f"scores (scaled = raw × {fmt(scale, precision)}) and weights")
+    table = _table(f"scores (scaled = {scaled_rule(trace.scale, trace.softcap, precision)}) and weights")
     if arithmetic:
         _vectors(table, "K_h[key]", "Q·K term by term")
     _numbers(table, "raw", "scaled", "masked", "weight")
@@ -249,18 +250,25 @@ def output_table(head: HeadTrace, token: str, precision: int, entries: int | Non
     return table
 
 
+def turned(trace: Trace) -> str:
+    """`` (after RoPE at position 1)`` when rotary positions turned Q (and each K at its own position), else ``""``."""
+    if trace.rotary is None:
+        return ""
+    return f"  (after RoPE at position {trace.query})"
+
+
 def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:
     """One head of a trace: its header, the query slice, the keys, the softmax and the weighted sum of values."""
     token = trace.token
     split = Group(
-        keys_table(head, trace.scale, precision, entries, arithmetic=False),
+        keys_table(head, trace, precision, entries, arithmetic=False),
         Text(""),
         arithmetic_table(head, token, precision, entries),
     )
     return Group(
         Rule(head_label(head), align="left", style="dim"),
-        Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}"),
-        Fitted(keys_table(head, trace.scale, precision, entries), split),
+        Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}{turned(trace)}"),
+        Fitted(keys_table(head, trace, precision, entries), split),
         Text(""),
         Fitted(softmax_table(head, precision), softmax_table(head, precision, stacked=True)),
         Text(""),
@@ -302,96 +310,3 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
         projected = f"projected output O[{trace.token}]·W_O = {fmt_vector(trace.projected, precision, entries)}"
         parts.append(Text(projected, style="bold"))
     return Group(*parts)
-
-
-def _number(value: float) -> float | None:
-    return to_plain(np.asarray(value))
-
-
-def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
-    keys = [
-        {
-            "index": line.index,
-            "token": line.token,
-            "k": to_plain(line.key),
-            "v": to_plain(line.value),
-            "products": to_plain(line.products),
-            "raw": _number(line.raw),
-            "scaled": _number(line.scaled),
-            "exp": _number(line.exp),
-            "masked": line.masked,
-            "weight": _number(line.weight),
-            "contribution": to_plain(line.contribution),
-            "top": line.is_top,
-        }
-        for line in head.keys
-    ]
-    rest = None
-    if head.rest is not None:
-        rest = {
-            "count": head.rest.count,
-            "exp": _number(head.rest.exp),
-            "weight": _number(head.rest.weight),
-            "contribution": to_plain(head.rest.contribution),
-            "masked": head.rest.masked,
-        }
-    return {
-        "head": head.head,
-        "kv_head": head.kv_head,
-        "columns": list(head.columns),
-        "d_k": head.d_k,
-        "q": to_plain(head.query),
-        "keys": keys,
-        "rest": rest,
-        "softmax": {"max": _number(head.exp_max), "sum": _number(head.exp_sum)},
-        "output": to_plain(head.output),
-    }
-
-
-def trace_to_dict(trace: Trace) -> dict[str, Any]:
-    """The JSON object of `attnx trace --format json` (``format_version`` first; indices count from 0, heads too).
-
-    Per head, ``softmax`` holds the row's ``max`` (the largest scaled score of the keys the query may
-    attend; null when it may attend none) and ``sum`` (Σ exp(scaled − max)); per key, ``exp`` is
-    exp(scaled − max) (0 for a masked key), so that ``weight`` = ``exp`` / ``sum``.
-    """
-    return {
-        "format_version": FORMAT_VERSION,
-        "token": trace.token,
-        "query": trace.query,
-        "n_heads": trace.n_heads,
-        "n_keys": trace.n_keys,
-        "scale": _number(trace.scale),
-        "heads": [_head_to_dict(head) for head in trace.heads],
-        "output": to_plain(trace.output),
-        "projected": None if trace.projected is None else to_plain(trace.projected),
-    }
-
-
-def trace_jsonl(trace: Trace) -> str:
-    """JSON Lines: one record per traced head (its dict from ``trace_to_dict``), then the outputs."""
-    data = trace_to_dict(trace)
-    common = {"format_version": FORMAT_VERSION, "token": trace.token, "query": trace.query}
-    records = [{**common, "record": "head", **head} for head in data["heads"]]
-    records.append({**common, "record": "output", "output": data["output"], "projected": data["projected"]})
-    return to_jsonl(records)
-
-
-TRACE_QUANTITIES = ("raw", "scaled", "exp", "weight", "masked")
-
-
-def trace_csv(trace: Trace) -> str:
-    """Tidy CSV: ``head,key,key_token,quantity,value`` for the raw/scaled score, exp(scaled − max), weight and
-    mask of the keys shown.
-
-    Heads and keys are 0-based indices, as in every machine format.
-    """
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["head", "key", "key_token", "quantity", "value"])
-    for head in trace.heads:
-        for line in head.keys:
-            values = (line.raw, line.scaled, line.exp, line.weight, float(line.masked))
-            for quantity, value in zip(TRACE_QUANTITIES, values, strict=True):
-                writer.writerow([head.head, line.index, line.token, quantity, repr(float(value))])
-    return buffer.getvalue()

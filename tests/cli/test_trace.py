@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from attnx.cli import app
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TRACES
+from tests.runner import run_attnx
 
 RANDOM = ["--seed", "4", "--tokens", " ".join(f"w{i}" for i in range(30)), "--d-model", "32", "--heads", "2"]
 
@@ -189,3 +191,18 @@ class TestStartup:
         result = runner.invoke(app, ["trace", "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0
         assert "Trace only head N, counted from 0 as in the tables (0..H-1)" in squeeze(result.stdout)
+
+
+class TestSettingsInTheTrace:
+    """A trace says how a soft cap and rotary positions made its numbers."""
+
+    def test_softcap_and_rope(self) -> None:
+        """--softcap 0.5 --rope-theta 100: each scaled score is 0.5·tanh(raw·s/0.5); table and JSON say both."""
+        args = ("trace", "--token", "cat", "--softcap", "0.5", "--rope-theta", "100")
+        data = json.loads(run_attnx(*args, "-f", "json").stdout)
+        assert data["softcap"] == 0.5 and data["rope"] == {"theta": 100.0, "pairs": "half", "fraction": 1.0}
+        for head in data["heads"]:
+            for key in head["keys"]:
+                assert key["scaled"] == pytest.approx(0.5 * math.tanh(key["raw"] * data["scale"] / 0.5), abs=1e-15)
+        table = run_attnx(*args).stdout
+        assert "scaled = 0.5·tanh(raw × 0.7071 / 0.5)" in table and "(after RoPE at position 1)" in table

@@ -22,9 +22,9 @@ from attnx.render.trace import (
     fmt_factor,
     fmt_vector,
     head_label,
-    trace_to_dict,
     trace_view,
 )
+from attnx.render.trace_data import trace_to_dict
 from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
 from tests.specs import spec_of
 
