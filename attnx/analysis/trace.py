@@ -27,7 +27,9 @@ class KeyLine:
     shown products plus ``remainder`` add up to ``raw``. ``exp`` is the softmax numerator
     ``exp(scaled − max)`` (0.0 for a masked key, which the softmax leaves out), so that ``weight``
     is ``exp / HeadTrace.exp_sum``. ``contribution`` is ``weight * value``. ``is_top`` marks every
-    key whose weight ties the largest (``row_maxima``).
+    key whose weight ties the largest (``row_maxima``). With rotary positions, ``bands`` are the
+    products summed per turned pair (pair 0 turns fastest), then under partial rotary the unturned
+    columns' sum (``Rotary.bands``): which frequencies carry the score. None without rotary positions.
     """
 
     index: int
@@ -44,6 +46,7 @@ class KeyLine:
     contribution: np.ndarray
     masked: bool
     is_top: bool
+    bands: np.ndarray | None = None
 
     @property
     def elided(self) -> int:
@@ -228,6 +231,7 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
                 contribution=weights[j] * v[j],
                 masked=bool(masked[j]),
                 is_top=bool(top[j]),
+                bands=None if result.rotary is None else result.rotary.bands(products),
             )
         )
     rest = None

@@ -52,6 +52,23 @@ class Rotary:
         r = self.width(d_k)
         return self.theta ** (-np.arange(0, r, 2, dtype=np.float64) / r)
 
+    def pairs_of(self, d_k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The two columns of each turned pair, in pair order (pair 0 turns fastest)."""
+        r = self.width(d_k)
+        first = np.arange(r // 2) if self.pairs == "half" else np.arange(0, r, 2)
+        return first, first + r // 2 if self.pairs == "half" else first + 1
+
+    def bands(self, products: np.ndarray) -> np.ndarray:
+        """A dot product's terms (``q * k``, turned slices) summed per pair, then, under partial rotary, the
+        unturned columns' sum: ``[r/2]`` or ``[r/2 + 1]``, adding up to the dot product."""
+        first, second = self.pairs_of(len(products))
+        sums = products[first] + products[second]
+        if self.width(len(products)) == len(products):
+            return sums
+        unturned = np.ones(len(products), dtype=bool)
+        unturned[first], unturned[second] = False, False
+        return np.append(sums, products[unturned].sum())
+
     def tables(self, positions: np.ndarray, d_k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``cos`` and ``sin`` ``[position, d_k]`` (1 and 0 on unturned columns) and R ``[d_k, d_k]``, in float64.
 
@@ -62,9 +79,7 @@ class Rotary:
             raise ConfigError(f"rope turns pairs of columns: {self.fraction} of d_k = {d_k} leaves none")
         angles = np.asarray(positions, dtype=np.float64)[:, None] * self.frequencies(d_k)[None, :]  # (n, r/2)
         cos, sin = np.ones((len(angles), d_k)), np.zeros((len(angles), d_k))
-        half = r // 2
-        first = np.arange(half) if self.pairs == "half" else np.arange(0, r, 2)  # the first column of each pair
-        second = first + half if self.pairs == "half" else first + 1  # its partner
+        first, second = self.pairs_of(d_k)  # the columns of each pair
         for column in (first, second):
             cos[:, column], sin[:, column] = np.cos(angles), np.sin(angles)
         turn = np.zeros((d_k, d_k))

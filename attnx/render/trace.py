@@ -12,11 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.trace import HeadTrace, KeyLine, KeySummary, Trace
+from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult
 from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
-from attnx.render.tables import head_heading
+from attnx.render.tables import head_heading, matrix_table
 
 TOP_STYLE = EMPHASIS
 MASKED_STYLE = "dim strike"
@@ -250,6 +251,17 @@ def output_table(head: HeadTrace, token: str, precision: int, entries: int | Non
     return table
 
 
+def bands_table(head: HeadTrace, rotary: Rotary, precision: int) -> RenderableType:
+    """Each shown key's Q·K split by RoPE pair (pair 0 turns fastest, with position; the last pairs carry
+    content that position barely moves), the unturned columns last: the bands add up to the raw score."""
+    lines = [line for line in head.keys if line.bands is not None]
+    bands = np.array([line.bands for line in lines])  # (keys, pairs + 1)
+    pairs = rotary.width(head.d_k) // 2
+    labels = [f"p{i}" for i in range(pairs)] + ["rest"] * (bands.shape[1] > pairs)
+    return matrix_table("Q·K by RoPE pair (p0 turns fastest with position)", bands,
+                        [line.token for line in lines], labels, precision)  # fmt: skip
+
+
 def turned(trace: Trace) -> str:
     """`` (after RoPE at position 1)`` when rotary positions turned Q (and each K at its own position), else ``""``."""
     if trace.rotary is None:
@@ -269,6 +281,7 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
         Rule(head_label(head), align="left", style="dim"),
         Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}{turned(trace)}"),
         Fitted(keys_table(head, trace, precision, entries), split),
+        *([Text(""), bands_table(head, trace.rotary, precision)] if trace.rotary is not None else []),
         Text(""),
         Fitted(softmax_table(head, precision), softmax_table(head, precision, stacked=True)),
         Text(""),

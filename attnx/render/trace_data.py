@@ -32,6 +32,7 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
             "k": to_plain(line.key),
             "v": to_plain(line.value),
             "products": to_plain(line.products),
+            **({} if line.bands is None else {"bands": to_plain(line.bands)}),
             "raw": _number(line.raw),
             "scaled": _number(line.scaled),
             "exp": _number(line.exp),

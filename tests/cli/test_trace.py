@@ -206,3 +206,39 @@ class TestSettingsInTheTrace:
                 assert key["scaled"] == pytest.approx(0.5 * math.tanh(key["raw"] * data["scale"] / 0.5), abs=1e-15)
         table = run_attnx(*args).stdout
         assert "scaled = 0.5·tanh(raw × 0.7071 / 0.5)" in table and "(after RoPE at position 1)" in table
+
+
+class TestRopeBands:
+    """With rotary positions, the trace splits each Q·K by pair: the bands add up to the raw score."""
+
+    @pytest.mark.parametrize(
+        ("extra", "columns"),
+        [((), ["p0", "p1", "p2", "p3"]), (("--rope-pairs", "interleaved"), ["p0", "p1", "p2", "p3"])],
+    )
+    def test_bands_add_up(self, extra: tuple[str, ...], columns: list[str]) -> None:
+        """d_k 8: four pairs per key in the JSON and the table, summing to each key's raw score."""
+        args = ("trace", "--token", "c", "--rope-theta", "100", "--seed", "1", "--tokens", "a b c d e f",
+                "--d-model", "8", "-H", "1", *extra)  # fmt: skip
+        data = json.loads(run_attnx(*args, "-f", "json").stdout)
+        for key in data["heads"][0]["keys"]:
+            assert len(key["bands"]) == 4 and sum(key["bands"]) == pytest.approx(key["raw"], abs=1e-12)
+        table = run_attnx(*args).stdout
+        assert "Q·K by RoPE pair (p0 turns fastest with position)" in table
+        header = next(line for line in table.splitlines() if line.split()[:1] == ["p0"])
+        assert header.split() == columns
+        assert (
+            "bands" not in json.loads(run_attnx("trace", "--token", "cat", "-f", "json").stdout)["heads"][0]["keys"][0]
+        )
+
+    def test_partial_rotary_adds_the_unturned_rest(self) -> None:
+        """Half of d_k 8 turned: two pairs and the rest of the columns, summing to the raw score."""
+        from attnx.analysis.trace import build_trace
+        from attnx.core.positions import Rotary
+        from attnx.engines import compute
+        from attnx.io import Overrides, load_spec
+
+        spec = load_spec(overrides=Overrides(seed=1, tokens=tuple("abcdef"), d_model=8, heads=1))
+        trace = build_trace(compute(spec.with_settings(rotary=Rotary(fraction=0.5)).select_queries([2])))
+        for line in trace.heads[0].keys:
+            assert line.bands is not None and len(line.bands) == 3
+            assert line.bands.sum() == pytest.approx(line.raw, abs=1e-12)
