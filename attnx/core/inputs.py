@@ -64,6 +64,26 @@ class Linear:
 
 
 @dataclass(frozen=True, eq=False)
+class HeadNorm:
+    """RMSNorm over each head's vector (QK-norm, as Qwen 3 applies to Q and K before rotary positions):
+    ``x / sqrt(mean(x²) + eps) * weight``, ``weight`` ``[d_k]``. Made with ``of``, its weight is a read-only copy.
+    """
+
+    weight: np.ndarray
+    eps: float
+
+    @classmethod
+    def of(cls, weight: np.ndarray, eps: float) -> HeadNorm:
+        """A norm holding a read-only copy of ``weight`` (a vector) and a positive ``eps``."""
+        weight = np.asarray(weight)
+        if weight.ndim != 1 or weight.size == 0:
+            raise ConfigError(f"a head norm's weight must be a non-empty vector, got shape {weight.shape}")
+        if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
+            raise ConfigError(f"a head norm's eps must be a number in (0, 1), got {eps!r}")
+        return cls(frozen(weight), float(eps))
+
+
+@dataclass(frozen=True, eq=False)
 class DirectInputs:
     """Q ``[query, d_model]``, K and V ``[key, kv_heads · d_k]``, as given (made with ``of``)."""
 
@@ -96,13 +116,18 @@ class DirectInputs:
 @dataclass(frozen=True, eq=False)
 class ProjectedInputs:
     """X ``[query, d_in]`` and, for cross-attention, ``x_kv`` ``[key, d_in]`` (default X), with the
-    projections that make Q = X W_q + b_q, K = x_kv W_k + b_k and V = x_kv W_v + b_v (made with ``of``)."""
+    projections that make Q = X W_q + b_q, K = x_kv W_k + b_k and V = x_kv W_v + b_v (made with ``of``).
+
+    ``q_norm`` and ``k_norm``, when given, normalise each head of Q and of K once it is split (QK-norm).
+    """
 
     x: np.ndarray
     x_kv: np.ndarray | None
     w_q: Linear
     w_k: Linear
     w_v: Linear
+    q_norm: HeadNorm | None = None
+    k_norm: HeadNorm | None = None
 
     @classmethod
     def of(
@@ -113,6 +138,8 @@ class ProjectedInputs:
         w_v: Linear,
         x_kv: np.ndarray | None = None,
         where: str = "<input>",
+        q_norm: HeadNorm | None = None,
+        k_norm: HeadNorm | None = None,
     ) -> ProjectedInputs:
         """Checked, read-only copies of X (and ``x_kv``), with projections whose widths fit them."""
         x = _matrix(x, "x", where)
@@ -128,7 +155,7 @@ class ProjectedInputs:
                 raise ConfigError(f"{where}: b_{name[2]} must have {w.d_out} values, got {w.bias.size}")
         if w_k.d_out != w_v.d_out:
             raise ConfigError(f"{where}: w_k and w_v must have the same number of columns")
-        return cls(x, None if x_kv is None else kv_source, w_q, w_k, w_v)
+        return cls(x, None if x_kv is None else kv_source, w_q, w_k, w_v, q_norm, k_norm)
 
     @property
     def kv_source(self) -> np.ndarray:
@@ -147,6 +174,9 @@ class ProjectedInputs:
             out[f"w_{name}"] = w.weight
             if w.bias is not None:
                 out[f"b_{name}"] = w.bias
+        for name, norm in (("q_norm", self.q_norm), ("k_norm", self.k_norm)):
+            if norm is not None:
+                out[name] = norm.weight
         return out
 
     def rows(self, index: list[int]) -> ProjectedInputs:

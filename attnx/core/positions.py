@@ -8,6 +8,11 @@ pass unturned (partial rotary). Two ways to pair columns exist:
 - ``half``: column i with column i + r/2, as Hugging Face checkpoints store Q and K;
 - ``interleaved``: column 2i with column 2i + 1, as the original Llama release did.
 
+Checkpoints trained for long texts stretch the frequencies (``RopeScaling``): ``linear`` divides them all by a
+factor; ``llama3`` (Llama 3.1 and later) divides only the slow ones, those whose wavelength is longer than the
+original context over ``low_freq_factor``, keeps the fast ones (wavelength under the context over
+``high_freq_factor``) and blends the two in between.
+
 The turn is written as ``x·cos + (x @ R)·sin`` with a fixed signed permutation R, so that every engine applies
 it with the arithmetic it already has.
 """
@@ -22,15 +27,63 @@ import numpy as np
 from attnx.errors import ConfigError
 
 PAIRINGS = ("half", "interleaved")
+SCALINGS = ("linear", "llama3")
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """How the rotary frequencies are stretched: ``kind`` ``linear`` or ``llama3`` by ``factor``; ``llama3`` also
+    reads ``low_freq_factor``, ``high_freq_factor`` and ``original_max_positions`` (the trained context)."""
+
+    kind: str
+    factor: float
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_positions: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCALINGS:
+            raise ConfigError(f"rope scaling must be one of {', '.join(SCALINGS)}, got {self.kind!r}")
+        for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_positions"):
+            if not _positive(getattr(self, name)):
+                raise ConfigError(f"rope scaling's {name} must be a positive number, got {getattr(self, name)!r}")
+        if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:
+            raise ConfigError(
+                f"rope scaling's high_freq_factor ({self.high_freq_factor}) must be above "
+                f"low_freq_factor ({self.low_freq_factor})"
+            )
+
+    def apply(self, frequencies: np.ndarray) -> np.ndarray:
+        """``frequencies`` (angle per position, per pair) as the scaling stretches them."""
+        if self.kind == "linear":
+            return frequencies / self.factor
+        wavelength = 2 * math.pi / frequencies
+        slow = self.original_max_positions / self.low_freq_factor  # longer wavelengths: divided by factor
+        fast = self.original_max_positions / self.high_freq_factor  # shorter ones: kept
+        blend = (self.original_max_positions / wavelength - self.low_freq_factor) / (
+            self.high_freq_factor - self.low_freq_factor
+        )  # 0 at the slow end of the middle band, 1 at its fast end
+        middle = (1 - blend) * frequencies / self.factor + blend * frequencies
+        return np.where(wavelength > slow, frequencies / self.factor, np.where(wavelength < fast, frequencies, middle))
+
+    def describe(self) -> str:
+        """``llama3 ×8`` or ``linear ×2``."""
+        return f"{self.kind} ×{self.factor:g}"
 
 
 @dataclass(frozen=True)
 class Rotary:
-    """How Q and K are turned by position: base ``theta``, the column ``pairs`` and the ``fraction`` of d_k turned."""
+    """How Q and K are turned by position: base ``theta``, the column ``pairs``, the ``fraction`` of d_k turned
+    and the frequencies' ``scaling`` (None: as θ gives them)."""
 
     theta: float = 10000.0
     pairs: str = "half"
     fraction: float = 1.0
+    scaling: RopeScaling | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.theta, bool) or not isinstance(self.theta, (int, float)) or not math.isfinite(self.theta):
@@ -48,9 +101,10 @@ class Rotary:
         return int(d_k * self.fraction) // 2 * 2
 
     def frequencies(self, d_k: int) -> np.ndarray:
-        """The angle per position of each pair, θ^(−2i/r) for i = 0 … r/2 − 1 (float64)."""
+        """The angle per position of each pair, θ^(−2i/r) for i = 0 … r/2 − 1, then scaled (float64)."""
         r = self.width(d_k)
-        return self.theta ** (-np.arange(0, r, 2, dtype=np.float64) / r)
+        frequencies = self.theta ** (-np.arange(0, r, 2, dtype=np.float64) / r)
+        return frequencies if self.scaling is None else self.scaling.apply(frequencies)
 
     def pairs_of(self, d_k: int) -> tuple[np.ndarray, np.ndarray]:
         """The two columns of each turned pair, in pair order (pair 0 turns fastest)."""

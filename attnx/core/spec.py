@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from attnx.core.heads import columns_of, divisors, largest_abs, pool_heads
-from attnx.core.inputs import DirectInputs, Inputs, Linear, ProjectedInputs, frozen, shape_text
+from attnx.core.inputs import DirectInputs, HeadNorm, Inputs, Linear, ProjectedInputs, frozen, shape_text
 from attnx.core.positions import Rotary
 from attnx.core.settings import LAYOUTS, SCALE_MODES, AttentionSettings
 from attnx.errors import ConfigError
@@ -31,6 +31,7 @@ __all__ = [
     "AttentionSettings",
     "AttentionSpec",
     "DirectInputs",
+    "HeadNorm",
     "Inputs",
     "Linear",
     "ProjectedInputs",
@@ -79,6 +80,10 @@ class AttentionSpec:
             raise ConfigError(
                 f"{where}: rope turns pairs of columns: {settings.rotary.fraction} of d_k = {d_k} leaves none"
             )
+        if isinstance(self.inputs, ProjectedInputs):
+            for name, norm in (("q_norm", self.inputs.q_norm), ("k_norm", self.inputs.k_norm)):
+                if norm is not None and norm.weight.shape != (d_k,):
+                    raise ConfigError(f"{where}: {name} must have d_k = {d_k} values, got {norm.weight.size}")
         if kv_width != settings.kv_heads * d_k:
             raise ConfigError(
                 f"{where}: keys and values must have kv_heads × d_k = {settings.kv_heads} × {d_k} = "
@@ -148,6 +153,8 @@ class AttentionSpec:
         w_q: Linear | None = None,
         w_k: Linear | None = None,
         w_v: Linear | None = None,
+        q_norm: HeadNorm | None = None,
+        k_norm: HeadNorm | None = None,
         kv_heads: int | None = None,
         scale: str | float = "sqrt_dk",
         layout: str = "contiguous",
@@ -159,7 +166,7 @@ class AttentionSpec:
         **rest: Any,
     ) -> AttentionSpec:
         """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
-        ``w_q``, ``w_k``, ``w_v`` (and ``x_kv``); the settings; then ``of``'s keywords."""
+        ``w_q``, ``w_k``, ``w_v`` (and ``x_kv``, ``q_norm``, ``k_norm``); the settings; then ``of``'s keywords."""
         inputs: Inputs
         if x is not None:
             if any(a is not None for a in (q, k, v)):
@@ -167,13 +174,15 @@ class AttentionSpec:
             missing = [name for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)) if w is None]
             if missing or w_q is None or w_k is None or w_v is None:
                 raise ConfigError(f"{source}: x needs w_q, w_k and w_v; missing {', '.join(missing)}")
-            inputs = ProjectedInputs.of(x, w_q, w_k, w_v, x_kv, where=source)
+            inputs = ProjectedInputs.of(x, w_q, w_k, w_v, x_kv, where=source, q_norm=q_norm, k_norm=k_norm)
         else:
             missing = [name for name, a in (("q", q), ("k", k), ("v", v)) if a is None]
             if missing or q is None or k is None or v is None:
                 raise ConfigError(f"{source}: missing {', '.join(missing)}")
-            if any(w is not None for w in (w_q, w_k, w_v)) or x_kv is not None:
-                raise ConfigError(f"{source}: w_q, w_k, w_v and x_kv need x; with direct q, k, v leave them out")
+            if any(w is not None for w in (w_q, w_k, w_v, q_norm, k_norm)) or x_kv is not None:
+                raise ConfigError(
+                    f"{source}: w_q, w_k, w_v, x_kv and head norms need x; with direct q, k, v leave them out"
+                )
             inputs = DirectInputs.of(q, k, v, where=source)
         settings = AttentionSettings.of(
             heads,

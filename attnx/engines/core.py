@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from attnx.core.positions import Rotary
-from attnx.core.spec import AttentionSpec, DirectInputs, Inputs, Linear
+from attnx.core.spec import AttentionSpec, DirectInputs, HeadNorm, Inputs, Linear, ProjectedInputs
 from attnx.core.tensors import COMPUTED
 
 Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the backend
@@ -75,6 +75,13 @@ def project(ops: Backend, inputs: Inputs) -> tuple[Array, Array, Array]:
     return linear(ops, x, inputs.w_q), linear(ops, x_kv, inputs.w_k), linear(ops, x_kv, inputs.w_v)
 
 
+def normalise(ops: Backend, heads: Array, norm: HeadNorm) -> Array:
+    """RMSNorm of every head's vector: ``x / sqrt(mean(x²) + eps) * weight`` over d_k (QK-norm)."""
+    d_k = heads.shape[-1]
+    mean_square = (heads * heads) @ ops.array(np.full((d_k, 1), 1.0 / d_k))  # (…, n, 1)
+    return heads * (mean_square + norm.eps) ** -0.5 * ops.array(norm.weight)
+
+
 def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray) -> Array:
     """``heads`` ``[head, token, d_k]`` turned by ``rotary`` at the tokens' ``positions`` (see attnx.core.positions)."""
     cos, sin, turn = rotary.tables(positions, heads.shape[-1])  # (n, d_k), (n, d_k), (d_k, d_k)
@@ -120,10 +127,16 @@ def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None =
     settings = spec.settings
     # 1. Project: Q, K and V as the input gives them, or made from X.
     q, k, v = project(ops, spec.inputs)  # (N, d_model), (M, H_kv·d_k), (M, H_kv·d_k)
-    # 2. Split into heads, then turn Q and K by position (rotary positions), when the settings ask.
+    # 2. Split into heads; normalise each head of Q and K (QK-norm) and turn them by position (rotary
+    #    positions), when the inputs and settings ask.
     q_heads = split_heads(ops, q, settings.heads, settings.layout)  # (H, N, d_k)
     k_heads = split_heads(ops, k, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
     v_heads = split_heads(ops, v, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
+    inputs = spec.inputs
+    if isinstance(inputs, ProjectedInputs) and inputs.q_norm is not None:
+        q_heads = normalise(ops, q_heads, inputs.q_norm)
+    if isinstance(inputs, ProjectedInputs) and inputs.k_norm is not None:
+        k_heads = normalise(ops, k_heads, inputs.k_norm)
     if settings.rotary is not None:
         q_heads = rotate(ops, q_heads, settings.rotary, spec.positions)  # (H, N, d_k)
         k_heads = rotate(ops, k_heads, settings.rotary, np.arange(spec.n_keys))  # (H_kv, M, d_k)

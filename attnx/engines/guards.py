@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from attnx.core.result import AttentionResult
@@ -34,7 +36,9 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     a raw or scaled score within d_k·b²·max(1, |s|); a head output, a weighted mean of V's rows,
     within b, and the engines' sums of M rescaled terms within M·b; the projected output within
     d_model·b·a + a. Rotary positions turn pairs of Q's and K's numbers: each stays within √2·b, so
-    a score within 2·d_k·b². Each must stay below the dtype's largest number with room for rounding.
+    a score within 2·d_k·b². A head norm (QK-norm) leaves each number within √d_k·a (a unit-RMS
+    vector's largest is √d_k, times a weight within a), so Q and K are then within max(b, √d_k·a).
+    Each must stay below the dtype's largest number with room for rounding.
     Only below float64, whose range ``check_range`` has already measured a for; in float64,
     measuring the inputs would cost more than the scan of the output it spares.
     """
@@ -45,8 +49,10 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     inputs = spec.inputs
     projections = [inputs.w_q, inputs.w_k, inputs.w_v] if isinstance(inputs, ProjectedInputs) else []
     b = max(w.d_in for w in projections) * a * a + a if projections else a
+    normed = isinstance(inputs, ProjectedInputs) and (inputs.q_norm is not None or inputs.k_norm is not None)
+    qk = max(b, math.sqrt(spec.d_k) * a) if normed else b
     turned = 2.0 if spec.settings.rotary is not None else 1.0
-    bounds = [turned * spec.d_k * b * b * max(1.0, abs(spec.multiplier)), spec.n_keys * b]
+    bounds = [turned * spec.d_k * qk * qk * max(1.0, abs(spec.multiplier)), spec.n_keys * b]
     if spec.w_o is not None:
         bounds.append(spec.d_model * b * a + a)
     return all(bound <= largest * ROUNDING_ROOM for bound in bounds)

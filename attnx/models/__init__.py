@@ -26,7 +26,8 @@ from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
 from attnx.models.bert import Bert
-from attnx.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS, Checkpoint
+from attnx.models.checkpoint import CONFIG, TOKENIZER, Checkpoint
+from attnx.models.decoder import FAMILIES, Decoder
 from attnx.models.gpt2 import Gpt2
 from attnx.models.tokenize import Encoded, TextTokenizer
 
@@ -50,8 +51,12 @@ __all__ = [
     "with_overrides",
 ]
 
-ARCHITECTURES: dict[str, type[Architecture]] = {"bert": Bert, "gpt2": Gpt2}
-SUPPORTED = "the BERT family (model_type bert, e.g. all-MiniLM-L6-v2) and the GPT-2 family (model_type gpt2)"
+ARCHITECTURES: dict[str, type[Architecture]] = {
+    "bert": Bert,
+    "gpt2": Gpt2,
+    **{t: Decoder.of(f) for t, f in FAMILIES.items()},
+}
+SUPPORTED = ", ".join(ARCHITECTURES)
 
 # Called after each layer the forward pass runs: (layers done, layers to run).
 Progress = Callable[[int, int], None]
@@ -62,8 +67,9 @@ def architecture_of(checkpoint: Checkpoint) -> type[Architecture]:
     model_type = checkpoint.config.get("model_type")
     if model_type is None:
         named = [str(a).lower() for a in checkpoint.config.get("architectures") or ()]
-        model_type = next((key for key in ARCHITECTURES for a in named if a.startswith(key)), None)
-    if model_type not in ARCHITECTURES:
+        longest_first = sorted(ARCHITECTURES, key=len, reverse=True)  # gemma2 before gemma
+        model_type = next((key for key in longest_first for a in named if a.startswith(key)), None)
+    if not isinstance(model_type, str) or model_type not in ARCHITECTURES:
         where = checkpoint.path / CONFIG
         raise ModelError(f"{where}: model_type {model_type!r} is not supported; attnx runs {SUPPORTED}")
     return ARCHITECTURES[model_type]
@@ -147,6 +153,8 @@ class Model:
             architectures=tuple(str(a) for a in ckpt.config.get("architectures") or ()),
             layers=arch.layers,
             heads=arch.heads,
+            kv_heads=arch.kv_heads,
+            head_dim=arch.head_dim,
             d_model=arch.d_model,
             d_ff=arch.d_ff,
             vocab_size=arch.vocab_size,
@@ -155,10 +163,17 @@ class Model:
             causal=arch.causal,
             parameters=sum(math.prod(shape) for shape in learned.values()),
             dtypes=tuple(sorted({dtype for name, (_, dtype) in shapes.items() if name in learned})),
-            size_bytes=(ckpt.path / WEIGHTS).stat().st_size,
+            size_bytes=sum(path.stat().st_size for path in ckpt.weight_files()),
             tokenizer=self.tokenizer.kind,
             tokenizer_vocab_size=self.tokenizer.vocab_size,
             tokenizer_settings=self.tokenizer.stored,
+            rotary=arch.rotary,
+            windows=arch.windows,
+            softcap=arch.softcap,
+            qk_norm=arch.qk_norm,
+            tied_embeddings=arch.tied,
+            gated=arch.gated,
+            weight_files=len(ckpt.weight_files()),
         )
 
     def close(self) -> None:

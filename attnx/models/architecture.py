@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec
 from attnx.errors import ModelError
 from attnx.models.checkpoint import CONFIG, Checkpoint
@@ -17,7 +18,14 @@ from attnx.models.tokenize import Encoded
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What a checkpoint holds: its family, sizes and weights (``parameters`` counts learned values)."""
+    """What a checkpoint holds: its family, sizes and weights (``parameters`` counts learned values).
+
+    ``kv_heads`` is the number of K/V heads (fewer than ``heads``: grouped-query attention), ``head_dim``
+    each head's width; ``rotary`` the rotary positions (None: learned or no positions); ``windows`` each
+    layer's sliding window (None: the whole past); ``softcap`` the scores' soft cap; ``qk_norm`` whether
+    each head's q and k are normalised; ``tied_embeddings`` whether the output layer reuses the input
+    embeddings (None: an encoder); ``gated`` whether the MLP is gated; ``weight_files`` how many files hold the weights.
+    """
 
     path: str
     architecture: str
@@ -27,6 +35,8 @@ class ModelInfo:
     architectures: tuple[str, ...]
     layers: int
     heads: int
+    kv_heads: int
+    head_dim: int
     d_model: int
     d_ff: int
     vocab_size: int
@@ -39,11 +49,13 @@ class ModelInfo:
     tokenizer: str
     tokenizer_vocab_size: int
     tokenizer_settings: tuple[str, ...]
-
-    @property
-    def d_k(self) -> int:
-        """Width of one head."""
-        return self.d_model // self.heads
+    rotary: Rotary | None = None
+    windows: tuple[int | None, ...] = ()
+    softcap: float | None = None
+    qk_norm: bool = False
+    tied_embeddings: bool | None = None
+    gated: bool = False
+    weight_files: int = 1
 
 
 class Architecture:
@@ -56,29 +68,47 @@ class Architecture:
     needs them, never before.
     """
 
-    name: ClassVar[str]
-    family: ClassVar[str]
-    design: ClassVar[str]
+    name: str
+    family: str
+    design: str
     prefixes: ClassVar[tuple[str, ...]]
     probe: ClassVar[str]
     causal: ClassVar[bool]
 
     layers: int
     heads: int
+    kv_heads: int
+    head_dim: int
     d_model: int
     d_ff: int
     vocab_size: int
     max_length: int
     activation_name: str
+    rotary: Rotary | None = None
+    windows: tuple[int | None, ...] = ()
+    softcap: float | None = None
+    qk_norm: bool = False
+    gated: bool = False
+
+    @property
+    def tied(self) -> bool | None:
+        """Whether a decoder's output layer reuses the input embeddings (``tie_word_embeddings``); None for
+        encoders, whose checkpoints need not have an output layer."""
+        return bool(self.checkpoint.config.get("tie_word_embeddings", True)) if self.causal else None
 
     def __init__(self, checkpoint: Checkpoint, dtype: str = "float64") -> None:
         self.checkpoint = checkpoint
         self.dtype = np.dtype(dtype)
         self.read_config()
-        if self.d_model % self.heads:
-            where = checkpoint.path / CONFIG
-            raise ModelError(f"{where}: hidden size {self.d_model} is not divisible by {self.heads} heads")
+        self.check_heads()
         checkpoint.use_prefix(self.prefixes, self.probe, self.family)
+
+    def check_heads(self) -> None:
+        """Split hidden_size into the heads (``head_dim``, one K/V head per head); ModelError where it cannot."""
+        if self.d_model % self.heads:
+            where = self.checkpoint.path / CONFIG
+            raise ModelError(f"{where}: hidden size {self.d_model} is not divisible by {self.heads} heads")
+        self.kv_heads, self.head_dim = self.heads, self.d_model // self.heads
 
     def read_config(self) -> None:
         """Set the sizes from config.json (ModelError for what this family cannot run)."""

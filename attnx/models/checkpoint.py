@@ -1,4 +1,5 @@
-"""A local Hugging Face checkpoint folder: config.json, and model.safetensors read tensor by tensor, within the caps."""
+"""A local Hugging Face checkpoint folder: config.json, and its safetensors weights (one file, or shards named by an
+index) read tensor by tensor, within the caps."""
 
 from __future__ import annotations
 
@@ -13,16 +14,21 @@ from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint's map from tensor name to shard file
 FILES = (CONFIG, WEIGHTS, TOKENIZER)
 INSTALL_HINT = (
     'python -m pip install safetensors tokenizers (from a clone of attnx: python -m pip install -e ".[models]")'
 )
 
+PICKLED = "attnx reads safetensors only; re-save the model with safe_serialization=True"
 # What a folder that lacks one of FILES may hold instead, and what to say about it.
 ALTERNATIVES = {
     WEIGHTS: (
-        ("model.safetensors.index.json", "sharded checkpoints are not supported; save the model as one file"),
         ("pytorch_model.bin", "attnx reads safetensors only; re-save the model with safe_serialization=True"),
+        (
+            "pytorch_model.bin.index.json",
+            "attnx reads safetensors only; re-save the model with safe_serialization=True",
+        ),
     ),
     TOKENIZER: (("vocab.txt", "attnx needs the fast tokenizer's tokenizer.json; save it with a fast tokenizer"),),
 }
@@ -40,6 +46,10 @@ def require_libraries() -> None:
 class Checkpoint:
     """A checkpoint folder: its config, and its weights opened lazily, each tensor read when asked for.
 
+    The weights are ``model.safetensors``, or the shards that ``model.safetensors.index.json`` names:
+    every shard must be in the folder when it is opened, and each shard, once opened for a tensor,
+    must hold every tensor the index puts in it.
+
     ``prefix`` is put before every tensor name: checkpoints saved from a task model carry the base
     model under a prefix (``bert.``, ``transformer.``), bare ones none (see ``use_prefix``).
     ``limits`` bound config.json (``max_bytes``, ``max_depth``) and every tensor read, checked against
@@ -54,11 +64,15 @@ class Checkpoint:
         self.limits = limits or Limits.from_env()
         if not self.path.is_dir():
             raise ModelError(f"{self.name}: no such folder; a checkpoint folder holds {', '.join(FILES)}")
-        for name in FILES:
+        sharded = not (self.path / WEIGHTS).is_file() and (self.path / INDEX).is_file()
+        for name in (CONFIG, TOKENIZER) if sharded else FILES:
             self.file(name)
-        self.config = self._read_config()
+        self.config = self._read_json(self.path / CONFIG)
         self.prefix = ""
-        self._handle: Any = None
+        # Where each tensor is stored (None: every tensor is in model.safetensors), and the open files.
+        self._map: dict[str, Path] | None = self._read_index() if sharded else None
+        self._handles: dict[Path, Any] = {}
+        self._headers: dict[Path, dict[str, Any]] = {}
         self._held: frozenset[str] | None = None
 
     def file(self, name: str) -> Path:
@@ -70,10 +84,10 @@ class Checkpoint:
         held = "; " + hint if hint else f" (a checkpoint folder holds {', '.join(FILES)})"
         raise ModelError(f"{path}: missing{held}")
 
-    def _read_config(self) -> dict[str, Any]:
+    def _read_json(self, path: Path) -> dict[str, Any]:
+        """A JSON object from ``path``, within the byte and depth caps."""
         from attnx.io.jsontext import line_col, too_deep
 
-        path = self.path / CONFIG
         try:
             self.limits.check_bytes(path.stat().st_size, str(path))
             text = path.read_text("utf-8")
@@ -114,22 +128,55 @@ class Checkpoint:
             raise ModelError(f"{self.path / CONFIG}: {key} must be a number, got {value!r}")
         return float(value)
 
-    @property
-    def weights(self) -> Any:
-        """The open safetensors file (opened on first use; only its header is read then)."""
-        if self._handle is None:
+    def _read_index(self) -> dict[str, Path]:
+        """The index's map from tensor name to shard, each shard a file of this folder that exists."""
+        where = self.path / INDEX
+        weight_map = self._read_json(where).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ModelError(f"{where}: expected a non-empty weight_map from tensor names to shard files")
+        shards: dict[str, Path] = {}
+        for tensor, shard in weight_map.items():
+            if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
+                raise ModelError(f"{where}: tensor {tensor!r} is placed in {shard!r}, which is not a file name")
+            shards[tensor] = self.path / shard
+        for shard in sorted(set(shards.values())):
+            if not shard.is_file():
+                placed = sum(1 for path in shards.values() if path == shard)
+                raise ModelError(f"{shard}: missing: the index places {placed} tensors in it")
+        return shards
+
+    def weight_files(self) -> list[Path]:
+        """The files that hold the weights: model.safetensors, or every shard the index names."""
+        return [self.path / WEIGHTS] if self._map is None else sorted(set(self._map.values()))
+
+    def _where(self, full: str) -> Path:
+        """The file that holds tensor ``full`` (prefix included)."""
+        return self.path / WEIGHTS if self._map is None else self._map[full]
+
+    def _open(self, path: Path) -> Any:
+        """The open safetensors file ``path`` (opened on first use; only its header is read then)."""
+        handle = self._handles.get(path)
+        if handle is None:
             from safetensors import SafetensorError, safe_open
 
             try:
-                self._handle = safe_open(str(self.path / WEIGHTS), framework="numpy")
+                handle = safe_open(str(path), framework="numpy")
             except (SafetensorError, OSError) as exc:
-                raise ModelError(f"{self.path / WEIGHTS}: not a readable safetensors file: {exc}") from None
-        return self._handle
+                raise ModelError(f"{path}: not a readable safetensors file: {exc}") from None
+            self._handles[path] = handle
+            if self._map is not None:
+                held = set(handle.keys())
+                missing = sorted(name for name, shard in self._map.items() if shard == path and name not in held)
+                if missing:
+                    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+                    raise ModelError(f"{path}: lacks tensor {missing[0]!r}{more}, which {INDEX} places in it")
+        return handle
 
     def keys(self) -> frozenset[str]:
-        """Every tensor name in the weights file, as stored (prefix included)."""
+        """Every tensor name of the weights, as stored (prefix included)."""
         if self._held is None:
-            self._held = frozenset(self.weights.keys())
+            held = self._open(self.path / WEIGHTS).keys() if self._map is None else self._map
+            self._held = frozenset(held)
         return self._held
 
     def has(self, name: str) -> bool:
@@ -149,8 +196,9 @@ class Checkpoint:
     def _slice(self, name: str, *alternatives: str) -> tuple[Any, str]:
         held = self.keys()
         for candidate in (name, *alternatives):
-            if self.prefix + candidate in held:
-                return self.weights.get_slice(self.prefix + candidate), self.prefix + candidate
+            full = self.prefix + candidate
+            if full in held:
+                return self._open(self._where(full)).get_slice(full), full
         raise ModelError(f"{self.path / WEIGHTS}: missing tensor {self.prefix + name!r}")
 
     def tensor(self, name: str, *alternatives: str) -> np.ndarray:
@@ -175,44 +223,50 @@ class Checkpoint:
         """Refuse to read ``shape`` of tensor ``full`` when an axis or its element count is over the caps."""
         problem = self.limits.shape_problem(shape)
         if problem:
-            raise LimitError(f"{self.path / WEIGHTS}: tensor {full!r}: {problem}")
+            raise LimitError(f"{self._where(full)}: tensor {full!r}: {problem}")
 
     def _read(self, part: Any, full: str, index: slice) -> np.ndarray:
-        if part.get_dtype() == "BF16":  # NumPy has no bfloat16: widen the raw 16 bits to float32
-            return _bfloat16(self.path / WEIGHTS, full, index)
+        path = self._where(full)
         try:
+            if part.get_dtype() == "BF16":  # NumPy has no bfloat16: widen the raw 16 bits to float32
+                return self._bfloat16(path, full, index)
             return np.asarray(part[index])
+        except ModelError:
+            raise
         except Exception as exc:  # safetensors reports bad data as assorted exception types
-            raise ModelError(f"{self.path / WEIGHTS}: tensor {full!r} cannot be read: {exc}") from None
+            raise ModelError(f"{path}: tensor {full!r} cannot be read: {exc}") from None
+
+    def _bfloat16(self, path: Path, name: str, index: slice) -> np.ndarray:
+        """Rows ``index`` of bfloat16 tensor ``name`` as float32, mapped from the file at its header's offsets."""
+        header = self._headers.get(path)
+        if header is None:
+            with path.open("rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                header = {"": 8 + size, **json.loads(handle.read(size))}
+            self._headers[path] = header
+        entry = header[name]
+        shape = tuple(entry["shape"])
+        start, _ = entry["data_offsets"]
+        raw = np.memmap(path, dtype="<u2", mode="r", offset=header[""] + start, shape=shape)
+        return (raw[index].astype(np.uint32) << 16).view(np.float32)
 
     def shapes(self) -> dict[str, tuple[tuple[int, ...], str]]:
-        """Every tensor's shape and safetensors dtype name (``F32``, ``F16``, ``BF16``, ``I64``), from the header."""
+        """Every tensor's shape and safetensors dtype name (``F32``, ``F16``, ``BF16``, ``I64``), from the headers."""
         out = {}
         for name in sorted(self.keys()):
-            part = self.weights.get_slice(name)
+            part = self._open(self._where(name)).get_slice(name)
             out[name] = (tuple(part.get_shape()), part.get_dtype())
         return out
 
     def close(self) -> None:
-        """Let go of the weights file."""
-        if self._handle is not None and hasattr(self._handle, "__exit__"):
-            self._handle.__exit__(None, None, None)
-        self._handle = None
+        """Let go of the weights files."""
+        for handle in self._handles.values():
+            if hasattr(handle, "__exit__"):
+                handle.__exit__(None, None, None)
+        self._handles.clear()
 
     def __enter__(self) -> Checkpoint:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _bfloat16(path: Path, name: str, index: slice) -> np.ndarray:
-    """Rows ``index`` of bfloat16 tensor ``name`` as float32, read from the file's header offsets."""
-    with path.open("rb") as handle:
-        size = int.from_bytes(handle.read(8), "little")
-        header = json.loads(handle.read(size))
-    entry = header[name]
-    shape = tuple(entry["shape"])
-    start, _ = entry["data_offsets"]
-    raw = np.memmap(path, dtype="<u2", mode="r", offset=8 + size + start, shape=shape)
-    return (raw[index].astype(np.uint32) << 16).view(np.float32)

@@ -74,6 +74,12 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(inner))
 
 
+def silu(x: np.ndarray) -> np.ndarray:
+    """x·sigmoid(x) (Llama's ``silu``), with sigmoid written as (1 + tanh(x/2))/2: no overflow for any x."""
+    half = np.asarray(0.5, dtype=x.dtype)
+    return x * half * (1 + np.tanh(x * half))
+
+
 def relu(x: np.ndarray) -> np.ndarray:
     """max(x, 0)."""
     return np.maximum(x, 0)
@@ -85,4 +91,5 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu_new": gelu_tanh,
     "gelu_pytorch_tanh": gelu_tanh,
     "relu": relu,
+    "silu": silu,
 }

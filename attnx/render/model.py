@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich import box
@@ -17,6 +18,7 @@ from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary
 from attnx.render.heatmap import HeatScale, cell_style
 from attnx.render.serialize import FORMAT_VERSION
+from attnx.render.tables import rope_text
 
 # Label codes of the model view's cells: five characters at most, so twelve heads fit 80 columns.
 CODES = {
@@ -36,19 +38,50 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
     named = f" ({', '.join(info.architectures)})" if info.architectures else ""
     stored = " and ".join(info.tokenizer_settings)
     ignored = [("not applied", f"tokenizer.json {stored}; attnx never pads or truncates a text")] if stored else []
+    heads = f"{info.heads} × d_k {info.head_dim}"
+    if info.kv_heads < info.heads:
+        group = info.heads // info.kv_heads
+        kind = "multi-query" if info.kv_heads == 1 else "grouped-query"
+        heads += f", {info.kv_heads} K/V heads ({kind}: groups of {group})"
+    attention = [("heads", heads), ("positions", rope_text(info.rotary) if info.rotary else "learned embeddings")]
+    if info.qk_norm:
+        attention.append(("QK-norm", "RMSNorm on each head's q and k before rotary positions"))
+    attention += [("window", text) for text in [windows_text(info.windows)] if text]
+    if info.softcap is not None:
+        attention.append(("soft cap", f"scores capped at {info.softcap:g} (cap · tanh(s / cap))"))
+    files = "model.safetensors" if info.weight_files == 1 else f"{info.weight_files} safetensors shards"
     return [
         ("family", f"{info.family} ({info.design})"),
         ("model_type", f"{info.model_type}{named}"),
         ("layers", str(info.layers)),
-        ("heads", f"{info.heads} × d_k {info.d_k}"),
-        ("d_model", f"{info.d_model} · MLP {info.d_ff} · {info.activation}"),
+        *attention,
+        ("d_model", f"{info.d_model} · MLP {info.d_ff} · {info.activation}{', gated' if info.gated else ''}"),
         ("vocabulary", f"{info.vocab_size:,} tokens"),
+        *[("embeddings", "tied: the output layer reuses them" if tied else "untied") for tied in tied_of(info)],
         ("max length", f"{info.max_length} tokens (special tokens included)"),
         ("parameters", f"{info.parameters:,} ({', '.join(info.dtypes)})"),
-        ("weights", f"model.safetensors, {size_text(info.size_bytes, decimal=True)}"),
+        ("weights", f"{files}, {size_text(info.size_bytes, decimal=True)}"),
         ("tokenizer", f"{info.tokenizer}, {info.tokenizer_vocab_size:,} tokens"),
         *ignored,
     ]
+
+
+def tied_of(info: ModelInfo) -> list[bool]:
+    """Whether the output layer reuses the embeddings, as a list of none (encoders) or one."""
+    return [] if info.tied_embeddings is None else [info.tied_embeddings]
+
+
+def windows_text(windows: tuple[int | None, ...]) -> str:
+    """``4 keys on layers 0, 2 (2 of 4); the others see every earlier token``, or ``""`` without windows."""
+    sliding = [layer for layer, window in enumerate(windows) if window is not None]
+    if not sliding:
+        return ""
+    sizes = sorted({w for w in windows if w is not None})
+    size = " or ".join(map(str, sizes))
+    if len(sliding) == len(windows):
+        return f"{size} keys on every layer"
+    shown = ", ".join(map(str, sliding[:8])) + (", …" if len(sliding) > 8 else "")
+    return f"{size} keys on layers {shown} ({len(sliding)} of {len(windows)}); the others see every earlier token"
 
 
 def info_view(info: ModelInfo) -> RenderableType:
@@ -73,16 +106,24 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
         "architectures": list(info.architectures),
         "layers": info.layers,
         "heads": info.heads,
+        "kv_heads": info.kv_heads,
         "d_model": info.d_model,
-        "d_k": info.d_k,
+        "d_k": info.head_dim,
         "d_ff": info.d_ff,
         "activation": info.activation,
+        "gated_mlp": info.gated,
+        "rope": None if info.rotary is None else dataclasses.asdict(info.rotary),
+        "qk_norm": info.qk_norm,
+        "windows": list(info.windows),
+        "softcap": info.softcap,
+        "tied_embeddings": info.tied_embeddings,
         "causal": info.causal,
         "vocab_size": info.vocab_size,
         "max_length": info.max_length,
         "parameters": info.parameters,
         "dtypes": list(info.dtypes),
         "size_bytes": info.size_bytes,
+        "weight_files": info.weight_files,
         "tokenizer": {
             "kind": info.tokenizer,
             "vocab_size": info.tokenizer_vocab_size,

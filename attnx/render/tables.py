@@ -12,6 +12,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation
+from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.render.colours import EMPHASIS
 from attnx.render.fitted import FittedGrid, row_lookup
@@ -281,8 +282,7 @@ def summary_line(result: AttentionResult, source: str) -> Text:
     if result.softcap is not None:
         extras.append(f"scores soft-capped at {result.softcap:g}")
     if result.rotary is not None:
-        part = "" if result.rotary.fraction == 1 else f", {fmt(result.rotary.fraction, 2)} of d_k"
-        extras.append(f"RoPE θ {result.rotary.theta:g} ({result.rotary.pairs} pairs{part})")
+        extras.append(rope_text(result.rotary))
     if result.blocked_pairs is not None:
         extras.append(f"mask: {result.blocked_pairs} of {n * m} query-key pairs blocked ({MASKED})")
     if result.parameters:
@@ -292,3 +292,13 @@ def summary_line(result: AttentionResult, source: str) -> Text:
     if result.blocked_pairs:
         lines.append(MASKED_NOTE)
     return Text("\n".join(lines), style="dim")
+
+
+def rope_text(rotary: Rotary) -> str:
+    """``RoPE θ 10000 (half pairs, 0.5 of d_k, llama3 ×8)``: rotary settings in words."""
+    parts = [f"{rotary.pairs} pairs"]
+    if rotary.fraction != 1:
+        parts.append(f"{fmt(rotary.fraction, 2)} of d_k")
+    if rotary.scaling is not None:
+        parts.append(rotary.scaling.describe())
+    return f"RoPE θ {rotary.theta:g} ({', '.join(parts)})"

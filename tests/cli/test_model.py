@@ -193,7 +193,7 @@ class TestUsageErrors:
         path = Path(shutil.copytree(bert.path, tmp_path / "ckpt"))
         (path / "config.json").write_text(json.dumps({"model_type": "t5"}))
         result = invoke(runner, "heads", "--model", path, "--text", "a", code=2)
-        assert "model_type 't5' is not supported; attnx runs the BERT family" in result.stderr
+        assert "model_type 't5' is not supported; attnx runs bert, gpt2, llama, mistral" in result.stderr
 
 
 # One command line per way a model layer becomes an input: each must hold every cap.

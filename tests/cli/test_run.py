@@ -416,7 +416,7 @@ class TestRope:
         assert done.code == 0, done.stderr
         data = json.loads(done.stdout)
         assert data["format_version"] == "1.2"
-        assert data["rope"] == {"theta": 100.0, "pairs": "interleaved", "fraction": 1.0}
+        assert data["rope"] == {"theta": 100.0, "pairs": "interleaved", "fraction": 1.0, "scaling": None}
         expected = compute(load_spec().with_settings(rotary=Rotary(theta=100.0, pairs="interleaved")))
         np.testing.assert_allclose(data["scores"], expected.scores, rtol=1e-15, atol=0)
         assert not np.allclose(data["scores"], compute(load_spec()).scores)  # the turn changed them

@@ -36,7 +36,7 @@ class TestDescribe:
 
         info = describe(bert.path)
         assert (info.architecture, info.family, info.design) == ("bert", "BERT", "post-LayerNorm encoder")
-        assert (info.layers, info.heads, info.d_model, info.d_k, info.d_ff) == (3, 4, 32, 8, 64)
+        assert (info.layers, info.heads, info.d_model, info.head_dim, info.d_ff) == (3, 4, 32, 8, 64)
         assert (info.vocab_size, info.max_length, info.activation, info.causal) == (19, 16, "gelu", False)
         assert info.architectures == ("BertForMaskedLM",) and info.dtypes == ("F32",)
         stored = load_file(str(bert.path / "model.safetensors"))
@@ -76,8 +76,9 @@ class TestErrors:
     def test_unsupported_architecture(self, bert: Reference, tmp_path: Path) -> None:
         """An unknown model_type is refused, naming what is supported."""
         path = copy_of(bert, tmp_path)
-        edit_config(path, model_type="llama", architectures=["LlamaForCausalLM"])
-        with pytest.raises(ModelError, match=r"model_type 'llama' is not supported; attnx runs the BERT family"):
+        edit_config(path, model_type="falcon", architectures=["FalconForCausalLM"])
+        supported = "bert, gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2"
+        with pytest.raises(ModelError, match=rf"model_type 'falcon' is not supported; attnx runs {supported}$"):
             describe(path)
 
     def test_architecture_from_class_names(self, bert: Reference, tmp_path: Path) -> None:

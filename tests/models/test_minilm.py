@@ -38,7 +38,7 @@ class TestMiniLM:
     def test_describe(self, minilm: Path) -> None:
         """all-MiniLM-L6-v2: BERT, 6 layers of 12 heads, d_model 384, 30522 tokens, 512 positions, 22.7 M parameters."""
         info = describe(minilm)
-        assert (info.architecture, info.layers, info.heads, info.d_model, info.d_k) == ("bert", 6, 12, 384, 32)
+        assert (info.architecture, info.layers, info.heads, info.d_model, info.head_dim) == ("bert", 6, 12, 384, 32)
         assert (info.vocab_size, info.max_length, info.d_ff, info.parameters) == (30522, 512, 1536, 22_713_216)
         assert info.tokenizer == "WordPiece" and "pads every input to 128 tokens" in info.tokenizer_settings
 
