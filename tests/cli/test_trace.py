@@ -200,7 +200,12 @@ class TestSettingsInTheTrace:
         """--softcap 0.5 --rope-theta 100: each scaled score is 0.5·tanh(raw·s/0.5); table and JSON say both."""
         args = ("trace", "--token", "cat", "--softcap", "0.5", "--rope-theta", "100")
         data = json.loads(run_attnx(*args, "-f", "json").stdout)
-        assert data["softcap"] == 0.5 and data["rope"] == {"theta": 100.0, "pairs": "half", "fraction": 1.0, "scaling": None}
+        assert data["softcap"] == 0.5 and data["rope"] == {
+            "theta": 100.0,
+            "pairs": "half",
+            "fraction": 1.0,
+            "scaling": None,
+        }
         for head in data["heads"]:
             for key in head["keys"]:
                 assert key["scaled"] == pytest.approx(0.5 * math.tanh(key["raw"] * data["scale"] / 0.5), abs=1e-15)
