@@ -209,15 +209,19 @@ class ForwardPass:
         self._stream: np.ndarray = model.architecture.embed(encoded)  # (N, d_model)
         self._pending: np.ndarray | None = None  # the projected attention output of layer - 1
 
+    def stream(self) -> np.ndarray:
+        """The residual stream entering the current layer, ``[token, d_model]``: once every layer has run,
+        the one leaving the last layer (before any final norm)."""
+        if self._pending is not None:
+            self._stream = self.model.architecture.after_attention(self.layer - 1, self._stream, self._pending)
+            self._pending = None
+        return self._stream
+
     def spec(self) -> AttentionSpec:
         """The attention of the layer the stream is about to enter."""
-        arch = self.model.architecture
-        if self._pending is not None:
-            self._stream = arch.after_attention(self.layer - 1, self._stream, self._pending)
-            self._pending = None
+        stream = self.stream()
         self.model.check_layer(self.layer)
-        spec = arch.attention_spec(self.layer, self._stream, self.tokens, self.model.source(self.layer))
-        return spec
+        return self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
 
     def step(self, needs: Collection[str] = ()) -> AttentionResult:
         """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer."""

@@ -19,6 +19,7 @@ LABEL_WIDTH = 48  # a longer token is clipped to this many characters in its lab
 # terminal or reorder the line around them.
 ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+METASPACE = "\u2581"  # "▁", SentencePiece's mark for a space
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,13 +80,30 @@ def escape(text: str) -> str:
     return "".join(out)
 
 
-def label(piece: str, *, byte_level: bool = False) -> str:
+def metaspace_text(piece: str) -> str:
+    """The text a SentencePiece-style token stands for: ``▁`` is a space and a byte token (``<0x0A>``) its byte;
+    a byte that is only part of a character shows as ``\\xe2``."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        try:
+            return bytes([int(piece[3:5], 16)]).decode("utf-8", errors="backslashreplace")
+        except ValueError:
+            return piece
+    return piece.replace(METASPACE, " ")
+
+
+def label(piece: str, *, spelling: str = "plain") -> str:
     """A token as people read it: the text it stands for, escaped, at most ``LABEL_WIDTH`` characters.
 
-    With ``byte_level`` (GPT-2 style tokenizers) the token is first read back from the byte alphabet:
-    ``Ġcat`` is `` cat`` and ``Ċ`` is ``\\n``, so ``--token cat`` finds it and a table shows the text.
+    Tokens are first read back from how the tokenizer spells them (``spelling``): ``byte-level`` (GPT-2,
+    Llama 3, Qwen) from the byte alphabet, ``Ġcat`` as `` cat`` and ``Ċ`` as ``\\n``; ``metaspace``
+    (SentencePiece: Llama 2, Mistral, Gemma) ``▁cat`` as `` cat`` and ``<0x0A>`` as ``\\n``; so
+    ``--token cat`` finds it and a table shows the text.
     """
-    text = (byte_level_text(piece) if byte_level else None) or piece
+    text = piece
+    if spelling == "byte-level":
+        text = byte_level_text(piece) or piece
+    elif spelling == "metaspace":
+        text = metaspace_text(piece)
     text = escape(text)
     return text if len(text) <= LABEL_WIDTH else text[: LABEL_WIDTH - 1] + "…"
 
@@ -112,7 +130,7 @@ class TextTokenizer:
         except Exception as exc:  # tokenizers raises plain Exception subclasses for bad files
             raise ModelError(f"{path}: not a readable tokenizer.json: {exc}") from None
         self.stored = _stored_settings(self._tokenizer)
-        self.byte_level = _is_byte_level(self._tokenizer)
+        self.spelling = _spelling(self._tokenizer)
         self._added = frozenset(self._tokenizer.get_added_tokens_decoder())
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
@@ -149,19 +167,22 @@ class TextTokenizer:
             )
         pieces = tuple(encoding.tokens)
         labels = tuple(
-            label(piece, byte_level=self.byte_level and int(i) not in self._added)
+            label(piece, spelling="plain" if int(i) in self._added else self.spelling)
             for piece, i in zip(pieces, encoding.ids, strict=True)
         )
         return Encoded(ids, np.asarray(encoding.type_ids, dtype=np.intp), labels, pieces)
 
 
-def _is_byte_level(tokenizer: Any) -> bool:
-    """True when the tokenizer spells bytes with GPT-2's alphabet (its decoder or pre-tokenizer is ByteLevel)."""
-    for part in (tokenizer.decoder, tokenizer.pre_tokenizer):
-        state = part.__getstate__() if part is not None else None  # the part's JSON, as bytes
-        if isinstance(state, bytes) and b'"ByteLevel"' in state:
-            return True
-    return False
+def _spelling(tokenizer: Any) -> str:
+    """How the tokenizer spells text in its tokens: ``byte-level`` (GPT-2's byte alphabet), ``metaspace``
+    (``▁`` for spaces, as SentencePiece) or ``plain``, from its decoder's or pre-tokenizer's JSON."""
+    states = [part.__getstate__() for part in (tokenizer.decoder, tokenizer.pre_tokenizer) if part is not None]
+    found = [state for state in states if isinstance(state, bytes)]
+    if any(b'"ByteLevel"' in state for state in found):
+        return "byte-level"
+    if any(METASPACE.encode() in state for state in found):
+        return "metaspace"
+    return "plain"
 
 
 def _stored_settings(tokenizer: Any) -> tuple[str, ...]:

@@ -59,7 +59,7 @@ class TestLabels:
 
     def test_byte_level_labels(self) -> None:
         """A byte-level token's label is its text, escaped: ``Ġcat`` is `` cat``, ``Ċ`` is ``\\n``."""
-        assert [label(p, byte_level=True) for p in ("Ġcat", "Ċ", "ĠâĢ®")] == [" cat", "\\n", " \\u202e"]
+        assert [label(p, spelling="byte-level") for p in ("Ġcat", "Ċ", "ĠâĢ®")] == [" cat", "\\n", " \\u202e"]
         assert label("Ġcat") == "Ġcat"  # not byte-level: as spelled
 
     def test_long_tokens_are_clipped(self) -> None:

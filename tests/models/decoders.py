@@ -1,0 +1,200 @@
+"""Fixtures: tiny random Llama, Mistral, Qwen 2/3 and Gemma 1/2 checkpoints built with transformers, and their references.
+
+Each family's config is chosen to exercise what it differs in (see ``VARIANTS``): grouped and single
+K/V heads, head_dim ≠ hidden / heads, biases, llama3 rope scaling, sliding windows shorter than the
+text, soft-capped scores, QK-norm, tied and untied embeddings, sharded, bfloat16 and float16 files.
+Norm weights and biases are moved away from their defaults so that every term matters.
+
+The float64 reference: transformers keeps some steps in float32 even in a float64 model (the rotary
+frequencies and angles, RMSNorm's mean square, the softmax), each written ``torch.float``,
+``torch.float32`` or ``tensor.float()`` in its modelling code. ``float64_everywhere`` points the three
+at float64 while the
+rotary module is rebuilt (its frequencies) and while the model runs, so every step of the reference
+is float64. (Loading the weights needs the real names: safetensors sizes its reads by them.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from tests.models.checkpoints import SENTENCES, TEXT, gpt2_tokenizer
+
+SIZES = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3, "max_position_embeddings": 64}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One tiny checkpoint: its family, config, how it is saved and which tokenizer it has."""
+
+    name: str
+    family: str
+    config: dict[str, Any]
+    stored: str = "float32"  # the weights' dtype on disk
+    shard: str | None = None  # save_pretrained's max_shard_size: sharded with an index
+    tokenizer: str = "byte-level"  # or "metaspace" (SentencePiece style, "▁" for spaces)
+    facts: dict[str, Any] = field(default_factory=dict)  # what attnx must read from the config
+
+
+VARIANTS = {
+    v.name: v
+    for v in (
+        Variant(
+            "llama", "llama",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "attention_bias": True,
+             "mlp_bias": True, "tie_word_embeddings": False,
+             "rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 32}},
+            shard="8KB", tokenizer="metaspace",
+        ),
+        Variant(
+            "mistral", "mistral",
+            {"num_attention_heads": 4, "num_key_value_heads": 1, "sliding_window": 3, "tie_word_embeddings": True},
+            stored="bfloat16",
+        ),
+        Variant(
+            "qwen2", "qwen2",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "use_sliding_window": True, "sliding_window": 4,
+             "max_window_layers": 1, "tie_word_embeddings": False},
+            stored="float16",
+        ),
+        Variant(
+            "qwen3", "qwen3",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 12, "tie_word_embeddings": True},
+        ),
+        Variant(
+            "gemma", "gemma",
+            {"num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}, tokenizer="metaspace",
+        ),
+        Variant(
+            "gemma2", "gemma2",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 4,
+             "attn_logit_softcapping": 2.0, "query_pre_attn_scalar": 24, "final_logit_softcapping": 30.0},
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DecoderReference:
+    """A checkpoint folder and what transformers computes on TEXT, per layer: weights ``[head, query, key]``
+    and the hidden state each layer outputs ``[query, d_model]``, in float32 and in float64."""
+
+    path: Path
+    variant: Variant
+    ids: list[int]
+    tokens: list[str]
+    attentions: dict[str, list[np.ndarray]]
+    hidden: dict[str, list[np.ndarray]]
+
+
+def metaspace_tokenizer() -> Any:
+    """A SentencePiece-style BPE (``▁`` marks a space, unknown bytes as ``<0x..>``) with ``<s>`` before a text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE(byte_fallback=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    specials = ["<unk>", "<s>", "</s>"]
+    bytes_ = [f"<0x{b:02X}>" for b in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials + bytes_, show_progress=False)
+    tokenizer.train_from_iterator(SENTENCES * 4, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return tokenizer
+
+
+@contextlib.contextmanager
+def float64_everywhere() -> Iterator[None]:
+    """While active, ``torch.float``, ``torch.float32`` and ``Tensor.float()`` mean float64 (see the module's docstring)."""
+    import torch
+
+    with (
+        mock.patch.object(torch, "float", torch.float64),
+        mock.patch.object(torch, "float32", torch.float64),
+        mock.patch.object(torch.Tensor, "float", torch.Tensor.double),
+    ):
+        yield
+
+
+def randomise(model: Any) -> None:
+    """Norm weights near 1 (Gemma's, stored as w in (1 + w): near 0) and biases near 0, but not equal."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or ("norm" in name and "gemma" in type(model).__name__.lower()):
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
+            elif "norm" in name:
+                p.copy_(1 + torch.randn(p.shape, generator=generator) * 0.1)
+
+
+def run_reference(path: Path, ids: list[int], dtype: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each layer's weights and output hidden state (captured by a hook on the layer) from transformers."""
+    import torch
+    import transformers
+
+    wide = dtype == "float64"
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        path, attn_implementation="eager", dtype=torch.float64 if wide else torch.float32
+    )
+    model.eval()
+    with float64_everywhere() if wide else contextlib.nullcontext():
+        if wide:
+            model.model.rotary_emb = type(model.model.rotary_emb)(model.config)
+        outputs: list[np.ndarray] = []
+        hooks = [
+            layer.register_forward_hook(lambda _m, _i, out: outputs.append(
+                (out[0] if isinstance(out, tuple) else out)[0].numpy().copy()))
+            for layer in model.model.layers
+        ]  # fmt: skip
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_attentions=True)
+        for hook in hooks:
+            hook.remove()
+    return [a[0].numpy() for a in out.attentions], outputs
+
+
+def build(path: Path, variant: Variant) -> DecoderReference:
+    """Save ``variant`` as a random model with its tokenizer in ``path`` and run transformers on TEXT."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+
+    torch.manual_seed(0)
+    tokenizer = metaspace_tokenizer() if variant.tokenizer == "metaspace" else gpt2_tokenizer()
+    config = transformers.AutoConfig.for_model(
+        variant.family, vocab_size=tokenizer.get_vocab_size(), initializer_range=0.2, **SIZES, **variant.config
+    )
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    randomise(model)
+    model.to(getattr(torch, variant.stored))
+    model.save_pretrained(path, **({"max_shard_size": variant.shard} if variant.shard else {}))
+    tokenizer.save(str(path / "tokenizer.json"))
+    encoding = tokenizer.encode(TEXT)
+    attentions, hidden = {}, {}
+    for dtype in ("float32", "float64"):
+        attentions[dtype], hidden[dtype] = run_reference(path, encoding.ids, dtype)
+    return DecoderReference(path, variant, encoding.ids, encoding.tokens, attentions, hidden)
+
+
+_BUILT: dict[str, DecoderReference] = {}
+
+
+def built(name: str, factory: pytest.TempPathFactory) -> DecoderReference:
+    """The tiny decoder ``name`` of ``VARIANTS``, built once per session."""
+    if name not in _BUILT:
+        _BUILT[name] = build(factory.mktemp(name), VARIANTS[name])
+    return _BUILT[name]
+
+
+@pytest.fixture(scope="session", params=list(VARIANTS))
+def decoder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DecoderReference:
+    """Each tiny decoder in turn."""
+    return built(request.param, tmp_path_factory)

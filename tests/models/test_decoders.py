@@ -1,0 +1,223 @@
+"""Llama-style decoders against transformers: every family's weights and hidden states, layer by layer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnx.core.positions import RopeScaling, Rotary
+from attnx.errors import ModelError
+from attnx.models import describe, load_model_spec, open_model
+from tests.models.checkpoints import TEXT
+from tests.models.decoders import (
+    VARIANTS,
+    DecoderReference,
+    built,
+    decoder,  # noqa: F401  (the fixture: each family in turn)
+)
+
+TOLERANCES = {"float32": 1e-5, "float64": 1e-10}  # as the issue asks
+
+
+def forward(path: Path, dtype: str, engine: str = "numpy") -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """attnx's weights ``[head, query, key]`` and output hidden state ``[query, d_model]`` for every layer."""
+    weights, hidden = [], []
+    with open_model(path, dtype) as model:
+        run = model.run(TEXT, engine=engine, layer=model.layers - 1)
+        for _ in range(model.layers):
+            weights.append(run.step({"weights"}).weights)
+            hidden.append(run.stream())
+    return weights, hidden
+
+
+def assert_close(ours: np.ndarray, theirs: np.ndarray, dtype: str) -> None:
+    """Within the dtype's tolerance, scaled by the reference's magnitude where it exceeds 1."""
+    assert ours.shape == theirs.shape
+    bound = TOLERANCES[dtype] * max(1.0, float(np.abs(theirs).max()))
+    assert np.abs(ours - theirs).max() <= bound
+
+
+@pytest.fixture
+def llama(tmp_path_factory: pytest.TempPathFactory) -> DecoderReference:
+    """The Llama: GQA, head_dim 16 ≠ 32 / 4, biases, llama3 rope scaling, untied, sharded, SentencePiece tokens."""
+    return built("llama", tmp_path_factory)
+
+
+@pytest.fixture
+def gemma2(tmp_path_factory: pytest.TempPathFactory) -> DecoderReference:
+    """The Gemma 2: soft-capped scores, query_pre_attn_scalar 24, windows of 4 on layers 0 and 2."""
+    return built("gemma2", tmp_path_factory)
+
+
+class TestAgreement:
+    """Each family equals transformers (eager attention) layer by layer, in float32 and all-float64."""
+
+    @pytest.mark.parametrize("dtype", ["float32", "float64"])
+    def test_weights_and_hidden_states(self, decoder: DecoderReference, dtype: str) -> None:
+        """Every layer's weights (every head) and output hidden state: 1e-5 in float32, 1e-10 in float64."""
+        weights, hidden = forward(decoder.path, dtype)
+        assert len(weights) == len(decoder.attentions[dtype]) == 3
+        for ours, theirs in zip(weights, decoder.attentions[dtype], strict=True):
+            assert ours.dtype == np.dtype(dtype)
+            assert_close(ours, theirs, dtype)
+        for ours, theirs in zip(hidden, decoder.hidden[dtype], strict=True):
+            assert_close(ours, theirs, dtype)
+
+    def test_torch_engine(self, decoder: DecoderReference) -> None:
+        """The torch engine runs the same layers to the same weights."""
+        pytest.importorskip("torch")
+        weights, hidden = forward(decoder.path, "float32", engine="torch")
+        for ours, theirs in zip(weights, decoder.attentions["float32"], strict=True):
+            assert_close(ours, theirs, "float32")
+        assert_close(hidden[-1], decoder.hidden["float32"][-1], "float32")
+
+    @pytest.mark.parametrize(("name", "layer"), [("mistral", 0), ("qwen2", 1), ("gemma2", 0), ("gemma2", 1)])
+    def test_windows_and_caps_matter(self, tmp_path_factory: pytest.TempPathFactory, name: str, layer: int) -> None:
+        """The windows and caps these tests check are short enough to matter: without them the weights differ."""
+        from attnx.engines import compute
+
+        reference = built(name, tmp_path_factory)
+        spec = load_model_spec(reference.path, TEXT, layer, dtype="float64")
+        assert spec.settings.window is not None or spec.settings.softcap is not None
+        plain = compute(spec.with_settings(window=None, softcap=None), "numpy", dtype="float64")
+        assert np.abs(plain.weights - reference.attentions["float64"][layer]).max() > 1e-3
+
+
+class TestSpecs:
+    """What each family's layer spec holds, read from config.json."""
+
+    def test_llama(self, llama: DecoderReference) -> None:
+        """GQA 4/2, d_k 16, llama3-scaled RoPE, biases on q/k/v/o, causal, no window."""
+        spec = load_model_spec(llama.path, TEXT, 1)
+        s = spec.settings
+        assert (s.heads, s.kv_heads, spec.d_k, s.causal, s.window, s.softcap) == (4, 2, 16, True, None, None)
+        scaling = RopeScaling("llama3", 8.0, 1.0, 4.0, 32)
+        assert s.rotary == Rotary(theta=500.0, pairs="half", fraction=1.0, scaling=scaling)
+        assert spec.inputs.w_q.bias is not None and spec.w_o is not None and spec.w_o.bias is not None
+        assert spec.source == f"{llama.path} (llama), layer 1 of 3"
+
+    def test_gemma2(self, gemma2: DecoderReference) -> None:
+        """Sliding layers alternate from layer 0; scores scaled by 24^-½ and capped at 2."""
+        windows = [load_model_spec(gemma2.path, TEXT, layer).settings.window for layer in range(3)]
+        assert windows == [4, None, 4]
+        spec = load_model_spec(gemma2.path, TEXT, 1)
+        assert spec.multiplier == pytest.approx(24**-0.5, rel=1e-15) and spec.settings.softcap == 2.0
+
+    def test_qwen3_head_norms(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        """Qwen 3 hands each layer's q_norm and k_norm (d_k 12) to the spec."""
+        qwen3 = built("qwen3", tmp_path_factory)
+        spec = load_model_spec(qwen3.path, TEXT, 2)
+        inputs = spec.inputs
+        assert inputs.q_norm is not None and inputs.k_norm is not None  # type: ignore[union-attr]
+        assert inputs.q_norm.weight.shape == (12,) and inputs.q_norm.eps == pytest.approx(1e-6)  # type: ignore[union-attr]
+
+    def test_qwen2_windows_from_max_window_layers(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        """use_sliding_window with max_window_layers 1: layers 1 and 2 slide (window 4), layer 0 does not."""
+        qwen2 = built("qwen2", tmp_path_factory)
+        assert [load_model_spec(qwen2.path, TEXT, i).settings.window for i in range(3)] == [None, 4, 4]
+
+    def test_sentencepiece_labels(self, llama: DecoderReference) -> None:
+        """``▁cat`` is labelled `` cat``; the ``<s>`` the tokenizer adds stays as it is."""
+        spec = load_model_spec(llama.path, TEXT, 0)
+        assert spec.tokens[0] == "<s>" and spec.tokens[1:3] == (" the", " cat")
+        assert len(spec.tokens) == len(llama.ids)
+
+
+class TestDescribe:
+    """``describe`` says what a decoder is made of."""
+
+    def test_llama_facts(self, llama: DecoderReference) -> None:
+        """K/V heads, head_dim, rotary settings, untied embeddings, shards."""
+        info = describe(llama.path)
+        assert (info.family, info.heads, info.kv_heads, info.head_dim, info.d_ff) == ("Llama", 4, 2, 16, 48)
+        assert info.rotary is not None and info.rotary.scaling is not None and info.rotary.theta == 500.0
+        assert info.tied_embeddings is False and info.gated and info.activation == "silu"
+        assert info.weight_files > 1 and info.windows == (None, None, None)
+
+    def test_stored_dtypes_and_windows(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        """bfloat16 and float16 files say so; Mistral's window covers every layer; its embeddings are tied."""
+        mistral = describe(built("mistral", tmp_path_factory).path)
+        assert mistral.dtypes == ("BF16",) and mistral.windows == (3, 3, 3) and mistral.kv_heads == 1
+        assert mistral.tied_embeddings is True
+        assert describe(built("qwen2", tmp_path_factory).path).dtypes == ("F16",)
+
+    def test_parameters_match_transformers(self, decoder: DecoderReference) -> None:
+        """The learned parameters counted from the headers equal the model's, less a tied output layer."""
+        import transformers
+
+        model = transformers.AutoModelForCausalLM.from_pretrained(decoder.path)
+        expected = sum(p.numel() for p in model.parameters())  # tied weights are counted once
+        assert describe(decoder.path).parameters == expected
+
+
+class TestShards:
+    """A sharded checkpoint opens only when its index and shards agree."""
+
+    def copy(self, llama: DecoderReference, tmp_path: Path) -> Path:
+        return Path(shutil.copytree(llama.path, tmp_path / "llama"))
+
+    def test_missing_shard(self, llama: DecoderReference, tmp_path: Path) -> None:
+        """A shard the index names but the folder lacks is one line naming it and how many tensors it holds."""
+        path = self.copy(llama, tmp_path)
+        shard = sorted(path.glob("model-*.safetensors"))[-1]
+        shard.unlink()
+        with pytest.raises(ModelError, match=rf"{shard.name}: missing: the index places \d+ tensors in it$"):
+            open_model(path)
+
+    def test_shard_without_a_tensor_the_index_places_there(self, llama: DecoderReference, tmp_path: Path) -> None:
+        """An index that puts a tensor in the wrong shard is refused when that shard is opened."""
+        path = self.copy(llama, tmp_path)
+        index = json.loads((path / "model.safetensors.index.json").read_text())
+        name = "model.layers.0.self_attn.q_proj.weight"
+        index["weight_map"][name] = next(s for s in index["weight_map"].values() if s != index["weight_map"][name])
+        (path / "model.safetensors.index.json").write_text(json.dumps(index))
+        with pytest.raises(ModelError, match=rf"lacks tensor '{name}'.*which model.safetensors.index.json places"):
+            load_model_spec(path, TEXT, 0)
+
+    @pytest.mark.parametrize("shard", ["../outside.safetensors", "/etc/passwd", "sub/dir.safetensors", 7])
+    def test_shard_names_stay_in_the_folder(self, llama: DecoderReference, tmp_path: Path, shard: object) -> None:
+        """A shard named by a path, or not by a string, is refused: the index cannot point outside the folder."""
+        path = self.copy(llama, tmp_path)
+        index = json.loads((path / "model.safetensors.index.json").read_text())
+        index["weight_map"]["model.norm.weight"] = shard
+        (path / "model.safetensors.index.json").write_text(json.dumps(index))
+        with pytest.raises(ModelError, match="which is not a file name"):
+            open_model(path)
+
+
+class TestConfigErrors:
+    """Settings attnx cannot run are refused in one line."""
+
+    def edit(self, llama: DecoderReference, tmp_path: Path, **changes: object) -> Path:
+        path = Path(shutil.copytree(llama.path, tmp_path / "llama"))
+        config = json.loads((path / "config.json").read_text()) | changes
+        (path / "config.json").write_text(json.dumps(config))
+        return path
+
+    def test_unknown_rope_type(self, llama: DecoderReference, tmp_path: Path) -> None:
+        """A rope_type other than default, linear and llama3 names those three."""
+        path = self.edit(llama, tmp_path, rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0})
+        with pytest.raises(ModelError, match="rope_type 'yarn' is not supported; attnx runs default, linear, llama3"):
+            open_model(path)
+
+    def test_heads_that_do_not_share(self, llama: DecoderReference, tmp_path: Path) -> None:
+        """4 heads over 3 K/V heads cannot be grouped."""
+        path = self.edit(llama, tmp_path, num_key_value_heads=3)
+        with pytest.raises(ModelError, match="4 attention heads cannot be shared among 3 K/V heads"):
+            open_model(path)
+
+    def test_unknown_layer_type(self, llama: DecoderReference, tmp_path: Path) -> None:
+        """layer_types other than sliding and full attention are refused."""
+        path = self.edit(llama, tmp_path, sliding_window=4, layer_types=["chunked_attention"] * 3)
+        with pytest.raises(ModelError, match="layer_types 'chunked_attention' is not supported"):
+            open_model(path)
+
+    def test_variants_cover_every_family(self) -> None:
+        """Each supported decoder family has a tiny checkpoint in these tests."""
+        from attnx.models.decoder import FAMILIES
+
+        assert {v.family for v in VARIANTS.values()} == set(FAMILIES)
