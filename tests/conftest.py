@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-# Tiny BERT and GPT-2 checkpoints (and the engine fixture) for tests/models and tests/cli.
-pytest_plugins = ("tests.models.checkpoints",)
+# Tiny BERT, GPT-2 and decoder checkpoints (and the engine fixture) for tests/models and tests/cli.
+pytest_plugins = ("tests.models.checkpoints", "tests.models.decoders")
 
 # The worked example of the founding tutorial ("The cat sat on mat", H = 2), as printed there
 # to four decimals. These are the textbook's numbers, not numbers attnx produced.

@@ -13,12 +13,7 @@ from attnx.core.positions import RopeScaling, Rotary
 from attnx.errors import ModelError
 from attnx.models import describe, load_model_spec, open_model
 from tests.models.checkpoints import TEXT
-from tests.models.decoders import (
-    VARIANTS,
-    DecoderReference,
-    built,
-    decoder,  # noqa: F401  (the fixture: each family in turn)
-)
+from tests.models.decoders import VARIANTS, DecoderReference, built
 
 TOLERANCES = {"float32": 1e-5, "float64": 1e-10}  # as the issue asks
 
@@ -39,18 +34,6 @@ def assert_close(ours: np.ndarray, theirs: np.ndarray, dtype: str) -> None:
     assert ours.shape == theirs.shape
     bound = TOLERANCES[dtype] * max(1.0, float(np.abs(theirs).max()))
     assert np.abs(ours - theirs).max() <= bound
-
-
-@pytest.fixture
-def llama(tmp_path_factory: pytest.TempPathFactory) -> DecoderReference:
-    """The Llama: GQA, head_dim 16 ≠ 32 / 4, biases, llama3 rope scaling, untied, sharded, SentencePiece tokens."""
-    return built("llama", tmp_path_factory)
-
-
-@pytest.fixture
-def gemma2(tmp_path_factory: pytest.TempPathFactory) -> DecoderReference:
-    """The Gemma 2: soft-capped scores, query_pre_attn_scalar 24, windows of 4 on layers 0 and 2."""
-    return built("gemma2", tmp_path_factory)
 
 
 class TestAgreement:
