@@ -99,7 +99,8 @@ class Trace:
     ``output`` the concatenated output of all heads (``[d_model]``) and ``projected`` the output
     after the output projection W_o, where the input has one (else None). ``softcap`` is the cap
     the scaled scores were bent by, and ``rotary`` the rotary positions that turned Q and K (the
-    traced slices are the turned ones); None for either when the settings have none.
+    traced slices are the turned ones), ``window`` the sliding window that hid the keys further back;
+    None for each when the settings have none.
     """
 
     token: str
@@ -112,6 +113,7 @@ class Trace:
     projected: np.ndarray | None = None
     softcap: float | None = None
     rotary: Rotary | None = None
+    window: int | None = None
 
 
 def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | None = None) -> int:
@@ -282,6 +284,7 @@ def build_trace(
         query=result.query_positions[row],
         scale=result.scale,
         softcap=result.softcap,
+        window=result.window,
         rotary=result.rotary,
         n_heads=result.heads,
         n_keys=len(result.key_tokens),

@@ -82,7 +82,7 @@ class Decoder(Architecture):
     prefixes = ("model.", "")
     probe = "embed_tokens.weight"
     causal = True
-    design = "pre-RMSNorm causal decoder with rotary positions and a gated MLP"
+    design = "pre-RMSNorm causal decoder"
     kind: ClassVar[Family] = FAMILIES["llama"]
 
     @classmethod

@@ -80,6 +80,7 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
         "n_keys": trace.n_keys,
         "scale": _number(trace.scale),
         "softcap": trace.softcap,
+        "window": trace.window,
         "rope": None if trace.rotary is None else dataclasses.asdict(trace.rotary),
         "heads": [_head_to_dict(head) for head in trace.heads],
         "output": to_plain(trace.output),
