@@ -16,6 +16,7 @@ checked before the first layer runs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -311,10 +312,11 @@ def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
         changes["window"] = overrides.window
     if overrides.softcap is not None:
         changes["softcap"] = overrides.softcap
-    if overrides.rope_theta is not None or overrides.rope_pairs is not None:
-        default = Rotary()
-        changes["rotary"] = Rotary(
-            theta=default.theta if overrides.rope_theta is None else overrides.rope_theta,
-            pairs=overrides.rope_pairs or default.pairs,
+    if overrides.rope_theta is not None or overrides.rope_pairs is not None:  # on the layer's own rotary, if any
+        base = spec.settings.rotary or Rotary()
+        changes["rotary"] = dataclasses.replace(
+            base,
+            theta=base.theta if overrides.rope_theta is None else overrides.rope_theta,
+            pairs=overrides.rope_pairs or base.pairs,
         )
     return spec.with_settings(**changes) if changes else spec

@@ -204,3 +204,25 @@ class TestConfigErrors:
         from attnx.models.decoder import FAMILIES
 
         assert {v.family for v in VARIANTS.values()} == set(FAMILIES)
+
+
+class TestOverrides:
+    """Command-line settings on a decoder layer keep what they do not change."""
+
+    def test_rope_pairs_keep_the_checkpoint_theta_and_scaling(self, llama: DecoderReference) -> None:
+        """--rope-pairs interleaved on Llama: θ 500 and the llama3 scaling stay; only the pairing changes."""
+        from attnx.io import Overrides
+
+        spec = load_model_spec(llama.path, TEXT, 0, overrides=Overrides(rope_pairs="interleaved"))
+        rotary = spec.settings.rotary
+        assert rotary is not None and rotary.pairs == "interleaved" and rotary.theta == 500.0
+        assert rotary.scaling == RopeScaling("llama3", 8.0, 1.0, 4.0, 32)
+
+    def test_window_override(self, llama: DecoderReference) -> None:
+        """--window 2 on a layer without one: each query sees itself and the key before it."""
+        from attnx.engines import compute
+        from attnx.io import Overrides
+
+        spec = load_model_spec(llama.path, TEXT, 2, overrides=Overrides(window=2))
+        weights = compute(spec, "numpy").weights
+        assert spec.settings.window == 2 and np.count_nonzero(weights[0]) == 2 * len(spec.tokens) - 1
