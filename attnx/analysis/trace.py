@@ -29,7 +29,8 @@ class KeyLine:
     is ``exp / HeadTrace.exp_sum``. ``contribution`` is ``weight * value``. ``is_top`` marks every
     key whose weight ties the largest (``row_maxima``). With rotary positions, ``bands`` are the
     products summed per turned pair (pair 0 turns fastest), then under partial rotary the unturned
-    columns' sum (``Rotary.bands``): which frequencies carry the score. None without rotary positions.
+    columns' sum (``Rotary.bands``): which frequencies carry the score, and ``key_unturned`` the key's
+    slice before rotary positions turned it (``key`` is after). Both None without rotary positions.
     """
 
     index: int
@@ -47,6 +48,7 @@ class KeyLine:
     masked: bool
     is_top: bool
     bands: np.ndarray | None = None
+    key_unturned: np.ndarray | None = None
 
     @property
     def elided(self) -> int:
@@ -74,7 +76,8 @@ class HeadTrace:
     the K/V head read; ``shared_with`` the query heads sharing it (empty without GQA); ``dropped``
     says the head was zeroed before concatenation (ablation). The softmax of the row: ``exp_max``
     is the largest scaled score of the keys the query may attend (NaN when it may attend none),
-    ``exp_sum`` the sum of ``exp(scaled − exp_max)`` over those keys (0.0 when none).
+    ``exp_sum`` the sum of ``exp(scaled − exp_max)`` over those keys (0.0 when none). With rotary
+    positions, ``query_unturned`` is the query's slice before they turned it (``query`` is after).
     """
 
     head: int
@@ -89,6 +92,7 @@ class HeadTrace:
     output: np.ndarray
     exp_max: float = float("nan")
     exp_sum: float = 0.0
+    query_unturned: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -213,8 +217,12 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
     top = row_maxima(weights)
     exps, exp_max, exp_sum = softmax_terms(result.scaled[head, row], masked)
     shown = select_keys(weights, keys)
+    rotary = result.rotary
+    if rotary is not None:  # the slices before rotary positions turned them, each from its own position
+        q_unturned = rotary.unturn(q[None, :], np.array([result.query_positions[row]]))[0]
+        k_unturned = rotary.unturn(k[shown], np.asarray(shown))  # keys sit at positions 0 … M − 1
     lines = []
-    for j in shown:
+    for i, j in enumerate(shown):
         products = q * k[j]  # (d_k,)
         picked, remainder = select_terms(products, terms)
         lines.append(
@@ -233,7 +241,8 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
                 contribution=weights[j] * v[j],
                 masked=bool(masked[j]),
                 is_top=bool(top[j]),
-                bands=None if result.rotary is None else result.rotary.bands(products),
+                bands=None if rotary is None else rotary.bands(products),
+                key_unturned=None if rotary is None else k_unturned[i],
             )
         )
     rest = None
@@ -261,6 +270,7 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
         output=result.head_outputs[head, row],
         exp_max=exp_max,
         exp_sum=exp_sum,
+        query_unturned=None if rotary is None else q_unturned,
     )
 
 

@@ -140,3 +140,12 @@ class Rotary:
         turn[second, first] = -1.0  # (x @ R)[first] = -x[second]
         turn[first, second] = 1.0  # (x @ R)[second] = x[first]
         return cos, sin, turn
+
+    def unturn(self, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """``rows`` ``[n, d_k]`` turned back from ``positions``: the vectors before rotary positions turned them.
+
+        Each pair turns by −angle, ``x·cos − (x @ R)·sin``: the inverse of ``tables``' turn, exact up to rounding.
+        """
+        rows = np.asarray(rows, dtype=np.float64)
+        cos, sin, turn = self.tables(np.asarray(positions), rows.shape[-1])
+        return rows * cos - (rows @ turn) * sin

@@ -262,11 +262,36 @@ def bands_table(head: HeadTrace, rotary: Rotary, precision: int) -> RenderableTy
                         [line.token for line in lines], labels, precision)  # fmt: skip
 
 
+def unturned_table(head: HeadTrace, precision: int, entries: int | None) -> Table:
+    """Each shown key's slice before RoPE turned it at its own position (after: in the tables above)."""
+    table = _table("K_h[key] before RoPE (the tables above show it turned, at the key's position)")
+    _vectors(table, "K_h[key] before RoPE")
+    for line in head.keys:
+        if line.key_unturned is not None:
+            cells = [*_labels(line), fmt_vector(line.key_unturned, precision, entries)]
+            table.add_row(*map(Text, cells), style=_row_style(line))
+    return table
+
+
 def turned(trace: Trace) -> str:
     """`` (after RoPE at position 1)`` when rotary positions turned Q (and each K at its own position), else ``""``."""
     if trace.rotary is None:
         return ""
     return f"  (after RoPE at position {trace.query})"
+
+
+def rope_lines(head: HeadTrace, token: str, precision: int, entries: int | None) -> list[RenderableType]:
+    """The query's slice before RoPE turned it, under the turned one (nothing without rotary positions)."""
+    if head.query_unturned is None:
+        return []
+    return [Text(f"Q_h[{token}] before RoPE = {fmt_vector(head.query_unturned, precision, entries)}", style="dim")]
+
+
+def rope_tables(head: HeadTrace, rotary: Rotary | None, precision: int, entries: int | None) -> list[RenderableType]:
+    """The keys before RoPE and each score split by pair (nothing without rotary positions)."""
+    if rotary is None:
+        return []
+    return [Text(""), unturned_table(head, precision, entries), Text(""), bands_table(head, rotary, precision)]
 
 
 def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:
@@ -280,8 +305,9 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
     return Group(
         Rule(head_label(head), align="left", style="dim"),
         Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}{turned(trace)}"),
+        *rope_lines(head, token, precision, entries),
         Fitted(keys_table(head, trace, precision, entries), split),
-        *([Text(""), bands_table(head, trace.rotary, precision)] if trace.rotary is not None else []),
+        *rope_tables(head, trace.rotary, precision, entries),
         Text(""),
         Fitted(softmax_table(head, precision), softmax_table(head, precision, stacked=True)),
         Text(""),

@@ -247,3 +247,21 @@ class TestRopeBands:
         for line in trace.heads[0].keys:
             assert line.bands is not None and len(line.bands) == 3
             assert line.bands.sum() == pytest.approx(line.raw, abs=1e-12)
+
+
+class TestBeforeRope:
+    """The trace shows the query and each key before rotary positions turned them."""
+
+    def test_slices_before_rope_are_the_unturned_ones(self) -> None:
+        """q_before_rope and k_before_rope equal Q and K computed without rotary positions; the table shows them."""
+        args = ("trace", "--token", "c", "--seed", "1", "--tokens", "a b c d e f", "--d-model", "8", "-H", "2")
+        turned = json.loads(run_attnx(*args, "--rope-theta", "100", "-f", "json").stdout)
+        plain = json.loads(run_attnx(*args, "-f", "json").stdout)
+        for head_turned, head_plain in zip(turned["heads"], plain["heads"], strict=True):
+            np.testing.assert_allclose(head_turned["q_before_rope"], head_plain["q"], rtol=0, atol=1e-14)
+            assert not np.allclose(head_turned["q"], head_plain["q"])  # position 2 turned it
+            for key_turned, key_plain in zip(head_turned["keys"], head_plain["keys"], strict=True):
+                np.testing.assert_allclose(key_turned["k_before_rope"], key_plain["k"], rtol=0, atol=1e-14)
+        assert "q_before_rope" not in plain["heads"][0]
+        table = run_attnx(*args, "--rope-theta", "100").stdout
+        assert "Q_h[c] before RoPE = [" in table and "K_h[key] before RoPE" in table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnx.core.positions import Rotary
+from attnx.core.positions import RopeScaling, Rotary
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.errors import ConfigError
@@ -120,3 +120,42 @@ class TestSettings:
         """A fraction that leaves no pair of a head's columns to turn is refused with the spec."""
         with pytest.raises(ConfigError, match=r"^<input>: rope turns pairs of columns: 0.5 of d_k = 2 leaves none"):
             problem(3, 1, 1, 2, Rotary(fraction=0.5))
+
+
+class TestScaling:
+    """RoPE scaling stretches the frequencies as transformers' rope initialisers do."""
+
+    @pytest.mark.parametrize(
+        ("kind", "extra"),
+        [("linear", {}), ("llama3", {"low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 64})],
+    )  # fmt: skip
+    def test_frequencies_match_transformers(self, kind: str, extra: dict) -> None:
+        """d_k 64, θ 10000, factor 8: every pair's frequency within float32 rounding of transformers'."""
+        transformers = pytest.importorskip("transformers")
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        parameters = {"rope_type": kind, "rope_theta": 10000.0, "factor": 8.0, **extra}
+        config = transformers.LlamaConfig(hidden_size=256, num_attention_heads=4, rope_parameters=parameters)
+        expected, _ = ROPE_INIT_FUNCTIONS[kind](config, "cpu")
+        scaling = RopeScaling(kind, 8.0, original_max_positions=extra.get("original_max_position_embeddings", 8192))
+        ours = Rotary(theta=10000.0, scaling=scaling).frequencies(64)
+        np.testing.assert_allclose(ours, expected.numpy(), rtol=1e-6)
+        plain = Rotary().frequencies(64)
+        assert ours[-1] == pytest.approx(plain[-1] / 8)  # the slowest pair is divided by the factor
+        if kind == "llama3":
+            assert ours[0] == plain[0]  # the fastest pair is kept
+
+    def test_unturn_inverts_the_turn(self) -> None:
+        """Turned at positions 0-5, then turned back: the rows come back (partial and interleaved too)."""
+        for rotary in (Rotary(theta=50.0), Rotary(pairs="interleaved", fraction=0.5)):
+            rows = RNG.standard_normal((6, 8))
+            cos, sin, turn = rotary.tables(np.arange(6), 8)
+            np.testing.assert_allclose(rotary.unturn(rows * cos + (rows @ turn) * sin, np.arange(6)), rows, atol=1e-14)
+
+    @pytest.mark.parametrize("bad", [{"kind": "yarn"}, {"factor": 0.0}, {"high_freq_factor": 0.5}])
+    def test_bad_scaling(self, bad: dict) -> None:
+        """An unknown kind, a zero factor or bands the wrong way round are ConfigErrors."""
+        fields = {"kind": "llama3", "factor": 8.0} | bad
+        with pytest.raises(ConfigError, match="rope scaling"):
+            RopeScaling(**fields)
