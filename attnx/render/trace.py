@@ -264,7 +264,7 @@ def bands_table(head: HeadTrace, rotary: Rotary, precision: int) -> RenderableTy
 
 def unturned_table(head: HeadTrace, precision: int, entries: int | None) -> Table:
     """Each shown key's slice before RoPE turned it at its own position (after: in the tables above)."""
-    table = _table("K_h[key] before RoPE (the tables above show it turned, at the key's position)")
+    table = _table("keys before RoPE turned them")
     _vectors(table, "K_h[key] before RoPE")
     for line in head.keys:
         if line.key_unturned is not None:

@@ -200,13 +200,13 @@ def decoder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return built(request.param, tmp_path_factory)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> DecoderReference:
     """The Llama: GQA, head_dim 16 ≠ 32 / 4, biases, llama3 rope scaling, untied, sharded, SentencePiece tokens."""
     return built("llama", tmp_path_factory)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def gemma2(tmp_path_factory: pytest.TempPathFactory) -> DecoderReference:
     """The Gemma 2: soft-capped scores, query_pre_attn_scalar 24, windows of 4 on layers 0 and 2."""
     return built("gemma2", tmp_path_factory)
