@@ -47,13 +47,13 @@ class RopeScaling:
 
     def __post_init__(self) -> None:
         if self.kind not in SCALINGS:
-            raise ConfigError(f"rope scaling must be one of {', '.join(SCALINGS)}, got {self.kind!r}")
+            raise ConfigError(f"rope scaling: kind must be one of {', '.join(SCALINGS)}, got {self.kind!r}")
         for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_positions"):
             if not _positive(getattr(self, name)):
-                raise ConfigError(f"rope scaling's {name} must be a positive number, got {getattr(self, name)!r}")
+                raise ConfigError(f"rope scaling: {name} must be a positive number, got {getattr(self, name)!r}")
         if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:
             raise ConfigError(
-                f"rope scaling's high_freq_factor ({self.high_freq_factor}) must be above "
+                f"rope scaling: high_freq_factor ({self.high_freq_factor}) must be above "
                 f"low_freq_factor ({self.low_freq_factor})"
             )
 

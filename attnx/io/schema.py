@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from attnx.core.positions import Rotary
+from attnx.core.positions import RopeScaling, Rotary
 from attnx.core.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
 from attnx.errors import ConfigError
 from attnx.io.cells import (
@@ -307,7 +307,8 @@ def _softcap(doc: Document, data: dict[str, Any]) -> float | None:
     raise doc.error(("softcap",), f"expected a positive number, got {describe(value)}")
 
 
-ROPE_KEYS = ("theta", "pairs", "fraction")
+ROPE_KEYS = ("theta", "pairs", "fraction", "scaling")
+SCALING_KEYS = ("kind", "factor", "low_freq_factor", "high_freq_factor", "original_max_positions")
 
 
 def _rope(doc: Document, data: dict[str, Any]) -> Rotary | None:
@@ -324,8 +325,22 @@ def _rope(doc: Document, data: dict[str, Any]) -> Rotary | None:
     for key in value:
         if key not in ROPE_KEYS:
             raise doc.error(("rope", key), f"unknown key; known keys: {', '.join(ROPE_KEYS)}", key=True)
+    fields = dict(value)
+    scaling = fields.get("scaling")
+    if scaling is not None:
+        if not isinstance(scaling, dict):
+            raise doc.error(("rope", "scaling"), f"expected a mapping of {', '.join(SCALING_KEYS)}")
+        for key in scaling:
+            if key not in SCALING_KEYS:
+                known = ", ".join(SCALING_KEYS)
+                raise doc.error(("rope", "scaling", key), f"unknown key; known keys: {known}", key=True)
+        try:
+            fields["scaling"] = RopeScaling(**scaling)
+        except (ConfigError, TypeError) as exc:  # TypeError: kind or factor missing
+            message = "needs kind and factor" if isinstance(exc, TypeError) else str(exc)
+            raise doc.error(("rope", "scaling"), message.removeprefix("rope scaling: ")) from None
     try:
-        return Rotary(**value)
+        return Rotary(**fields)
     except ConfigError as exc:
         raise doc.error(("rope",), str(exc).removeprefix("rope ")) from None
 

@@ -340,7 +340,7 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
         which = f"{trace.n_heads} head{'s' if trace.n_heads > 1 else ''}"
     sizes = f"{trace.n_keys} keys · d_model {len(trace.output)} · {which}"
     if trace.window is not None:
-        sizes += f" · sliding window of {trace.window} keys"
+        sizes += f" · window {trace.window}"
     title = f"Trace of {trace.token!r} (query {trace.query}) · {sizes}"
     parts: list[RenderableType] = [Text(title, style="bold")]
     parts += [head_view(head, trace, precision, entries) for head in trace.heads]

@@ -73,3 +73,18 @@ class TestCommands:
         """diff --kv-heads 1,2 on a GQA layer: pooling its 2 K/V heads to 1 moves the output; 2 is the layer as is."""
         out = invoke(runner, "diff", *model_args(llama, "0"), "--kv-heads", "1,2").stdout
         assert "kv_heads=1" in out and "kv_heads=2" in out
+
+
+class TestEveryFamily:
+    """Each family runs through the commands from its folder."""
+
+    def test_run_trace_heads_check(self, runner: CliRunner, decoder: DecoderReference) -> None:
+        """run's last layer equals transformers' (float32); trace, the model view and check exit 0 on it."""
+        last = model_args(decoder, "2")
+        data = json.loads(invoke(runner, "run", *last, "-f", "json", "--dtype", "float32").stdout)
+        assert np.abs(np.array(data["weights"]) - decoder.attentions["float32"][2]).max() <= 1e-5
+        trace = json.loads(invoke(runner, "trace", *last, "--query", "4", "-f", "json").stdout)
+        assert trace["query"] == 4 and trace["rope"] is not None and "q_before_rope" in trace["heads"][0]
+        view = json.loads(invoke(runner, "heads", *model_args(decoder, "all"), "-f", "json").stdout)
+        assert len(view["layers"]) == 3
+        invoke(runner, "check", *last)

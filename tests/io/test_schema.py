@@ -455,12 +455,33 @@ class TestRope:
         assert merged == Rotary(theta=500.0, pairs="interleaved")
         assert spec_of(self.QKV, Overrides(rope_theta=50.0)).settings.rotary == Rotary(theta=50.0)
 
+    def test_scaling(self) -> None:
+        """`scaling` under `rope` stretches the frequencies as a Llama 3.1 checkpoint's rope_scaling does."""
+        from attnx.core.positions import RopeScaling, Rotary
+
+        text = "rope: {theta: 500, scaling: {kind: llama3, factor: 8, original_max_positions: 16}}\n"
+        scaling = RopeScaling("llama3", 8, 1.0, 4.0, 16)
+        assert spec_of(self.QKV + text).settings.rotary == Rotary(theta=500.0, scaling=scaling)
+
     @pytest.mark.parametrize(
         ("text", "message"),
         [
             ("rope: {theta: 1}\n", "in.yaml:4:7: rope: theta must be a finite number above 1, got 1"),
-            ("rope: {base: 10}\n", "in.yaml:4:8: rope.base: unknown key; known keys: theta, pairs, fraction"),
-            ("rope: 5\n", "in.yaml:4:7: rope: expected true, false or a mapping of theta, pairs, fraction, got"),
+            ("rope: {base: 10}\n", "in.yaml:4:8: rope.base: unknown key; known keys: theta, pairs, fraction, scaling"),
+            (
+                "rope: 5\n",
+                "in.yaml:4:7: rope: expected true, false or a mapping of theta, pairs, fraction, scaling, got",
+            ),
+            (
+                "rope: {scaling: {kind: yarn, factor: 2}}\n",
+                "in.yaml:4:17: rope.scaling: kind must be one of linear, llama3, got 'yarn'",
+            ),
+            ("rope: {scaling: {kind: linear}}\n", "in.yaml:4:17: rope.scaling: needs kind and factor"),
+            (
+                "rope: {scaling: {kind: linear, factor: 2, beta: 1}}\n",
+                "in.yaml:4:43: rope.scaling.beta: unknown key; known keys: kind, factor",
+            ),
+            ("rope: {scaling: 2}\n", "in.yaml:4:17: rope.scaling: expected a mapping of kind, factor"),
             ("rope: {pairs: adjacent}\n", "in.yaml:4:7: rope: pairs must be one of half, interleaved, got 'adjacent'"),
         ],
     )
