@@ -72,7 +72,7 @@ class TestHeadNorm:
                                 key_tokens=spec.tokens)  # fmt: skip
 
     @pytest.mark.parametrize(("weight", "eps"), [(np.ones((2, 2)), 1e-6), (np.ones(4), 0.0), (np.ones(4), True)])
-    def test_bad_norms(self, weight: np.ndarray, eps: object) -> None:
+    def test_bad_norms(self, weight: np.ndarray, eps: float) -> None:
         """A weight that is not a vector, or an eps outside (0, 1), is refused."""
         with pytest.raises(ConfigError, match="head norm"):
-            HeadNorm.of(weight, eps)  # type: ignore[arg-type]
+            HeadNorm.of(weight, eps)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnx.core.inputs import ProjectedInputs
 from attnx.core.positions import RopeScaling, Rotary
 from attnx.errors import ModelError
 from attnx.models import describe, load_model_spec, open_model
@@ -95,8 +96,8 @@ class TestSpecs:
         qwen3 = built("qwen3", tmp_path_factory)
         spec = load_model_spec(qwen3.path, TEXT, 2)
         inputs = spec.inputs
-        assert inputs.q_norm is not None and inputs.k_norm is not None  # type: ignore[union-attr]
-        assert inputs.q_norm.weight.shape == (12,) and inputs.q_norm.eps == pytest.approx(1e-6)  # type: ignore[union-attr]
+        assert isinstance(inputs, ProjectedInputs) and inputs.q_norm is not None and inputs.k_norm is not None
+        assert inputs.q_norm.weight.shape == (12,) and inputs.q_norm.eps == pytest.approx(1e-6)
 
     def test_qwen2_windows_from_max_window_layers(self, tmp_path_factory: pytest.TempPathFactory) -> None:
         """use_sliding_window with max_window_layers 1: layers 1 and 2 slide (window 4), layer 0 does not."""
@@ -226,3 +227,37 @@ class TestOverrides:
         spec = load_model_spec(llama.path, TEXT, 2, overrides=Overrides(window=2))
         weights = compute(spec, "numpy").weights
         assert spec.settings.window == 2 and np.count_nonzero(weights[0]) == 2 * len(spec.tokens) - 1
+
+
+class TestLaziness:
+    """A decoder layer reads the layers before it and its own attention, nothing else."""
+
+    def test_only_the_layers_needed_are_read(self, llama: DecoderReference, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Layer 1 of the sharded Llama: layer 0 whole, layer 1's norm and attention, no layer 2, no final norm,
+        the embedding table by rows only, and only the shards that hold those tensors opened."""
+        from attnx.models.checkpoint import Checkpoint
+
+        read: list[str] = []
+        opened: list[Path] = []
+        original_slice, original_open = Checkpoint._slice, Checkpoint._open
+
+        def spy_slice(self: Checkpoint, name: str, *alternatives: str) -> object:
+            read.append(name)
+            return original_slice(self, name, *alternatives)
+
+        def spy_open(self: Checkpoint, path: Path) -> object:
+            opened.append(path)
+            return original_open(self, path)
+
+        monkeypatch.setattr(Checkpoint, "_slice", spy_slice)
+        monkeypatch.setattr(Checkpoint, "_open", spy_open)
+        load_model_spec(llama.path, TEXT, 1)
+        assert not [name for name in read if name.startswith("layers.2.") or name == "norm.weight"]
+        assert {n for n in read if n.startswith("layers.1.")} == {
+            "layers.1.input_layernorm.weight",
+            *(f"layers.1.self_attn.{p}_proj.{kind}" for p in "qkvo" for kind in ("weight", "bias")),
+        }
+        assert "layers.0.mlp.down_proj.weight" in read
+        index = json.loads((llama.path / "model.safetensors.index.json").read_text())["weight_map"]
+        needed = {index["model." + name] for name in read}
+        assert {path.name for path in opened} == needed < set(index.values())
