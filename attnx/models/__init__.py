@@ -59,6 +59,12 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
 }
 SUPPORTED = ", ".join(ARCHITECTURES)
 
+# The facts of ModelInfo that the architecture holds under the same name.
+ARCHITECTURE_FACTS = (
+    "family", "design", "layers", "heads", "kv_heads", "head_dim", "d_model", "d_ff", "vocab_size", "max_length",
+    "causal", "rotary", "windows", "softcap", "qk_norm", "gated",
+)  # fmt: skip
+
 # Called after each layer the forward pass runs: (layers done, layers to run).
 Progress = Callable[[int, int], None]
 
@@ -148,33 +154,18 @@ class Model:
         return ModelInfo(
             path=ckpt.name,
             architecture=arch.name,
-            family=arch.family,
-            design=arch.design,
             model_type=str(ckpt.config.get("model_type", arch.name)),
             architectures=tuple(str(a) for a in ckpt.config.get("architectures") or ()),
-            layers=arch.layers,
-            heads=arch.heads,
-            kv_heads=arch.kv_heads,
-            head_dim=arch.head_dim,
-            d_model=arch.d_model,
-            d_ff=arch.d_ff,
-            vocab_size=arch.vocab_size,
-            max_length=arch.max_length,
             activation=arch.activation_name,
-            causal=arch.causal,
             parameters=sum(math.prod(shape) for shape in learned.values()),
             dtypes=tuple(sorted({dtype for name, (_, dtype) in shapes.items() if name in learned})),
             size_bytes=sum(path.stat().st_size for path in ckpt.weight_files()),
+            weight_files=len(ckpt.weight_files()),
             tokenizer=self.tokenizer.kind,
             tokenizer_vocab_size=self.tokenizer.vocab_size,
             tokenizer_settings=self.tokenizer.stored,
-            rotary=arch.rotary,
-            windows=arch.windows,
-            softcap=arch.softcap,
-            qk_norm=arch.qk_norm,
             tied_embeddings=arch.tied,
-            gated=arch.gated,
-            weight_files=len(ckpt.weight_files()),
+            **{name: getattr(arch, name) for name in ARCHITECTURE_FACTS},
         )
 
     def close(self) -> None:
