@@ -6,10 +6,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Against a float64 reference (see the README's "Tolerances"): float64 results agree to rtol 1e-7,
-# atol 1e-7; float32 to rtol 1.3e-6 and atol 1e-5 scaled by the reference's magnitude.
+from attnx.errors import ConfigError
+
+# Against a float64 reference (docs/kernels.md says where each comes from): float64 results agree to rtol 1e-7,
+# atol 1e-7; float32 to rtol 1.3e-6 and atol 1e-5 scaled by the reference's magnitude (at least 1), the rtol of
+# torch.testing.assert_close. Half precision: torch's rtol, and an atol of two epsilons of the dtype times the
+# reference's largest magnitude (torch's 1e-5 fails correct half-precision kernels; a floor of 1 on the
+# magnitude would let a wrong kernel whose outputs are small pass).
 FLOAT64_RTOL, FLOAT64_ATOL = 1e-7, 1e-7
 FLOAT32_RTOL, FLOAT32_ATOL = 1.3e-6, 1e-5
+HALF_RTOL = {"float16": 1e-3, "bfloat16": 1.6e-2}
+HALF_ATOL_EPSILONS = 2.0
+EPSILON = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+DTYPES = ("float64", "float32", "float16", "bfloat16")  # from the most precise to the least
 
 
 @dataclass(frozen=True)
@@ -20,12 +29,22 @@ class Tolerance:
     atol: float
 
 
+def loosest(*dtypes: str | None) -> str:
+    """The least precise of ``dtypes`` (unknown names and None count as float64)."""
+    return max((d if d in DTYPES else "float64" for d in dtypes), key=DTYPES.index, default="float64")
+
+
 def default_tolerance(dtype: str, reference: np.ndarray) -> Tolerance:
-    """The tolerance a result in ``dtype`` is held to against a float64 ``reference``."""
+    """The tolerance a result computed in ``dtype`` is held to against a float64 ``reference``."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)} to choose a tolerance, got {dtype!r}")
     if dtype == "float64":
         return Tolerance(FLOAT64_RTOL, FLOAT64_ATOL)
-    magnitude = float(np.max(np.abs(reference))) if reference.size else 0.0
-    return Tolerance(FLOAT32_RTOL, FLOAT32_ATOL * max(1.0, magnitude))
+    finite = np.abs(reference[np.isfinite(reference)])
+    magnitude = float(finite.max()) if finite.size else 0.0
+    if dtype == "float32":
+        return Tolerance(FLOAT32_RTOL, FLOAT32_ATOL * max(1.0, magnitude))
+    return Tolerance(HALF_RTOL[dtype], HALF_ATOL_EPSILONS * EPSILON[dtype] * magnitude)
 
 
 def tolerance_for(dtype: str, reference: np.ndarray, rtol: float | None = None, atol: float | None = None) -> Tolerance:

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.analysis.compare import TensorDiff, compare, tolerance_for
+from attnx.analysis.compare import TensorDiff, compare, loosest, tolerance_for
 from attnx.analysis.heads import Saturation, saturation
+from attnx.analysis.kernel import recognise, sizes_of
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.errors import ConfigError
-from attnx.io.results import RESULT_TENSORS, SavedResult
+from attnx.io.results import RESULT_TENSORS, BareArray, SavedResult
 
 # The settings a sweep can vary, with the prefix of each configuration's label ("H=2", "scale=none").
 SWEEPS = {"heads": "H", "scale": "scale", "layout": "layout", "kv_heads": "kv_heads"}
@@ -132,7 +133,8 @@ def sweep(
 class Side:
     """One side of a comparison: where it came from, what it is, and its tensors named as JSON keys.
 
-    ``kind`` is ``input`` (computed here) or ``result`` (a JSON result attnx wrote, read back).
+    ``kind`` is ``input`` (computed here), ``result`` (a result attnx or a kernel wrote, read back) or
+    ``array`` (one bare array, read as the tensor its shape fits).
     """
 
     source: str
@@ -166,7 +168,7 @@ def side_from_saved(saved: SavedResult) -> Side:
     tokens = tuple(map(str, meta.get("tokens", ())))
     key_tokens = tuple(map(str, meta.get("key_tokens", tokens)))
     allowed = _saved_mask(meta, len(tokens), len(key_tokens))
-    return Side(saved.source, "result", saved.tensors, tokens, key_tokens, str(meta.get("dtype", "float64")), allowed)
+    return Side(saved.source, "result", saved.tensors, tokens, key_tokens, saved.dtype or "float64", allowed)
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,7 @@ class Comparison:
 
     ``masked`` (``[query, key]``) is True where both sides block the pair: a masked cell in both,
     whose weights are 0 by definition. None when either side has no mask or the shapes differ.
+    ``skipped`` names the tensors one side holds and the other does not, each with the side that has it.
     """
 
     a: Side
@@ -213,6 +216,7 @@ class Comparison:
     rows: tuple[TensorComparison, ...]
     weight_delta: np.ndarray | None
     masked: np.ndarray | None = None
+    skipped: tuple[tuple[str, str], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -257,15 +261,38 @@ def compare_tensor(name: str, a: np.ndarray | None, b: np.ndarray | None, dtype:
     return TensorComparison(name, shape_a, shape_b, compare(a, b, tolerance), largest(a, b))
 
 
-def compare_sides(a: Side, b: Side, *, rtol: float | None = None, atol: float | None = None) -> Comparison:
-    """Compare every tensor either side holds, in the order of ``RESULT_TENSORS``.
+def compare_sides(
+    a: Side,
+    b: Side,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    names: Sequence[str] | None = None,
+) -> Comparison:
+    """Compare the tensors both sides hold (or those ``names``, which both must hold), in the order of
+    ``RESULT_TENSORS``; the tensors only one side holds are listed as skipped.
 
-    Tolerances default to float64's (rtol 1e-7, atol 1e-7), or float32's where either side was
-    computed in float32; ``rtol`` and ``atol`` replace them.
+    Tolerances follow the least precise side's dtype (``default_tolerance``: float64, float32, float16 or
+    bfloat16); ``rtol`` and ``atol`` replace them. Sides with no tensor in common are a ConfigError.
     """
-    dtype = "float32" if "float32" in (a.dtype, b.dtype) else "float64"
-    names = [name for name in RESULT_TENSORS if name in a.tensors or name in b.tensors]
-    rows = tuple(compare_tensor(name, a.tensors.get(name), b.tensors.get(name), dtype, rtol, atol) for name in names)
+    dtype = loosest(a.dtype, b.dtype)
+    for name in names or ():
+        missing = [side for side in (a, b) if name not in side.tensors]
+        if missing:
+            holds = ", ".join(missing[0].tensors) or "nothing"
+            raise ConfigError(f"{missing[0].source} holds no {name!r} to compare (it holds {holds})")
+    wanted = list(names) if names else [name for name in RESULT_TENSORS if name in a.tensors and name in b.tensors]
+    if not wanted:
+        raise ConfigError(
+            f"{a.source} and {b.source} hold no tensor in common: A holds {', '.join(a.tensors) or 'nothing'}, "
+            f"B holds {', '.join(b.tensors) or 'nothing'}"
+        )
+    skipped = tuple(
+        (name, "only in A" if name in a.tensors else "only in B")
+        for name in RESULT_TENSORS
+        if (name in a.tensors) != (name in b.tensors) and not names
+    )
+    rows = tuple(compare_tensor(name, a.tensors.get(name), b.tensors.get(name), dtype, rtol, atol) for name in wanted)
     wa, wb = a.tensors.get("weights"), b.tensors.get("weights")
     delta = None
     if wa is not None and wb is not None and wa.shape == wb.shape:
@@ -273,4 +300,10 @@ def compare_sides(a: Side, b: Side, *, rtol: float | None = None, atol: float | 
     masked = None
     if a.allowed is not None and b.allowed is not None and a.allowed.shape == b.allowed.shape:
         masked = ~a.allowed & ~b.allowed
-    return Comparison(a, b, rows, delta, masked)
+    return Comparison(a, b, rows, delta, masked, skipped)
+
+
+def side_from_array(array: BareArray, other: Side, layout: str | None = None) -> Side:
+    """A bare array as a side, what it holds told from its shape against the ``other`` side's problem."""
+    name, held = recognise(array.array, sizes_of(other.tensors), layout)
+    return Side(array.source, "array", {name: held}, other.tokens, other.key_tokens, array.dtype)

@@ -13,6 +13,7 @@ from attnx.cli.errors import ExitCode, guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags
 from attnx.cli.options import (
     CausalOpt,
+    CompareTensorOpt,
     Device,
     DeviceOpt,
     DModelOpt,
@@ -48,6 +49,7 @@ from attnx.cli.options import (
 )
 from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
+from attnx.render.formats import check_tensor_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
@@ -115,20 +117,40 @@ def _layout(part: str) -> str:
     return part
 
 
-def load_side(source: str, overrides: Overrides, limits: Limits, backend: EngineFlags, quiet: bool) -> Side:
-    """One side of a comparison: a JSON result read back, or an input computed here."""
-    from attnx.analysis.diff import side_from_result, side_from_saved
+def load_sides(
+    sources: tuple[str, str],
+    overrides: Overrides,
+    limits: Limits,
+    backend: EngineFlags,
+    quiet: bool,
+    layout: str | None,
+) -> list[Side]:
+    """Both sides of a comparison: a saved result read back, an input computed here, or one bare array read
+    as the tensor its shape fits (against the other side's problem, or ``layout``)."""
+    from attnx.analysis.diff import side_from_array, side_from_result, side_from_saved
     from attnx.engines import compute
-    from attnx.io.results import SavedResult, load_input_or_result
+    from attnx.io.results import BareArray, SavedResult, load_input_or_result
 
-    loaded = load_input_or_result(source, overrides, limits)
-    if not isinstance(loaded, SavedResult):
-        limits.check_problem(loaded, matrices=True)
-    if isinstance(loaded, SavedResult):
-        return side_from_saved(loaded)
-    result = compute(loaded, **backend.options())
-    warn_fully_masked(result.fully_masked_rows, quiet)
-    return side_from_result(result, loaded.source)
+    loaded = [load_input_or_result(source, overrides, limits) for source in sources]
+    if all(isinstance(item, BareArray) for item in loaded):
+        raise UsageError("A and B are both bare .npy arrays: give an input or a result on one side, to say what "
+                         "they hold")  # fmt: skip
+    sides: list[Side | None] = []
+    for item in loaded:
+        if isinstance(item, BareArray):
+            sides.append(None)
+        elif isinstance(item, SavedResult):
+            sides.append(side_from_saved(item))
+        else:
+            limits.check_problem(item, matrices=True)
+            result = compute(item, **backend.options())
+            warn_fully_masked(result.fully_masked_rows, quiet)
+            sides.append(side_from_result(result, item.source))
+    other = next(side for side in sides if side is not None)
+    return [
+        side if side is not None else side_from_array(item, other, layout)  # type: ignore[arg-type]
+        for side, item in zip(sides, loaded, strict=True)
+    ]
 
 
 @guarded
@@ -150,6 +172,7 @@ def diff(
     model: ModelOpt = None,
     text: TextOpt = None,
     layer: LayerOpt = None,
+    tensor: CompareTensorOpt = None,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     engine: EngineOpt = Engine.numpy,
@@ -174,7 +197,8 @@ def diff(
     A sweep shows each configuration's weights per head, its output and how far outputs move (per token L2, max abs).
     One list varies; the other sweep flags may fix one value (--heads 4 --kv-heads 1,2,4).
     Fewer K/V heads than the input has are mean-pooled within each group (GQA from multi-head attention).
-    With two inputs or JSON results: per tensor max abs/rel difference, where the largest is, and a verdict.
+    With A and B (inputs, results in any format attnx writes, or a bare .npy array such as a kernel's output):
+    per tensor both hold (or --tensor) max abs/rel difference, where the largest is, and a verdict.
     Exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
     --model DIR --text "..." --layer L: sweep layer L of a local checkpoint.
     """
@@ -187,7 +211,7 @@ def diff(
         for name, values in (
             ("heads", heads and parse_list(heads, "--heads", _count("--heads"))),
             ("scale", scale and parse_list(scale, "--scale", parse_scale)),
-            ("layout", layout and parse_list(layout, "--layout", _layout)),
+            ("layout", layout and b is None and parse_list(layout, "--layout", _layout)),  # A B: an array's
             ("kv_heads", kv_heads and parse_list(kv_heads, "--kv-heads", _count("--kv-heads"))),
         )
         if values
@@ -213,16 +237,23 @@ def diff(
     if b is not None:
         if checkpoint.wanted:
             raise UsageError("--model replaces A and B: with a model, diff sweeps one setting of its layer")
-        if settings:
-            raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
+        from attnx.analysis.kernel import ARRAY_LAYOUTS
+
+        array_layout = layout if layout in ARRAY_LAYOUTS else None
+        if heads or scale or kv_heads or (layout and not array_layout):
+            raise UsageError(
+                "give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads; with A B, "
+                f"--layout names a bare array's layout: {', '.join(ARRAY_LAYOUTS)}"
+            )
         if a == b == "-":
             raise UsageError("only one of A and B can be - (stdin)")
         from attnx.analysis.diff import compare_sides
         from attnx.render import compare
 
         assert a is not None  # typer fills A before B
-        sides = [load_side(source, overrides, limits, backend, display.quiet) for source in (a, b)]
-        comparison = compare_sides(*sides, rtol=rtol, atol=atol)
+        check_tensor_names(tensor)
+        sides = load_sides((a, b), overrides, limits, backend, display.quiet, array_layout)
+        comparison = compare_sides(*sides, rtol=rtol, atol=atol, names=tensor)
 
         def compared(colour: bool) -> RenderableType:
             return compare.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour,
@@ -241,6 +272,8 @@ def diff(
             f"(the others may fix one value), or two inputs A B; lists given: {given}"
         )
     ((varied, values),) = sweeps.items()
+    if tensor:
+        raise UsageError("--tensor applies to two inputs A B, not to a sweep")
     overrides = replace(overrides, **fixed)
     if rtol is not None or atol is not None:
         raise UsageError("--rtol and --atol apply to two inputs A B, not to a sweep")

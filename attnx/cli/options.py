@@ -167,6 +167,11 @@ TensorOpt = Annotated[
     typer.Option("--tensor", metavar="NAME", help="Tensors for csv/npy/npz (repeatable; named as the JSON keys).",
                  show_default=False),
 ]  # fmt: skip
+CompareTensorOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tensor", metavar="NAME", help="Compare only this tensor (repeatable; named as the JSON keys). "
+                 "Default: every tensor both sides hold.", show_default=False),
+]  # fmt: skip
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]

@@ -78,7 +78,7 @@ def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, z
         if key in members:
             raise ConfigError(f"{name}: duplicate key {key!r} (two members named {info.filename!r})")
         with archive.open(info) as stream:
-            shape, dtype, header_size = _header(stream, f"{name}: {key}")
+            shape, dtype, header_size = check_header(stream, f"{name}: {key}")
         nbytes = math.prod(shape) * dtype.itemsize
         dims = " × ".join(map(str, shape)) or "0-d"
         if header_size + nbytes > info.file_size:
@@ -96,7 +96,7 @@ def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, z
     return members
 
 
-def _header(stream: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype, int]:
+def check_header(stream: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype, int]:
     """Shape, dtype and header size of the ``.npy`` in ``stream``, refusing objects and odd dtypes."""
     try:
         version = npy.read_magic(stream)

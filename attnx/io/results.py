@@ -1,56 +1,145 @@
-"""Reading back a result that attnx wrote as JSON (`attnx run --format json`), for comparisons."""
+"""Reading back tensors that attnx or a kernel wrote: a result as JSON, JSON Lines, .npz or a folder of .npy
+files, or one bare .npy array; and telling them apart from inputs.
+
+Every read goes through the same caps as inputs: bytes before reading, each .npy header (shape, dtype)
+before its data, nesting in JSON. Numbers come back as float64 (JSON ``null`` as NaN); ``dtype`` says
+what the writer computed in, where the file tells.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import TENSORS
-from attnx.errors import InputError
-from attnx.io.documents import Document, load_document
+from attnx.errors import InputError, LimitError
+from attnx.io.documents import Document
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.limits import Limits
 
-# Tensors a JSON result may carry (the numeric ones attnx exports), with their rank; comparisons work on these.
+# Tensors a result may carry (the numeric ones attnx exports), with their rank; comparisons work on these.
 RESULT_TENSORS = {name: tensor.rank for name, tensor in TENSORS.items() if tensor.exported and tensor.dtype == "float"}
+# Keys only a result has: an .npz or JSON object holding one of them is a result, not an input.
+RESULT_ONLY = frozenset(RESULT_TENSORS) - {"q", "k", "v"}
+LABELS = ("tokens", "key_tokens")
 
 
 @dataclass(frozen=True, eq=False)
 class SavedResult:
-    """The tensors and metadata of a JSON result; ``null`` numbers come back as NaN."""
+    """The tensors (attnx's names and axis order) and metadata of a saved result; ``dtype`` what they were
+    computed in (None when the file does not say)."""
 
     source: str
     meta: dict[str, Any]
     tensors: dict[str, np.ndarray]
+    dtype: str | None = None
 
 
-def is_result_document(data: dict[str, Any]) -> bool:
-    """True for a JSON object written by `attnx run --format json` (not an input)."""
-    return "format_version" in data and "weights" in data
+@dataclass(frozen=True, eq=False)
+class BareArray:
+    """One array with no name: what it holds is told from its shape against a problem (see
+    ``attnx.analysis.kernel.recognise``)."""
+
+    source: str
+    array: np.ndarray = field(repr=False)
+
+    @property
+    def dtype(self) -> str:
+        """The array's dtype name."""
+        return self.array.dtype.name
+
+
+Saved = SavedResult | BareArray
+
+
+def is_result_document(data: Mapping[str, Any]) -> bool:
+    """True for a JSON object written as a result (``format_version`` and a result tensor), not an input."""
+    return "format_version" in data and any(name in data for name in RESULT_ONLY)
+
+
+def is_result_archive(data: Mapping[str, Any]) -> bool:
+    """True for an .npz holding a result's tensors (``weights``, ``output``, ... or per-head ``q``), not an input."""
+    q = data.get("q")
+    return any(name in data for name in RESULT_ONLY) or (isinstance(q, np.ndarray) and q.ndim == 3)
 
 
 def load_result(source: str) -> SavedResult:
     """Read a JSON result of format version 1.x from ``source`` (a path or ``-``)."""
+    from attnx.io.documents import load_document
+
     return result_from_document(load_document(source))
 
 
 def load_input_or_result(
     source: str, overrides: Overrides | None = None, limits: Limits | None = None
-) -> AttentionSpec | SavedResult:
-    """What ``source`` holds: an input (as ``load_spec`` reads it) or a JSON result attnx wrote.
+) -> AttentionSpec | Saved:
+    """What ``source`` holds: an input (as ``load_spec`` reads it), a saved result, or one bare array.
 
-    The source is read once, under ``limits`` (default: ``Limits.from_env()``), so ``-`` (stdin)
-    works for either.
+    JSON, YAML and .npz are read once, under ``limits`` (default: ``Limits.from_env()``), so ``-`` (stdin)
+    works for them; a folder is read as .npy files named after tensors, a ``.jsonl`` file as `attnx run -f
+    jsonl` writes it, and a ``.npy`` file as one bare array.
     """
     from attnx.io import load_source  # the package imports this module's neighbours, not this module
 
+    limits = limits or Limits.from_env()
+    path = Path(source)
+    if source != "-" and path.is_dir():
+        return _npy_folder(path, limits)
+    if source.lower().endswith(".npy"):
+        return BareArray(source, read_npy(path, source, limits))
+    if source.lower().endswith(".jsonl"):
+        return _jsonl(source, limits)
     doc = load_source(source, limits)
-    if is_result_document(doc.data):
+    if doc.name.lower().endswith(".npz") or _is_archive_data(doc.data):
+        if is_result_archive(doc.data):
+            return _archive_result(doc)
+    elif is_result_document(doc.data):
         return result_from_document(doc)
     return spec_from_document(doc, overrides)
+
+
+def _is_archive_data(data: Mapping[str, Any]) -> bool:
+    return any(isinstance(value, np.ndarray) for value in data.values())
+
+
+def read_npy(path: Path, name: str, limits: Limits) -> np.ndarray:
+    """One ``.npy`` file, its header checked against the caps (and for pickled objects) before its data is read."""
+    from attnx.io.arrays import check_header
+
+    try:
+        size = path.stat().st_size
+        limits.check_bytes(size, name)
+        with path.open("rb") as stream:
+            shape, _, _ = check_header(stream, name)
+            problem = limits.shape_problem(shape)
+            if problem:
+                raise LimitError(f"{name}: {problem}")
+            stream.seek(0)
+            array = np.load(stream, allow_pickle=False)
+    except OSError as exc:
+        raise InputError(f"{name}: cannot be read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # data shorter than the header says
+        raise InputError(f"{name}: not a valid .npy array: {str(exc).split(';')[0]}") from None
+    if array.dtype.kind not in "biuf":
+        raise InputError(f"{name}: holds {array.dtype} values, not numbers")
+    return array
+
+
+def _tensor(name: str, value: Any, where: str) -> np.ndarray:
+    """``value`` as tensor ``name``: numbers (null: NaN) with the tensor's rank."""
+    try:
+        array = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {name}: not a numeric array") from None
+    if array.ndim != RESULT_TENSORS[name]:
+        raise InputError(f"{where}: {name}: expected {RESULT_TENSORS[name]} dimensions, got {array.ndim}")
+    return array
 
 
 def result_from_document(doc: Document) -> SavedResult:
@@ -59,16 +148,111 @@ def result_from_document(doc: Document) -> SavedResult:
     version = str(data.get("format_version", ""))
     if not version.startswith("1."):
         raise InputError(f"{doc.name}: not an attnx JSON result of format 1.x (format_version {version or 'missing'})")
-    tensors = {}
-    for name, rank in RESULT_TENSORS.items():
-        if name not in data:
+    tensors = {name: _tensor(name, data[name], doc.name) for name in RESULT_TENSORS if name in data}
+    meta = {key: value for key, value in data.items() if key not in RESULT_TENSORS}
+    dtype = data.get("dtype")
+    return SavedResult(doc.name, meta, tensors, dtype if isinstance(dtype, str) else None)
+
+
+def _archive_result(doc: Document) -> SavedResult:
+    """An .npz of tensors under their names (as `attnx run -f npz` writes), with ``tokens`` and ``key_tokens``."""
+    data = doc.data
+    unknown = sorted(set(data) - set(RESULT_TENSORS) - set(LABELS) - {"mask"})
+    if unknown:
+        names = ", ".join(RESULT_TENSORS)
+        raise InputError(f"{doc.name}: {unknown[0]!r} is not a result tensor; a result .npz holds {names}")
+    tensors = {name: _tensor(name, data[name], doc.name) for name in RESULT_TENSORS if name in data}
+    dtypes = {data[name].dtype.name for name in tensors if isinstance(data[name], np.ndarray)}
+    meta = {key: data[key] for key in LABELS if key in data}
+    return SavedResult(doc.name, meta, tensors, dtypes.pop() if len(dtypes) == 1 else None)
+
+
+def _npy_folder(path: Path, limits: Limits) -> SavedResult:
+    """A folder of ``NAME.npy`` files, one per tensor (other files are left alone)."""
+    tensors, dtypes = {}, set()
+    for name in RESULT_TENSORS:
+        file = path / f"{name}.npy"
+        if file.is_file():
+            array = read_npy(file, str(file), limits)
+            tensors[name] = _tensor(name, array, str(path))
+            dtypes.add(array.dtype.name)
+    if not tensors:
+        raise InputError(f"{path}: a folder of results holds NAME.npy files, NAME one of {', '.join(RESULT_TENSORS)}")
+    return SavedResult(str(path), {}, tensors, dtypes.pop() if len(dtypes) == 1 else None)
+
+
+# JSON Lines records: per (head, query) and per query, the fields and the tensor each fills.
+HEAD_QUERY_FIELDS = {
+    "q": "q",
+    "scores": "scores",
+    "scaled": "scaled",
+    "weights": "weights",
+    "head_output": "head_outputs",
+}
+QUERY_FIELDS = {"output": "output", "average_weights": "average_weights", "projected": "projected"}
+
+
+def _jsonl(source: str, limits: Limits) -> SavedResult:
+    """The records of `attnx run -f jsonl` put back together as tensors."""
+    from attnx.io.documents import read_text
+
+    text, name = read_text(source, limits)
+    cells: dict[str, dict[tuple[int, ...], Any]] = {}
+    tokens: dict[int, str] = {}
+    meta: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
             continue
         try:
-            array = np.array(data[name], dtype=np.float64)  # null -> NaN
-        except (TypeError, ValueError):
-            raise InputError(f"{doc.name}: {name}: not a numeric array") from None
-        if array.ndim != rank:
-            raise InputError(f"{doc.name}: {name}: expected {rank} dimensions, got {array.ndim}")
-        tensors[name] = array
-    meta = {key: value for key, value in data.items() if key not in RESULT_TENSORS}
-    return SavedResult(doc.name, meta, tensors)
+            record = json.loads(line)
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            raise InputError(f"{name}:{number}: not a JSON record: {str(exc)[:80]}") from None
+        if not isinstance(record, dict) or record.get("record") not in ("head_query", "query"):
+            raise InputError(f"{name}:{number}: not a record of attnx run -f jsonl (record head_query or query)")
+        query = _index(record, "query", name, number)
+        if "query_token" in record:
+            tokens[query] = str(record["query_token"])
+        if record["record"] == "head_query":
+            key: tuple[int, ...] = (_index(record, "head", name, number), query)
+            fields = HEAD_QUERY_FIELDS
+        else:
+            key, fields = (query,), QUERY_FIELDS
+        for field_name, tensor in fields.items():
+            if field_name in record:
+                cells.setdefault(tensor, {})[key] = record[field_name]
+        meta.setdefault("format_version", record.get("format_version"))
+    if not cells:
+        raise InputError(f"{name}: no records of attnx run -f jsonl")
+    tensors = {tensor: _assemble(tensor, found, name) for tensor, found in cells.items()}
+    if tokens:
+        meta["tokens"] = [tokens.get(i, "") for i in range(max(tokens) + 1)]
+    return SavedResult(name, meta, tensors, None)
+
+
+def _index(record: Mapping[str, Any], key: str, name: str, number: int) -> int:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 31:
+        raise InputError(f"{name}:{number}: {key} must be a whole number from 0, got {value!r}")
+    return value
+
+
+def _assemble(tensor: str, found: Mapping[tuple[int, ...], Any], name: str) -> np.ndarray:
+    """One tensor from its rows, each at its (head, query) or (query,) place; a missing row is an error."""
+    shape = tuple(max(index[i] for index in found) + 1 for i in range(len(next(iter(found)))))
+    expected = int(np.prod(shape))
+    if len(found) != expected:
+        raise InputError(f"{name}: {tensor}: {len(found)} records of the {expected} a complete result has")
+    rows = [_tensor_row(found[index], tensor, name) for index in np.ndindex(*shape)]
+    widths = {len(row) for row in rows}
+    if len(widths) != 1:
+        raise InputError(f"{name}: {tensor}: records of different lengths")
+    return np.array(rows, dtype=np.float64).reshape(*shape, widths.pop())
+
+
+def _tensor_row(value: Any, tensor: str, name: str) -> list[float]:
+    if not isinstance(value, list):
+        raise InputError(f"{name}: {tensor}: expected a list of numbers")
+    try:
+        return [float("nan") if x is None else float(x) for x in value]
+    except (TypeError, ValueError):
+        raise InputError(f"{name}: {tensor}: not a list of numbers") from None

@@ -15,6 +15,7 @@ from rich.text import Text
 from attnx.analysis.diff import Comparison, Location, Side, TensorComparison
 from attnx.render.colours import FAIL, PASS, WARNING
 from attnx.render.engines import diff_to_dict, sci, tolerance_text
+from attnx.core.tensors import TENSORS
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import heatmap, legend, scale_of
 from attnx.render.layout import add_columns, compact_table, verdict
@@ -52,10 +53,28 @@ def shapes(row: TensorComparison) -> str:
     return a if a == b else f"{a} vs {b}"
 
 
+SIDE_KINDS = {"input": "input, computed here", "result": "saved result"}
+
+
 def side_line(label: str, side: Side) -> str:
-    """``A: x.yaml (input, computed here, float64)``."""
-    what = "input, computed here" if side.kind == "input" else "attnx result"
+    """``A: x.yaml (input, computed here, float64)``; a bare array says what its shape was read as."""
+    if side.kind == "array":
+        ((name, array),) = side.tensors.items()
+        axes = ", ".join(TENSORS[name].axes)
+        what = f"one array, read as {name} [{axes}]"
+    else:
+        what = SIDE_KINDS[side.kind]
     return f"{label}: {side.source} ({what}, {side.dtype})"
+
+
+def skipped_line(comparison: Comparison) -> str | None:
+    """``not compared: scores, scaled (only in B)``, or None when both sides hold the same tensors."""
+    if not comparison.skipped:
+        return None
+    groups: dict[str, list[str]] = {}
+    for name, reason in comparison.skipped:
+        groups.setdefault(reason, []).append(name)
+    return "not compared: " + "; ".join(f"{', '.join(names)} ({reason})" for reason, names in groups.items())
 
 
 def pass_cell(row: TensorComparison) -> Text:
@@ -187,6 +206,9 @@ def comparison_view(
     if len(shared) == 1:
         ((rtol, atol),) = shared
         lines.append(f"tolerance: |A − B| ≤ atol + rtol·|B|, rtol {tolerance_text(rtol)}, atol {tolerance_text(atol)}")
+    skipped = skipped_line(comparison)
+    if skipped:
+        lines.append(skipped)
     layouts = (0, 1, 2) if len(tolerances(comparison)) > 1 else (0, 1)
     table = FirstFit(*(comparison_table(comparison, stacked=layout) for layout in layouts))
     parts: list[RenderableType] = [Text("\n".join(lines), style="dim"), table]
@@ -196,7 +218,8 @@ def comparison_view(
     if heatmap:
         parts.append(delta_heatmaps(comparison, precision, colour=colour, max_rows=max_rows))
     total = len(comparison.rows)
-    parts.append(verdict(comparison.passed, f"A and B agree: all {total} tensors within tolerance",
+    every = "the one tensor compared is" if total == 1 else f"all {total} tensors compared are"
+    parts.append(verdict(comparison.passed, f"A and B agree: {every} within tolerance",
                          f"A and B differ: {comparison.failures} of {total} tensors"))  # fmt: skip
     return Group(*parts)
 
@@ -235,4 +258,5 @@ def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
         "b": side_to_dict(comparison.b),
         "passed": comparison.passed,
         "tensors": rows,
+        "skipped": [{"tensor": name, "reason": reason} for name, reason in comparison.skipped],
     }

@@ -218,12 +218,28 @@ class TestCompareSides:
         assert output.passed and comparison.failures == 1
         assert comparison.weight_delta is None
 
-    def test_tensor_on_one_side_fails(self) -> None:
-        """A projected output only A has: 'only in A'."""
+    def test_a_tensor_on_one_side_is_skipped(self) -> None:
+        """A projected output only A has is not compared and is listed as 'only in A'; the rest decides."""
         comparison = compare_sides(side("a", output=np.zeros((2, 2)), projected=np.zeros((2, 2))),
                                    side("b", output=np.zeros((2, 2))))  # fmt: skip
-        assert [(row.name, row.problem) for row in comparison.rows] == [("output", None), ("projected", "only in A")]
-        assert not comparison.passed
+        assert [row.name for row in comparison.rows] == ["output"] and comparison.passed
+        assert comparison.skipped == (("projected", "only in A"),)
+
+    def test_named_tensors_must_be_on_both_sides(self) -> None:
+        """names=["projected"] where B lacks it, or sides with nothing in common, are ConfigErrors."""
+        a = side("a", output=np.zeros((2, 2)), projected=np.zeros((2, 2)))
+        with pytest.raises(ConfigError, match="b holds no 'projected' to compare"):
+            compare_sides(a, side("b", output=np.zeros((2, 2))), names=["projected"])
+        with pytest.raises(ConfigError, match="hold no tensor in common: A holds output, projected, B holds weights"):
+            compare_sides(a, side("b", weights=np.zeros((1, 2, 2))))
+
+    def test_names_choose_what_is_compared(self) -> None:
+        """names=["output"] compares output only, even where projected differs; nothing is listed as skipped."""
+        a = side("a", output=np.zeros((2, 2)), projected=np.ones((2, 2)))
+        b = side("b", output=np.zeros((2, 2)), projected=np.zeros((2, 2)))
+        comparison = compare_sides(a, b, names=["output"])
+        assert [row.name for row in comparison.rows] == ["output"] and comparison.passed and not comparison.skipped
+        assert not compare_sides(a, b).passed
 
     def test_float32_side_uses_float32_tolerance(self, worked: AttentionSpec) -> None:
         """float32 against float64 is held to rtol 1.3e-6 and atol 1e-5 × max(1, |B|), and passes."""

@@ -177,8 +177,8 @@ class TestTwoInputs:
     def test_equal_is_exit_0(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
         """A JSON result against the input it came from: every tensor 0 apart, exit 0."""
         out = invoke(runner, "diff", worked_json, input_file(tmp_path, "same.json")).stdout
-        assert "A and B agree: all 9 tensors within tolerance" in out
-        assert "(attnx result, float64)" in out and "(input, computed here, float64)" in out
+        assert "A and B agree: all 9 tensors compared are within tolerance" in out
+        assert "(saved result, float64)" in out and "(input, computed here, float64)" in out
 
     def test_near_equal_is_exit_0(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
         """Q nudged by 1e-12 stays within rtol 1e-7, atol 1e-7."""

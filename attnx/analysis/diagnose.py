@@ -1,0 +1,204 @@
+"""Known attention bugs as hypotheses: compute the input as the buggy kernel would, and see if it explains the output.
+
+Each hypothesis is the reference computation with one thing done wrong: the scale, the causal mask's
+diagonal or corner, how grouped K/V heads are shared, which columns make a head, the softmax's axis or
+its normalisation, what a query with no visible key gets. Where the kernel's tensors match a
+hypothesis within the kernel's tolerance, and not the reference, the hypothesis is the diagnosis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+
+from attnx.analysis.compare import default_tolerance
+from attnx.analysis.kernel import Diagnosis, Verification
+from attnx.core.spec import AttentionSpec
+from attnx.engines import compute
+
+# The tensors a hypothesis is judged on: what a kernel usually hands over.
+JUDGED = ("output", "head_outputs", "weights", "projected")
+Tensors = dict[str, np.ndarray]
+
+
+def _merge(head_outputs: np.ndarray, spec: AttentionSpec) -> np.ndarray:
+    """``[head, query, d_k]`` -> ``[query, d_model]`` in the spec's column layout, dropped heads zeroed."""
+    kept = head_outputs.copy()
+    kept[list(spec.settings.dropped_heads)] = 0.0
+    h, n, d = kept.shape
+    if spec.settings.layout == "interleaved":
+        return kept.transpose(1, 2, 0).reshape(n, d * h)
+    return kept.transpose(1, 0, 2).reshape(n, h * d)
+
+
+def mutant(
+    spec: AttentionSpec,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    kv_of: np.ndarray,
+    multiplier: float,
+    allowed: np.ndarray | None,
+    axis: int = -1,
+    normalise: bool = True,
+    empty: str = "zero",
+) -> Tensors:
+    """The weights and outputs of attention done the way a hypothesis says, in float64.
+
+    ``kv_of[h]`` is the K/V head query head h reads; ``axis`` the axis the softmax runs over (−1: keys,
+    right; −2: queries); without ``normalise`` the exponentials are not divided by their sum; ``empty``
+    is what a query with no visible key gets: ``zero`` (attnx, SDPA), ``nan`` or ``uniform`` weights.
+    """
+    scores = np.einsum("hnd,hmd->hnm", q, k[kv_of]) * multiplier  # (H, N, M)
+    cap = spec.settings.softcap
+    if cap is not None:
+        scores = cap * np.tanh(scores / cap)
+    visible = np.ones(scores.shape[1:], dtype=bool) if allowed is None else allowed
+    masked = np.where(visible, scores, -np.inf)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        top = np.max(masked, axis=axis, keepdims=True, initial=-np.inf)
+        exps = np.where(visible, np.exp(masked - np.where(np.isfinite(top), top, 0.0)), 0.0)
+        total = exps.sum(axis=axis, keepdims=True)
+        weights = exps / np.where(total > 0, total, 1.0) if normalise else exps
+    if axis == -1:
+        none = ~visible.any(axis=1)  # (N,) queries that see no key
+        if empty == "nan":
+            weights[:, none] = np.nan
+        elif empty == "uniform":
+            weights[:, none] = 1.0 / weights.shape[2]
+    head_outputs = weights @ v[kv_of]  # (H, N, d_k)
+    out = {"weights": weights, "head_outputs": head_outputs, "output": _merge(head_outputs, spec)}
+    if spec.w_o is not None:
+        out["projected"] = out["output"] @ spec.w_o.weight + (0.0 if spec.w_o.bias is None else spec.w_o.bias)
+    return out
+
+
+def hypotheses(spec: AttentionSpec, verification: Verification) -> Iterator[tuple[str, str, Callable[[], Tensors]]]:
+    """Each known bug that could apply to ``spec``: its name, what it means here, and how to compute it."""
+    ref = verification.reference
+    settings = spec.settings
+    q, k, v = (np.asarray(getattr(ref, name), dtype=np.float64) for name in ("q", "k", "v"))
+    heads, kv_heads, d_k = settings.heads, settings.kv_heads, ref.d_k
+    right_kv = np.arange(heads) // (heads // kv_heads)
+    multiplier = spec.multiplier
+    allowed = spec.allowed()
+
+    def run(**changes: object) -> Callable[[], Tensors]:
+        options: dict[str, object] = {"kv_of": right_kv, "multiplier": multiplier, "allowed": allowed} | changes
+        return lambda: mutant(spec, q, k, v, **options)  # type: ignore[arg-type]
+
+    d_model = heads * d_k
+    if heads > 1 and not math.isclose(multiplier, 1 / math.sqrt(d_model)):
+        scale = 1 / math.sqrt(d_model)
+        yield (
+            "scale 1/√d_model",
+            f"scores × 1/√d_model = {scale:.4g} where the reference uses {multiplier:.4g}",
+            run(multiplier=scale),
+        )
+    if multiplier != 1.0:
+        yield (
+            "no scale",
+            f"scores not scaled, where the reference multiplies them by {multiplier:.4g}",
+            run(multiplier=1.0),
+        )
+    if settings.causal and settings.window is None and spec.mask is None:
+        keys = np.arange(spec.n_keys)[None, :]
+        at = spec.positions[:, None]
+        padding = np.ones_like(keys, dtype=bool) if spec.padding is None else ~spec.padding[None, :]
+        yield (
+            "causal mask one key late",
+            "each query also sees the key after it (j ≤ i + 1)",
+            run(allowed=(keys <= at + 1) & padding),
+        )
+        yield "causal mask one key early", "each query misses itself (j < i)", run(allowed=(keys < at) & padding)
+        if spec.n_queries != spec.n_keys:
+            shift = spec.n_keys - spec.n_queries
+            yield (
+                "causal mask aligned bottom-right",
+                f"query i sees keys j ≤ i + {shift} (M − N), where the reference aligns the mask top-left (j ≤ i)",
+                run(allowed=(keys <= at + shift) & padding),
+            )
+    if 1 < kv_heads < heads:
+        yield (
+            "K/V heads tiled",
+            f"query head h reads K/V head h mod {kv_heads} (tiling), not h // {heads // kv_heads} (repeat_interleave)",
+            run(kv_of=np.arange(heads) % kv_heads),
+        )
+    if heads > 1:
+        other = "contiguous" if settings.layout == "interleaved" else "interleaved"
+        swapped = spec.with_settings(layout=other)
+        yield (
+            f"heads from {other} columns",
+            f"head h reads {'every H-th column from h' if other == 'interleaved' else 'a block of d_k columns'} "
+            f"of Q, K and V, where the reference reads {settings.layout} columns",
+            lambda: _tensors(compute(swapped, "numpy", dtype="float64")),
+        )
+    yield (
+        "softmax over queries",
+        "each key's scores normalised over the queries, not each query's over the keys",
+        run(axis=-2),
+    )
+    yield (
+        "weights not normalised",
+        "exp(score − max) used as weights without dividing by their sum",
+        run(normalise=False),
+    )
+    if ref.fully_masked_rows:
+        rows = ", ".join(map(str, ref.fully_masked_rows))
+        yield (
+            "masked rows NaN",
+            f"queries {rows} see no key: NaN there, where the reference gives zeros",
+            run(empty="nan"),
+        )
+        yield (
+            "masked rows uniform",
+            f"queries {rows} see no key: uniform weights (the mean of V) there, where the reference gives zeros",
+            run(empty="uniform"),
+        )
+
+
+def _tensors(result: object) -> Tensors:
+    return {name: getattr(result, name) for name in JUDGED if getattr(result, name, None) is not None}
+
+
+def _explains(
+    kernel: Mapping[str, np.ndarray], expected: Tensors, verification: Verification
+) -> tuple[str, float] | None:
+    """The largest difference (and its tensor) when every judged tensor of the kernel is within its tolerance
+    of ``expected`` (NaN matching NaN), else None."""
+    worst: tuple[str, float] | None = None
+    judged = [check.name for check in verification.checks if check.name in JUDGED and check.name in expected]
+    if not judged:
+        return None
+    for name in judged:
+        actual = np.asarray(kernel[name], dtype=np.float64)
+        want = expected[name]
+        if actual.shape != want.shape:
+            return None
+        tolerance = default_tolerance(verification.dtype, want)
+        both_nan = np.isnan(actual) & np.isnan(want)
+        with np.errstate(invalid="ignore"):
+            diff = np.where(both_nan, 0.0, np.abs(actual - want))
+        if not np.all(diff <= tolerance.atol + tolerance.rtol * np.abs(np.nan_to_num(want))):
+            return None
+        largest = float(diff.max()) if diff.size else 0.0
+        if worst is None or largest > worst[1]:
+            worst = (name, largest)
+    return worst
+
+
+def diagnose(
+    spec: AttentionSpec, verification: Verification, kernel: Mapping[str, np.ndarray]
+) -> tuple[Diagnosis, ...]:
+    """The known bugs that explain a failed verification: each hypothesis the kernel's tensors match."""
+    if verification.passed:
+        return ()
+    found = []
+    for bug, detail, compute_it in hypotheses(spec, verification):
+        explained = _explains(kernel, compute_it(), verification)
+        if explained is not None:
+            found.append(Diagnosis(bug, detail, *explained))
+    return tuple(found)
