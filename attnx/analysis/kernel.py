@@ -7,15 +7,18 @@ explained); errors are also given in units of the dtype's epsilon times the refe
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attnx.analysis.compare import EPSILON, Tolerance, tolerance_for
+from attnx.analysis.compare import DTYPES, EPSILON, Tolerance, tolerance_for
 from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import TENSORS
 from attnx.errors import ConfigError
+from attnx.io.results import BareArray, SavedResult
 
+NOT_HELD = "not in the kernel's file"
 # Tensors a kernel may hand over, in the order reports list them.
 KERNEL_TENSORS = ("output", "head_outputs", "projected", "weights", "scaled", "scores", "q", "k", "v")
 
@@ -168,7 +171,7 @@ def verify(
     if not checks:
         reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
         raise ConfigError(f"{kernel}: nothing to compare with the reference ({reasons})")
-    skipped += [(name, "not in the kernel's file") for name in held if name not in tensors and names is None]
+    skipped += [(name, NOT_HELD) for name in held if name not in tensors and names is None]
     return Verification(source, kernel, dtype, reference, tuple(checks), tuple(skipped))
 
 
@@ -245,3 +248,49 @@ def recognise(array: np.ndarray, sizes: Mapping[str, int], layout: str | None = 
     if any(name != first[0] or not np.array_equal(held, first[1], equal_nan=True) for name, held in readings[1:]):
         raise ConfigError(f"an array of shape {shape} could be {' or '.join(fits)}: name its layout with --layout")
     return first
+
+
+def sizes_of_result(result: AttentionResult) -> dict[str, int]:
+    """The problem's sizes by axis word, from a result."""
+    return {"query": len(result.tokens), "key": len(result.key_tokens), "head": result.heads,
+            "kv_head": result.kv_heads, "d_k": result.d_k, "d_model": result.d_model}  # fmt: skip
+
+
+def verify_kernel(
+    spec: AttentionSpec,
+    saved: SavedResult | BareArray,
+    *,
+    dtype: str | None = None,
+    layout: str | None = None,
+    names: Collection[str] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> Verification:
+    """A kernel's saved tensors (or one bare array, read by its shape or ``layout``) against the float64
+    reference of ``spec``, with the known bugs that explain a difference.
+
+    ``dtype`` is what the kernel computed in (default: the file's dtype); it sets the tolerances.
+    """
+    from attnx.analysis.diagnose import diagnose
+    from attnx.engines import compute
+
+    reference = compute(spec, "numpy", dtype="float64")
+    if isinstance(saved, BareArray):
+        name, array = recognise(saved.array, sizes_of_result(reference), layout)
+        tensors = {name: array}
+        kernel = f"{saved.source}, one array read as {name} [{', '.join(TENSORS[name].axes)}]"
+    else:
+        if layout is not None:
+            raise ConfigError(
+                f"{saved.source}: --layout names how a bare .npy array is laid out; this file names its tensors"
+            )
+        tensors, kernel = saved.tensors, saved.source
+    kernel_dtype = dtype or saved.dtype or "float64"
+    if kernel_dtype not in DTYPES:
+        raise ConfigError(
+            f"{saved.source}: holds {kernel_dtype} numbers; say what the kernel computed in with --kernel-dtype "
+            f"({', '.join(DTYPES)})"
+        )
+    verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
+                          rtol=rtol, atol=atol)  # fmt: skip
+    return replace(verification, diagnoses=diagnose(spec, verification, tensors))

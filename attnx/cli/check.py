@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnx.cli.errors import ExitCode, guarded
 from attnx.cli.flags import CapFlags, InputFlags, ModelFlags, load_input
 from attnx.cli.options import (
+    AgainstOpt,
     CausalOpt,
+    CheckLayoutOpt,
+    CompareTensorOpt,
     ConfigArg,
     DModelOpt,
     HeadsOpt,
+    KernelDtypeOpt,
     KvHeadsOpt,
     LayerOpt,
-    LayoutOpt,
+    Layout,
     MaxBytesOpt,
     MaxDepthOpt,
     MaxDimensionOpt,
@@ -37,6 +41,10 @@ from attnx.cli.options import (
     WindowOpt,
 )
 from attnx.cli.output import emit
+from attnx.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.core.spec import AttentionSpec
 
 RtolOpt = Annotated[
     float | None,
@@ -59,7 +67,7 @@ def check(
     d_model: DModelOpt = None,
     kv_heads: KvHeadsOpt = None,
     scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
+    layout: CheckLayoutOpt = None,
     rope_theta: RopeThetaOpt = None,
     rope_pairs: RopePairsOpt = None,
     window: WindowOpt = None,
@@ -68,6 +76,9 @@ def check(
     model: ModelOpt = None,
     text: TextOpt = None,
     layer: LayerOpt = None,
+    against: AgainstOpt = None,
+    kernel_dtype: KernelDtypeOpt = None,
+    tensor: CompareTensorOpt = None,
     rtol: RtolOpt = None,
     atol: AtolOpt = None,
     output_format: RowFormatOpt = RowFormat.table,
@@ -79,21 +90,35 @@ def check(
     max_dimension: MaxDimensionOpt = None,
     max_elements: MaxElementsOpt = None,
 ) -> None:
-    """Cross-check every available engine/device/dtype against the float64 NumPy reference.
+    """Cross-check every engine/device/dtype against the float64 NumPy reference, or a kernel (--against).
 
     Exit 0 when every row is within tolerance, 1 when any is not.
+    --against FILE: your kernel's output (a .npy array, or a result in any format attnx writes) against the
+    float64 reference of the input, per tensor: error, × epsilon of --kernel-dtype, where the worst is, a
+    heatmap of where the errors are, and the known bug that explains them.
     With --model, the layers before --layer run on the reference (numpy float64), the layer on every target.
     """
-    inputs = InputFlags.pick(locals())
-    checkpoint = ModelFlags.pick(locals())
-    caps = CapFlags.pick(locals())
+    parameters = dict(locals())
+    head_layouts = {item.value for item in Layout}
+    array_layout = layout.value if layout is not None and layout.value not in head_layouts else None
+    parameters["layout"] = None if layout is None or array_layout else Layout(layout.value)
+    inputs = InputFlags.pick(parameters)
+    checkpoint = ModelFlags.pick(parameters)
+    caps = CapFlags.pick(parameters)
+    if against is None and (array_layout or kernel_dtype or tensor):
+        raise UsageError("--kernel-dtype, --tensor and an array --layout describe the file given with --against")
+    spec = load_input(config, inputs, checkpoint, caps)
+    from attnx.render.serialize import dumps
+
+    if against is not None:
+        check_kernel(spec, against, caps, kernel_dtype and kernel_dtype.value, array_layout, tensor, rtol, atol,
+                     output_format, output, no_color)  # fmt: skip
+        return
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses
 
-    spec = load_input(config, inputs, checkpoint, caps)
     report = run_check(spec, engine_statuses(), rtol=rtol, atol=atol)
     from attnx.render import engines as render
-    from attnx.render.serialize import dumps
 
     emit(
         output_format,
@@ -107,4 +132,44 @@ def check(
         no_color=no_color,
     )
     if not report.passed:
+        raise typer.Exit(ExitCode.FAILURE)
+
+
+def check_kernel(
+    spec: AttentionSpec,
+    against: str,
+    caps: CapFlags,
+    dtype: str | None,
+    layout: str | None,
+    names: list[str] | None,
+    rtol: float | None,
+    atol: float | None,
+    output_format: RowFormat,
+    output: str | None,
+    no_color: bool,
+) -> None:
+    """`check --against`: the kernel's file against the float64 reference of ``spec``; exit 1 beyond tolerance."""
+    from attnx.analysis.kernel import verify_kernel
+    from attnx.io.results import BareArray, SavedResult, load_input_or_result
+    from attnx.render import kernel as render
+    from attnx.render.formats import check_tensor_names
+    from attnx.render.serialize import dumps
+
+    if output_format not in (RowFormat.table, RowFormat.json):
+        raise UsageError(f"check --against writes table or json, not {output_format.value}")
+    check_tensor_names(names)
+    saved = load_input_or_result(against, limits=caps.limits())
+    if not isinstance(saved, SavedResult | BareArray):
+        raise UsageError(f"{against}: is an input; --against takes what a kernel computed (a result or one array)")
+    verification = verify_kernel(spec, saved, dtype=dtype, layout=layout, names=names, rtol=rtol, atol=atol)
+    emit(
+        output_format,
+        {
+            OutputFormat.table: lambda: render.verification_view(verification, colour=not no_color, max_rows=40),
+            OutputFormat.json: lambda: dumps(render.verification_to_dict(verification)),
+        },
+        output=output,
+        no_color=no_color,
+    )
+    if not verification.passed:
         raise typer.Exit(ExitCode.FAILURE)

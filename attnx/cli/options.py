@@ -112,6 +112,32 @@ ScaleOpt = Annotated[
         "--scale", help="Score multiplier: sqrt_dk (1/√d_k), sqrt_d_model, none, or a number.", show_default=False
     ),
 ]
+
+
+class CheckLayout(str, Enum):
+    """Head columns of the input, or how the --against array is laid out."""
+
+    contiguous = "contiguous"
+    interleaved = "interleaved"
+    nd = "nd"
+    bnd = "bnd"
+    hnd = "hnd"
+    bhnd = "bhnd"
+    nhd = "nhd"
+    bnhd = "bnhd"
+    hnm = "hnm"
+    bhnm = "bhnm"
+
+
+class KernelDtype(str, Enum):
+    """What a kernel computed in."""
+
+    float64 = "float64"
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
 LayoutOpt = Annotated[
     Layout | None,
     typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H).",
@@ -171,6 +197,24 @@ CompareTensorOpt = Annotated[
     list[str] | None,
     typer.Option("--tensor", metavar="NAME", help="Compare only this tensor (repeatable; named as the JSON keys). "
                  "Default: every tensor both sides hold.", show_default=False),
+]  # fmt: skip
+CheckLayoutOpt = Annotated[
+    CheckLayout | None,
+    typer.Option("--layout", help="Head columns of the input (contiguous, interleaved), or, with --against, how a "
+                 "bare array is laid out: nd [query, H·d], hnd [head, query, d], nhd [query, head, d], hnm [head, "
+                 "query, key] weights; b...: with a batch axis of 1 first (bhnd: SDPA's). Default: told from the "
+                 "shape.", show_default=False),
+]  # fmt: skip
+AgainstOpt = Annotated[
+    str | None,
+    typer.Option("--against", metavar="FILE", help="Check a kernel's saved result against attnx's float64 "
+                 "reference: a result (json, jsonl, npz, a folder of npy) or one .npy array (its output, head "
+                 "outputs or weights).", show_default=False),
+]  # fmt: skip
+KernelDtypeOpt = Annotated[
+    KernelDtype | None,
+    typer.Option("--kernel-dtype", help="What the kernel computed in; sets the tolerances (default: the file's "
+                 "dtype).", show_default=False),
 ]  # fmt: skip
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]

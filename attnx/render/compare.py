@@ -13,9 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.diff import Comparison, Location, Side, TensorComparison
+from attnx.core.tensors import TENSORS
 from attnx.render.colours import FAIL, PASS, WARNING
 from attnx.render.engines import diff_to_dict, sci, tolerance_text
-from attnx.core.tensors import TENSORS
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import heatmap, legend, scale_of
 from attnx.render.layout import add_columns, compact_table, verdict
@@ -59,7 +59,7 @@ SIDE_KINDS = {"input": "input, computed here", "result": "saved result"}
 def side_line(label: str, side: Side) -> str:
     """``A: x.yaml (input, computed here, float64)``; a bare array says what its shape was read as."""
     if side.kind == "array":
-        ((name, array),) = side.tensors.items()
+        (name,) = side.tensors
         axes = ", ".join(TENSORS[name].axes)
         what = f"one array, read as {name} [{axes}]"
     else:
