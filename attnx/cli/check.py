@@ -93,9 +93,9 @@ def check(
     """Cross-check every engine/device/dtype against the float64 NumPy reference, or a kernel (--against).
 
     Exit 0 when every row is within tolerance, 1 when any is not.
-    --against FILE: your kernel's output (a .npy array, or a result in any format attnx writes) against the
-    float64 reference of the input, per tensor: error, × epsilon of --kernel-dtype, where the worst is, a
-    heatmap of where the errors are, and the known bug that explains them.
+    --against FILE: a kernel's output (.npy, or a result as attnx writes one) against the float64 reference.
+    Per tensor: the error, in epsilons of --kernel-dtype, the worst element, a heatmap of where it is.
+    When a known bug explains the error (wrong scale, a shifted mask, tiled K/V heads, ...), it says so.
     With --model, the layers before --layer run on the reference (numpy float64), the layer on every target.
     """
     parameters = dict(locals())

@@ -49,7 +49,6 @@ from attnx.cli.options import (
 )
 from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
-from attnx.render.formats import check_tensor_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
@@ -249,6 +248,7 @@ def diff(
             raise UsageError("only one of A and B can be - (stdin)")
         from attnx.analysis.diff import compare_sides
         from attnx.render import compare
+        from attnx.render.formats import check_tensor_names
 
         assert a is not None  # typer fills A before B
         check_tensor_names(tensor)
