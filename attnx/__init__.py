@@ -13,6 +13,7 @@ __all__ = [
     "__version__",
     "compute",
     "load_spec",
+    "reference",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.engines import compute
     from attnx.errors import AttnxError
     from attnx.io import load_spec
+    from attnx.testing import reference
 
 # The public names are resolved on first use so that `import attnx` (and `attnx --help`) stays
 # cheap: NumPy is imported only by the modules that compute.
@@ -30,6 +32,7 @@ _LAZY = {
     "AttnxError": "attnx.errors",
     "compute": "attnx.engines",
     "load_spec": "attnx.io",
+    "reference": "attnx.testing",
 }
 
 

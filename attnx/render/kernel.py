@@ -31,15 +31,20 @@ def locate(name: str, index: Sequence[int], reference: AttentionResult) -> str:
         if axis in ("head", "kv_head"):
             parts.append(f"{'K/V ' if axis == 'kv_head' else ''}head {i}")
         elif axis == "query":
-            parts.append(f"query {i} {reference.tokens[i]!r}")
+            parts.append(f"query {i}{_label(reference.tokens[i], i)}")
         elif axis == "key":
-            parts.append(f"key {i} {reference.key_tokens[i]!r}")
+            parts.append(f"key {i}{_label(reference.key_tokens[i], i)}")
         elif axis == "d_model":
             head = next(h for h in range(reference.heads) if i in reference.head_columns(h))
             parts.append(f"column {i} (head {head}, d {reference.head_columns(head).index(i)})")
         else:
             parts.append(f"d {i}")
     return " · ".join(parts)
+
+
+def _label(token: str, index: int) -> str:
+    """`` 'cat'``, or nothing for a token labelled by its index (as attnx.testing labels them)."""
+    return "" if token == str(index) else f" {token!r}"
 
 
 def tolerance_line(verification: Verification) -> str:

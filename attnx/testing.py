@@ -1,0 +1,197 @@
+"""Attention kernels in test suites: attnx as the float64 reference, and a located report when a kernel is wrong.
+
+```python
+from attnx.testing import assert_attention_close
+
+def test_my_kernel():
+    q, k, v = ...                      # [B, H, N, d] tensors, as SDPA takes them
+    assert_attention_close(my_attention(q, k, v), q, k, v, heads=8, causal=True)
+```
+
+Arrays may be NumPy arrays, torch tensors on any device and in any dtype (float64, float32, float16,
+bfloat16), or anything ``numpy.asarray`` reads, in the layouts kernels use:
+
+- ``[B, H, N, d]`` (SDPA's): ``q`` ``[B, H, N, d]``, ``k`` and ``v`` ``[B, H_kv, M, d]``, ``actual`` the
+  head outputs ``[B, H, N, d]`` (or ``[B, N, H, d]``, or the concatenated ``[B, N, H·d]``);
+- ``[B, N, H·d]``: ``actual`` ``[B, N, H·d]``;
+- ``[N, H·d]``: one sequence, ``actual`` ``[N, H·d]``.
+
+Head h owns columns ``h·d … h·d + d − 1`` of an ``H·d`` axis. ``mask`` is boolean, True where a query may
+attend a key (SDPA's convention), ``[N, M]`` or with leading axes of 1 or B. The tolerance follows
+``actual``'s dtype (``attnx.analysis.compare.default_tolerance``). NumPy is imported on first use, torch
+never: a tensor is read through its own methods.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from attnx.analysis.kernel import Verification
+    from attnx.core.result import AttentionResult
+    from attnx.core.spec import AttentionSpec
+
+__all__ = ["assert_attention_close", "reference"]
+
+
+def _array(x: Any, name: str) -> tuple[np.ndarray, str]:
+    """``x`` as a float64 NumPy array, and the dtype it was computed in (``float32``, ``bfloat16``, ...)."""
+    import numpy as np
+
+    if type(x).__module__.split(".")[0] == "torch":  # a torch.Tensor, read without importing torch
+        dtype = str(x.dtype).removeprefix("torch.")
+        return x.detach().to("cpu").double().numpy(), dtype
+    array = np.asarray(x)
+    if array.dtype.kind not in "iuf" and array.dtype.name != "bfloat16":
+        raise TypeError(f"{name} must hold numbers, got dtype {array.dtype}")
+    return array.astype(np.float64), array.dtype.name
+
+
+def _batched(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q, K and V as ``[B, N, H·d]`` (from ``[B, H, N, d]``, ``[B, N, H·d]`` or ``[N, H·d]``)."""
+    if not q.ndim == k.ndim == v.ndim or q.ndim not in (2, 3, 4):
+        raise ValueError(f"q, k and v must all be [B, H, N, d], [B, N, H·d] or [N, H·d], got shapes "
+                         f"{q.shape}, {k.shape}, {v.shape}")  # fmt: skip
+    if q.ndim == 4:
+        if q.shape[1] != heads:
+            raise ValueError(f"q is [B, H, N, d] with H = {q.shape[1]}, but heads={heads}")
+        q, k, v = (x.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1) for x in (q, k, v))
+    elif q.ndim == 2:
+        q, k, v = q[None], k[None], v[None]
+    return q, k, v
+
+
+def _masks(mask: Any, batch: int, n: int, m: int) -> list[np.ndarray | None]:
+    """One ``[N, M]`` boolean mask per batch element (None: no mask)."""
+    import numpy as np
+
+    if mask is None:
+        return [None] * batch
+    raw = mask.detach().to("cpu").numpy() if type(mask).__module__.split(".")[0] == "torch" else np.asarray(mask)
+    if raw.dtype != bool:
+        raise TypeError(f"mask must be boolean (True: may attend), got dtype {raw.dtype}")
+    if raw.shape[-2:] != (n, m):
+        raise ValueError(f"mask must end in [N, M] = [{n}, {m}], got shape {raw.shape}")
+    flat = raw.reshape(-1, n, m)
+    if len(flat) not in (1, batch):
+        raise ValueError(f"mask has {len(flat)} [N, M] masks for a batch of {batch}")
+    return [flat[0 if len(flat) == 1 else b] for b in range(batch)]
+
+
+def _specs(q: Any, k: Any, v: Any, heads: int, kv_heads: int | None, causal: bool, mask: Any, scale: float | None,
+           window: int | None) -> list[AttentionSpec]:  # fmt: skip
+    from attnx.core.spec import AttentionSpec
+
+    qb, kb, vb = _batched(_array(q, "q")[0], _array(k, "k")[0], _array(v, "v")[0], heads)
+    n, m = qb.shape[1], kb.shape[1]
+    queries, keys = tuple(map(str, range(n))), tuple(map(str, range(m)))
+    return [
+        AttentionSpec.build(
+            q=qb[b], k=kb[b], v=vb[b], heads=heads, kv_heads=kv_heads, tokens=queries, key_tokens=keys,
+            causal=causal, mask=allowed, scale="sqrt_dk" if scale is None else scale, window=window,
+            source="reference" if len(qb) == 1 else f"reference, batch element {b}",
+        )
+        for b, allowed in enumerate(_masks(mask, len(qb), n, m))
+    ]  # fmt: skip
+
+
+def reference(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    heads: int,
+    kv_heads: int | None = None,
+    causal: bool = False,
+    mask: Any = None,
+    scale: float | None = None,
+    window: int | None = None,
+) -> AttentionResult:
+    """attnx's float64 result for one sequence (no batch axis, or a batch of 1): weights ``[head, query, key]``,
+    head outputs ``[head, query, d]``, output ``[query, H·d]`` and every step between."""
+    from attnx.engines import compute
+
+    specs = _specs(q, k, v, heads, kv_heads, causal, mask, scale, window)
+    if len(specs) != 1:
+        raise ValueError(f"reference() computes one sequence; got a batch of {len(specs)}")
+    return compute(specs[0], "numpy", dtype="float64")
+
+
+def _actual(actual: np.ndarray, batch: int, spec: AttentionSpec) -> list[dict[str, np.ndarray]]:
+    """The kernel's output per batch element, named as attnx names it (``head_outputs`` or ``output``)."""
+    h, n, d = spec.settings.heads, spec.n_queries, spec.d_k
+    if actual.ndim == 2:
+        actual = actual[None]
+    if actual.shape == (batch, h, n, d):
+        return [{"head_outputs": actual[b]} for b in range(batch)]
+    if actual.shape == (batch, n, h, d) and (n != h or h == 1):
+        return [{"head_outputs": actual[b].transpose(1, 0, 2)} for b in range(batch)]
+    if actual.shape == (batch, n, h * d):
+        return [{"output": actual[b]} for b in range(batch)]
+    raise ValueError(
+        f"actual has shape {actual.shape}; for this input expected [B, H, N, d] = {(batch, h, n, d)}, "
+        f"[B, N, H·d] = {(batch, n, h * d)} or, without a batch axis, {(n, h * d)}"
+    )
+
+
+def verify_attention(
+    actual: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    heads: int,
+    kv_heads: int | None = None,
+    causal: bool = False,
+    mask: Any = None,
+    scale: float | None = None,
+    window: int | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> list[Verification]:
+    """One verification per batch element: ``actual`` against the float64 reference of q, k and v."""
+    from attnx.analysis.kernel import verify_kernel
+    from attnx.io.results import SavedResult
+
+    specs = _specs(q, k, v, heads, kv_heads, causal, mask, scale, window)
+    values, dtype = _array(actual, "actual")
+    return [
+        verify_kernel(spec, SavedResult("actual", {}, tensors, dtype), rtol=rtol, atol=atol)
+        for spec, tensors in zip(specs, _actual(values, len(specs), specs[0]), strict=True)
+    ]
+
+
+def assert_attention_close(
+    actual: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    heads: int,
+    kv_heads: int | None = None,
+    causal: bool = False,
+    mask: Any = None,
+    scale: float | None = None,
+    window: int | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
+    """Raise AssertionError, with a located report and the known bug that explains it, when ``actual`` is not
+    attention of q, k and v within the tolerance of its dtype (``rtol``, ``atol`` replace it).
+
+    ``scale`` None is 1/√d; ``kv_heads`` (default ``heads``) groups query heads over fewer K/V heads as
+    ``repeat_interleave`` does; ``causal`` aligns the mask top-left, as SDPA's ``is_causal``; ``window``
+    keeps each query's last ``window`` keys (itself included).
+    """
+    verifications = verify_attention(actual, q, k, v, heads=heads, kv_heads=kv_heads, causal=causal, mask=mask,
+                                     scale=scale, window=window, rtol=rtol, atol=atol)  # fmt: skip
+    failed = [(b, verification) for b, verification in enumerate(verifications) if not verification.passed]
+    if not failed:
+        return
+    from attnx.render.kernel import verification_text
+
+    head = f"attention differs from attnx's float64 reference in {len(failed)} of {len(verifications)} batch elements"
+    reports = [f"batch element {b}:\n{verification_text(verification)}" for b, verification in failed[:2]]
+    raise AssertionError("\n\n".join([head, *reports]))
