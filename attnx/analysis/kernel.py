@@ -250,12 +250,6 @@ def recognise(array: np.ndarray, sizes: Mapping[str, int], layout: str | None = 
     return first
 
 
-def sizes_of_result(result: AttentionResult) -> dict[str, int]:
-    """The problem's sizes by axis word, from a result."""
-    return {"query": len(result.tokens), "key": len(result.key_tokens), "head": result.heads,
-            "kv_head": result.kv_heads, "d_k": result.d_k, "d_model": result.d_model}  # fmt: skip
-
-
 def verify_kernel(
     spec: AttentionSpec,
     saved: SavedResult | BareArray,
@@ -274,9 +268,10 @@ def verify_kernel(
     from attnx.analysis.diagnose import diagnose
     from attnx.engines import compute
 
-    reference = compute(spec, "numpy", dtype="float64")
     if isinstance(saved, BareArray):
-        name, array = recognise(saved.array, sizes_of_result(reference), layout)
+        sizes = {"query": spec.n_queries, "key": spec.n_keys, "head": spec.settings.heads,
+                 "kv_head": spec.settings.kv_heads, "d_k": spec.d_k, "d_model": spec.d_model}  # fmt: skip
+        name, array = recognise(saved.array, sizes, layout)
         tensors = {name: array}
         kernel = f"{saved.source}, one array read as {name} [{', '.join(TENSORS[name].axes)}]"
     else:
@@ -291,6 +286,10 @@ def verify_kernel(
             f"{saved.source}: holds {kernel_dtype} numbers; say what the kernel computed in with --kernel-dtype "
             f"({', '.join(DTYPES)})"
         )
+    # Only what is compared, and the heads' Q, K and V the diagnoses start from: no [head, query, key]
+    # matrix unless the kernel's file holds one.
+    wanted = set(names if names is not None else tensors) & set(KERNEL_TENSORS)
+    reference = compute(spec, "numpy", dtype="float64", needs=wanted | {"q", "k", "v", "head_outputs"})
     verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
                           rtol=rtol, atol=atol)  # fmt: skip
     return replace(verification, diagnoses=diagnose(spec, verification, tensors))

@@ -1,0 +1,196 @@
+"""Checking kernels: right ones pass in every dtype and size, wrong ones fail and are diagnosed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnx.analysis.compare import default_tolerance
+from attnx.analysis.kernel import ARRAY_LAYOUTS, recognise, verify, verify_kernel
+from attnx.core.spec import AttentionSpec
+from attnx.engines import compute
+from attnx.errors import ConfigError
+from attnx.io.results import BareArray, SavedResult
+from tests.analysis import kernels
+
+DTYPES = ["float64", "float32", "float16", "bfloat16"]
+
+
+def problem(n: int, dtype: str, *, m: int | None = None, heads: int = 4, kv_heads: int = 2, d: int = 16, seed: int = 0):
+    """Random q [1, H, N, d], k and v [1, H_kv, M, d] in ``dtype``, and the causal spec of those very values."""
+    torch = pytest.importorskip("torch")
+    m = n if m is None else m
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, heads, n, d, generator=generator, dtype=torch.float64).to(getattr(torch, dtype))
+    k, v = (torch.randn(1, kv_heads, m, d, generator=generator, dtype=torch.float64).to(getattr(torch, dtype))
+            for _ in range(2))  # fmt: skip
+
+    def flat(x):  # type: ignore[no-untyped-def]
+        return x[0].double().numpy().transpose(1, 0, 2).reshape(x.shape[2], -1)
+
+    tokens, keys = tuple(f"t{i}" for i in range(n)), tuple(f"k{j}" for j in range(m))
+    spec = AttentionSpec.build(q=flat(q), k=flat(k), v=flat(v), heads=heads, kv_heads=kv_heads, tokens=tokens,
+                               key_tokens=keys, causal=True)  # fmt: skip
+    return spec, (q, k, v)
+
+
+class TestTolerances:
+    """The default tolerance of each dtype, and where it comes from."""
+
+    def test_defaults(self) -> None:
+        """float64 1e-7/1e-7; float32 1.3e-6 and 1e-5 × max(1, |ref|); half: torch's rtol, atol 2 ε × max|ref|."""
+        ref = np.array([0.5, -3.0])
+        assert default_tolerance("float64", ref).atol == 1e-7
+        assert default_tolerance("float32", ref).atol == pytest.approx(3e-5)
+        assert default_tolerance("float32", ref / 10).atol == pytest.approx(1e-5)  # at least 1 × 1e-5
+        assert (default_tolerance("float16", ref).rtol, default_tolerance("float16", ref).atol) == (1e-3, 6 * 2**-10)
+        assert (default_tolerance("bfloat16", ref).rtol, default_tolerance("bfloat16", ref).atol) == (1.6e-2, 6 * 2**-7)
+
+    def test_unknown_dtype(self) -> None:
+        """A dtype with no tolerance is a ConfigError naming the four."""
+        with pytest.raises(ConfigError, match="float64, float32, float16, bfloat16"):
+            default_tolerance("int8", np.ones(2))
+
+
+class TestRightAndWrongAtEverySize:
+    """On random causal GQA inputs of N = 16, 256 and 2048: the right kernel passes in every dtype by the default
+    tolerances, and every wrong kernel fails."""
+
+    @pytest.mark.parametrize("n", [16, 256, 2048])
+    @pytest.mark.parametrize("dtype", DTYPES)
+    def test_right_passes_and_wrong_fail(self, n: int, dtype: str) -> None:
+        spec, (q, k, v) = problem(n, dtype, d=32 if n == 2048 else 16, seed=n)
+        reference = compute(spec, "numpy", dtype="float64", needs={"head_outputs"})
+        name, values = kernels.right(q, k, v)
+        passed = verify(reference, {name: values}, dtype)
+        assert passed.passed, [(c.name, c.max_abs, c.eps_units) for c in passed.checks]
+        for label, (kernel, _) in kernels.WRONG.items():
+            if label == "over_queries" and n == 2048 and dtype == "float64":
+                continue  # the manual kernel's N × N float64 softmax over queries: covered at the other sizes
+            name, values = kernel(q, k, v)
+            verification = verify(reference, {name: values}, dtype)
+            assert not verification.passed, f"{label} passed in {dtype} at N = {n}"
+
+    @pytest.mark.parametrize("n", [16, 256, 2048])
+    def test_half_kernel_on_rounded_inputs_passes(self, n: int) -> None:
+        """The reference from float32 inputs, the kernel from the same inputs rounded to float16 or bfloat16 (a
+        half-precision kernel tested against a float32 file): still within the half-precision tolerance."""
+        import torch
+
+        spec, (q, k, v) = problem(n, "float32", d=32, seed=n + 1)
+        reference = compute(spec, "numpy", dtype="float64", needs={"head_outputs"})
+        for dtype in ("float16", "bfloat16"):
+            half = getattr(torch, dtype)
+            name, values = kernels.right(q.to(half), k.to(half), v.to(half))
+            assert verify(reference, {name: values}, dtype).passed
+
+
+class TestDiagnoses:
+    """Each wrong kernel is diagnosed as its bug, and only as it; a right kernel gets no diagnosis."""
+
+    @pytest.mark.parametrize("dtype", DTYPES)
+    @pytest.mark.parametrize("label", list(kernels.WRONG))
+    def test_each_bug_is_named(self, label: str, dtype: str) -> None:
+        spec, (q, k, v) = problem(12, dtype, seed=3)
+        kernel, bug = kernels.WRONG[label]
+        name, values = kernel(q, k, v)
+        verification = verify_kernel(spec, SavedResult("kernel", {}, {name: values}, dtype))
+        assert not verification.passed
+        assert [d.bug for d in verification.diagnoses] == [bug]
+
+    def test_bottom_right_mask(self) -> None:
+        """With fewer queries than keys, a mask aligned to the bottom-right corner is named so."""
+        spec, (q, k, v) = problem(5, "float32", m=9, seed=4)
+        name, values = kernels.bottom_right(q, k, v)
+        verification = verify_kernel(spec, SavedResult("kernel", {}, {name: values}, "float32"))
+        assert [d.bug for d in verification.diagnoses] == ["causal mask aligned bottom-right"]
+
+    def test_right_kernel_has_none(self) -> None:
+        spec, (q, k, v) = problem(12, "bfloat16", seed=3)
+        name, values = kernels.right(q, k, v)
+        verification = verify_kernel(spec, SavedResult("kernel", {}, {name: values}, "bfloat16"))
+        assert verification.passed and verification.diagnoses == ()
+
+    @pytest.mark.parametrize(("empty", "bug"), [("nan", "masked rows NaN"), ("uniform", "masked rows uniform")])
+    def test_fully_masked_rows(self, empty: str, bug: str) -> None:
+        """Query 1 sees no key: a kernel that gives it NaN (nn.MultiheadAttention) or uniform weights is named."""
+        rng = np.random.default_rng(2)
+        q, k, v = rng.standard_normal((3, 4, 8))
+        allowed = np.ones((4, 4), dtype=bool)
+        allowed[1] = False
+        tokens = tuple("abcd")
+        spec = AttentionSpec.build(q=q, k=k, v=v, heads=2, tokens=tokens, key_tokens=tokens, mask=allowed)
+        output = compute(spec).output.copy()
+        output[1] = np.nan if empty == "nan" else v.mean(axis=0)
+        verification = verify_kernel(spec, SavedResult("kernel", {}, {"output": output}, "float64"))
+        assert [d.bug for d in verification.diagnoses] == [bug]
+
+
+class TestVerification:
+    """What a verification reports."""
+
+    def test_worst_element_and_error_maps(self) -> None:
+        """One wrong element: located, counted as the one beyond tolerance, and alone in the per-head map."""
+        spec, _ = problem(6, "float64", seed=5)
+        reference = compute(spec)
+        output = reference.output.copy()
+        output[4, 37] += 0.5  # query 4, column 37: head 2 (d_k 16), its d 5
+        check = verify(reference, {"output": output}, "float64").checks[0]
+        assert (check.worst, check.beyond, check.size) == ((4, 37), 1, 6 * 64)
+        assert check.max_abs == pytest.approx(0.5) and check.eps_units == pytest.approx(0.5 / 2**-52 / np.abs(
+            reference.output).max())  # fmt: skip
+        assert check.by_head is not None and np.argwhere(check.by_head > 0.1).tolist() == [[2, 4]]
+
+    def test_weights_map_shows_the_diagonal(self) -> None:
+        """A kernel's weights with the mask one key late: the per-query-and-key map is off just above the diagonal."""
+        spec, (q, k, _) = problem(6, "float64", seed=6)
+        reference = compute(spec)
+        import torch
+
+        scores = (q @ k.repeat_interleave(2, dim=1).transpose(-1, -2)) / 4.0
+        weights = torch.softmax(scores.masked_fill(~torch.ones(6, 6, dtype=torch.bool).tril(1), float("-inf")), -1)
+        check = verify(reference, {"weights": weights[0].numpy()}, "float64").checks[0]
+        off = np.argwhere(check.by_key > 1e-9)
+        assert check.by_key is not None and len(off) and all(j - i in (0, 1) or j < i for i, j in off)
+        assert {(i, i + 1) for i in range(5)} <= {tuple(x) for x in off.tolist()}
+
+    def test_nothing_in_common(self) -> None:
+        spec, _ = problem(4, "float64")
+        with pytest.raises(ConfigError, match="hold no tensor in common"):
+            verify(compute(spec, needs={"head_outputs"}), {"projected": np.zeros((4, 64))}, "float64")
+
+
+class TestLayouts:
+    """A bare array is read as the tensor its shape fits."""
+
+    @pytest.mark.parametrize("layout", list(ARRAY_LAYOUTS))
+    def test_every_layout_round_trips(self, layout: str) -> None:
+        """Each layout written from the reference reads back as the reference's tensor."""
+        spec, _ = problem(5, "float64", m=7)
+        reference = compute(spec)
+        name, axes = ARRAY_LAYOUTS[layout]
+        held = getattr(reference, name)
+        if "N H D" in axes:
+            held = held.transpose(1, 0, 2)
+        array = held[None] if axes.startswith("1 ") else held
+        read_as, read = recognise(array, {"query": 5, "key": 7, "head": 4, "d_k": 16, "d_model": 64}, layout)
+        assert read_as == name
+        np.testing.assert_array_equal(read, getattr(reference, name))
+
+    def test_ambiguous_shape_asks_for_the_layout(self) -> None:
+        """4 queries and 4 heads: [4, 4, 16] could be hnd or nhd, and the two read differently."""
+        sizes = {"query": 4, "key": 4, "head": 4, "d_k": 16, "d_model": 64}
+        with pytest.raises(ConfigError, match="could be hnd or nhd: name its layout with --layout"):
+            recognise(np.arange(256.0).reshape(4, 4, 16), sizes)
+
+    def test_a_shape_that_fits_nothing_lists_the_layouts(self) -> None:
+        with pytest.raises(ConfigError, match=r"fits none of the layouts for this input: nd \(5, 64\)"):
+            recognise(np.zeros((3, 3)), {"query": 5, "key": 5, "head": 4, "d_k": 16, "d_model": 64})
+
+    def test_bare_array_in_verify_kernel(self) -> None:
+        """SDPA's [1, H, N, d] output saved alone passes; its kernel line says what it was read as."""
+        spec, (q, k, v) = problem(8, "float32")
+        _, values = kernels.right(q, k, v)
+        verification = verify_kernel(spec, BareArray("out.npy", values[None].astype(np.float32)))
+        assert verification.passed and verification.dtype == "float32"
+        assert verification.kernel == "out.npy, one array read as head_outputs [head, query, d_k]"
