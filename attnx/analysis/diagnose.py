@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
-from attnx.analysis.compare import default_tolerance
+from attnx.analysis.compare import tolerance_for
 from attnx.analysis.kernel import Diagnosis, Verification
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
@@ -165,7 +165,11 @@ def _tensors(result: object) -> Tensors:
 
 
 def _explains(
-    kernel: Mapping[str, np.ndarray], expected: Tensors, verification: Verification
+    kernel: Mapping[str, np.ndarray],
+    expected: Tensors,
+    verification: Verification,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> tuple[str, float] | None:
     """The largest difference (and its tensor) when every judged tensor of the kernel is within its tolerance
     of ``expected`` (NaN matching NaN), else None."""
@@ -178,7 +182,7 @@ def _explains(
         want = expected[name]
         if actual.shape != want.shape:
             return None
-        tolerance = default_tolerance(verification.dtype, want)
+        tolerance = tolerance_for(verification.dtype, want, rtol, atol)
         both_nan = np.isnan(actual) & np.isnan(want)
         with np.errstate(invalid="ignore"):
             diff = np.where(both_nan, 0.0, np.abs(actual - want))
@@ -191,14 +195,20 @@ def _explains(
 
 
 def diagnose(
-    spec: AttentionSpec, verification: Verification, kernel: Mapping[str, np.ndarray]
+    spec: AttentionSpec,
+    verification: Verification,
+    kernel: Mapping[str, np.ndarray],
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> tuple[Diagnosis, ...]:
-    """The known bugs that explain a failed verification: each hypothesis the kernel's tensors match."""
+    """The known bugs that explain a failed verification: each hypothesis the kernel's tensors match within the
+    tolerance the kernel was held to (``rtol`` and ``atol`` as given to it)."""
     if verification.passed:
         return ()
     found = []
     for bug, detail, compute_it in hypotheses(spec, verification):
-        explained = _explains(kernel, compute_it(), verification)
+        explained = _explains(kernel, compute_it(), verification, rtol, atol)
         if explained is not None:
             found.append(Diagnosis(bug, detail, *explained))
     return tuple(found)

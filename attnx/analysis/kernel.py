@@ -292,4 +292,4 @@ def verify_kernel(
     reference = compute(spec, "numpy", dtype="float64", needs=wanted | {"q", "k", "v", "head_outputs"})
     verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
                           rtol=rtol, atol=atol)  # fmt: skip
-    return replace(verification, diagnoses=diagnose(spec, verification, tensors))
+    return replace(verification, diagnoses=diagnose(spec, verification, tensors, rtol=rtol, atol=atol))

@@ -1,0 +1,132 @@
+"""attnx.testing: assert_attention_close and reference, for kernels' own test suites."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import attnx
+from attnx.engines import compute
+from attnx.testing import assert_attention_close, reference
+from tests.analysis import kernels
+
+
+def tensors(b: int = 2, heads: int = 4, kv_heads: int = 2, n: int = 9, m: int = 9, d: int = 8, dtype: str = "float32"):  # type: ignore[no-untyped-def]
+    torch = pytest.importorskip("torch")
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(b, heads, n, d, generator=generator).to(getattr(torch, dtype))
+    k, v = (torch.randn(b, kv_heads, m, d, generator=generator).to(getattr(torch, dtype)) for _ in range(2))
+    return q, k, v
+
+
+class TestRightKernelsPass:
+    """SDPA's output, in its own layouts and dtypes, against the reference."""
+
+    @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+    def test_sdpa_every_dtype(self, dtype: str) -> None:
+        """[B, H, N, d] tensors with GQA and a causal mask, a batch of 2."""
+        import torch.nn.functional as F
+
+        q, k, v = tensors(dtype=dtype)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        assert_attention_close(out, q, k, v, heads=4, kv_heads=2, causal=True)
+
+    def test_mask_scale_and_window(self) -> None:
+        """A boolean mask (True: may attend), a given scale, and a window as an SDPA mask."""
+        import torch
+        import torch.nn.functional as F
+
+        q, k, v = tensors(kv_heads=4)
+        allowed = torch.rand(9, 9, generator=torch.Generator().manual_seed(1)) > 0.3
+        allowed[:, 0] = True
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=0.2)
+        assert_attention_close(out, q, k, v, heads=4, mask=allowed, scale=0.2)
+        window = torch.ones(9, 9, dtype=torch.bool).tril() & ~torch.ones(9, 9, dtype=torch.bool).tril(-3)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=window)
+        assert_attention_close(out, q, k, v, heads=4, window=3)
+
+    def test_numpy_flat_layouts(self) -> None:
+        """[B, N, H·d] and [N, H·d] NumPy arrays, the output concatenated."""
+        rng = np.random.default_rng(0)
+        q, k, v = rng.standard_normal((3, 2, 5, 12))
+        out = np.stack([reference(q[b], k[b], v[b], heads=3).output for b in range(2)])
+        assert_attention_close(out, q, k, v, heads=3)
+        assert_attention_close(out[0], q[0], k[0], v[0], heads=3)
+
+
+class TestWrongKernelsRaise:
+    """A wrong kernel raises AssertionError with the located report and the bug."""
+
+    def test_the_report(self) -> None:
+        q, k, v = tensors()
+        _, wrong = kernels.scale_d_model(q[:1], k[:1], v[:1])
+        with pytest.raises(AssertionError) as caught:
+            assert_attention_close(wrong[None], q[:1], k[:1], v[:1], heads=4, kv_heads=2, causal=True)
+        message = str(caught.value)
+        assert message.startswith("attention differs from attnx's float64 reference in 1 of 1 batch elements")
+        assert "head_outputs: worst at head" in message and "largest |kernel − reference| per head and query" in message
+        assert f"diagnosis: scale 1/√d_model: scores × 1/√d_model = {1 / math.sqrt(32):.4g}" in message
+        assert "\x1b[" not in message  # plain text
+
+    @pytest.mark.parametrize("label", list(kernels.WRONG))
+    def test_every_bug_fails_in_bfloat16(self, label: str) -> None:
+        """Even at bfloat16's loose tolerance, every wrong kernel is caught and named."""
+        import torch
+
+        q, k, v = tensors(b=1, dtype="bfloat16")
+        kernel, bug = kernels.WRONG[label]
+        name, values = kernel(q, k, v)
+        actual = torch.from_numpy(values[None] if name == "head_outputs" else values).to(torch.bfloat16)
+        with pytest.raises(AssertionError, match=f"diagnosis: {bug}"):
+            assert_attention_close(actual, q, k, v, heads=4, kv_heads=2, causal=True)
+
+
+class TestReference:
+    """attnx.reference: the float64 result of one sequence."""
+
+    def test_equals_compute(self) -> None:
+        rng = np.random.default_rng(3)
+        q, k, v = rng.standard_normal((3, 5, 8))
+        result = attnx.reference(q, k, v, heads=2, causal=True)
+        assert result.dtype == "float64" and result.weights.shape == (2, 5, 5)
+        from attnx.core.spec import AttentionSpec
+
+        tokens = tuple(map(str, range(5)))
+        spec = AttentionSpec.build(q=q, k=k, v=v, heads=2, tokens=tokens, key_tokens=tokens, causal=True)
+        np.testing.assert_array_equal(result.output, compute(spec).output)
+
+    def test_torch_batch_of_one(self) -> None:
+        q, k, v = tensors(b=1, kv_heads=4)
+        assert reference(q, k, v, heads=4).head_outputs.shape == (4, 9, 8)
+        with pytest.raises(ValueError, match="one sequence; got a batch of 2"):
+            reference(*tensors(kv_heads=4), heads=4)
+
+    @pytest.mark.parametrize(
+        ("change", "error", "message"),
+        [
+            ({"heads": 3}, ValueError, "H = 4, but heads=3"),
+            ({"mask": np.ones((9, 9))}, TypeError, "mask must be boolean"),
+            ({"mask": np.ones((4, 4), dtype=bool)}, ValueError, r"mask must end in \[N, M\] = \[9, 9\]"),
+        ],
+    )
+    def test_bad_arguments(self, change: dict, error: type[Exception], message: str) -> None:
+        q, k, v = tensors(b=1, kv_heads=4)
+        with pytest.raises(error, match=message):
+            reference(q, k, v, **({"heads": 4} | change))
+
+
+class TestImportCost:
+    """Importing attnx.testing costs nothing heavy; NumPy arrays never import torch."""
+
+    def test_no_torch_or_numpy_on_import(self) -> None:
+        code = (
+            "import sys, attnx.testing; print('torch' in sys.modules, 'numpy' in sys.modules);"
+            "import numpy as np; q = np.eye(4); attnx.testing.assert_attention_close("
+            "attnx.testing.reference(q, q, q, heads=2).output, q, q, q, heads=2); print('torch' in sys.modules)"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.split() == ["False", "False", "False"]
