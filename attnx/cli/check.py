@@ -40,7 +40,7 @@ from attnx.cli.options import (
     TokensOpt,
     WindowOpt,
 )
-from attnx.cli.output import emit
+from attnx.cli.output import emit, emit_view
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,12 +162,10 @@ def check_kernel(
     if not isinstance(saved, SavedResult | BareArray):
         raise UsageError(f"{against}: is an input; --against takes what a kernel computed (a result or one array)")
     verification = verify_kernel(spec, saved, dtype=dtype, layout=layout, names=names, rtol=rtol, atol=atol)
-    emit(
+    emit_view(
         output_format,
-        {
-            OutputFormat.table: lambda: render.verification_view(verification, colour=not no_color, max_rows=40),
-            OutputFormat.json: lambda: dumps(render.verification_to_dict(verification)),
-        },
+        {OutputFormat.json: lambda: dumps(render.verification_to_dict(verification))},
+        lambda colour: render.verification_view(verification, colour=colour, max_rows=40),
         output=output,
         no_color=no_color,
     )

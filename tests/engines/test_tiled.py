@@ -109,13 +109,21 @@ class TestProcessState:
         assert process_state() == before
 
     def test_blas_runs_one_thread_inside_the_call_only(self) -> None:
-        """During a call that uses helpers, BLAS runs one thread; after it, the count is back."""
+        """During a call that uses helpers, NumPy's BLAS runs one thread; after it, the count is back.
+
+        NumPy's BLAS is loaded with NumPy, before attnx's controller sees the loaded libraries; a BLAS that
+        another package loads later (SciPy's, when transformers imports it) is not NumPy's and is left alone.
+        """
         from threadpoolctl import threadpool_info
 
+        controlled = {lib.filepath for lib in threads._blas_controller().lib_controllers if lib.user_api == "blas"}
+        assert controlled
         before = process_state()[0]
         seen: list[set[int]] = []
         threads.run_tasks(
-            lambda task: seen.append({lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}),
+            lambda task: seen.append(
+                {lib["num_threads"] for lib in threadpool_info() if lib["filepath"] in controlled}
+            ),
             [0, 1],
             2,
         )
