@@ -98,11 +98,12 @@ class TestDiagnoses:
         assert not verification.passed
         assert [d.bug for d in verification.diagnoses] == [bug]
 
-    def test_bottom_right_mask(self) -> None:
+    @pytest.mark.parametrize("dtype", DTYPES)
+    def test_bottom_right_mask(self, dtype: str) -> None:
         """With fewer queries than keys, a mask aligned to the bottom-right corner is named so."""
-        spec, (q, k, v) = problem(5, "float32", m=9, seed=4)
+        spec, (q, k, v) = problem(5, dtype, m=9, seed=4)
         name, values = kernels.bottom_right(q, k, v)
-        verification = verify_kernel(spec, SavedResult("kernel", {}, {name: values}, "float32"))
+        verification = verify_kernel(spec, SavedResult("kernel", {}, {name: values}, dtype))
         assert [d.bug for d in verification.diagnoses] == ["causal mask aligned bottom-right"]
 
     def test_right_kernel_has_none(self) -> None:

@@ -149,6 +149,18 @@ class TestCheckAgainst:
         assert "diagnosis: scale 1/√d_model: scores × 1/√d_model = 0.25 where the reference uses 0.5" in out
         assert "the kernel differs: 1 of 1 beyond tolerance" in out
 
+    def test_a_result_file_compares_every_tensor_it_holds(self, runner: CliRunner, kernel_dir: Path) -> None:
+        """attnx's own JSON result as the kernel: weights, head outputs, output, ... all within float64's tolerance;
+        --tensor weights compares the weights alone."""
+        invoke(runner, "run", path(kernel_dir, "qkv.npz"), "-f", "json", "-o", path(kernel_dir, "r.json"))
+        args = ["check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "r.json"), "-f", "json"]
+        data = json.loads(invoke(runner, *args).stdout)
+        assert data["dtype"] == "float64" and {"weights", "head_outputs", "output", "scores"} <= {
+            row["tensor"] for row in data["tensors"]
+        }
+        data = json.loads(invoke(runner, *args, "--tensor", "weights").stdout)
+        assert [row["tensor"] for row in data["tensors"]] == ["weights"] and data["passed"]
+
     def test_json(self, runner: CliRunner, kernel_dir: Path) -> None:
         """--format json: per tensor the errors and where; the diagnoses; passed false."""
         data = json.loads(invoke(runner, "check", path(kernel_dir, "qkv.npz"), "--against",
