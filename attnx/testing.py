@@ -24,6 +24,7 @@ never: a tensor is read through its own methods.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,20 +81,33 @@ def _masks(mask: Any, batch: int, n: int, m: int) -> list[np.ndarray | None]:
     return [flat[0 if len(flat) == 1 else b] for b in range(batch)]
 
 
-def _specs(q: Any, k: Any, v: Any, heads: int, kv_heads: int | None, causal: bool, mask: Any, scale: float | None,
-           window: int | None) -> list[AttentionSpec]:  # fmt: skip
+@dataclass(frozen=True)
+class _Settings:
+    """The attention the caller asks for, as the public functions take it."""
+
+    heads: int
+    kv_heads: int | None
+    causal: bool
+    mask: Any
+    scale: float | None
+    window: int | None
+
+
+def _specs(q: Any, k: Any, v: Any, settings: _Settings) -> list[AttentionSpec]:
+    """One spec per batch element."""
     from attnx.core.spec import AttentionSpec
 
-    qb, kb, vb = _batched(_array(q, "q")[0], _array(k, "k")[0], _array(v, "v")[0], heads)
+    qb, kb, vb = _batched(_array(q, "q")[0], _array(k, "k")[0], _array(v, "v")[0], settings.heads)
     n, m = qb.shape[1], kb.shape[1]
     queries, keys = tuple(map(str, range(n))), tuple(map(str, range(m)))
+    scale = "sqrt_dk" if settings.scale is None else settings.scale
     return [
         AttentionSpec.build(
-            q=qb[b], k=kb[b], v=vb[b], heads=heads, kv_heads=kv_heads, tokens=queries, key_tokens=keys,
-            causal=causal, mask=allowed, scale="sqrt_dk" if scale is None else scale, window=window,
+            q=qb[b], k=kb[b], v=vb[b], heads=settings.heads, kv_heads=settings.kv_heads, tokens=queries,
+            key_tokens=keys, causal=settings.causal, mask=allowed, scale=scale, window=settings.window,
             source="reference" if len(qb) == 1 else f"reference, batch element {b}",
         )
-        for b, allowed in enumerate(_masks(mask, len(qb), n, m))
+        for b, allowed in enumerate(_masks(settings.mask, len(qb), n, m))
     ]  # fmt: skip
 
 
@@ -113,7 +127,7 @@ def reference(
     head outputs ``[head, query, d]``, output ``[query, H·d]`` and every step between."""
     from attnx.engines import compute
 
-    specs = _specs(q, k, v, heads, kv_heads, causal, mask, scale, window)
+    specs = _specs(q, k, v, _Settings(heads, kv_heads, causal, mask, scale, window))
     if len(specs) != 1:
         raise ValueError(f"reference() computes one sequence; got a batch of {len(specs)}")
     return compute(specs[0], "numpy", dtype="float64")
@@ -136,26 +150,13 @@ def _actual(actual: np.ndarray, batch: int, spec: AttentionSpec) -> list[dict[st
     )
 
 
-def verify_attention(
-    actual: Any,
-    q: Any,
-    k: Any,
-    v: Any,
-    *,
-    heads: int,
-    kv_heads: int | None = None,
-    causal: bool = False,
-    mask: Any = None,
-    scale: float | None = None,
-    window: int | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> list[Verification]:
+def _verifications(actual: Any, q: Any, k: Any, v: Any, settings: _Settings, rtol: float | None,
+                   atol: float | None) -> list[Verification]:  # fmt: skip
     """One verification per batch element: ``actual`` against the float64 reference of q, k and v."""
     from attnx.analysis.kernel import verify_kernel
     from attnx.io.results import SavedResult
 
-    specs = _specs(q, k, v, heads, kv_heads, causal, mask, scale, window)
+    specs = _specs(q, k, v, settings)
     values, dtype = _array(actual, "actual")
     return [
         verify_kernel(spec, SavedResult("actual", {}, tensors, dtype), rtol=rtol, atol=atol)
@@ -185,8 +186,8 @@ def assert_attention_close(
     ``repeat_interleave`` does; ``causal`` aligns the mask top-left, as SDPA's ``is_causal``; ``window``
     keeps each query's last ``window`` keys (itself included).
     """
-    verifications = verify_attention(actual, q, k, v, heads=heads, kv_heads=kv_heads, causal=causal, mask=mask,
-                                     scale=scale, window=window, rtol=rtol, atol=atol)  # fmt: skip
+    settings = _Settings(heads, kv_heads, causal, mask, scale, window)
+    verifications = _verifications(actual, q, k, v, settings, rtol, atol)
     failed = [(b, verification) for b, verification in enumerate(verifications) if not verification.passed]
     if not failed:
         return
