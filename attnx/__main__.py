@@ -1,5 +1,5 @@
 """Entry point for `python -m attnx`."""
 
-from attnx.cli import main
+from attnx.console import main
 
 main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Annotated
@@ -18,6 +19,7 @@ from attnx.cli import model as model_cmd
 from attnx.cli import run as run_cmd
 from attnx.cli import trace as trace_cmd
 from attnx.cli.errors import DEBUG, ExitCode
+from attnx.cli.output import warn
 
 EXIT_CODES = (
     "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input · "
@@ -134,15 +136,46 @@ for _name, _command in COMMANDS.items():
     app.command(_name, epilog=epilog(_name))(_command)
 
 
+WIDTH_RANGE = (20, 1000)  # terminal widths attnx lays out for: narrower cannot show a table, wider floods
+
+
+def _untrusted_width() -> None:
+    """Treat COLUMNS as untrusted input: a value that is no width (``abc``, ``0``) is dropped, so that the
+    terminal's own width (or 80 when piped) is used; one outside 20-1000 is clamped. Either says so on stderr.
+    """
+    value = os.environ.get("COLUMNS")
+    if value is None:
+        return
+    low, high = WIDTH_RANGE
+    if not value.strip().isdigit() or int(value) == 0:
+        del os.environ["COLUMNS"]
+        warn(f"COLUMNS={value!r} is not a terminal width; using the terminal's own")
+    elif not low <= int(value) <= high:
+        os.environ["COLUMNS"] = str(min(max(int(value), low), high))
+        warn(f"COLUMNS={value} is outside {low}-{high}; using {os.environ['COLUMNS']}")
+
+
 def main() -> None:
-    """Console-script entry point.
+    """Console-script entry point (through ``attnx.console``).
 
     Usage errors (an unknown option, a value outside its choices), which Typer raises as
     ``TyperException``, become one line on stderr and exit 2, as attnx's own errors do, instead
     of a framed box. Bare ``attnx`` prints the help and exits 2.
     """
+    _untrusted_width()
     try:
         code = app(prog_name="attnx", standalone_mode=False)
+    except BrokenPipeError:  # output piped into `head -1`: quiet, as every output is
+        from attnx.console import _quiet_stdout
+
+        _quiet_stdout()
+        raise SystemExit(ExitCode.OK) from None
+    except SystemExit as exc:
+        # Rich (Typer's help, attnx's tables) answers a broken pipe by sending stdout to /dev/null and exiting 1;
+        # the reader leaving early (`attnx run --help | head -1`) is not a failure.
+        if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
+            raise SystemExit(ExitCode.OK) from None
+        raise
     except typer.TyperException as exc:
         context = getattr(exc, "ctx", None)
         if context is not None and not sys.argv[1:]:  # bare `attnx`: the help, on stdout
@@ -150,8 +183,10 @@ def main() -> None:
             raise SystemExit(ExitCode.USAGE) from None
         command = context.command_path if context is not None else "attnx"
         # Typer 0.29 words a bad choice through pydantic: "Value error, 'x' is not one of ..."
+        from attnx.text import message_line
+
         message = exc.format_message().replace("Value error, ", "")
-        sys.stderr.write(f"attnx: error: {message} (see '{command} -h')\n")
+        sys.stderr.write(f"attnx: error: {message_line(message)} (see '{command} -h')\n")
         raise SystemExit(ExitCode.USAGE) from None
     except typer.Abort:  # end of input at a prompt
         sys.stderr.write("attnx: interrupted\n")

@@ -98,12 +98,12 @@ def bench(
 
 def run_with_progress(settings: BenchSettings, no_color: bool) -> list[BenchRow]:
     """Run the benchmark with a Rich progress bar on stderr (shown only on a terminal)."""
-    from rich.console import Console
     from rich.progress import Progress
 
     from attnx.analysis.bench import run_bench
+    from attnx.text import console as inert_console
 
-    console = Console(stderr=True, color_system="auto" if colour_allowed(no_color) else None)
+    console = inert_console(stderr=True, color_system="auto" if colour_allowed(no_color) else None)
     total = len(settings.lengths) * (len(settings.engines) + 1)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("benchmarking", total=total)

@@ -49,10 +49,13 @@ def cause_chain(error: BaseException) -> list[str]:
 
 
 def fail(message: str, code: ExitCode = ExitCode.USAGE, causes: Sequence[str] = ()) -> NoReturn:
-    """Print one line on stderr (line breaks inside ``message`` become spaces), then one line per cause
-    (``--debug``), and leave with ``code``."""
+    """Print one line on stderr (line breaks inside ``message`` become spaces, control characters escapes, a
+    long message clipped: ``attnx.text.message_line``), then one line per cause (``--debug``), and leave
+    with ``code``."""
+    from attnx.text import message_line
+
     lines = [f"attnx: error: {message}", *(f"attnx: caused by {cause}" for cause in causes)]
-    sys.stderr.write("".join(" ".join(line.splitlines()) + "\n" for line in lines))
+    sys.stderr.write("".join(message_line(line) + "\n" for line in lines))
     raise typer.Exit(int(code))
 
 
@@ -65,8 +68,11 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from attnx.io.output import reading_scope
+
         try:
-            return func(*args, **kwargs)
+            with reading_scope():  # the files the command reads are never written over
+                return func(*args, **kwargs)
         except AttnxError as exc:
             fail(str(exc), exit_code_of(exc), cause_chain(exc)[1:] if DEBUG["on"] else ())
         except KeyboardInterrupt:

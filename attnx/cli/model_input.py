@@ -124,9 +124,9 @@ def progress_for(description: str, quiet: bool) -> LayerProgress:
     """A LayerProgress on stderr when stderr is a terminal and not --quiet; otherwise one that shows nothing."""
     console = None
     if not quiet and sys.stderr.isatty():
-        from rich.console import Console
+        from attnx.text import console as inert_console
 
-        console = Console(stderr=True)
+        console = inert_console(stderr=True)
     return LayerProgress(description, console)
 
 

@@ -16,8 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def warn(message: str) -> None:
-    """One warning line on stderr."""
-    sys.stderr.write(f"attnx: warning: {message}\n")
+    """One warning line on stderr, made inert and clipped as error lines are."""
+    from attnx.text import message_line
+
+    sys.stderr.write(f"attnx: warning: {message_line(message)}\n")
 
 
 def warn_fully_masked(rows: tuple[int, ...], quiet: bool = False) -> None:
@@ -38,11 +40,11 @@ def colour_allowed(no_color: bool) -> bool:
 
 def stdout_console(no_color: bool = False) -> Console:
     """A console on the current stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
-    from rich.console import Console
+    from attnx.text import console as inert_console
 
     color_system: Literal["auto"] | None = "auto" if colour_allowed(no_color) else None
     # emoji=False: attnx prints no :emoji: codes, and rich would import its 2 ms table of them
-    return Console(file=sys.stdout, highlight=False, emoji=False, color_system=color_system)
+    return inert_console(file=sys.stdout, color_system=color_system)
 
 
 def write_stdout(text: str) -> None:
@@ -146,18 +148,18 @@ def emit_view(
 
 def _recording_console(width: int, colour: bool) -> Console:
     """A console that only records, ``width`` columns wide, in true colour or none."""
-    from rich.console import Console
+    from attnx.text import console as inert_console
 
-    return Console(file=io.StringIO(), record=True, width=width, color_system="truecolor" if colour else None,
+    return inert_console(file=io.StringIO(), record=True, width=width, color_system="truecolor" if colour else None,
                    force_terminal=colour, highlight=False, emoji=False)  # fmt: skip
 
 
 def render_plain(renderable: RenderableType) -> str:
     """A renderable as plain text (no ANSI), at the width of COLUMNS or 100, for files."""
-    from rich.console import Console
+    from attnx.text import console as inert_console
 
     width = int(os.environ.get("COLUMNS", "0") or 0) or 100
     buffer = io.StringIO()
-    console = Console(file=buffer, color_system=None, width=width, highlight=False, emoji=False)
+    console = inert_console(file=buffer, color_system=None, width=width)
     console.print(renderable)
     return buffer.getvalue()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnx.errors import AttnxError, ConfigError, InputError, LimitError
 from attnx.io import jsontext
+from attnx.io.output import note_read
 from attnx.limits import Limits, size_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,7 +82,14 @@ def read_bytes(source: str, limits: Limits | None = None) -> tuple[bytes, str]:
     """
     limits = limits or Limits.from_env()
     if source == STDIN:
-        name, raw = "<stdin>", sys.stdin.buffer.read(limits.max_bytes + 1)
+        name = "<stdin>"
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # `attnx run - <&-`: no stdin at all
+            raise InputError(f"{name}: stdin is closed; pipe the input in, or give a file")
+        try:
+            raw = stream.read(limits.max_bytes + 1)
+        except (OSError, ValueError) as exc:  # ValueError: a closed file object
+            raise InputError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     else:
         name = source
         try:
@@ -92,6 +100,7 @@ def read_bytes(source: str, limits: Limits | None = None) -> tuple[bytes, str]:
                 limits.check_bytes(info.st_size, name)
             with open(source, "rb") as stream:
                 raw = stream.read(limits.max_bytes + 1)
+            note_read(source)
         except FileNotFoundError:
             raise InputError(f"{name}: no such file") from None
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path

@@ -20,6 +20,7 @@ from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import TENSORS
 from attnx.errors import InputError, LimitError
 from attnx.io.documents import Document
+from attnx.io.output import note_read
 from attnx.io.schema import Overrides, spec_from_document
 from attnx.limits import Limits
 
@@ -122,6 +123,7 @@ def read_npy(path: Path, name: str, limits: Limits) -> np.ndarray:
                 raise LimitError(f"{name}: {problem}")
             stream.seek(0)
             array = np.load(stream, allow_pickle=False)
+        note_read(path)
     except OSError as exc:
         raise InputError(f"{name}: cannot be read: {exc.strerror or exc}") from None
     except ValueError as exc:  # data shorter than the header says

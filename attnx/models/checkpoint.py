@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from attnx.errors import LimitError, ModelError
+from attnx.io.output import note_read
 from attnx.limits import Limits
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
@@ -91,6 +92,7 @@ class Checkpoint:
         try:
             self.limits.check_bytes(path.stat().st_size, str(path))
             text = path.read_text("utf-8")
+            note_read(path)
         except (OSError, UnicodeDecodeError) as exc:
             raise ModelError(f"{path}: cannot be read: {exc}") from None
         deep = too_deep(text, self.limits.max_depth)
@@ -160,6 +162,7 @@ class Checkpoint:
             from safetensors import SafetensorError, safe_open
 
             try:
+                note_read(path)
                 handle = safe_open(str(path), framework="numpy")
             except (SafetensorError, OSError) as exc:
                 raise ModelError(f"{path}: not a readable safetensors file: {exc}") from None

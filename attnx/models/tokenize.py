@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,14 +10,11 @@ from typing import Any
 import numpy as np
 
 from attnx.errors import ModelError
+from attnx.io.output import note_read
 from attnx.limits import Limits
+from attnx.text import inert
 
 LABEL_WIDTH = 48  # a longer token is clipped to this many characters in its label (the last one "…")
-# Characters shown escaped (``\n``, ``\x1b``, ``\u202e``): controls, format characters (bidi controls among
-# them), line and paragraph separators, surrogates. Written raw they would move the cursor, recolour the
-# terminal or reorder the line around them.
-ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
-NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 METASPACE = "\u2581"  # "▁", SentencePiece's mark for a space
 
 
@@ -64,22 +60,6 @@ def byte_level_text(piece: str) -> str | None:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
-def escape(text: str) -> str:
-    """``text`` with controls, format characters and separators written as escapes (``\\n``, ``\\x1b``, ``\\u202e``)."""
-    if all(unicodedata.category(char) not in ESCAPED_CATEGORIES for char in text):
-        return text
-    out = []
-    for char in text:
-        if unicodedata.category(char) not in ESCAPED_CATEGORIES:
-            out.append(char)
-        elif char in NAMED_ESCAPES:
-            out.append(NAMED_ESCAPES[char])
-        else:
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-    return "".join(out)
-
-
 def metaspace_text(piece: str) -> str:
     """The text a SentencePiece-style token stands for: ``▁`` is a space and a byte token (``<0x0A>``) its byte;
     a byte that is only part of a character shows as ``\\xe2``."""
@@ -104,7 +84,7 @@ def label(piece: str, *, spelling: str = "plain") -> str:
         text = byte_level_text(piece) or piece
     elif spelling == "metaspace":
         text = metaspace_text(piece)
-    text = escape(text)
+    text = inert(text)
     return text if len(text) <= LABEL_WIDTH else text[: LABEL_WIDTH - 1] + "…"
 
 
@@ -125,6 +105,7 @@ class TextTokenizer:
         except OSError as exc:
             raise ModelError(f"{path}: cannot be read: {exc.strerror or exc}") from None
         (limits or Limits.from_env()).check_bytes(size, str(path))
+        note_read(path)
         try:
             self._tokenizer = Tokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises plain Exception subclasses for bad files

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from attnx.analysis.kernel import TensorCheck, Verification
@@ -19,6 +19,7 @@ from attnx.render.engines import sci, tolerance_text
 from attnx.render.heatmap import HeatScale, heatmap, legend
 from attnx.render.layout import add_columns, compact_table, verdict
 from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.text import console as inert_console
 
 HEATMAP_PRECISION = 2
 
@@ -146,7 +147,7 @@ def verification_view(
 def verification_text(verification: Verification, width: int = 100) -> str:
     """The view as plain text (no colour), as an AssertionError carries it."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, no_color=True, color_system=None, highlight=False, emoji=False)
+    console = inert_console(file=buffer, width=width, no_color=True, color_system=None)
     console.print(verification_view(verification, colour=False, max_rows=24))
     return buffer.getvalue().rstrip()
 

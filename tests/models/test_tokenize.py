@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from attnx.models.tokenize import LABEL_WIDTH, TextTokenizer, byte_decoder, byte_level_text, escape, label
+from attnx.models.tokenize import LABEL_WIDTH, TextTokenizer, byte_decoder, byte_level_text, label
+from attnx.text import inert as escape
 from tests.models.checkpoints import Reference, gpt2_tokenizer
 
 

@@ -1,0 +1,95 @@
+"""The one sanitiser every text shown to a person passes: control and format characters made visible, long text clipped.
+
+Tokens, file and folder names, strings from config.json and tokenizer.json, keys echoed in errors: any of
+them may hold terminal escapes (``\\x1b[2J``), bidi controls that reorder a line (U+202E), or text long
+enough to flood a terminal. ``inert`` writes every control, format, line-separator and surrogate character
+as an escape (``\\x1b``, ``\\u202e``, ``\\n``); ``clip`` shortens a long message in its middle, keeping its
+start and the remedy at its end. Machine output (JSON, CSV, NPY) keeps the exact text and never comes here.
+
+Where it applies: every Rich console attnx prints on carries ``InertRenderHook`` (tables, traces, titles,
+heatmaps, exports); every line attnx writes to stderr goes through ``inert(clip(...))``.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+
+ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})  # controls, format (bidi), separators, surrogates
+NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+MESSAGE_LIMIT = 600  # characters of a one-line message before its middle is clipped
+KEEP_END = 200  # characters kept from a clipped message's end (where the remedy is)
+
+
+def _escaped(char: str) -> str:
+    if char in NAMED_ESCAPES:
+        return NAMED_ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def inert(text: str, *, keep: str = "") -> str:
+    """``text`` with every control, format, separator and surrogate character written as an escape, except
+    those in ``keep`` (a renderer's own line breaks)."""
+    if text.isprintable():  # the common case: no character needs looking at
+        return text
+    return "".join(
+        _escaped(char) if char not in keep and unicodedata.category(char) in ESCAPED_CATEGORIES else char
+        for char in text
+    )
+
+
+def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` cut in its middle to about ``limit`` characters, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    head = limit - KEEP_END
+    return f"{text[:head]} … ({len(text) - head - KEEP_END:,} characters) … {text[-KEEP_END:]}"
+
+
+def message_line(text: str) -> str:
+    """One line for stderr: line breaks become spaces, the rest made inert, a long text clipped."""
+    return inert(clip(" ".join(text.splitlines())))
+
+
+class Inert:
+    """A renderable whose text is made inert as it is rendered: Rich's own control segments (cursor moves)
+    and line breaks pass, every other character goes through ``inert``."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+
+        for segment in console.render(self.renderable, options):
+            if segment.control or segment.text.isprintable():
+                yield segment
+            else:
+                yield Segment(inert(segment.text, keep="\n"), segment.style)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self.renderable)
+
+
+class InertRenderHook:
+    """A Rich render hook (``console.push_render_hook``) that wraps everything printed in ``Inert``."""
+
+    def process_renderables(self, renderables: list[Any]) -> list[Any]:
+        """Every renderable, made inert."""
+        return [Inert(renderable) for renderable in renderables]
+
+
+def console(**options: Any) -> Console:
+    """A Rich console whose every printed text is made inert (``InertRenderHook``); no highlighting, no emoji
+    codes unless ``options`` say otherwise. Every console attnx prints on is made here."""
+    from rich.console import Console
+
+    made = Console(**({"highlight": False, "emoji": False} | options))
+    made.push_render_hook(InertRenderHook())  # type: ignore[arg-type]  # a RenderHook by its method
+    return made
