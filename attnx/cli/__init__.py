@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Annotated
 
@@ -155,6 +156,11 @@ def _untrusted_width() -> None:
         warn(f"COLUMNS={value} is outside {low}-{high}; using {os.environ['COLUMNS']}")
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *rest: object, **options: object) -> None:
+    """A warning from any library, written as attnx writes warnings: one inert line on stderr."""
+    warn(f"{category.__name__}: {message}")
+
+
 def main() -> None:
     """Console-script entry point (through ``attnx.console``).
 
@@ -164,7 +170,9 @@ def main() -> None:
     """
     _untrusted_width()
     try:
-        code = app(prog_name="attnx", standalone_mode=False)
+        with warnings.catch_warnings():  # every warning (NumPy's, a library's) as one attnx line
+            warnings.showwarning = _show_warning
+            code = app(prog_name="attnx", standalone_mode=False)
     except BrokenPipeError:  # output piped into `head -1`: quiet, as every output is
         from attnx.console import _quiet_stdout
 

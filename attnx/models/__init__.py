@@ -73,7 +73,7 @@ def architecture_of(checkpoint: Checkpoint) -> type[Architecture]:
     """The family of a checkpoint from config.json's ``model_type`` (else its ``architectures``)."""
     model_type = checkpoint.config.get("model_type")
     if model_type is None:
-        named = [str(a).lower() for a in checkpoint.config.get("architectures") or ()]
+        named = [a.lower() for a in checkpoint.texts("architectures")]
         longest_first = sorted(ARCHITECTURES, key=len, reverse=True)  # gemma2 before gemma
         model_type = next((key for key in longest_first for a in named if a.startswith(key)), None)
     if not isinstance(model_type, str) or model_type not in ARCHITECTURES:
@@ -154,8 +154,8 @@ class Model:
         return ModelInfo(
             path=ckpt.name,
             architecture=arch.name,
-            model_type=str(ckpt.config.get("model_type", arch.name)),
-            architectures=tuple(str(a) for a in ckpt.config.get("architectures") or ()),
+            model_type=ckpt.text("model_type", arch.name),
+            architectures=ckpt.texts("architectures"),
             activation=arch.activation_name,
             parameters=sum(math.prod(shape) for shape in learned.values()),
             dtypes=tuple(sorted({dtype for name, (_, dtype) in shapes.items() if name in learned})),

@@ -11,7 +11,7 @@ import numpy as np
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec
 from attnx.errors import ModelError
-from attnx.models.checkpoint import CONFIG, Checkpoint
+from attnx.models.checkpoint import CONFIG, Checkpoint, Shape
 from attnx.models.nn import ACTIVATIONS
 from attnx.models.tokenize import Encoded
 
@@ -94,7 +94,7 @@ class Architecture:
     def tied(self) -> bool | None:
         """Whether a decoder's output layer reuses the input embeddings (``tie_word_embeddings``); None for
         encoders, whose checkpoints need not have an output layer."""
-        return bool(self.checkpoint.config.get("tie_word_embeddings", True)) if self.causal else None
+        return self.checkpoint.flag("tie_word_embeddings", True) if self.causal else None
 
     def __init__(self, checkpoint: Checkpoint, dtype: str = "float64") -> None:
         self.checkpoint = checkpoint
@@ -116,7 +116,7 @@ class Architecture:
 
     def activation(self, key: str, default: str) -> Callable[[np.ndarray], np.ndarray]:
         """The activation named by config key ``key``; one attnx does not know is a ModelError."""
-        name = self.checkpoint.config.get(key, default)
+        name = self.checkpoint.text(key, default)
         self.activation_name = str(name)
         if name not in ACTIVATIONS:
             raise ModelError(
@@ -124,9 +124,9 @@ class Architecture:
             )
         return ACTIVATIONS[name]
 
-    def weight(self, name: str, *alternatives: str) -> np.ndarray:
-        """A tensor of the checkpoint in the working dtype."""
-        return self.checkpoint.tensor(name, *alternatives).astype(self.dtype, copy=False)
+    def weight(self, name: str, *alternatives: str, shape: Shape = None) -> np.ndarray:
+        """A tensor of the checkpoint in the working dtype, its shape checked against ``shape`` first."""
+        return self.checkpoint.tensor(name, *alternatives, shape=shape).astype(self.dtype, copy=False)
 
     def embed(self, encoded: Encoded) -> np.ndarray:
         """The residual stream entering layer 0, ``[token, d_model]``."""

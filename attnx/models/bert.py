@@ -33,36 +33,45 @@ class Bert(Architecture):
         self.d_ff = ckpt.integer("intermediate_size", default=4 * self.d_model)
         self.vocab_size = ckpt.integer("vocab_size")
         self.max_length = ckpt.integer("max_position_embeddings", default=512)
-        self.eps = ckpt.number("layer_norm_eps", 1e-12)
+        self.eps = ckpt.number("layer_norm_eps", 1e-12, low=0, high=1)
         self.act = self.activation("hidden_act", "gelu")
-        kind = ckpt.config.get("position_embedding_type", "absolute")
+        kind = ckpt.text("position_embedding_type", "absolute")
         if kind != "absolute":
             raise ModelError(f"{ckpt.path / CONFIG}: position_embedding_type {kind!r} is not supported (only absolute)")
-        if ckpt.config.get("is_decoder") or ckpt.config.get("add_cross_attention"):
+        if ckpt.flag("is_decoder", False) or ckpt.flag("add_cross_attention", False):
             raise ModelError(f"{ckpt.path / CONFIG}: BERT as a decoder is not supported, only the encoder")
 
     def norm(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A LayerNorm's weight and bias (older checkpoints call them gamma and beta)."""
-        return self.weight(f"{name}.weight", f"{name}.gamma"), self.weight(f"{name}.bias", f"{name}.beta")
+        d = (self.d_model,)
+        return self.weight(f"{name}.weight", f"{name}.gamma", shape=d), self.weight(
+            f"{name}.bias", f"{name}.beta", shape=d
+        )
 
-    def linear(self, name: str) -> Linear:
-        """A torch Linear (``[out, in]``) as attnx's ``x @ W + b`` (``W`` is ``[in, out]``)."""
-        return Linear.of(self.checkpoint.tensor(f"{name}.weight").T, self.checkpoint.tensor(f"{name}.bias"))
+    def linear(self, name: str, width: int | None = None, reads: int | None = None) -> Linear:
+        """A torch Linear (``[out, in]``, both d_model unless given) as attnx's ``x @ W + b`` (``W``: ``[in, out]``)."""
+        out, into = width or self.d_model, reads or self.d_model
+        weight = self.checkpoint.tensor(f"{name}.weight", shape=(out, into))
+        return Linear.of(weight.T, self.checkpoint.tensor(f"{name}.bias", shape=(out,)))
 
-    def dense(self, x: np.ndarray, name: str) -> np.ndarray:
-        """``x @ weight.T + bias`` in the working dtype."""
-        return dense(x, self.weight(f"{name}.weight").T, self.weight(f"{name}.bias"))
+    def dense(self, x: np.ndarray, name: str, width: int, reads: int) -> np.ndarray:
+        """``x @ weight.T + bias`` in the working dtype (weight ``[width, reads]``)."""
+        return dense(
+            x, self.weight(f"{name}.weight", shape=(width, reads)).T, self.weight(f"{name}.bias", shape=(width,))
+        )
 
     def embed(self, encoded: Encoded) -> np.ndarray:
         """LayerNorm(word + token type + position embeddings), ``[token, d_model]``."""
         ckpt, n = self.checkpoint, len(encoded.ids)
-        words = ckpt.rows("embeddings.word_embeddings.weight", encoded.ids).astype(self.dtype)
+        words = ckpt.rows("embeddings.word_embeddings.weight", encoded.ids, (self.vocab_size, self.d_model))
+        words = words.astype(self.dtype)
         if ckpt.has("embeddings.token_type_embeddings.weight"):
-            types = ckpt.tensor("embeddings.token_type_embeddings.weight")
+            types = ckpt.tensor("embeddings.token_type_embeddings.weight", shape=(None, self.d_model))
             if int(encoded.type_ids.max()) >= types.shape[0]:
                 raise ModelError(f"token type {int(encoded.type_ids.max())} is beyond the model's {types.shape[0]}")
             words = words + types[encoded.type_ids].astype(self.dtype)
-        positions = ckpt.rows("embeddings.position_embeddings.weight", slice(0, n)).astype(self.dtype)
+        positions = ckpt.rows("embeddings.position_embeddings.weight", slice(0, n), (None, self.d_model))
+        positions = positions.astype(self.dtype)
         return layer_norm(words + positions, *self.norm("embeddings.LayerNorm"), self.eps)
 
     def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
@@ -78,5 +87,6 @@ class Bert(Architecture):
         """Add & Norm, MLP (dense, activation, dense), Add & Norm."""
         p = f"encoder.layer.{layer}."
         h = layer_norm(stream + projected.astype(self.dtype), *self.norm(p + "attention.output.LayerNorm"), self.eps)
-        inner = self.act(self.dense(h, p + "intermediate.dense"))  # (N, d_ff)
-        return layer_norm(h + self.dense(inner, p + "output.dense"), *self.norm(p + "output.LayerNorm"), self.eps)
+        inner = self.act(self.dense(h, p + "intermediate.dense", self.d_ff, self.d_model))  # (N, d_ff)
+        out = self.dense(inner, p + "output.dense", self.d_model, self.d_ff)
+        return layer_norm(h + out, *self.norm(p + "output.LayerNorm"), self.eps)

@@ -4,6 +4,7 @@ index) read tensor by tensor, within the caps."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from attnx.errors import LimitError, ModelError
 from attnx.io.output import note_read
 from attnx.limits import Limits
 
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # what a weight may be stored as
+Shape = tuple[int | None, ...] | None  # a tensor's shape as config.json implies it (None: any size there)
+MAX_SIZE = 1 << 40  # no size in a config is larger (a 5,000-digit integer is refused, not computed with)
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint's map from tensor name to shard file
 FILES = (CONFIG, WEIGHTS, TOKENIZER)
@@ -110,25 +114,65 @@ class Checkpoint:
             raise ModelError(f"{path}: expected a JSON object")
         return data
 
+    # config.json is untrusted input: each family reads its keys through these accessors, which check the
+    # value's type and range and name the key in one line when it is wrong.
+
+    def _wrong(self, key: str, expected: str, value: Any) -> ModelError:
+        return ModelError(f"{self.path / CONFIG}: {key} must be {expected}, got {value!r}")
+
     def integer(self, *keys: str, default: int | None = None) -> int:
-        """The first of ``keys`` present in config.json, a positive whole number (or ``default``)."""
+        """The first of ``keys`` present in config.json, a whole number from 1 to 2^40 (or ``default``)."""
         for key in keys:
             value = self.config.get(key)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ModelError(f"{self.path / CONFIG}: {key} must be a positive whole number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+                raise self._wrong(key, f"a whole number from 1 to {MAX_SIZE:,}", value)
             return value
         if default is None:
             raise ModelError(f"{self.path / CONFIG}: {keys[0]} is missing")
         return default
 
-    def number(self, key: str, default: float) -> float:
-        """A number from config.json, or ``default`` when absent."""
+    def number(self, key: str, default: float, *, low: float = -math.inf, high: float = math.inf) -> float:
+        """A finite number from config.json strictly between ``low`` and ``high``, or ``default`` when absent."""
         value = self.config.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ModelError(f"{self.path / CONFIG}: {key} must be a number, got {value!r}")
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self._wrong(key, "a finite number", value)
+        if not low < value < high:
+            raise self._wrong(key, f"a number between {low:g} and {high:g}", value)
         return float(value)
+
+    def text(self, key: str, default: str) -> str:
+        """A string from config.json, or ``default`` when absent."""
+        value = self.config.get(key, default)
+        if not isinstance(value, str):
+            raise self._wrong(key, "a string", value)
+        return value
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        """A list of strings from config.json (empty when absent)."""
+        value = self.config.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self._wrong(key, "a list of strings", value)
+        return tuple(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        """true or false from config.json, or ``default`` when absent (or null)."""
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._wrong(key, "true or false", value)
+        return value
+
+    def mapping(self, key: str) -> dict[str, Any] | None:
+        """An object from config.json, or None when absent."""
+        value = self.config.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise self._wrong(key, "an object", value)
+        return value
 
     def _read_index(self) -> dict[str, Path]:
         """The index's map from tensor name to shard, each shard a file of this folder that exists."""
@@ -196,29 +240,54 @@ class Checkpoint:
         looked = " or ".join(repr(p + probe) for p in prefixes)
         raise ModelError(f"{self.path / WEIGHTS}: no tensor {looked}: not a {family} checkpoint")
 
-    def _slice(self, name: str, *alternatives: str) -> tuple[Any, str]:
+    def _slice(self, name: str, *alternatives: str, shape: Shape = None) -> tuple[Any, str]:
+        """The lazy slice of tensor ``name`` (or the first alternative held), once its dtype is a float and its
+        shape the one config.json implies (``shape``: None checks nothing; an axis of None any size)."""
         held = self.keys()
         for candidate in (name, *alternatives):
             full = self.prefix + candidate
             if full in held:
-                return self._open(self._where(full)).get_slice(full), full
+                part = self._open(self._where(full)).get_slice(full)
+                dtype, found = part.get_dtype(), tuple(part.get_shape())
+                if dtype not in FLOAT_DTYPES:
+                    raise ModelError(f"{self._where(full)}: tensor {full!r} holds {dtype} values; weights are "
+                                     f"{', '.join(FLOAT_DTYPES)}")  # fmt: skip
+                if shape is not None and not _fits(found, shape):
+                    implied = "(" + ", ".join("any" if size is None else str(size) for size in shape) + ")"
+                    raise ModelError(
+                        f"{self._where(full)}: tensor {full!r} has shape {found}, where config.json implies {implied}"
+                    )
+                return part, full
         raise ModelError(f"{self.path / WEIGHTS}: missing tensor {self.prefix + name!r}")
 
-    def tensor(self, name: str, *alternatives: str) -> np.ndarray:
-        """Tensor ``name`` (under the prefix; else the first of ``alternatives`` held), read now."""
-        part, full = self._slice(name, *alternatives)
+    def tensor(self, name: str, *alternatives: str, shape: Shape = None) -> np.ndarray:
+        """Tensor ``name`` (under the prefix; else the first of ``alternatives`` held), read now, its shape
+        checked against ``shape`` (what config.json implies) and the caps first."""
+        part, full = self._slice(name, *alternatives, shape=shape)
         self._check_shape(full, tuple(part.get_shape()))
         return self._read(part, full, slice(None))
 
-    def rows(self, name: str, index: slice | Sequence[int] | np.ndarray) -> np.ndarray:
-        """Rows of a 2-D tensor: a slice, or the rows of ``index`` (each read alone: the table stays on disk)."""
-        part, full = self._slice(name)
-        shape = tuple(part.get_shape())
-        count = len(range(*index.indices(shape[0]))) if isinstance(index, slice) else len(index)
-        self._check_shape(full, (count, *shape[1:]))
+    def rows(self, name: str, index: slice | Sequence[int] | np.ndarray, shape: Shape = None) -> np.ndarray:
+        """Rows of a 2-D tensor: a slice, or the rows of ``index`` (each read alone: the table stays on disk).
+        ``shape`` is the whole table's, as config.json implies it; a row past the table's end is a ModelError."""
+        part, full = self._slice(name, shape=shape)
+        table = tuple(part.get_shape())
+        if len(table) != 2:
+            raise ModelError(f"{self._where(full)}: tensor {full!r} has shape {table}; a table of rows has 2 axes")
+        wanted = range(*index.indices(table[0])) if isinstance(index, slice) else np.asarray(index, dtype=np.intp)
+        if isinstance(index, slice) and index.stop is not None and index.stop > table[0]:
+            raise ModelError(f"{self._where(full)}: tensor {full!r} has {table[0]} rows; {index.stop} are needed")
+        if (
+            not isinstance(index, slice)
+            and len(wanted)
+            and (int(np.max(wanted)) >= table[0] or int(np.min(wanted)) < 0)
+        ):
+            raise ModelError(f"{self._where(full)}: tensor {full!r} has {table[0]} rows; row {int(np.max(wanted))} "
+                             "is needed")  # fmt: skip
+        self._check_shape(full, (len(wanted), *table[1:]))
         if isinstance(index, slice):
             return self._read(part, full, index)
-        unique, inverse = np.unique(np.asarray(index, dtype=np.intp), return_inverse=True)
+        unique, inverse = np.unique(wanted, return_inverse=True)
         rows = np.concatenate([self._read(part, full, slice(int(i), int(i) + 1)) for i in unique])
         return rows[inverse]
 
@@ -273,3 +342,10 @@ class Checkpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _fits(found: tuple[int, ...], shape: Shape) -> bool:
+    """True when a tensor's ``found`` shape is ``shape`` (None: any shape; an axis of None: any size)."""
+    if shape is None:
+        return True
+    return len(found) == len(shape) and all(want is None or want == got for want, got in zip(shape, found, strict=True))

@@ -10,7 +10,7 @@ with its projections, not pre-rotated Q and K.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -103,7 +103,7 @@ class Decoder(Architecture):
         self.d_ff = ckpt.integer("intermediate_size")
         self.vocab_size = ckpt.integer("vocab_size")
         self.max_length = ckpt.integer("max_position_embeddings", default=2048)
-        self.eps = ckpt.number("rms_norm_eps", 1e-6)
+        self.eps = ckpt.number("rms_norm_eps", 1e-6, low=0, high=1)
         self.act = self.activation(kind.activation_key, kind.activation_default)
         if self.heads % self.kv_heads:
             raise ModelError(
@@ -113,15 +113,15 @@ class Decoder(Architecture):
         self.windows = self._windows()
         self.scale: str | float = "sqrt_dk"
         if kind.query_scalar:
-            self.scale = ckpt.number("query_pre_attn_scalar", float(self.head_dim)) ** -0.5
+            self.scale = ckpt.number("query_pre_attn_scalar", float(self.head_dim), low=0) ** -0.5
             cap = ckpt.config.get("attn_logit_softcapping")
-            self.softcap = None if cap is None else ckpt.number("attn_logit_softcapping", 0.0)
+            self.softcap = None if cap is None else ckpt.number("attn_logit_softcapping", 1.0, low=0)
         self.qk_norm, self.gated = kind.qk_norm, True
 
     @property
     def tied(self) -> bool:
         """Whether the output layer reuses the embeddings (``tie_word_embeddings``; by default Gemma's does)."""
-        return bool(self.checkpoint.config.get("tie_word_embeddings", self.kind.gemma_norm))
+        return self.checkpoint.flag("tie_word_embeddings", self.kind.gemma_norm)
 
     def check_heads(self) -> None:
         """Heads need not divide hidden_size here: ``head_dim`` is given or derived."""
@@ -129,12 +129,10 @@ class Decoder(Architecture):
     def _rope_settings(self) -> dict[str, Any]:
         """The rotary settings as config.json holds them: ``rope_parameters`` (transformers 5), or the older
         top-level ``rope_theta`` with a ``rope_scaling`` object."""
-        config = self.checkpoint.config
-        found = config.get("rope_parameters")
+        ckpt = self.checkpoint
+        found = ckpt.mapping("rope_parameters")
         if found is None:
-            found = {"rope_theta": config.get("rope_theta", 10000.0), **(config.get("rope_scaling") or {})}
-        if not isinstance(found, Mapping):
-            raise ModelError(f"{self.checkpoint.path / CONFIG}: rope_parameters must be an object, got {found!r}")
+            found = {"rope_theta": ckpt.number("rope_theta", 10000.0, low=1), **(ckpt.mapping("rope_scaling") or {})}
         return dict(found)
 
     def _rotary(self) -> Rotary:
@@ -174,7 +172,7 @@ class Decoder(Architecture):
                 raise ModelError(f"{where}: layer_types {unknown[0]!r} is not supported (sliding or full attention)")
             return tuple(size if t == "sliding_attention" else None for t in types)
         rule = self.kind.sliding
-        if rule == "upper" and not ckpt.config.get("use_sliding_window", False):
+        if rule == "upper" and not ckpt.flag("use_sliding_window", False):
             rule = "none"
         first = ckpt.integer("max_window_layers", default=self.layers) if rule == "upper" else 0
         slides: Callable[[int], bool] = {
@@ -186,22 +184,25 @@ class Decoder(Architecture):
         return tuple(size if slides(i) else None for i in range(self.layers))
 
     def norm(self, x: np.ndarray, name: str) -> np.ndarray:
-        """The RMSNorm ``name`` (its weight's name without ``.weight``) of ``x``."""
-        return rms_norm(x, self.weight(f"{name}.weight"), self.eps, offset=self.kind.gemma_norm)
+        """The RMSNorm ``name`` (its weight's name without ``.weight``) of ``x`` (over its last axis)."""
+        return rms_norm(x, self.weight(f"{name}.weight", shape=(x.shape[-1],)), self.eps, offset=self.kind.gemma_norm)
 
-    def linear(self, name: str) -> Linear:
-        """A torch Linear (``[out, in]``) as attnx's ``x @ W + b``, its bias only where the checkpoint has one."""
-        bias = self.checkpoint.tensor(f"{name}.bias") if self.checkpoint.has(f"{name}.bias") else None
-        return Linear.of(self.checkpoint.tensor(f"{name}.weight").T, bias)
+    def linear(self, name: str, width: int, reads: int) -> Linear:
+        """A torch Linear (``[out, in]`` = ``[width, reads]``) as attnx's ``x @ W + b``, its bias only where the
+        checkpoint has one."""
+        held = self.checkpoint.has(f"{name}.bias")
+        bias = self.checkpoint.tensor(f"{name}.bias", shape=(width,)) if held else None
+        return Linear.of(self.checkpoint.tensor(f"{name}.weight", shape=(width, reads)).T, bias)
 
-    def project(self, x: np.ndarray, name: str) -> np.ndarray:
-        """``x @ weight.T (+ bias)`` in the working dtype."""
-        bias = self.weight(f"{name}.bias") if self.checkpoint.has(f"{name}.bias") else None
-        return dense(x, self.weight(f"{name}.weight").T, bias)
+    def project(self, x: np.ndarray, name: str, width: int) -> np.ndarray:
+        """``x @ weight.T (+ bias)`` in the working dtype (weight ``[width, x's width]``)."""
+        bias = self.weight(f"{name}.bias", shape=(width,)) if self.checkpoint.has(f"{name}.bias") else None
+        return dense(x, self.weight(f"{name}.weight", shape=(width, x.shape[-1])).T, bias)
 
     def embed(self, encoded: Encoded) -> np.ndarray:
         """The token embeddings, ``[token, d_model]`` (Gemma: times √hidden, rounded to the working dtype)."""
-        words = self.checkpoint.rows("embed_tokens.weight", encoded.ids).astype(self.dtype)
+        words = self.checkpoint.rows("embed_tokens.weight", encoded.ids, (self.vocab_size, self.d_model))
+        words = words.astype(self.dtype)
         if self.kind.gemma_norm:
             words *= np.asarray(math.sqrt(self.d_model), dtype=self.dtype)
         return words
@@ -211,11 +212,17 @@ class Decoder(Architecture):
         rotary positions and (Qwen 3) head norms."""
         p = f"layers.{layer}."
         x = self.norm(stream, p + "input_layernorm")
+        hd = self.head_dim
         q_norm, k_norm = (
-            HeadNorm.of(self.checkpoint.tensor(f"{p}self_attn.{name}.weight"), self.eps) if self.kind.qk_norm else None
+            HeadNorm.of(self.checkpoint.tensor(f"{p}self_attn.{name}.weight", shape=(hd,)), self.eps)
+            if self.kind.qk_norm
+            else None
             for name in ("q_norm", "k_norm")
         )
-        w_q, w_k, w_v, w_o = (self.linear(f"{p}self_attn.{name}_proj") for name in "qkvo")
+        d, q_width, kv_width = self.d_model, self.heads * hd, self.kv_heads * hd
+        w_q, w_k, w_v = (self.linear(f"{p}self_attn.{name}_proj", width, d) for name, width in
+                         (("q", q_width), ("k", kv_width), ("v", kv_width)))  # fmt: skip
+        w_o = self.linear(f"{p}self_attn.o_proj", d, q_width)
         return AttentionSpec.build(
             heads=self.heads, kv_heads=self.kv_heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
             w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, q_norm=q_norm, k_norm=k_norm, causal=True, scale=self.scale,
@@ -235,8 +242,8 @@ class Decoder(Architecture):
 
     def mlp(self, x: np.ndarray, p: str) -> np.ndarray:
         """The gated MLP: down(act(gate(x)) * up(x))."""
-        inner = self.act(self.project(x, p + "mlp.gate_proj")) * self.project(x, p + "mlp.up_proj")  # (N, d_ff)
-        return self.project(inner, p + "mlp.down_proj")
+        gate, up = self.project(x, p + "mlp.gate_proj", self.d_ff), self.project(x, p + "mlp.up_proj", self.d_ff)
+        return self.project(self.act(gate) * up, p + "mlp.down_proj", self.d_model)  # (N, d_ff) -> (N, d_model)
 
     def is_buffer(self, name: str) -> bool:
         """Older checkpoints store each layer's rotary frequencies (``rotary_emb.inv_freq``)."""

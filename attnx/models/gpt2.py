@@ -35,10 +35,10 @@ class Gpt2(Architecture):
         self.d_ff = ckpt.integer("n_inner", default=4 * self.d_model)
         self.vocab_size = ckpt.integer("vocab_size")
         self.max_length = ckpt.integer("n_positions", "max_position_embeddings", default=1024)
-        self.eps = ckpt.number("layer_norm_epsilon", 1e-5)
+        self.eps = ckpt.number("layer_norm_epsilon", 1e-5, low=0, high=1)
         self.act = self.activation("activation_function", "gelu_new")
-        self.scaled = bool(ckpt.config.get("scale_attn_weights", True))
-        self.by_layer = bool(ckpt.config.get("scale_attn_by_inverse_layer_idx", False))
+        self.scaled = ckpt.flag("scale_attn_weights", True)
+        self.by_layer = ckpt.flag("scale_attn_by_inverse_layer_idx", False)
 
     def scale(self, layer: int) -> str | float:
         """1/√d_k (``scale_attn_weights``), times 1/(layer + 1) with ``scale_attn_by_inverse_layer_idx``."""
@@ -48,25 +48,32 @@ class Gpt2(Architecture):
 
     def norm(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A LayerNorm's weight and bias."""
-        return self.weight(f"{name}.weight"), self.weight(f"{name}.bias")
+        return self.weight(f"{name}.weight", shape=(self.d_model,)), self.weight(f"{name}.bias", shape=(self.d_model,))
 
-    def conv(self, x: np.ndarray, name: str) -> np.ndarray:
-        """A Conv1D: ``x @ weight + bias`` (the weight is already ``[in, out]``)."""
-        return dense(x, self.weight(f"{name}.weight"), self.weight(f"{name}.bias"))
+    def conv(self, x: np.ndarray, name: str, reads: int, width: int) -> np.ndarray:
+        """A Conv1D: ``x @ weight + bias`` (the weight is already ``[in, out]``: ``[reads, width]``)."""
+        return dense(
+            x, self.weight(f"{name}.weight", shape=(reads, width)), self.weight(f"{name}.bias", shape=(width,))
+        )
 
     def embed(self, encoded: Encoded) -> np.ndarray:
         """Token + position embeddings, ``[token, d_model]``."""
-        words = self.checkpoint.rows("wte.weight", encoded.ids).astype(self.dtype)
-        return words + self.checkpoint.rows("wpe.weight", slice(0, len(encoded.ids))).astype(self.dtype)
+        words = self.checkpoint.rows("wte.weight", encoded.ids, (self.vocab_size, self.d_model)).astype(self.dtype)
+        positions = self.checkpoint.rows("wpe.weight", slice(0, len(encoded.ids)), (None, self.d_model))
+        return words + positions.astype(self.dtype)
 
     def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
         """Causal self-attention on ln_1 of the stream; W_q, W_k, W_v are the thirds of ``c_attn``."""
         p = f"h.{layer}."
         x = layer_norm(stream, *self.norm(p + "ln_1"), self.eps)
-        weight, bias = self.checkpoint.tensor(p + "attn.c_attn.weight"), self.checkpoint.tensor(p + "attn.c_attn.bias")
         d = self.d_model
+        weight = self.checkpoint.tensor(p + "attn.c_attn.weight", shape=(d, 3 * d))
+        bias = self.checkpoint.tensor(p + "attn.c_attn.bias", shape=(3 * d,))
         w_q, w_k, w_v = (Linear.of(weight[:, i * d : (i + 1) * d], bias[i * d : (i + 1) * d]) for i in range(3))
-        out = self.checkpoint.tensor(p + "attn.c_proj.weight"), self.checkpoint.tensor(p + "attn.c_proj.bias")
+        out = (
+            self.checkpoint.tensor(p + "attn.c_proj.weight", shape=(d, d)),
+            self.checkpoint.tensor(p + "attn.c_proj.bias", shape=(d,)),
+        )
         return AttentionSpec.build(
             heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
             w_q=w_q, w_k=w_k, w_v=w_v, w_o=Linear.of(*out), causal=True, scale=self.scale(layer),
@@ -76,8 +83,9 @@ class Gpt2(Architecture):
         """Residual add, then h + MLP(ln_2(h))."""
         p = f"h.{layer}."
         h = stream + projected.astype(self.dtype)
-        inner = self.act(self.conv(layer_norm(h, *self.norm(p + "ln_2"), self.eps), p + "mlp.c_fc"))  # (N, d_ff)
-        return h + self.conv(inner, p + "mlp.c_proj")
+        normed = layer_norm(h, *self.norm(p + "ln_2"), self.eps)
+        inner = self.act(self.conv(normed, p + "mlp.c_fc", self.d_model, self.d_ff))  # (N, d_ff)
+        return h + self.conv(inner, p + "mlp.c_proj", self.d_ff, self.d_model)
 
     def is_buffer(self, name: str) -> bool:
         """Older GPT-2 checkpoints store each layer's causal mask (``attn.bias``, ``attn.masked_bias``)."""

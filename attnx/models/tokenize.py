@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,40 @@ def label(piece: str, *, spelling: str = "plain") -> str:
     return text if len(text) <= LABEL_WIDTH else text[: LABEL_WIDTH - 1] + "…"
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """File descriptor 2 on /dev/null for the duration (Python's own sys.stderr is not touched)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 at all: nothing to quiet
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def native(what: str) -> Iterator[None]:
+    """Around a call into the native ``tokenizers`` library: what it raises for a bad file or text (plain
+    exceptions, or a Rust panic, which reaches Python as ``PanicException``, a BaseException) becomes one
+    ModelError line starting with ``what``. Ctrl-C and termination signals pass through. Rust prints a
+    panic's message and backtrace on file descriptor 2 itself: stderr is pointed at /dev/null meanwhile."""
+    try:
+        with _quiet_native_stderr():
+            yield
+    except Exception as exc:
+        raise ModelError(f"{what}: {exc}") from None
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise ModelError(f"{what}: the tokenizers library failed on it ({str(exc)[:200]})") from None
+
+
 class TextTokenizer:
     """A checkpoint's tokenizer with its stored padding and truncation turned off.
 
@@ -106,15 +143,13 @@ class TextTokenizer:
             raise ModelError(f"{path}: cannot be read: {exc.strerror or exc}") from None
         (limits or Limits.from_env()).check_bytes(size, str(path))
         note_read(path)
-        try:
+        with native(f"{path}: not a readable tokenizer.json"):
             self._tokenizer = Tokenizer.from_file(str(path))
-        except Exception as exc:  # tokenizers raises plain Exception subclasses for bad files
-            raise ModelError(f"{path}: not a readable tokenizer.json: {exc}") from None
-        self.stored = _stored_settings(self._tokenizer)
-        self.spelling = _spelling(self._tokenizer)
-        self._added = frozenset(self._tokenizer.get_added_tokens_decoder())
-        self._tokenizer.no_padding()
-        self._tokenizer.no_truncation()
+            self.stored = _stored_settings(self._tokenizer)
+            self.spelling = _spelling(self._tokenizer)
+            self._added = frozenset(self._tokenizer.get_added_tokens_decoder())
+            self._tokenizer.no_padding()
+            self._tokenizer.no_truncation()
 
     @property
     def kind(self) -> str:
@@ -128,10 +163,8 @@ class TextTokenizer:
 
     def encode(self, text: str, *, max_length: int, vocab_size: int) -> Encoded:
         """``text`` with the model's special tokens; too long for the model, or empty, is a ModelError."""
-        try:
+        with native(f"{self.path}: the text cannot be tokenized"):  # a lone surrogate is a plain TypeError
             encoding = self._tokenizer.encode(text, add_special_tokens=True)
-        except Exception as exc:  # a str the native code cannot take (a lone surrogate) is a plain TypeError
-            raise ModelError(f"{self.path}: the text cannot be tokenized: {exc}") from None
         n = len(encoding.ids)
         if n == 0:
             raise ModelError(f"{self.path}: the text gives no tokens; give a --text with some words")

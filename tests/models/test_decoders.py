@@ -241,9 +241,9 @@ class TestLaziness:
         opened: list[Path] = []
         original_slice, original_open = Checkpoint._slice, Checkpoint._open
 
-        def spy_slice(self: Checkpoint, name: str, *alternatives: str) -> object:
+        def spy_slice(self: Checkpoint, name: str, *alternatives: str, shape: object = None) -> object:
             read.append(name)
-            return original_slice(self, name, *alternatives)
+            return original_slice(self, name, *alternatives, shape=shape)
 
         def spy_open(self: Checkpoint, path: Path) -> object:
             opened.append(path)
