@@ -253,7 +253,8 @@ class Checkpoint:
                     raise ModelError(f"{self._where(full)}: tensor {full!r} holds {dtype} values; weights are "
                                      f"{', '.join(FLOAT_DTYPES)}")  # fmt: skip
                 if shape is not None and not _fits(found, shape):
-                    implied = "(" + ", ".join("any" if size is None else str(size) for size in shape) + ")"
+                    sizes = ["any" if size is None else str(size) for size in shape]
+                    implied = f"({', '.join(sizes)}{',' if len(sizes) == 1 else ''})"
                     raise ModelError(
                         f"{self._where(full)}: tensor {full!r} has shape {found}, where config.json implies {implied}"
                     )
