@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Collection
 
@@ -12,6 +13,7 @@ from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs
 from attnx.core.tensors import MATRICES
 from attnx.engines.core import attention, dense
+from attnx.engines.tiled.operands import SCALE_FROM
 from attnx.errors import EngineUnavailableError
 
 NAME = "torch"
@@ -81,7 +83,8 @@ class TorchBackend:
         if allowed is None:
             return torch.softmax(x, dim=-1)
         weights = torch.softmax(x.masked_fill(~allowed, float("-inf")), dim=-1)
-        return torch.nan_to_num(weights, nan=0.0)
+        # Only the rows with no allowed key become zeros: a NaN from an overflowed score stays, for the check.
+        return weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
 
     def tanh(self, x: torch.Tensor) -> torch.Tensor:
         """Hyperbolic tangent."""
@@ -112,16 +115,32 @@ class TorchBackend:
         # views of the [token, head·d_k] tensors, the layout models use: the kernel reads them in place,
         # and its output follows the query's layout, so it comes back in token order (no copy either way).
         q, k, v = (t[None] for t in (q, k, v))  # (1, H, N, d_k) and (1, H_kv, M, d_k)
+        v, exponent = _values_near_one(v)
         out = torch.nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
         )[0]  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
-        if spec.masked:
-            out = torch.nan_to_num(out, nan=0.0)  # rows with every key blocked are zeros, as in attnx
+        if exponent:
+            out = torch.ldexp(out, torch.tensor(exponent, device=out.device))
+        if blocks is not None:  # rows with every key blocked are zeros, as in attnx; any other NaN or inf stays
+            empty = np.flatnonzero(~blocks.any(axis=1))  # the rows that see no key
+            if len(empty):
+                out[:, torch.from_numpy(empty).to(out.device)] = 0.0
         return {"head_outputs": out}
 
     def to_numpy(self, x: torch.Tensor) -> np.ndarray:
         """A NumPy copy on the host."""
         return x.detach().to("cpu").contiguous().numpy()
+
+
+def _values_near_one(v: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """V scaled by a power of two into [1, 2) where its largest magnitude is far from 1, and the exponent to
+    scale the output back by: SDPA sums M terms of V before it divides, which overflows (or underflows) for
+    values near the dtype's limits although the output fits (as ``attnx.engines.tiled.operands``)."""
+    peak = float(v.abs().max()) if v.numel() else 0.0
+    if not math.isfinite(peak) or peak == 0 or 2.0**-SCALE_FROM <= peak <= 2.0**SCALE_FROM:
+        return v, 0
+    exponent = math.frexp(peak)[1] - 1
+    return torch.ldexp(v, torch.tensor(-exponent, device=v.device)).to(v.dtype), exponent
 
 
 def attend(

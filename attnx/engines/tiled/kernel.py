@@ -142,4 +142,4 @@ def _exact_rows(
     if scaled is not w:
         np.copyto(w, scaled)
     softmax_rows_(w, allowed)
-    return w @ ops.values(head)
+    return np.ldexp(w @ ops.values(head), ops.v_exponent)  # V is held scaled by 2^-v_exponent

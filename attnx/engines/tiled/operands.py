@@ -33,6 +33,26 @@ class Rules:
     key_limit: Callable[[slice], int]
 
 
+# V's largest magnitude outside [2^-SCALE_FROM, 2^SCALE_FROM] is scaled to [1, 2) (by a power of two).
+SCALE_FROM = 16
+
+
+def _values_near_one(v: np.ndarray) -> tuple[np.ndarray, int]:
+    """V scaled by a power of two so that its largest magnitude is in [1, 2), and the exponent k to scale the
+    head outputs back by (V = V' · 2^k); V itself and 0 when it is near 1 already, or holds no finite number.
+
+    The tiles sum M terms exp(s − c)·v before dividing by the row's sum: with |v| near the dtype's largest,
+    M of them overflow although the output (a weighted mean of V's rows) fits; with |v| tiny, exp(s − c)·v
+    underflows although the output does not. Scaled near 1, neither happens, and scaling by a power of two
+    is exact (``np.ldexp``), so the outputs are the ones the one-piece path computes.
+    """
+    peak = largest_abs(v)
+    if not math.isfinite(peak) or peak == 0 or 2.0**-SCALE_FROM <= peak <= 2.0**SCALE_FROM:
+        return v, 0
+    exponent = math.frexp(peak)[1] - 1  # peak = m · 2^(exponent + 1), m in [0.5, 1): peak / 2^exponent in [1, 2)
+    return np.ldexp(v, -exponent).astype(v.dtype, copy=False), exponent
+
+
 def _unit_stride(x: np.ndarray) -> np.ndarray:
     """``x``, or a copy of it whose last axis is contiguous: BLAS reads only such matrices."""
     return x if x.strides[-1] == x.itemsize else np.ascontiguousarray(x)
@@ -52,7 +72,8 @@ class Operands:
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, rules: Rules, *, exp_paths: bool, exp2: bool
     ) -> None:
         h, (h_kv, m, _), dtype = q.shape[0], k.shape, q.dtype
-        self.q, self.k, self.v, self.rules = _unit_stride(q), _unit_stride(k), _unit_stride(v), rules
+        self.q, self.k, self.rules = _unit_stride(q), _unit_stride(k), rules
+        self.v, self.v_exponent = _values_near_one(_unit_stride(v))
         self.group, self.dtype, self.tiny = h // h_kv, dtype, TINY[dtype]
         self.multiplier, self.exp_paths = dtype.type(rules.multiplier), exp_paths
         self.exp: np.ufunc = np.exp
@@ -125,6 +146,8 @@ class Operands:
         trusted = den.min() > self.tiny  # the usual case: every denominator can be trusted (NaN cannot)
         inverse = (1 / (den if trusted else np.where(den > self.tiny, den, 1)))[:, None]  # (b, 1)
         np.multiply(total, inverse, out=out)
+        if self.v_exponent:  # V was scaled by a power of two (see _values_near_one): undo it, exactly
+            np.ldexp(out, self.v_exponent, out=out)
         if tile is not None:
             by_row(np.multiply, tile[0], inverse, out=tile[1])
         if not trusted:
@@ -136,7 +159,7 @@ class Operands:
         exact = queries[bad] @ self.keys(head)[:limit].T  # (bad, limit)
         allowed = self.rules.allowed(rows)  # (b, M) or None
         softmax_rows_(exact, None if allowed is None else allowed[bad, :limit], self.exp)
-        out[bad] = exact @ self.values(head)[:limit]
+        out[bad] = np.ldexp(exact @ self.values(head)[:limit], self.v_exponent)
         if weights is not None:
             weights[bad] = exact
 
