@@ -114,9 +114,10 @@ class Architecture:
         """Set the sizes from config.json (ModelError for what this family cannot run)."""
         raise NotImplementedError
 
-    def activation(self, key: str, default: str) -> Callable[[np.ndarray], np.ndarray]:
-        """The activation named by config key ``key``; one attnx does not know is a ModelError."""
-        name = self.checkpoint.text(key, default)
+    def activation(self, key: str, default: str, *, name: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
+        """The activation named by config key ``key`` (or ``name``, where a family reads it differently); one
+        attnx does not know is a ModelError."""
+        name = name or self.checkpoint.text(key, default)
         self.activation_name = str(name)
         if name not in ACTIVATIONS:
             raise ModelError(

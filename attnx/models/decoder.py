@@ -58,7 +58,7 @@ FAMILIES: dict[str, Family] = {
         Family("mistral", "Mistral", sliding="all"),
         Family("qwen2", "Qwen 2", sliding="upper"),
         Family("qwen3", "Qwen 3", qk_norm=True, sliding="upper"),
-        Family("gemma", "Gemma", "hidden_activation", "gelu_pytorch_tanh", gemma_norm=True),
+        Family("gemma", "Gemma", "hidden_act", "gelu_pytorch_tanh", gemma_norm=True),
         Family(
             "gemma2", "Gemma 2", "hidden_activation", "gelu_pytorch_tanh",
             gemma_norm=True, sandwich=True, sliding="alternate", query_scalar=True,
@@ -105,6 +105,8 @@ class Decoder(Architecture):
         self.max_length = ckpt.integer("max_position_embeddings", default=2048)
         self.eps = ckpt.number("rms_norm_eps", 1e-6, low=0, high=1)
         self.act = self.activation(kind.activation_key, kind.activation_default)
+        if kind.model_type == "gemma" and self.activation_name == "gelu":  # transformers' Gemma reads it so
+            self.act = self.activation(kind.activation_key, "gelu_pytorch_tanh", name="gelu_pytorch_tanh")
         if self.heads % self.kv_heads:
             raise ModelError(
                 f"{ckpt.path / CONFIG}: {self.heads} attention heads cannot be shared among {self.kv_heads} K/V heads"

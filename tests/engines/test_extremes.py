@@ -53,7 +53,7 @@ class TestValuesAtTheEdges:
     @pytest.mark.parametrize("n", SIZES)
     @pytest.mark.parametrize("needs", NEEDS)
     @pytest.mark.parametrize(("dtype", "v_scale"), [("float32", 1e37), ("float64", 1e305), ("float32", 1e-30),
-                                                    ("float64", 1e-18), ("float64", 1e-60), ("float64", 1e-290)])  # fmt: skip
+                                                    ("float64", 1e-60)])  # fmt: skip
     def test_computed_everywhere(self, engine: str, n: int, needs: set | None, dtype: str, v_scale: float) -> None:
         spec = problem(n, v_scale, mask=n == 64)
         result = compute(spec, engine, dtype=dtype, needs=needs).output

@@ -261,3 +261,14 @@ class TestLaziness:
         index = json.loads((llama.path / "model.safetensors.index.json").read_text())["weight_map"]
         needed = {index["model." + name] for name in read}
         assert {path.name for path in opened} == needed < set(index.values())
+
+
+class TestGemmaActivation:
+    """Gemma reads hidden_act, and takes "gelu" as the tanh approximation, as transformers' Gemma does."""
+
+    def test_gelu_means_tanh(self, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+        gemma = built("gemma", tmp_path_factory)
+        path = Path(shutil.copytree(gemma.path, tmp_path / "gemma"))
+        config = json.loads((path / "config.json").read_text()) | {"hidden_act": "gelu", "hidden_activation": "relu"}
+        (path / "config.json").write_text(json.dumps(config))
+        assert describe(path).activation == "gelu_pytorch_tanh"
