@@ -65,11 +65,12 @@ class Inert:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.segment import Segment
 
-        for segment in console.render(self.renderable, options):
-            if segment.control or segment.text.isprintable():
-                yield segment
-            else:
-                yield Segment(inert(segment.text, keep="\n"), segment.style)
+        segments = list(console.render(self.renderable, options))
+        if "".join([s.text for s in segments]).replace("\n", "").isprintable():  # the usual case, checked at once
+            return segments
+        return [
+            s if s.control or s.text.isprintable() else Segment(inert(s.text, keep="\n"), s.style) for s in segments
+        ]
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Any:
         from rich.measure import Measurement
