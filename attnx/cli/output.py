@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Literal
 
 from attnx.cli.options import BINARY_FORMATS, OutputFormat, ReportFormat, RowFormat
@@ -53,7 +53,19 @@ def write_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
-Producer = Callable[[], "str | bytes | RenderableType"]
+Producer = Callable[[], "str | bytes | RenderableType | Iterator[str]"]
+
+
+def _stream(chunks: Iterator[str], output: str | None) -> None:
+    """Text made chunk by chunk: to stdout as it comes, or to ``output`` (atomically) once whole."""
+    if output is not None:
+        from attnx.io.output import atomic_write
+
+        atomic_write(output, "".join(chunks).encode("utf-8"))
+        return
+    for chunk in chunks:
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
 
 
 def check_destination(output_format: OutputFormat, output: str | None) -> None:
@@ -82,6 +94,9 @@ def emit(
         raise UsageError(f"--format {output_format.value} is not available for this command; choose from {names}")
     check_destination(output_format, output)
     payload = make()
+    if isinstance(payload, Iterator):  # streamed text (CSV): the first chunks leave before the rest is made
+        _stream(payload, output)
+        return
     if output_format is OutputFormat.table:
         assert not isinstance(payload, bytes)  # a table is text or a renderable
         if output is None:

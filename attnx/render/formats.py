@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,29 +46,46 @@ def pick(result: AttentionResult, names: Sequence[str] | None) -> dict[str, np.n
     return {name: available[name] for name in dict.fromkeys(names)}
 
 
-def to_csv(result: AttentionResult, names: Sequence[str] | None = None) -> str:
-    """Tidy long form: one number per row; the header names the axes, then labels, then ``value``.
+CSV_ROWS = 65_536  # rows per chunk of streamed CSV: the first bytes leave at once, memory stays flat
+
+
+def to_csv(result: AttentionResult, names: Sequence[str] | None = None) -> Iterator[str]:
+    """Tidy long form, streamed in chunks of ``CSV_ROWS`` rows: one number per row; the header names the axes,
+    then labels, then ``value``.
 
     Indices are 0-based; ``query_token``/``key_token`` carry the labels of ``query``/``key``. ``dim``
     counts within a head's slice for ``q``, ``k``, ``v`` and ``head_outputs`` (0..d_k-1), within
-    d_model for ``output``.
+    d_model for ``output``. The tensors are checked (``pick``) before the first chunk is made.
     """
     tensors = pick(result, names)
     axes = [axis for axis in COLUMN_ORDER if any(axis in TENSOR_AXES[name] for name in tensors)]
-    labels = [f"{axis}_token" for axis in ("query", "key") if axis in axes]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["tensor", *axes, *labels, "value"])
+    labels: list[str] = [axis for axis in ("query", "key") if axis in axes]
     tokens = {"query": result.tokens, "key": result.key_tokens}
+    header = ",".join(["tensor", *axes, *(f"{axis}_token" for axis in labels), "value"]) + "\n"
+    return itertools.chain([header], _csv_rows(tensors, axes, labels, tokens))
+
+
+def _csv_rows(
+    tensors: dict[str, np.ndarray], axes: list[str], labels: list[str], tokens: dict[str, tuple[str, ...]]
+) -> Iterator[str]:
+    """The rows of every tensor, ``CSV_ROWS`` at a time, each chunk made column by column."""
     for name, array in tensors.items():
         own = TENSOR_AXES[name]
-        values = array.astype(np.float64) if array.dtype == bool else array
-        for index in np.ndindex(array.shape):
-            at = dict(zip(own, index, strict=True))
-            cells = [at.get(axis, "") for axis in axes]
-            names_ = [tokens[label[:-6]][at[label[:-6]]] if label[:-6] in at else "" for label in labels]
-            writer.writerow([name, *cells, *names_, _number(values[index])])
-    return buffer.getvalue()
+        values = (array.astype(np.float64) if array.dtype == bool else array).reshape(-1)
+        for start in range(0, values.size, CSV_ROWS):
+            flat = np.arange(start, min(start + CSV_ROWS, values.size))
+            index = dict(zip(own, np.unravel_index(flat, array.shape), strict=True))
+            columns: list[Iterable[object]] = [itertools.repeat(name, len(flat))]
+            columns += [index[axis].tolist() if axis in index else itertools.repeat("", len(flat)) for axis in axes]
+            for axis in labels:
+                words = tokens[axis]
+                columns.append([words[i] for i in index[axis].tolist()] if axis in index else itertools.repeat(""))
+            chunk = values[flat].astype(np.float64, copy=False)
+            numbers = chunk.tolist()
+            columns.append(map(repr, numbers) if np.isfinite(chunk).all() else map(_number, numbers))
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="\n").writerows(zip(*columns, strict=False))
+            yield buffer.getvalue()
 
 
 def _number(value: Any) -> str:
