@@ -118,14 +118,25 @@ def gpt2_vocab(path: Path) -> int:
 class TestTokenizerFiles:
     """tokenizer.json is parsed by native code: its failures, panics included, are one line."""
 
-    def test_a_panicking_regex(self, gpt2: Reference, tmp_path: Path) -> None:
-        """A Replace normaliser on a zero-width match makes tokenizers panic in Rust: exit 2, one line, no backtrace."""
+    @pytest.mark.parametrize(
+        ("key", "part", "text"),
+        [
+            # a Replace on a zero-width match: tokenizers indexes past the end and panics
+            ("normalizer", {"type": "Replace", "pattern": {"Regex": "\\b"}, "content": "xx"}, "the cat"),
+            # catastrophic backtracking: Oniguruma's retry limit stops it (in 0.1 s), as a panic
+            ("pre_tokenizer", {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated",
+                               "invert": False}, "a" * 40 + "b"),
+        ],
+    )  # fmt: skip
+    def test_a_panicking_regex(self, gpt2: Reference, tmp_path: Path, key: str, part: dict, text: str) -> None:
+        """tokenizers panics in Rust on these: exit 2, one line, no backtrace, no hang."""
         path = copy_of(gpt2, tmp_path)
         data = json.loads((path / "tokenizer.json").read_text())
-        data["normalizer"] = {"type": "Replace", "pattern": {"Regex": "\\b"}, "content": "xx"}
+        data[key] = part
         (path / "tokenizer.json").write_text(json.dumps(data))
-        proc = subprocess.run([sys.executable, "-m", "attnx", "run", "--model", str(path), "--text", "the cat"],
-                              capture_output=True, text=True, env={"RUST_BACKTRACE": "1", "PATH": "/usr/bin:/bin"})  # fmt: skip
+        proc = subprocess.run([sys.executable, "-m", "attnx", "run", "--model", str(path), "--text", text],
+                              capture_output=True, text=True, env={"RUST_BACKTRACE": "1", "PATH": "/usr/bin:/bin"},
+                              timeout=60)  # fmt: skip
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(f"attnx: error: {path / 'tokenizer.json'}: the text cannot be tokenized")
         assert proc.stderr.count("\n") == 1 and "panicked" not in proc.stderr
