@@ -17,6 +17,7 @@ from attnx.cli import diff as diff_cmd
 from attnx.cli import engines as engines_cmd
 from attnx.cli import heads as heads_cmd
 from attnx.cli import model as model_cmd
+from attnx.cli import rollout as rollout_cmd
 from attnx.cli import run as run_cmd
 from attnx.cli import trace as trace_cmd
 from attnx.cli.errors import DEBUG, ExitCode
@@ -69,6 +70,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         f'attnx heads --model {CHECKPOINT} --text "The cat sat on the mat" --layer all',
         f'attnx run --model {CHECKPOINT} --text "The cat sat" --layer 1 --show weights',
     ),
+    "rollout": (
+        f'attnx rollout --model {CHECKPOINT} --text "The cat sat on the mat" -t mat',
+        f'attnx rollout --model {CHECKPOINT} --text "The cat sat" --query 2 -f json',
+    ),
     "engines": (
         "attnx engines",
         "attnx engines --format json",
@@ -81,6 +86,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 # What the examples of a command need that the repository does not hold, said above them.
 NOTES = {
     "model": f"{CHECKPOINT} is a checkpoint folder you downloaded: config.json, model.safetensors, tokenizer.json",
+    "rollout": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
 }
 
 
@@ -130,6 +136,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "diff": diff_cmd.diff,
     "heads": heads_cmd.heads,
     "model": model_cmd.model,
+    "rollout": rollout_cmd.rollout,
     "engines": engines_cmd.engines,
     "bench": bench_cmd.bench,
 }

@@ -13,6 +13,7 @@ from attnx.limits import Limits
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from attnx.analysis.measures import Rollout
     from attnx.analysis.model_view import ModelView
     from attnx.core.spec import AttentionSpec
     from attnx.io.schema import Overrides
@@ -193,3 +194,29 @@ def model_view(
     with open_model(path, kind, limits) as opened, progress_for("layers", quiet) as progress:
         results = layer_results(opened, words, engine=engine, device=device, progress=progress)
         return build(results, model=path, architecture=opened.architecture.name)
+
+
+def model_rollout(
+    *,
+    model: str | None,
+    text: str | None,
+    engine: str = "numpy",
+    dtype: str | None = None,
+    device: str = "auto",
+    quiet: bool = False,
+    limits: Limits | None = None,
+) -> Rollout:
+    """Attention rollout of ``--model`` on ``--text`` through every layer, each layer's head average used once."""
+    from attnx.analysis.measures import rollout
+    from attnx.engines import resolve_dtype
+    from attnx.models import layer_results, open_model
+
+    limits = limits or Limits.from_env()
+    path, given = check_model_options(None, model=model, text=text)
+    words = read_text(given, limits)
+    kind = resolve_dtype(engine, device, dtype)
+    with open_model(path, kind, limits) as opened, progress_for("layers", quiet) as progress:
+        results = layer_results(opened, words, engine=engine, device=device, needs=("average_weights",),
+                                progress=progress)  # fmt: skip
+        averages = (result.average_weights for result in results if result.average_weights is not None)
+        return rollout(averages, opened.encode(words).tokens)
