@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attnx.errors import InputError, UsageError
@@ -15,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from attnx.analysis.measures import Rollout
     from attnx.analysis.model_view import ModelView
+    from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
     from attnx.io.schema import Overrides
 
@@ -164,6 +167,33 @@ def model_spec(
                                progress=progress, limits=limits)  # fmt: skip
 
 
+@contextlib.contextmanager
+def every_layer(
+    config: str | None,
+    *,
+    model: str | None,
+    text: str | None,
+    engine: str,
+    dtype: str | None,
+    device: str,
+    quiet: bool,
+    limits: Limits | None,
+    needs: tuple[str, ...],
+) -> Iterator[tuple[str, str, Iterator[AttentionResult]]]:
+    """The model's folder, family and each layer's result on ``--text`` in turn (``needs`` computed), with a
+    progress bar; the checkpoint is open while they are read."""
+    from attnx.engines import resolve_dtype
+    from attnx.models import layer_results, open_model
+
+    limits = limits or Limits.from_env()
+    path, given = check_model_options(config, model=model, text=text)
+    words = read_text(given, limits)
+    kind = resolve_dtype(engine, device, dtype)
+    with open_model(path, kind, limits) as opened, progress_for("layers", quiet) as progress:
+        results = layer_results(opened, words, engine=engine, device=device, needs=needs, progress=progress)
+        yield path, opened.architecture.name, iter(results)
+
+
 def model_view(
     config: str | None,
     *,
@@ -183,17 +213,12 @@ def model_view(
     (default: ``Limits.from_env()``) hold as for ``model_spec``, for every layer.
     """
     from attnx.analysis.model_view import model_view as build
-    from attnx.engines import resolve_dtype
-    from attnx.models import layer_results, open_model
 
-    limits = limits or Limits.from_env()
-    path, given = check_model_options(config, model=model, text=text)
     refuse(input_flags or {}, "changes one layer's input; --layer all shows the model as it is: give --layer N")
-    words = read_text(given, limits)
-    kind = resolve_dtype(engine, device, dtype)
-    with open_model(path, kind, limits) as opened, progress_for("layers", quiet) as progress:
-        results = layer_results(opened, words, engine=engine, device=device, progress=progress)
-        return build(results, model=path, architecture=opened.architecture.name)
+    needs = ("weights", "scaled", "mask")
+    with every_layer(config, model=model, text=text, engine=engine, dtype=dtype, device=device, quiet=quiet,
+                     limits=limits, needs=needs) as (path, family, results):  # fmt: skip
+        return build(results, model=path, architecture=family)
 
 
 def model_rollout(
@@ -208,15 +233,9 @@ def model_rollout(
 ) -> Rollout:
     """Attention rollout of ``--model`` on ``--text`` through every layer, each layer's head average used once."""
     from attnx.analysis.measures import rollout
-    from attnx.engines import resolve_dtype
-    from attnx.models import layer_results, open_model
 
-    limits = limits or Limits.from_env()
-    path, given = check_model_options(None, model=model, text=text)
-    words = read_text(given, limits)
-    kind = resolve_dtype(engine, device, dtype)
-    with open_model(path, kind, limits) as opened, progress_for("layers", quiet) as progress:
-        results = layer_results(opened, words, engine=engine, device=device, needs=("average_weights",),
-                                progress=progress)  # fmt: skip
-        averages = (result.average_weights for result in results if result.average_weights is not None)
-        return rollout(averages, opened.encode(words).tokens)
+    with every_layer(None, model=model, text=text, engine=engine, dtype=dtype, device=device, quiet=quiet,
+                     limits=limits, needs=("average_weights",)) as (_, _, results):  # fmt: skip
+        first = next(results)  # a model has a layer
+        averages = (result.average_weights for result in itertools.chain([first], results))
+        return rollout((average for average in averages if average is not None), first.tokens)
