@@ -29,7 +29,7 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signum)
 
 
-def _quiet_stdout() -> None:
+def quiet_stdout() -> None:
     """The reader of stdout went away (`attnx ... | head -1`): send what is left nowhere, so that Python's
     exit-time flush does not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -51,5 +51,5 @@ def main() -> None:
         sys.stderr.write(f"attnx: terminated by {exc}\n")
         raise SystemExit(128 + exc.signum) from None
     except BrokenPipeError:
-        _quiet_stdout()
+        quiet_stdout()
         raise SystemExit(0) from None

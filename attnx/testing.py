@@ -37,11 +37,16 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["assert_attention_close", "reference"]
 
 
+def _is_torch(x: Any) -> bool:
+    """True for a torch.Tensor, told without importing torch."""
+    return type(x).__module__.split(".")[0] == "torch"
+
+
 def _array(x: Any, name: str) -> tuple[np.ndarray, str]:
     """``x`` as a float64 NumPy array, and the dtype it was computed in (``float32``, ``bfloat16``, ...)."""
     import numpy as np
 
-    if type(x).__module__.split(".")[0] == "torch":  # a torch.Tensor, read without importing torch
+    if _is_torch(x):
         dtype = str(x.dtype).removeprefix("torch.")
         return x.detach().to("cpu").double().numpy(), dtype
     array = np.asarray(x)
@@ -70,7 +75,7 @@ def _masks(mask: Any, batch: int, n: int, m: int) -> list[np.ndarray | None]:
 
     if mask is None:
         return [None] * batch
-    raw = mask.detach().to("cpu").numpy() if type(mask).__module__.split(".")[0] == "torch" else np.asarray(mask)
+    raw = mask.detach().to("cpu").numpy() if _is_torch(mask) else np.asarray(mask)
     if raw.dtype != bool:
         raise TypeError(f"mask must be boolean (True: may attend), got dtype {raw.dtype}")
     if raw.shape[-2:] != (n, m):

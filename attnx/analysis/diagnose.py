@@ -17,6 +17,8 @@ from attnx.analysis.compare import tolerance_for
 from attnx.analysis.kernel import Diagnosis, Verification
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
+from attnx.engines.core import merge_heads
+from attnx.engines.numpy_engine import NumpyBackend
 
 # The tensors a hypothesis is judged on: what a kernel usually hands over.
 JUDGED = ("output", "head_outputs", "weights", "projected")
@@ -27,10 +29,7 @@ def _merge(head_outputs: np.ndarray, spec: AttentionSpec) -> np.ndarray:
     """``[head, query, d_k]`` -> ``[query, d_model]`` in the spec's column layout, dropped heads zeroed."""
     kept = head_outputs.copy()
     kept[list(spec.settings.dropped_heads)] = 0.0
-    h, n, d = kept.shape
-    if spec.settings.layout == "interleaved":
-        return kept.transpose(1, 2, 0).reshape(n, d * h)
-    return kept.transpose(1, 0, 2).reshape(n, h * d)
+    return merge_heads(NumpyBackend("float64"), kept, spec.settings.layout)
 
 
 def mutant(

@@ -181,9 +181,9 @@ def main() -> None:
             warnings.showwarning = _show_warning
             code = app(prog_name="attnx", standalone_mode=False)
     except BrokenPipeError:  # output piped into `head -1`: quiet, as every output is
-        from attnx.console import _quiet_stdout
+        from attnx.console import quiet_stdout
 
-        _quiet_stdout()
+        quiet_stdout()
         raise SystemExit(ExitCode.OK) from None
     except SystemExit as exc:
         # Rich (Typer's help, attnx's tables) answers a broken pipe by sending stdout to /dev/null and exiting 1;

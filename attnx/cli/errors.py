@@ -80,8 +80,9 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
         except BrokenPipeError:
             # The reader went away (`attnx ... | head -1`): stop quietly, and keep Python's exit-time
             # flush of stdout from failing again.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            from attnx.console import quiet_stdout
+
+            quiet_stdout()
             raise typer.Exit(ExitCode.OK) from None
         except typer.Exit:
             raise

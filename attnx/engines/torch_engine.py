@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Collection
 
@@ -13,7 +12,7 @@ from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs
 from attnx.core.tensors import MATRICES
 from attnx.engines.core import attention, dense
-from attnx.engines.tiled.operands import SCALE_FROM
+from attnx.engines.tiled.operands import near_one_exponent
 from attnx.errors import EngineUnavailableError
 
 NAME = "torch"
@@ -136,10 +135,9 @@ def _values_near_one(v: torch.Tensor) -> tuple[torch.Tensor, int]:
     """V scaled by a power of two into [1, 2) where its largest magnitude is far from 1, and the exponent to
     scale the output back by: SDPA sums M terms of V before it divides, which overflows (or underflows) for
     values near the dtype's limits although the output fits (as ``attnx.engines.tiled.operands``)."""
-    peak = float(v.abs().max()) if v.numel() else 0.0
-    if not math.isfinite(peak) or peak == 0 or 2.0**-SCALE_FROM <= peak <= 2.0**SCALE_FROM:
+    exponent = near_one_exponent(float(v.abs().max()) if v.numel() else 0.0)
+    if not exponent:
         return v, 0
-    exponent = math.frexp(peak)[1] - 1
     return torch.ldexp(v, torch.tensor(-exponent, device=v.device)).to(v.dtype), exponent
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -114,11 +114,14 @@ class Architecture:
         """Set the sizes from config.json (ModelError for what this family cannot run)."""
         raise NotImplementedError
 
-    def activation(self, key: str, default: str, *, name: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
-        """The activation named by config key ``key`` (or ``name``, where a family reads it differently); one
-        attnx does not know is a ModelError."""
-        name = name or self.checkpoint.text(key, default)
-        self.activation_name = str(name)
+    def activation(
+        self, key: str, default: str, *, aliases: Mapping[str, str] | None = None
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """The activation named by config key ``key`` (read through ``aliases``, where a family takes a name as
+        another: Gemma's ``gelu`` is the tanh approximation); one attnx does not know is a ModelError."""
+        name = self.checkpoint.text(key, default)
+        name = (aliases or {}).get(name, name)
+        self.activation_name = name
         if name not in ACTIVATIONS:
             raise ModelError(
                 f"{self.checkpoint.path / CONFIG}: {key} {name!r} is not supported; supported: {', '.join(ACTIVATIONS)}"

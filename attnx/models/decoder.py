@@ -44,6 +44,7 @@ class Family:
     title: str
     activation_key: str = "hidden_act"
     activation_default: str = "silu"
+    activation_aliases: tuple[tuple[str, str], ...] = ()  # (as config.json names it, what the family runs)
     gemma_norm: bool = False
     sandwich: bool = False
     qk_norm: bool = False
@@ -58,7 +59,7 @@ FAMILIES: dict[str, Family] = {
         Family("mistral", "Mistral", sliding="all"),
         Family("qwen2", "Qwen 2", sliding="upper"),
         Family("qwen3", "Qwen 3", qk_norm=True, sliding="upper"),
-        Family("gemma", "Gemma", "hidden_act", "gelu_pytorch_tanh", gemma_norm=True),
+        Family("gemma", "Gemma", "hidden_act", "gelu_pytorch_tanh", (("gelu", "gelu_pytorch_tanh"),), gemma_norm=True),
         Family(
             "gemma2", "Gemma 2", "hidden_activation", "gelu_pytorch_tanh",
             gemma_norm=True, sandwich=True, sliding="alternate", query_scalar=True,
@@ -104,9 +105,7 @@ class Decoder(Architecture):
         self.vocab_size = ckpt.integer("vocab_size")
         self.max_length = ckpt.integer("max_position_embeddings", default=2048)
         self.eps = ckpt.number("rms_norm_eps", 1e-6, low=0, high=1)
-        self.act = self.activation(kind.activation_key, kind.activation_default)
-        if kind.model_type == "gemma" and self.activation_name == "gelu":  # transformers' Gemma reads it so
-            self.act = self.activation(kind.activation_key, "gelu_pytorch_tanh", name="gelu_pytorch_tanh")
+        self.act = self.activation(kind.activation_key, kind.activation_default, aliases=dict(kind.activation_aliases))
         if self.heads % self.kv_heads:
             raise ModelError(
                 f"{ckpt.path / CONFIG}: {self.heads} attention heads cannot be shared among {self.kv_heads} K/V heads"

@@ -46,11 +46,16 @@ def _values_near_one(v: np.ndarray) -> tuple[np.ndarray, int]:
     underflows although the output does not. Scaled near 1, neither happens, and scaling by a power of two
     is exact (``np.ldexp``), so the outputs are the ones the one-piece path computes.
     """
-    peak = largest_abs(v)
+    exponent = near_one_exponent(largest_abs(v))
+    return (np.ldexp(v, -exponent).astype(v.dtype, copy=False), exponent) if exponent else (v, 0)
+
+
+def near_one_exponent(peak: float) -> int:
+    """The power of two k that brings ``peak`` into [1, 2) (peak / 2^k), or 0 when ``peak`` is within
+    [2^-SCALE_FROM, 2^SCALE_FROM] already, zero or not finite: the rule both engines scale V by."""
     if not math.isfinite(peak) or peak == 0 or 2.0**-SCALE_FROM <= peak <= 2.0**SCALE_FROM:
-        return v, 0
-    exponent = math.frexp(peak)[1] - 1  # peak = m · 2^(exponent + 1), m in [0.5, 1): peak / 2^exponent in [1, 2)
-    return np.ldexp(v, -exponent).astype(v.dtype, copy=False), exponent
+        return 0
+    return math.frexp(peak)[1] - 1  # peak = m · 2^(k + 1), m in [0.5, 1)
 
 
 def _unit_stride(x: np.ndarray) -> np.ndarray:
