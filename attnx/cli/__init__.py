@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from attnx import __version__
+from attnx.cli import ablate as ablate_cmd
 from attnx.cli import bench as bench_cmd
 from attnx.cli import check as check_cmd
 from attnx.cli import diff as diff_cmd
@@ -74,6 +75,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         f'attnx rollout --model {CHECKPOINT} --text "The cat sat on the mat" -t mat',
         f'attnx rollout --model {CHECKPOINT} --text "The cat sat" --query 2 -f json',
     ),
+    "ablate": (
+        f'attnx ablate --model {CHECKPOINT} --text "The cat sat on the mat"',
+        f'attnx ablate --model {CHECKPOINT} --text "The cat sat" --head L0H1,L1H2',
+    ),
     "engines": (
         "attnx engines",
         "attnx engines --format json",
@@ -87,6 +92,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 NOTES = {
     "model": f"{CHECKPOINT} is a checkpoint folder you downloaded: config.json, model.safetensors, tokenizer.json",
     "rollout": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
+    "ablate": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
 }
 
 
@@ -137,6 +143,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "heads": heads_cmd.heads,
     "model": model_cmd.model,
     "rollout": rollout_cmd.rollout,
+    "ablate": ablate_cmd.ablate,
     "engines": engines_cmd.engines,
     "bench": bench_cmd.bench,
 }

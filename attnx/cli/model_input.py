@@ -15,6 +15,7 @@ from attnx.limits import Limits
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from attnx.analysis.effects import Ablations
     from attnx.analysis.measures import Rollout
     from attnx.analysis.model_view import ModelView
     from attnx.core.result import AttentionResult
@@ -82,14 +83,15 @@ def refuse(flags: Mapping[str, object], why: str) -> None:
 
 
 class LayerProgress:
-    """A progress bar on stderr for the layers a forward pass runs.
+    """A progress bar on stderr for the layers a forward pass runs (or other steps: ``unit`` names them).
 
     Shown only with a console (the caller passes one for a terminal) and only once the work has
     taken ``delay`` seconds: a small checkpoint and a short text finish before it would appear.
     """
 
-    def __init__(self, description: str, console: Console | None, delay: float = 0.3) -> None:
+    def __init__(self, description: str, console: Console | None, delay: float = 0.3, unit: str = "layers") -> None:
         self.description = description
+        self.unit = unit
         self.console = console
         self.delay = delay
         self.started = time.monotonic()
@@ -105,7 +107,7 @@ class LayerProgress:
                 return
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._bar = Progress(TextColumn(self.description), BarColumn(), MofNCompleteColumn(), TextColumn("layers"),
+            self._bar = Progress(TextColumn(self.description), BarColumn(), MofNCompleteColumn(), TextColumn(self.unit),
                                  TimeElapsedColumn(), console=self.console, transient=True)  # fmt: skip
             self._bar.start()
             self._task = self._bar.add_task(self.description, total=total)
@@ -124,14 +126,14 @@ class LayerProgress:
         self.close()
 
 
-def progress_for(description: str, quiet: bool) -> LayerProgress:
+def progress_for(description: str, quiet: bool, unit: str = "layers") -> LayerProgress:
     """A LayerProgress on stderr when stderr is a terminal and not --quiet; otherwise one that shows nothing."""
     console = None
     if not quiet and sys.stderr.isatty():
         from attnx.text import console as inert_console
 
         console = inert_console(stderr=True)
-    return LayerProgress(description, console)
+    return LayerProgress(description, console, unit=unit)
 
 
 def model_spec(
@@ -239,3 +241,30 @@ def model_rollout(
         first = next(results)  # a model has a layer
         averages = (result.average_weights for result in itertools.chain([first], results))
         return rollout((average for average in averages if average is not None), first.tokens)
+
+
+def model_ablations(
+    *,
+    model: str | None,
+    text: str | None,
+    heads: list[str] | None,
+    engine: str = "numpy",
+    dtype: str | None = None,
+    device: str = "auto",
+    quiet: bool = False,
+    limits: Limits | None = None,
+) -> Ablations:
+    """The effect on ``--model``'s outputs for ``--text`` of dropping the ``--head`` values together, or of
+    each head alone when none is given."""
+    from attnx.analysis.effects import ablations, parse_heads
+    from attnx.engines import resolve_dtype
+    from attnx.models import open_model
+
+    limits = limits or Limits.from_env()
+    path, given = check_model_options(None, model=model, text=text)
+    words = read_text(given, limits)
+    with open_model(path, resolve_dtype(engine, device, dtype), limits) as opened:
+        sets = [parse_heads(heads, opened.layers, opened.architecture.heads)] if heads else None
+        encoded = opened.encode(words)
+        with progress_for("ablating", quiet, unit="ablations") as progress:
+            return ablations(opened, encoded, sets, engine=engine, device=device, progress=progress)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,13 +138,21 @@ class Model:
         return self.tokenizer.encode(text, max_length=arch.max_length, vocab_size=arch.vocab_size)
 
     def run(
-        self, text: str, *, engine: str = "numpy", device: str = "auto", heads: int | None = None, layer: int = 0
+        self,
+        text: str | Encoded,
+        *,
+        engine: str = "numpy",
+        device: str = "auto",
+        heads: int | None = None,
+        layer: int = 0,
+        drop: Mapping[int, tuple[int, ...]] | None = None,
     ) -> ForwardPass:
-        """A forward pass of ``text``, about to enter layer 0, once ``check_sizes`` has passed it for the
-        layers up to ``layer`` (the last whose attention will be computed, with ``heads`` heads)."""
-        encoded = self.encode(text)
+        """A forward pass of ``text`` (or tokens already encoded), about to enter layer 0, once ``check_sizes``
+        has passed it for the layers up to ``layer`` (the last whose attention will be computed, with ``heads``
+        heads); ``drop``: the heads each layer drops (see ForwardPass)."""
+        encoded = self.encode(text) if isinstance(text, str) else text
         self.check_sizes(len(encoded.ids), heads=heads, layer=layer)
-        return ForwardPass(self, encoded, engine=engine, device=device)
+        return ForwardPass(self, encoded, engine=engine, device=device, drop=drop)
 
     def info(self) -> ModelInfo:
         """What the checkpoint holds (read from config.json and the weights' header only)."""
@@ -190,16 +198,38 @@ class ForwardPass:
     ``layer`` is the layer the residual stream is about to enter. ``spec()`` is that layer's
     attention as a spec; ``step(needs)`` computes it on the engine (``needs`` as for ``compute``,
     ``projected`` always added) and moves on. The rest of a layer (residuals, LayerNorms, MLP) runs
-    only when the next layer's spec is asked for, so the last layer's MLP never runs.
+    only when the next layer's spec is asked for, so the last layer's MLP never runs unless the
+    model's last hidden state is asked for (``finish``).
+
+    ``drop`` maps a layer to the heads (from 0) whose output it zeroes before W_o: an ablation, as
+    transformers' ``head_mask`` did (0 on a head's weights after the softmax). ``branch`` copies the
+    pass where it stands, so an ablation from layer l on reuses the layers before it.
     """
 
-    def __init__(self, model: Model, encoded: Encoded, *, engine: str = "numpy", device: str = "auto") -> None:
+    def __init__(
+        self,
+        model: Model,
+        encoded: Encoded,
+        *,
+        engine: str = "numpy",
+        device: str = "auto",
+        drop: Mapping[int, tuple[int, ...]] | None = None,
+    ) -> None:
         self.model = model
+        self.encoded = encoded
         self.tokens = encoded.tokens
         self.engine, self.device = engine, device
+        self.drop: Mapping[int, tuple[int, ...]] = drop or {}
         self.layer = 0
         self._stream: np.ndarray = model.architecture.embed(encoded)  # (N, d_model)
         self._pending: np.ndarray | None = None  # the projected attention output of layer - 1
+
+    def branch(self, drop: Mapping[int, tuple[int, ...]] | None = None) -> ForwardPass:
+        """A copy of this pass where it stands, going on with ``drop`` (layers before ``layer`` have run)."""
+        copy = object.__new__(ForwardPass)
+        copy.__dict__.update(self.__dict__)
+        copy.drop = drop or {}
+        return copy
 
     def stream(self) -> np.ndarray:
         """The residual stream entering the current layer, ``[token, d_model]``: once every layer has run,
@@ -210,10 +240,12 @@ class ForwardPass:
         return self._stream
 
     def spec(self) -> AttentionSpec:
-        """The attention of the layer the stream is about to enter."""
+        """The attention of the layer the stream is about to enter (its dropped heads set, if any)."""
         stream = self.stream()
         self.model.check_layer(self.layer)
-        return self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
+        spec = self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
+        dropped = self.drop.get(self.layer)
+        return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
 
     def step(self, needs: Collection[str] = ()) -> AttentionResult:
         """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer."""
@@ -225,6 +257,12 @@ class ForwardPass:
         self._pending = result.projected
         self.layer += 1
         return result
+
+    def finish(self) -> np.ndarray:
+        """Run the layers left and return the model's last hidden state ``[token, d_model]`` (final norm applied)."""
+        while self.layer < self.model.layers:
+            self.step()
+        return self.model.architecture.final(self.stream())
 
 
 def describe(path: str | Path, limits: Limits | None = None) -> ModelInfo:

@@ -128,9 +128,10 @@ class Architecture:
             )
         return ACTIVATIONS[name]
 
-    def weight(self, name: str, *alternatives: str, shape: Shape = None) -> np.ndarray:
+    def weight(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> np.ndarray:
         """A tensor of the checkpoint in the working dtype, its shape checked against ``shape`` first."""
-        return self.checkpoint.tensor(name, *alternatives, shape=shape).astype(self.dtype, copy=False)
+        tensor = self.checkpoint.tensor(name, *alternatives, shape=shape, prefixed=prefixed)
+        return tensor.astype(self.dtype, copy=False)
 
     def embed(self, encoded: Encoded) -> np.ndarray:
         """The residual stream entering layer 0, ``[token, d_model]``."""
@@ -143,6 +144,20 @@ class Architecture:
     def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
         """The residual stream leaving layer ``layer``, from the one entering it and its attention's output."""
         raise NotImplementedError
+
+    def final(self, stream: np.ndarray) -> np.ndarray:
+        """The model's last hidden state from the residual stream leaving its last layer (transformers'
+        ``last_hidden_state``): a final norm where the family has one, else the stream itself."""
+        return stream
+
+    @property
+    def has_lm_head(self) -> bool:
+        """Whether the checkpoint can turn a hidden state into next-token logits (``logits``)."""
+        return False
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Next-token logits ``[token, vocab]`` from the last hidden state (only where ``has_lm_head``)."""
+        raise ModelError(f"{self.checkpoint.name}: the checkpoint has no language-model head")
 
     def is_buffer(self, name: str) -> bool:
         """True for stored tensors that are not learned (position ids, causal-mask buffers)."""

@@ -226,9 +226,9 @@ class Checkpoint:
             self._held = frozenset(held)
         return self._held
 
-    def has(self, name: str) -> bool:
-        """True when the weights hold tensor ``name`` (under the prefix)."""
-        return self.prefix + name in self.keys()
+    def has(self, name: str, *, prefixed: bool = True) -> bool:
+        """True when the weights hold tensor ``name`` (under the prefix, unless not ``prefixed``)."""
+        return (self.prefix if prefixed else "") + name in self.keys()
 
     def use_prefix(self, prefixes: Sequence[str], probe: str, family: str) -> None:
         """Pick the first of ``prefixes`` under which the weights hold ``probe``; none is a ModelError."""
@@ -240,12 +240,14 @@ class Checkpoint:
         looked = " or ".join(repr(p + probe) for p in prefixes)
         raise ModelError(f"{self.path / WEIGHTS}: no tensor {looked}: not a {family} checkpoint")
 
-    def _slice(self, name: str, *alternatives: str, shape: Shape = None) -> tuple[Any, str]:
+    def _slice(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> tuple[Any, str]:
         """The lazy slice of tensor ``name`` (or the first alternative held), once its dtype is a float and its
-        shape the one config.json implies (``shape``: None checks nothing; an axis of None any size)."""
+        shape the one config.json implies (``shape``: None checks nothing; an axis of None any size). Names are
+        under the prefix unless not ``prefixed`` (a task model's head, such as ``lm_head.weight``)."""
         held = self.keys()
+        prefix = self.prefix if prefixed else ""
         for candidate in (name, *alternatives):
-            full = self.prefix + candidate
+            full = prefix + candidate
             if full in held:
                 part = self._open(self._where(full)).get_slice(full)
                 dtype, found = part.get_dtype(), tuple(part.get_shape())
@@ -259,12 +261,12 @@ class Checkpoint:
                         f"{self._where(full)}: tensor {full!r} has shape {found}, where config.json implies {implied}"
                     )
                 return part, full
-        raise ModelError(f"{self.path / WEIGHTS}: missing tensor {self.prefix + name!r}")
+        raise ModelError(f"{self.path / WEIGHTS}: missing tensor {prefix + name!r}")
 
-    def tensor(self, name: str, *alternatives: str, shape: Shape = None) -> np.ndarray:
-        """Tensor ``name`` (under the prefix; else the first of ``alternatives`` held), read now, its shape
-        checked against ``shape`` (what config.json implies) and the caps first."""
-        part, full = self._slice(name, *alternatives, shape=shape)
+    def tensor(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> np.ndarray:
+        """Tensor ``name`` (under the prefix unless not ``prefixed``; else the first of ``alternatives`` held),
+        read now, its shape checked against ``shape`` (what config.json implies) and the caps first."""
+        part, full = self._slice(name, *alternatives, shape=shape, prefixed=prefixed)
         self._check_shape(full, tuple(part.get_shape()))
         return self._read(part, full, slice(None))
 

@@ -26,6 +26,7 @@ from attnx.models.nn import dense
 from attnx.models.tokenize import Encoded
 
 ROPE_TYPES = ("default", "linear", "llama3")
+LM_HEAD = "lm_head.weight"  # beside the model's tensors (outside the ``model.`` prefix) when not tied
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,28 @@ class Decoder(Architecture):
         """The gated MLP: down(act(gate(x)) * up(x))."""
         gate, up = self.project(x, p + "mlp.gate_proj", self.d_ff), self.project(x, p + "mlp.up_proj", self.d_ff)
         return self.project(self.act(gate) * up, p + "mlp.down_proj", self.d_model)  # (N, d_ff) -> (N, d_model)
+
+    def final(self, stream: np.ndarray) -> np.ndarray:
+        """The final RMSNorm (``norm``) of the stream leaving the last layer."""
+        return self.norm(stream, "norm")
+
+    @property
+    def has_lm_head(self) -> bool:
+        """Tied embeddings, or an ``lm_head.weight`` beside the model's tensors."""
+        return self.tied or self.checkpoint.has(LM_HEAD, prefixed=False)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """``hidden @ W.T`` with the tied embeddings or ``lm_head``, soft-capped by ``final_logit_softcapping``
+        where config.json sets it (Gemma 2)."""
+        shape = (self.vocab_size, self.d_model)
+        table = self.weight("embed_tokens.weight", shape=shape) if self.tied else None
+        if table is None:
+            table = self.weight(LM_HEAD, shape=shape, prefixed=False)
+        logits = hidden @ table.T
+        if self.checkpoint.config.get("final_logit_softcapping") is not None:
+            cap = np.asarray(self.checkpoint.number("final_logit_softcapping", 1.0, low=0), dtype=logits.dtype)
+            logits = cap * np.tanh(logits / cap)
+        return logits
 
     def is_buffer(self, name: str) -> bool:
         """Older checkpoints store each layer's rotary frequencies (``rotary_emb.inv_freq``)."""

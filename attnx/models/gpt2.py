@@ -87,6 +87,19 @@ class Gpt2(Architecture):
         inner = self.act(self.conv(normed, p + "mlp.c_fc", self.d_model, self.d_ff))  # (N, d_ff)
         return h + self.conv(inner, p + "mlp.c_proj", self.d_ff, self.d_model)
 
+    def final(self, stream: np.ndarray) -> np.ndarray:
+        """ln_f of the stream leaving the last layer."""
+        return layer_norm(stream, *self.norm("ln_f"), self.eps)
+
+    @property
+    def has_lm_head(self) -> bool:
+        """GPT-2's output layer is its token embeddings (tied), so every checkpoint has one."""
+        return True
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """``hidden @ wte.T``: GPT-2 ties its output layer to the token embeddings."""
+        return hidden @ self.weight("wte.weight", shape=(self.vocab_size, self.d_model)).T
+
     def is_buffer(self, name: str) -> bool:
         """Older GPT-2 checkpoints store each layer's causal mask (``attn.bias``, ``attn.masked_bias``)."""
         return name.endswith((".attn.bias", ".attn.masked_bias")) or super().is_buffer(name)

@@ -27,12 +27,14 @@ class Encoded:
 
     ``pieces`` are the tokens as the vocabulary spells them (``Ġcat``, ``Ċ``, ``##ing``); ``tokens``
     are their labels, what every table, trace and JSON shows (`` cat``, ``\\n``, ``##ing``; see ``label``).
+    ``special`` marks the tokens the tokenizer added around the text (``[CLS]``, ``[SEP]``, ``<s>``).
     """
 
     ids: np.ndarray
     type_ids: np.ndarray
     tokens: tuple[str, ...]
     pieces: tuple[str, ...] = ()
+    special: tuple[bool, ...] = ()
 
 
 @functools.cache
@@ -179,12 +181,44 @@ class TextTokenizer:
                 f"{self.path}: token id {int(ids.max())} is beyond the model's vocabulary of {vocab_size}: "
                 "the tokenizer does not belong to this model"
             )
-        pieces = tuple(encoding.tokens)
+        special = tuple(bool(flag) for flag in encoding.special_tokens_mask)
+        return self._labelled(ids, np.asarray(encoding.type_ids, dtype=np.intp), tuple(encoding.tokens), special)
+
+    def _labelled(
+        self, ids: np.ndarray, type_ids: np.ndarray, pieces: tuple[str, ...], special: tuple[bool, ...]
+    ) -> Encoded:
         labels = tuple(
             label(piece, spelling="plain" if int(i) in self._added else self.spelling)
-            for piece, i in zip(pieces, encoding.ids, strict=True)
+            for piece, i in zip(pieces, ids, strict=True)
         )
-        return Encoded(ids, np.asarray(encoding.type_ids, dtype=np.intp), labels, pieces)
+        return Encoded(ids, type_ids, labels, pieces, special)
+
+    def labels(self, ids: np.ndarray) -> tuple[str, ...]:
+        """The labels of token ids (an id the tokenizer does not know: ``<id 123>``)."""
+        out = []
+        for i in np.asarray(ids).ravel():
+            piece = self._tokenizer.id_to_token(int(i))
+            out.append(f"<id {int(i)}>" if piece is None else label(piece, spelling="plain" if int(i) in self._added
+                                                                    else self.spelling))  # fmt: skip
+        return tuple(out)
+
+    def repeated(self, length: int, *, vocab_size: int, rng: np.random.Generator) -> Encoded:
+        """``length`` random tokens (none of them added or special) twice over, between the special tokens the
+        tokenizer puts around a text: the input that shows induction heads (Olsson et al., 2022)."""
+        with native(f"{self.path}: the tokenizer cannot encode a word"):
+            around = self._tokenizer.encode("a", add_special_tokens=True)
+            size = min(vocab_size, self.vocab_size)
+            pool = np.setdiff1d(np.arange(size), np.fromiter(self._added, dtype=np.intp, count=len(self._added)))
+            if pool.size < length:
+                raise ModelError(f"{self.path}: the vocabulary has {pool.size} ordinary tokens; {length} are needed")
+            drawn = rng.choice(pool, size=length, replace=False)
+            flags = list(around.special_tokens_mask)
+            first = flags.index(0) if 0 in flags else len(flags)
+            last = len(flags) - flags[::-1].index(0) if 0 in flags else len(flags)
+            ids = np.concatenate([around.ids[:first], drawn, drawn, around.ids[last:]]).astype(np.intp)
+            pieces = tuple(self._tokenizer.id_to_token(int(i)) or "" for i in ids)
+        special = tuple(i < first or i >= first + 2 * length for i in range(len(ids)))
+        return self._labelled(ids, np.zeros(len(ids), dtype=np.intp), pieces, special)
 
 
 def _spelling(tokenizer: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -241,9 +242,9 @@ class TestLaziness:
         opened: list[Path] = []
         original_slice, original_open = Checkpoint._slice, Checkpoint._open
 
-        def spy_slice(self: Checkpoint, name: str, *alternatives: str, shape: object = None) -> object:
+        def spy_slice(self: Checkpoint, name: str, *alternatives: str, **options: Any) -> object:
             read.append(name)
-            return original_slice(self, name, *alternatives, shape=shape)
+            return original_slice(self, name, *alternatives, **options)
 
         def spy_open(self: Checkpoint, path: Path) -> object:
             opened.append(path)

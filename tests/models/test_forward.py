@@ -86,9 +86,9 @@ class TestLaziness:
         read: list[str] = []
         original_slice = Checkpoint._slice
 
-        def spy(self: Checkpoint, name: str, *alternatives: str, shape=None):
+        def spy(self: Checkpoint, name: str, *alternatives: str, **options):
             read.append(name)
-            return original_slice(self, name, *alternatives, shape=shape)
+            return original_slice(self, name, *alternatives, **options)
 
         monkeypatch.setattr(Checkpoint, "_slice", spy)
         load_model_spec(bert.path, TEXT, 1)

@@ -1,0 +1,144 @@
+"""`attnx ablate`: what dropping heads does to a model, as a layer × head heatmap, per-token tables and JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from attnx.analysis.effects import Ablations, Effect, Head
+from attnx.render.heatmap import HeatScale, heatmap, legend
+from attnx.render.layout import add_columns, compact_table
+from attnx.render.model import tokens_line
+from attnx.render.numbers import fmt
+from attnx.render.serialize import FORMAT_VERSION, to_plain
+
+LARGEST = 8  # heads the sweep lists, largest effect first
+CHANGED = "≠"  # marks a token whose most likely next token changed
+RULE = "dropped: the head's output zeroed before W_o (as transformers' head_mask); the rest of the model runs as it is"
+
+
+def head_label(head: Head) -> str:
+    """``L2H3`` (both from 0)."""
+    return f"L{head[0]}H{head[1]}"
+
+
+def _measure(view: Ablations) -> tuple[str, str]:
+    """What the sweep's grid shows: the mean KL with an LM head, else the mean relative shift."""
+    if view.lm_head:
+        return "kl", "mean KL(intact ‖ dropped) of the next-token distribution, nats"
+    return "shift", "mean ‖h' − h‖ / ‖h‖ of the last hidden state"
+
+
+def _value(effect: Effect, measure: str) -> float:
+    found = effect.mean_kl if measure == "kl" else effect.mean_shift
+    return float("nan") if found is None else found
+
+
+def sweep_view(view: Ablations, precision: int, *, colour: bool) -> RenderableType:
+    """Every head dropped alone: a layer × head heatmap of its effect, then the heads of largest effect."""
+    measure, meaning = _measure(view)
+    grid = view.grid(lambda effect: _value(effect, measure))
+    scale = HeatScale(float(np.nanmax(grid)) if np.isfinite(grid).any() else 0.0, measure)
+    title = f"Effect of dropping each head alone: {meaning}"
+    drawn = heatmap(title, grid, [f"L{layer}" for layer in range(view.layers)], [f"H{h}" for h in range(view.heads)],
+                    precision, scale=scale, colour=colour)  # fmt: skip
+    ranked = sorted(view.effects, key=lambda effect: -_value(effect, measure))[:LARGEST]
+    return Group(_about(view), Text(RULE, style="dim"), drawn, legend(scale, precision, colour),
+                 Text("largest effects:"), _effects_table(view, ranked, precision))  # fmt: skip
+
+
+def _effects_table(view: Ablations, effects: list[Effect], precision: int) -> RenderableType:
+    table = compact_table()
+    add_columns(table, "heads", numeric=False)
+    add_columns(table, "shift")
+    if view.lm_head:
+        add_columns(table, "KL")
+        add_columns(table, "top changed")
+    for effect in effects:
+        cells: list[str | Text] = [Text(", ".join(map(head_label, effect.dropped))), fmt(effect.mean_shift, precision)]
+        if view.lm_head:
+            cells += [fmt(effect.mean_kl or 0.0, precision), f"{effect.top_changed} of {len(view.tokens)}"]
+        table.add_row(*cells)
+    return table
+
+
+def set_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | None = None) -> RenderableType:
+    """One set of heads dropped together: per token, the shift, the KL and the most likely next token."""
+    effect = view.effects[0]
+    table = compact_table()
+    add_columns(table, "#")
+    add_columns(table, "token", numeric=False)
+    add_columns(table, "shift")
+    if view.lm_head:
+        add_columns(table, "KL")
+        add_columns(table, "next token (intact → dropped)", numeric=False)
+    rows = range(len(view.tokens))
+    if max_rows is not None and len(rows) > max_rows:
+        rows = range(len(view.tokens) - max_rows, len(view.tokens))  # the last tokens: where generation goes on
+    for i in rows:
+        cells: list[str | Text] = [str(i), Text(view.tokens[i]), fmt(float(effect.shift[i]), precision)]
+        if effect.kl is not None and effect.top is not None and effect.top_after is not None:
+            before, after = int(effect.top[i]), int(effect.top_after[i])
+            moved = Text(f"{view.top_labels[before]!r} → {view.top_labels[after]!r}")
+            if before != after:
+                moved.append(f" {CHANGED}", style="bold")
+            cells += [fmt(float(effect.kl[i]), precision), moved]
+        table.add_row(*cells)
+    summary = f"mean shift {fmt(effect.mean_shift, precision)}"
+    if effect.mean_kl is not None:
+        summary += f" · mean KL {fmt(effect.mean_kl, precision)} nats · top token changed at {effect.top_changed} of "
+        summary += f"{len(view.tokens)} tokens ({CHANGED})"
+    title = f"Dropping {', '.join(map(head_label, effect.dropped))} together"
+    skipped = len(view.tokens) - len(rows)
+    more = [Text(f"the first {skipped} tokens are not shown (--rows all shows them)", style="dim")] if skipped else []
+    return Group(_about(view), Text(RULE, style="dim"), Text(title, style="bold"), table, *more, Text(summary))
+
+
+def _about(view: Ablations) -> Text:
+    head = "" if view.lm_head else " · no LM head: the last hidden state only"
+    return Text(f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads{head}\n"
+                f"{tokens_line(view.tokens)}", style="dim")  # fmt: skip
+
+
+def ablations_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | None = None) -> RenderableType:
+    """The sweep's grid when every head was dropped alone; else the per-token table of the set dropped."""
+    if view.sweep:
+        return sweep_view(view, precision, colour=colour)
+    return set_view(view, precision, colour=colour, max_rows=max_rows)
+
+
+def _effect_to_dict(view: Ablations, effect: Effect) -> dict[str, Any]:
+    def labels(ids: np.ndarray | None) -> list[str] | None:
+        return None if ids is None else [view.top_labels[int(i)] for i in ids]
+
+    return {
+        "heads": [list(head) for head in effect.dropped],
+        "labels": [head_label(head) for head in effect.dropped],
+        "mean_shift": effect.mean_shift,
+        "mean_kl": effect.mean_kl,
+        "top_changed": effect.top_changed,
+        "shift": to_plain(effect.shift),
+        "kl": None if effect.kl is None else to_plain(effect.kl),
+        "top": None if effect.top is None else [int(i) for i in effect.top],
+        "top_tokens": labels(effect.top),
+        "top_after": None if effect.top_after is None else [int(i) for i in effect.top_after],
+        "top_after_tokens": labels(effect.top_after),
+    }
+
+
+def ablations_to_dict(view: Ablations) -> dict[str, Any]:
+    """The JSON object of `attnx ablate` (``format_version`` first; layers, heads and tokens from 0)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "model": view.model,
+        "architecture": view.architecture,
+        "tokens": list(view.tokens),
+        "n_layers": view.layers,
+        "n_heads": view.heads,
+        "lm_head": view.lm_head,
+        "sweep": view.sweep,
+        "ablations": [_effect_to_dict(view, effect) for effect in view.effects],
+    }
