@@ -6,12 +6,17 @@
   triangular.
 - **Value-weighted attention** (Kobayashi et al., 2020): ``‖α_ij · v_j W_O^h‖``, the size of what key j
   actually adds to query i's output through head h (without W_O, ``‖α_ij · v_j‖``).
-- **Sink mass**: the share of each head's attention that lands on the first token.
+- **Sink mass**: the share of each head's attention that lands on the first token (and, for a model, on the
+  special tokens its tokenizer adds): beside it, the share of the head's value-weighted contributions that
+  lands there. A head that parks its weight on a sink whose values are small writes little.
+- **Write**: the size of what a head adds to each query's output, ``‖Σ_j α_ij v_j W_O^h‖``, averaged over the
+  queries; ``share`` divides it by the largest head's. A head whose weights earn it a label but whose
+  share is below ``FAINT`` is flagged ``faint``: its pattern is striking and its effect small.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +69,48 @@ def value_contributions(result: AttentionResult, w_o: np.ndarray | None = None) 
     return out
 
 
-def sink_mass(result: AttentionResult) -> np.ndarray:
-    """``[head]``: the mean weight the queries put on the first key (token 0)."""
-    assert result.weights is not None
-    return np.asarray(result.weights[:, :, 0], dtype=np.float64).mean(axis=1)
+SINK = 0.5  # a head whose sink mass reaches this is labelled a sink
+FAINT = 0.2  # a labelled head whose write share is below this is flagged faint
+
+
+@dataclass(frozen=True, eq=False)
+class HeadMeasures:
+    """Per head (``[head]`` arrays, float64): sink mass by weight and by value-weighted contribution, the mean
+    size of what the head writes and its share of the largest head's; ``sinks`` are the keys counted as sinks."""
+
+    sinks: tuple[int, ...]
+    sink: np.ndarray
+    sink_value: np.ndarray
+    write: np.ndarray
+    share: np.ndarray
+
+    def is_sink(self, head: int) -> bool:
+        """Whether head ``head`` puts at least ``SINK`` of its weight on the sinks."""
+        return bool(self.sink[head] >= SINK)
+
+    def is_faint(self, head: int, label: str | None) -> bool:
+        """Whether a head with ``label`` (None: no label) writes less than ``FAINT`` of the largest head."""
+        return label is not None and bool(self.share[head] < FAINT)
+
+
+def head_measures(result: AttentionResult, w_o: np.ndarray | None = None, sinks: Sequence[int] = (0,)) -> HeadMeasures:
+    """Sink mass, value-weighted sink mass, write and share of every head (``w_o``: ``[d_model, d_out]``, or None
+    to measure ``‖α_ij v_j‖``; ``sinks``: the keys that count as sinks, key 0 by default)."""
+    assert result.weights is not None and result.v is not None  # computed with weights and V
+    keys = sorted({k for k in sinks if 0 <= k < len(result.key_tokens)})
+    weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
+    pairs = value_contributions(result, w_o)  # (H, N, M)
+    totals = pairs.sum(axis=2)  # (H, N)
+    sink = weights[:, :, keys].sum(axis=2).mean(axis=1)
+    sink_value = (pairs[:, :, keys].sum(axis=2) / np.where(totals > 0, totals, 1.0)).mean(axis=1)
+    w = None if w_o is None else np.asarray(w_o, dtype=np.float64)
+    write = np.empty(result.heads)
+    for h in range(result.heads):
+        v = np.asarray(result.v[result.kv_head(h)], dtype=np.float64)  # (M, d_k)
+        written = weights[h] @ v  # (N, d_k): the head's output
+        if w is not None:
+            written = written @ w[list(result.head_columns(h))]  # (N, d_out)
+        write[h] = np.linalg.norm(written, axis=1).mean()
+    top = write.max() if write.size else 0.0
+    share = write / top if top > 0 else np.zeros_like(write)
+    return HeadMeasures(tuple(keys), sink, sink_value, write, share)

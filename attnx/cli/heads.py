@@ -116,6 +116,7 @@ def heads(
     display = ViewFlags.pick(locals())
     caps = CapFlags.pick(locals())
     from attnx.analysis.heads import head_stats
+    from attnx.analysis.measures import head_measures
     from attnx.engines import compute
 
     layer = checkpoint.layer
@@ -128,6 +129,7 @@ def heads(
     result = compute(spec, **backend.options())
     warn_fully_masked(result.fully_masked_rows, display.quiet)
     stats = head_stats(result)
+    measures = head_measures(result, None if spec.w_o is None else spec.w_o.weight, spec.sinks)
 
     from attnx.render import heads as render
     from attnx.render.serialize import dumps
@@ -137,11 +139,13 @@ def heads(
 
         from attnx.render.tables import summary_line
 
-        shown = render.heads_view(stats, result, precision, heatmap=display.heatmap, colour=colour,
-                                  max_rows=display.max_rows)  # fmt: skip
+        shown = render.heads_view(stats, result, precision, measures=measures, heatmap=display.heatmap,
+                                  colour=colour, max_rows=display.max_rows)  # fmt: skip
         return Group(summary_line(result, spec.source), shown)
 
-    display.emit(output_format, {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result))}, table)
+    display.emit(
+        output_format, {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures))}, table
+    )
 
 
 def model_view(

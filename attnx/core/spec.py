@@ -53,7 +53,9 @@ class AttentionSpec:
     query row ``i`` (see ``select_queries``). ``w_o`` projects the concatenated heads.
     ``kv_pooled_from`` is the number of K/V heads the input had before ``with_kv_heads``
     mean-pooled them (None: not pooled). ``source`` names where the problem came from, for
-    messages. Make one with ``build`` (flat keywords) or from its parts with ``of``.
+    messages. ``special_keys`` are the keys a model's tokenizer added around the text (``[CLS]``,
+    ``<s>``): with key 0, where heads park attention (sinks). Make one with ``build`` (flat keywords)
+    or from its parts with ``of``.
     """
 
     inputs: Inputs
@@ -66,6 +68,12 @@ class AttentionSpec:
     padding: np.ndarray | None = None
     w_o: Linear | None = None
     kv_pooled_from: int | None = None
+    special_keys: tuple[int, ...] = ()
+
+    @property
+    def sinks(self) -> tuple[int, ...]:
+        """The keys counted as attention sinks: key 0 and the special keys."""
+        return tuple(sorted({0, *self.special_keys}))
 
     def __post_init__(self) -> None:
         where, settings = self.source, self.settings

@@ -244,6 +244,9 @@ class ForwardPass:
         stream = self.stream()
         self.model.check_layer(self.layer)
         spec = self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
+        special = tuple(i for i, flag in enumerate(self.encoded.special) if flag)
+        if special:
+            spec = dataclasses.replace(spec, special_keys=special)
         dropped = self.drop.get(self.layer)
         return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
 

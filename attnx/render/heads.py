@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
+from attnx.analysis.measures import FAINT, SINK, HeadMeasures
 from attnx.core.result import AttentionResult
 from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import EMPHASIS, LABEL
@@ -72,6 +73,45 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
     return table
 
 
+WRITES_MEANING = (
+    "sink: mean weight on the sinks (key 0{specials}) · by value: the share of the head's value-weighted "
+    "contributions ‖α·v·W_O‖ (Kobayashi et al., 2020) that lands there · write: mean ‖Σ α·v·W_O‖, what the "
+    "head adds to a query's output · share: of the largest head's write"
+)
+
+
+def writes_table(stats: Sequence[HeadStats], measures: HeadMeasures, precision: int) -> Table:
+    """One row per head: sink mass by weight and by value, what the head writes, and the flags they raise."""
+    table = compact_table("What the heads write")
+    table.add_column("head", justify="right", style=LABEL, no_wrap=True)
+    for header in ("sink", "by value", "write", "share"):
+        table.add_column(header, justify="right", no_wrap=True, header_style=LABEL)
+    table.add_column("note", header_style=LABEL)
+    for s in stats:
+        notes = head_notes(s, measures)
+        table.add_row(
+            f"H{s.head}", cell(measures.sink[s.head], precision), cell(measures.sink_value[s.head], precision),
+            cell(measures.write[s.head], precision), cell(measures.share[s.head], precision),
+            Text(", ".join(notes) or NONE, style="bold" if notes else "dim"),
+        )  # fmt: skip
+    return table
+
+
+def head_notes(s: HeadStats, measures: HeadMeasures) -> list[str]:
+    """``sink`` (its weight parked on the sinks) and ``faint`` (labelled, but writing little), where they hold."""
+    return [note for note, holds in (("sink", measures.is_sink(s.head)), ("faint", measures.is_faint(s.head, s.label)))
+            if holds]  # fmt: skip
+
+
+def writes_lines(measures: HeadMeasures) -> Text:
+    """What the writes table's columns mean and the rules of its notes."""
+    specials = (
+        f" and the special tokens at {', '.join(map(str, measures.sinks[1:]))}" if len(measures.sinks) > 1 else ""
+    )
+    rules = f"notes: sink = sink ≥ {SINK:g} · faint = a labelled head whose share < {FAINT:g}"
+    return Text(WRITES_MEANING.format(specials=specials) + "\n" + rules, style="dim")
+
+
 def top_key_cell(s: HeadStats, result: AttentionResult, query: int) -> Text:
     """The top key's token as text (never markup), ``cat +2 tied`` when other keys tie it, ``—`` if none."""
     top = int(s.top_key[query])
@@ -116,15 +156,19 @@ def heads_view(
     result: AttentionResult,
     precision: int,
     *,
+    measures: HeadMeasures | None = None,
     heatmap: bool = False,
     colour: bool = True,
     max_rows: int | None = None,
 ) -> RenderableType:
-    """Everything `attnx heads` prints: the label table, then per head its queries (or its weights as heatmaps).
+    """Everything `attnx heads` prints: the label table, what the heads write (with ``measures``), then per head
+    its queries (or its weights as heatmaps).
 
     Per-query tables and heatmaps of more than ``max_rows`` queries (None: no limit) show both ends.
     """
     parts: list[RenderableType] = [labels_table(stats, precision), Text(SCORE_MEANINGS, style="dim"), thresholds_line()]
+    if measures is not None:
+        parts += [writes_table(stats, measures, precision), writes_lines(measures)]
     if heatmap:
         assert result.weights is not None  # computed: the heads view always asks for the weights
         scale = scale_of([result.weights])
@@ -142,7 +186,7 @@ def _number(value: float | None) -> float | None:
     return None if value is None else to_plain(np.asarray(value, dtype=np.float64))
 
 
-def head_to_dict(s: HeadStats, result: AttentionResult) -> dict[str, Any]:
+def head_to_dict(s: HeadStats, result: AttentionResult, measures: HeadMeasures | None = None) -> dict[str, Any]:
     """One head of `attnx heads --format json` (indices 0-based; undefined numbers null).
 
     ``top_key_ties`` counts the keys tied for the largest weight (``top_key`` is the first of them).
@@ -164,11 +208,19 @@ def head_to_dict(s: HeadStats, result: AttentionResult) -> dict[str, Any]:
                 "top_key_ties": int(s.top_ties[i]),
             }
         )
-    return {**head_summary(s), "queries": queries}
+    return {**head_summary(s, measures), "queries": queries}
 
 
-def head_summary(s: HeadStats) -> dict[str, Any]:
-    """A head's label, scores and means, without its per-query numbers (0-based; undefined numbers null)."""
+def head_summary(s: HeadStats, measures: HeadMeasures | None = None) -> dict[str, Any]:
+    """A head's label, scores and means, without its per-query numbers (0-based; undefined numbers null); with
+    ``measures``, its sink mass, value-weighted sink mass, write, share and notes too (format 1.3)."""
+    extra = {} if measures is None else {
+        "sink_mass": _number(measures.sink[s.head]),
+        "sink_mass_by_value": _number(measures.sink_value[s.head]),
+        "write": _number(measures.write[s.head]),
+        "write_share": _number(measures.share[s.head]),
+        "notes": head_notes(s, measures),
+    }  # fmt: skip
     return {
         "head": s.head,
         "label": s.label,
@@ -178,11 +230,15 @@ def head_summary(s: HeadStats) -> dict[str, Any]:
         "mean_max_weight": _number(s.mean_max_weight),
         "mean_entropy": _number(s.mean_entropy),
         "mean_effective_keys": _number(s.mean_effective_keys),
+        **extra,
     }
 
 
-def heads_to_dict(stats: Sequence[HeadStats], result: AttentionResult) -> dict[str, Any]:
+def heads_to_dict(
+    stats: Sequence[HeadStats], result: AttentionResult, measures: HeadMeasures | None = None
+) -> dict[str, Any]:
     """The JSON object of `attnx heads --format json` (``format_version`` first)."""
+    sinks = {} if measures is None else {"sinks": list(measures.sinks)}
     return {
         "format_version": FORMAT_VERSION,
         "tokens": list(result.tokens),
@@ -192,5 +248,6 @@ def heads_to_dict(stats: Sequence[HeadStats], result: AttentionResult) -> dict[s
         "scale": result.scale,
         "scale_mode": result.scale_mode,
         "thresholds": dict(THRESHOLDS),
-        "heads": [head_to_dict(s, result) for s in stats],
+        **sinks,
+        "heads": [head_to_dict(s, result, measures) for s in stats],
     }

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from attnx.analysis.measures import rollout, sink_mass, value_contributions
+from attnx.analysis.measures import head_measures, rollout, value_contributions
 from attnx.cli.model_input import model_rollout
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute
@@ -69,12 +69,73 @@ class TestValueWeighted:
         without = value_contributions(result)
         assert without[1, 2, 3] == pytest.approx(result.weights[1, 2, 3] * np.linalg.norm(v[3, 3:]), rel=1e-12)
 
-    def test_sink_mass(self) -> None:
-        spec = AttentionSpec.build(q=np.eye(3), k=np.eye(3), v=np.eye(3), heads=1, tokens=tuple("abc"),
-                                   key_tokens=tuple("abc"), causal=True)  # fmt: skip
-        weights = compute(spec).weights[0]
-        assert sink_mass(compute(spec))[0] == pytest.approx(weights[:, 0].mean())
-        assert weights[0, 0] == 1.0
+
+class TestHeadMeasures:
+    """Sink mass, its value-weighted share, write and share, against the same sums written out."""
+
+    def test_by_hand(self) -> None:
+        rng = np.random.default_rng(7)
+        x = rng.standard_normal((6, 8))
+        w_q, w_k, w_v = (Linear.of(rng.standard_normal((8, 8))) for _ in range(3))
+        w_o = Linear.of(rng.standard_normal((8, 8)))
+        tokens = tuple("abcdef")
+        spec = AttentionSpec.build(x=x, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, heads=2, tokens=tokens,
+                                   key_tokens=tokens, causal=True)  # fmt: skip
+        result = compute(spec)
+        found = head_measures(result, w_o.weight, sinks=(0, 5))
+        v = x @ w_v.weight
+        writes = []
+        for h, cols in ((0, slice(0, 4)), (1, slice(4, 8))):
+            a = result.weights[h]
+            assert found.sink[h] == pytest.approx(np.mean(a[:, 0] + a[:, 5]), rel=1e-12)
+            moved = v[:, cols] @ w_o.weight[cols]  # (M, d_out): what each key's value becomes
+            norms = np.array([[np.linalg.norm(a[i, j] * moved[j]) for j in range(6)] for i in range(6)])
+            by_value = np.mean([(norms[i, 0] + norms[i, 5]) / norms[i].sum() for i in range(6)])
+            assert found.sink_value[h] == pytest.approx(by_value, rel=1e-12)
+            writes.append(np.mean([np.linalg.norm(a[i] @ moved) for i in range(6)]))
+            assert found.write[h] == pytest.approx(writes[-1], rel=1e-12)
+        np.testing.assert_allclose(found.share, np.array(writes) / max(writes), rtol=1e-12)
+        assert found.sinks == (0, 5)
+
+    def test_tiny_gpt2_layer_by_hand(self, gpt2: Reference) -> None:
+        """Layer 1 of the tiny GPT-2: write and value-weighted sink mass from transformers' weights and attention
+        input, and the checkpoint's own c_attn and c_proj read with safetensors, in NumPy."""
+        from safetensors.numpy import load_file
+
+        from attnx.models import load_model_spec
+
+        spec = load_model_spec(gpt2.path, TEXT, 1, dtype="float64")
+        found = head_measures(compute(spec, dtype="float64"), spec.w_o.weight, spec.sinks)
+        tensors = load_file(gpt2.path / "model.safetensors")
+        w, b = tensors["transformer.h.1.attn.c_attn.weight"], tensors["transformer.h.1.attn.c_attn.bias"]
+        v = gpt2.x[1].astype(np.float64) @ w[:, 64:] + b[64:]  # (N, 32): the value third
+        w_o = tensors["transformer.h.1.attn.c_proj.weight"].astype(np.float64)  # (32, 32), input-major
+        for h in range(4):
+            a = gpt2.attentions[1][h].astype(np.float64)
+            moved = v[:, 8 * h : 8 * h + 8] @ w_o[8 * h : 8 * h + 8]
+            write = np.linalg.norm(a @ moved, axis=1).mean()
+            norms = a * np.linalg.norm(moved, axis=1)[None, :]
+            assert found.write[h] == pytest.approx(write, rel=1e-5)
+            assert found.sink_value[h] == pytest.approx((norms[:, 0] / norms.sum(axis=1)).mean(), rel=1e-5)
+
+    def test_a_sink_head_on_small_values(self) -> None:
+        """Head 0 parks 0.87 of its weight on key 0, whose value is tiny, and the other values cancel: a sink
+        by weight, not by value, writing almost nothing (faint when labelled); head 1 reads key 1."""
+        q = np.tile([1.0, 0.0], (4, 1))
+        k0 = np.array([[3.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])  # head 0: key 0 scores 3/√2
+        k1 = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 0.0], [0.0, 0.0]])  # head 1: key 1
+        v = np.array([[1e-3, 0.0], [1.0, 1.0], [1.0, -1.0], [-2.0, 0.0]])  # keys 1-3 sum to zero
+        spec = AttentionSpec.build(q=np.hstack([q, q]), k=np.hstack([k0, k1]), v=np.hstack([v, v]), heads=2,
+                                   tokens=tuple("abcd"), key_tokens=tuple("abcd"))  # fmt: skip
+        result = compute(spec)
+        found = head_measures(result)
+        a = np.exp(3 / np.sqrt(2))
+        assert found.sink[0] == pytest.approx(a / (a + 3), rel=1e-12) and found.is_sink(0)
+        assert found.sink_value[0] == pytest.approx(a * 1e-3 / (a * 1e-3 + 2 * np.sqrt(2) + 2), rel=1e-9)
+        assert found.write[0] == pytest.approx(a * 1e-3 / (a + 3), rel=1e-9)
+        assert found.share[1] == 1.0 and found.share[0] < 0.01
+        assert found.is_faint(0, "first-token") and not found.is_faint(0, None) and not found.is_faint(1, "self")
+        assert not found.is_sink(1)
 
 
 class TestCommand:

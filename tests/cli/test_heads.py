@@ -49,9 +49,12 @@ class TestHeadsCommand:
         assert "induction" in out and "previous-token" in out
         assert "self ≥ 0.5 · previous-token ≥ 0.5" in out
         assert "Head 4 · columns 24-29 · d_k = 6 · induction (0.9942)" in out
-        labels = [line.split()[:2] for line in out.splitlines() if re.match(r"\s*H\d ", line)]
-        assert labels == [["H0", "self"], ["H1", "previous-token"], ["H2", "first-token"], ["H3", "uniform"],
-                          ["H4", "induction"]]  # fmt: skip
+        rows = [line.split() for line in out.splitlines() if re.match(r"\s*H\d ", line)]
+        assert [row[:2] for row in rows[:5]] == [["H0", "self"], ["H1", "previous-token"], ["H2", "first-token"],
+                                                 ["H3", "uniform"], ["H4", "induction"]]  # fmt: skip
+        # What the heads write: H2 puts 0.9964 of its weight on key 0, a sink; no head is faint.
+        assert rows[7] == ["H2", "0.9964", "0.9964", "0.9964", "1.0000", "sink"]
+        assert [row[-1] for row in rows[5:]] == ["—", "—", "sink", "—", "—"]
 
     def test_worked_example_scale_diagnostics(self, runner: CliRunner) -> None:
         """On the worked example the saturation numbers are the scaled-score std and mean max weight."""
