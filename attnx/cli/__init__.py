@@ -14,6 +14,7 @@ from attnx import __version__
 from attnx.cli import ablate as ablate_cmd
 from attnx.cli import bench as bench_cmd
 from attnx.cli import check as check_cmd
+from attnx.cli import detect as detect_cmd
 from attnx.cli import diff as diff_cmd
 from attnx.cli import engines as engines_cmd
 from attnx.cli import heads as heads_cmd
@@ -79,6 +80,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         f'attnx ablate --model {CHECKPOINT} --text "The cat sat on the mat"',
         f'attnx ablate --model {CHECKPOINT} --text "The cat sat" --head L0H1,L1H2',
     ),
+    "detect": (
+        f"attnx detect --model {CHECKPOINT}",
+        f"attnx detect --model {CHECKPOINT} --measure previous-token -f json",
+        f"attnx detect --model {CHECKPOINT} --texts configs/texts.txt -f jsonl",
+    ),
     "engines": (
         "attnx engines",
         "attnx engines --format json",
@@ -93,6 +99,7 @@ NOTES = {
     "model": f"{CHECKPOINT} is a checkpoint folder you downloaded: config.json, model.safetensors, tokenizer.json",
     "rollout": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
     "ablate": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
+    "detect": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
 }
 
 
@@ -144,6 +151,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "model": model_cmd.model,
     "rollout": rollout_cmd.rollout,
     "ablate": ablate_cmd.ablate,
+    "detect": detect_cmd.detect,
     "engines": engines_cmd.engines,
     "bench": bench_cmd.bench,
 }

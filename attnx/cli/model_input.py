@@ -9,12 +9,13 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from attnx.errors import InputError, UsageError
+from attnx.errors import InputError, ModelError, UsageError
 from attnx.limits import Limits
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from attnx.analysis.detect import Detection, TextRecord
     from attnx.analysis.effects import Ablations
     from attnx.analysis.measures import Rollout
     from attnx.analysis.model_view import ModelView
@@ -268,3 +269,60 @@ def model_ablations(
         encoded = opened.encode(words)
         with progress_for("ablating", quiet, unit="ablations") as progress:
             return ablations(opened, encoded, sets, engine=engine, device=device, progress=progress)
+
+
+def model_detection(
+    *,
+    model: str | None,
+    texts: str | None,
+    samples: int,
+    length: int,
+    seed: int,
+    engine: str = "numpy",
+    dtype: str | None = None,
+    device: str = "auto",
+    quiet: bool = False,
+    limits: Limits | None = None,
+) -> tuple[Detection, list[TextRecord]]:
+    """Head detection on ``--model`` over the texts of ``--texts`` or, without it, over ``samples`` random
+    sequences of ``length`` tokens repeated (seeded by ``seed``); with each sequence's own record."""
+    import numpy as np
+
+    from attnx.analysis.detect import Detector, TextRecord
+    from attnx.engines import resolve_dtype
+    from attnx.io.texts import read_texts
+    from attnx.models import open_model
+
+    if model is None:
+        raise UsageError("attnx detect needs a checkpoint: --model DIR")
+    limits = limits or Limits.from_env()
+    lines = read_texts(texts, limits) if texts is not None else None
+    detector, records = Detector(), []
+    with open_model(model, resolve_dtype(engine, device, dtype), limits) as opened:
+        rng = np.random.default_rng(seed)
+        arch = opened.architecture
+        count = len(lines) if lines is not None else samples
+        with progress_for("detecting", quiet, unit="texts" if lines is not None else "sequences") as progress:
+            for index in range(count):
+                if lines is not None:
+                    try:
+                        encoded = opened.encode(lines[index])
+                    except ModelError as exc:
+                        raise ModelError(f"{texts}, text {index} (from 0): {exc}") from None
+                else:
+                    encoded = opened.tokenizer.repeated(length, vocab_size=arch.vocab_size, rng=rng)
+                    if len(encoded.ids) > arch.max_length:
+                        n, most = len(encoded.ids), arch.max_length
+                        raise UsageError(f"--length {length}: repeated, with special tokens, that is {n} tokens; "
+                                         f"the model reads at most {most}")  # fmt: skip
+                forward = opened.run(encoded, engine=engine, device=device, layer=opened.layers - 1)
+                results = (forward.step(("weights", "mask")) for _ in range(opened.layers))
+                sinks = [0, *(i for i, flag in enumerate(encoded.special) if flag)]
+                own = detector.add(results, [int(i) for i in encoded.ids], sinks)
+                records.append(TextRecord(index, encoded.tokens, own))
+                progress(index + 1, count)
+        if texts is not None:
+            where = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
+        else:
+            where = f"random sequences of {length} tokens, each repeated"
+        return detector.done(model=model, architecture=arch.name, source=where), records

@@ -202,13 +202,18 @@ class TextTokenizer:
                                                                     else self.spelling))  # fmt: skip
         return tuple(out)
 
+    @functools.lru_cache(maxsize=1)  # noqa: B019 - one tokenizer per open model, kept while it is open
+    def _ordinary(self, size: int) -> np.ndarray:
+        """The ids below ``size`` that are text: not added, not special, not marked as control tokens."""
+        marked = [i for i in range(size) if _marked(self._tokenizer.id_to_token(i))]
+        return np.setdiff1d(np.arange(size), np.fromiter([*self._added, *marked], dtype=np.intp))
+
     def repeated(self, length: int, *, vocab_size: int, rng: np.random.Generator) -> Encoded:
-        """``length`` random tokens (none of them added or special) twice over, between the special tokens the
-        tokenizer puts around a text: the input that shows induction heads (Olsson et al., 2022)."""
+        """``length`` random tokens (none added, special or marked as control tokens) twice over, between the
+        special tokens the tokenizer puts around a text: the input that shows induction heads (Olsson et al., 2022)."""
         with native(f"{self.path}: the tokenizer cannot encode a word"):
             around = self._tokenizer.encode("a", add_special_tokens=True)
-            size = min(vocab_size, self.vocab_size)
-            pool = np.setdiff1d(np.arange(size), np.fromiter(self._added, dtype=np.intp, count=len(self._added)))
+            pool = self._ordinary(min(vocab_size, self.vocab_size))
             if pool.size < length:
                 raise ModelError(f"{self.path}: the vocabulary has {pool.size} ordinary tokens; {length} are needed")
             drawn = rng.choice(pool, size=length, replace=False)
@@ -219,6 +224,12 @@ class TextTokenizer:
             pieces = tuple(self._tokenizer.id_to_token(int(i)) or "" for i in ids)
         special = tuple(i < first or i >= first + 2 * length for i in range(len(ids)))
         return self._labelled(ids, np.zeros(len(ids), dtype=np.intp), pieces, special)
+
+
+def _marked(piece: str | None) -> bool:
+    """Whether a vocabulary entry looks like a control token, not text: ``[PAD]``, ``<s>``, ``<0x0A>``,
+    ``<|endoftext|>`` (tokenizers that keep their special tokens in the vocabulary, not as added tokens)."""
+    return piece is None or (len(piece) > 2 and (piece[0], piece[-1]) in (("[", "]"), ("<", ">")))
 
 
 def _spelling(tokenizer: Any) -> str:

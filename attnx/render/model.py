@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from attnx.analysis.heads import LABELS as HEAD_LABELS
 from attnx.analysis.heads import THRESHOLDS, HeadStats
 from attnx.analysis.model_view import ModelView
 from attnx.limits import size_text
@@ -28,6 +31,8 @@ CODES = {
     "induction": "ind",
     "uniform": "unif",
     "focused": "focus",
+    "duplicate-token": "dup",
+    "sink": "sink",
 }
 TOKENS_SHOWN = 16
 LABEL_STYLE = f"bold {hex_of(ACCENT)}"  # layer and head labels, fact names: legible on dark and light terminals
@@ -138,34 +143,49 @@ def tokens_line(tokens: tuple[str, ...]) -> str:
     return "tokens: " + " ".join(f"'{t}'" for t in tokens[:TOKENS_SHOWN]) + (f" … ({more} more)" if more > 0 else "")
 
 
+def codes_line(labels: Sequence[str]) -> str:
+    """``prev = previous-token, ind = induction, …``: the codes of ``labels`` that differ from the label."""
+    return ", ".join(f"{CODES[label]} = {label}" for label in labels if CODES[label] != label)
+
+
+def head_grid(heads: int, rows: Sequence[Sequence[Text]]) -> Table:
+    """A layer × head grid (``L0``, ``H0``: both from 0) of ready cells, one row per layer. No padding: the
+    box's one-space column separators are the only gaps (12 heads × 6 + 4 = 76 columns)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    table.add_column("", style=LABEL_STYLE, no_wrap=True)
+    for h in range(heads):
+        table.add_column(f"H{h}", justify="right", no_wrap=True, header_style=LABEL_STYLE)
+    for layer, cells in enumerate(rows):
+        table.add_row(f"L{layer}", *cells)
+    return table
+
+
+def coded_cell(code: str | None, value: float | None, scale: HeatScale, precision: int, *, colour: bool) -> Text:
+    """A head's label code (``—`` without one) over a number, the number drawn on its heatmap colour (dark: 0,
+    bright: the top of ``scale``) when ``colour``; its colour picks black or white numbers to stay legible."""
+    width = max(len(c) for c in CODES.values())
+    text = Text()
+    text.append(code or NONE, style="bold" if code else "dim")
+    number = cell(value, precision)
+    if colour and value is not None and np.isfinite(value):  # not dimmed: it keeps its cell's contrast
+        text.append("\n" + number.rjust(width), cell_style(scale.fraction(value)))
+    else:
+        text.append("\n" + number)
+    return text
+
+
 def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True) -> RenderableType:
-    """The layer × head grid (``L0``, ``H0``: both count from 0): each cell a head's label code over its
-    mean normalised entropy.
+    """The layer × head grid: each cell a head's label code over its mean normalised entropy.
 
     With colour the entropy is drawn on a heatmap cell (dark: one key, bright: uniform), its number
     black or white, whichever reads on the cell (see ``attnx.render.colours``).
     """
     scale = HeatScale(1.0, "entropy")
-    # No padding: the box's one-space column separators are the only gaps (12 heads × 6 + 4 = 76 columns).
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
-    table.add_column("", style=LABEL_STYLE, no_wrap=True)
-    for h in range(view.heads):
-        table.add_column(f"H{h}", justify="right", no_wrap=True, header_style=LABEL_STYLE)
-    width = max(len(CODES[label]) for label in CODES)
-    for layer, stats in enumerate(view.layers):
-        cells = []
-        for s in stats:
-            entropy = s.scores.get("uniform")
-            text = Text()
-            text.append(CODES.get(s.label or "", NONE), style="bold" if s.label else "dim")
-            number = cell(entropy, precision)
-            if colour and entropy is not None:  # the number, not dimmed: it keeps the contrast chosen for its cell
-                text.append("\n" + number.rjust(width), cell_style(scale.fraction(entropy)))
-            else:
-                text.append("\n" + number)
-            cells.append(text)
-        table.add_row(f"L{layer}", *cells)
-    codes = ", ".join(f"{code} = {label}" for label, code in CODES.items() if code != label)
+    rows = [
+        [coded_cell(CODES.get(s.label or ""), s.scores.get("uniform"), scale, precision, colour=colour) for s in stats]
+        for stats in view.layers
+    ]
+    codes = codes_line(HEAD_LABELS)
     about = (
         f"{view.model} ({view.architecture}) · {len(view.tokens)} tokens · {len(view.layers)} layers × "
         f"{view.heads} heads · {view.engine} {view.dtype} {view.device}"
@@ -174,7 +194,7 @@ def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True
         Text(about, style="dim"),
         Text(tokens_line(view.tokens), style="dim"),
         Text("Model view: each head's pattern label over its mean normalised entropy", style="bold"),
-        table,
+        head_grid(view.heads, rows),
         Text(
             f"labels as in attnx heads ({codes}; {NONE} none); entropy: mean over queries of entropy ÷ "
             "log(visible keys), 0 = one key, 1 = uniform",

@@ -16,7 +16,7 @@ from attnx.cli import CHECKPOINT, EXAMPLES, app
 from tests.runner import run_attnx
 
 ROOT = Path(__file__).parents[2]
-COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "rollout", "ablate", "engines", "bench")
+COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "rollout", "ablate", "detect", "engines", "bench")
 CASES = [pytest.param(command, example, id=example) for command, examples in EXAMPLES.items() for example in examples]
 
 

@@ -1,0 +1,52 @@
+"""Reading a batch of texts (``--texts FILE``): one text per line, or JSON Lines with a ``text`` on each line."""
+
+from __future__ import annotations
+
+import json
+
+from attnx.errors import InputError
+from attnx.io.documents import read_bytes
+from attnx.limits import Limits
+from attnx.text import clip
+
+
+def parse_texts(raw: bytes, name: str, limit: int) -> list[str]:
+    """The texts of ``raw``: each non-blank line is a text; a line starting with ``{`` or ``"`` is JSON (an
+    object with a string ``text``, or a string). Bad UTF-8, bad JSON, no texts or more than ``limit`` are
+    InputErrors naming the line (from 1, as editors count lines)."""
+    try:
+        document = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    texts: list[str] = []
+    for number, line in enumerate(document.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped[0] in '{"':
+            stripped = _json_text(stripped, f"{name}, line {number}")
+        if len(texts) == limit:
+            raise InputError(f"{name}: more than {limit:,} texts (the cap of max_dimension); split the file")
+        texts.append(stripped)
+    if not texts:
+        raise InputError(f'{name}: no texts: give one text per line, or JSON Lines with a "text" on each')
+    return texts
+
+
+def _json_text(line: str, where: str) -> str:
+    try:
+        value = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        raise InputError(f"{where}: not valid JSON: {clip(line, 40)}") from None
+    if isinstance(value, dict):
+        value = value.get("text")
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f'{where}: a JSON line must be a string or an object with a non-empty string "text"')
+    return value
+
+
+def read_texts(source: str, limits: Limits | None = None) -> list[str]:
+    """The texts of the file ``source`` (``-``: stdin), within ``max_bytes`` and at most ``max_dimension`` texts."""
+    limits = limits or Limits.from_env()
+    raw, name = read_bytes(source, limits)
+    return parse_texts(raw, name, limits.max_dimension)

@@ -1,0 +1,121 @@
+"""`attnx detect`: heads found over many sequences, as a layer × head grid, a table with counts, JSON and JSONL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from attnx.analysis.detect import DETECTORS, MEASURES, THRESHOLDS, Detection, TextRecord
+from attnx.render.heads import NONE, cell
+from attnx.render.heatmap import HeatScale, legend
+from attnx.render.layout import add_columns, compact_table
+from attnx.render.model import CODES, coded_cell, codes_line, head_grid
+from attnx.render.serialize import FORMAT_VERSION, dumps, to_plain
+
+MEANINGS = {
+    "previous-token": "mean weight on the token before the query",
+    "duplicate-token": "mean weight on the latest earlier copy of the query's token",
+    "induction": "mean weight on the token after that earlier copy",
+    "sink": "mean weight on key 0 and the special tokens",
+    "entropy": "mean entropy ÷ log(visible keys): 0 one key, 1 uniform",
+}
+
+
+def detection_view(view: Detection, measure: str, precision: int, *, colour: bool) -> RenderableType:
+    """The grid (each head's label code over ``measure``'s mean), then every labelled head with its counts."""
+    grid = view.grid(measure)
+    scale = HeatScale(1.0, measure)
+    rows = [
+        [coded_cell(CODES.get(view.label(layer, h)[0] or ""), grid[layer, h], scale, precision, colour=colour)
+         for h in range(view.heads)]
+        for layer in range(view.layers)
+    ]  # fmt: skip
+    about = (f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads · "
+             f"{view.source}: {view.sequences} sequence{'s' if view.sequences != 1 else ''}, {view.tokens:,} tokens")  # fmt: skip
+    rules = " · ".join(f"{name} ≥ {THRESHOLDS[name]:g}" for name in (*DETECTORS, "sink"))
+    return Group(
+        Text(about, style="dim"),
+        Text(f"Heads found: each head's label over its {measure} ({MEANINGS[measure]})", style="bold"),
+        head_grid(view.heads, rows),
+        legend(scale, precision, colour),
+        Text(
+            f"labels: the best detector reaching its threshold, else sink ({rules}); "
+            f"{codes_line((*DETECTORS, 'sink'))}; {NONE} none",
+            style="dim",
+        ),
+        found_table(view, precision),
+    )
+
+
+def found_table(view: Detection, precision: int) -> RenderableType:
+    """One row per labelled head: its label, the score's mean and spread across sequences, and its counts."""
+    table = compact_table("Labelled heads (mean over every scored position; spread: std of the per-sequence means)")
+    add_columns(table, "head", "label", numeric=False)
+    add_columns(table, "mean", "spread", "positions", "sequences")
+    shown = 0
+    for layer in range(view.layers):
+        for h in range(view.heads):
+            label, score = view.label(layer, h)
+            if label is None:
+                continue
+            tally = view.tallies[layer][h][label]
+            table.add_row(f"L{layer}H{h}", label, cell(score, precision), cell(tally.spread, precision),
+                          f"{tally.count:,}", str(len(tally.per_text)))  # fmt: skip
+            shown += 1
+    if not shown:
+        return Text("no head reaches a label's threshold", style="dim")
+    return table
+
+
+def _tally(view: Detection, layer: int, h: int, name: str) -> dict[str, Any]:
+    tally = view.tallies[layer][h][name]
+    return {"mean": tally.mean, "spread": tally.spread, "count": tally.count, "sequences": len(tally.per_text)}
+
+
+def detection_to_dict(view: Detection) -> dict[str, Any]:
+    """The JSON object of `attnx detect` (``format_version`` first; layers and heads from 0)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "model": view.model,
+        "architecture": view.architecture,
+        "source": view.source,
+        "sequences": view.sequences,
+        "tokens": view.tokens,
+        "n_layers": view.layers,
+        "n_heads": view.heads,
+        "thresholds": dict(THRESHOLDS),
+        "layers": [
+            {
+                "layer": layer,
+                "heads": [
+                    {"head": h, "label": view.label(layer, h)[0], "label_score": view.label(layer, h)[1],
+                     **{name: _tally(view, layer, h, name) for name in MEASURES}}
+                    for h in range(view.heads)
+                ],
+            }
+            for layer in range(view.layers)
+        ],
+    }  # fmt: skip
+
+
+def records_jsonl(records: Sequence[TextRecord]) -> Iterator[str]:
+    """`attnx detect --format jsonl`: one line per sequence, its own per-layer, per-head means."""
+    for record in records:
+        line = {
+            "format_version": FORMAT_VERSION,
+            "record": "sequence",
+            "index": record.index,
+            "tokens": list(record.tokens),
+            "layers": [[{name: to_plain_number(v) for name, v in head.items()} for head in layer]
+                       for layer in record.layers],
+        }  # fmt: skip
+        yield dumps(line)
+
+
+def to_plain_number(value: float | None) -> float | None:
+    """A float for JSON (NaN and infinities: None)."""
+    return None if value is None else to_plain(np.asarray(value, dtype=np.float64))
