@@ -34,8 +34,9 @@ def detection_view(view: Detection, measure: str, precision: int, *, colour: boo
          for h in range(view.heads)]
         for layer in range(view.layers)
     ]  # fmt: skip
+    plural = "s" if view.sequences != 1 else ""
     about = (f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads · "
-             f"{view.source}: {view.sequences} sequence{'s' if view.sequences != 1 else ''}, {view.tokens:,} tokens")  # fmt: skip
+             f"{view.source}: {view.sequences} sequence{plural}, {view.tokens:,} tokens")  # fmt: skip
     rules = " · ".join(f"{name} ≥ {THRESHOLDS[name]:g}" for name in (*DETECTORS, "sink"))
     return Group(
         Text(about, style="dim"),
