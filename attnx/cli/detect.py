@@ -29,6 +29,7 @@ from attnx.cli.options import (
     QuietOpt,
     RowFormat,
     RowsOpt,
+    TextsOpt,
     View,
     ViewOpt,
 )
@@ -44,12 +45,6 @@ class Measure(str, Enum):
     entropy = "entropy"
 
 
-TextsOpt = Annotated[
-    str | None,
-    typer.Option("--texts", metavar="FILE", help="Texts to run, one per line (or JSON Lines with a \"text\"); - reads "
-                 "stdin. Default: random tokens, each sequence repeated, as induction heads are found.",
-                 show_default=False),
-]  # fmt: skip
 SamplesOpt = Annotated[int, typer.Option("--samples", min=1, max=10_000, help="Random sequences to run.")]
 LengthOpt = Annotated[int, typer.Option("--length", min=2, max=100_000, help="Tokens in each random sequence "
                                         "(run twice over: 2 × LENGTH tokens, with the special tokens).")]  # fmt: skip

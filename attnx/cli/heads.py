@@ -42,6 +42,7 @@ from attnx.cli.options import (
     SeedOpt,
     SoftcapOpt,
     TextOpt,
+    TextsOpt,
     TokensOpt,
     View,
     ViewOpt,
@@ -87,6 +88,7 @@ def heads(
     causal: CausalOpt = False,
     model: ModelOpt = None,
     text: TextOpt = None,
+    texts: TextsOpt = None,
     layer: LayerOrAllOpt = None,
     engine: EngineOpt = Engine.numpy,
     device: DeviceOpt = Device.auto,
@@ -109,6 +111,7 @@ def heads(
 
     Labels: self, previous-token, first-token, induction, uniform, focused (thresholds in the README).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
+    --model DIR --texts FILE: every layer's heads over many texts, means with their spread and counts.
     """
     inputs = InputFlags.pick(locals())
     checkpoint = LayerOrAllFlags.pick(locals())
@@ -120,6 +123,9 @@ def heads(
     from attnx.engines import compute
 
     layer = checkpoint.layer
+    if texts is not None:
+        over_texts(texts, checkpoint, backend, display, caps, output_format=output_format, input_flags=inputs.given())
+        return
     if layer is not None and layer.strip().lower() == "all":
         if display.heatmap:
             raise UsageError("--layer all shows a grid of labels; --view heatmap draws one layer's weights")
@@ -171,4 +177,36 @@ def model_view(
         output_format,
         {OutputFormat.json: lambda: dumps(render.model_view_to_dict(view))},
         lambda colour: render.model_view_table(view, colour=colour),
+    )
+
+
+def over_texts(
+    texts: str,
+    checkpoint: ModelFlags,
+    backend: EngineFlags,
+    display: ViewFlags,
+    caps: CapFlags,
+    *,
+    output_format: OutputFormat | ReportFormat,
+    input_flags: dict[str, object],
+) -> None:
+    """`attnx heads --model DIR --texts FILE`: every layer's heads over the texts (as `attnx detect --texts`)."""
+    from attnx.cli.model_input import model_detection, refuse
+
+    if checkpoint.text is not None:
+        raise UsageError("--texts replaces --text: give one or the other")
+    if checkpoint.layer is not None and checkpoint.layer.strip().lower() != "all":
+        raise UsageError("--texts shows every layer; leave out --layer")
+    if display.heatmap:
+        raise UsageError("--texts shows a grid of labels; --view heatmap draws one text's weights")
+    refuse(input_flags, "changes one layer's input; --texts shows the model as it is")
+    found, _ = model_detection(model=checkpoint.model, texts=texts, samples=0, length=0, seed=0, quiet=display.quiet,
+                               limits=caps.limits(), **backend.options())  # fmt: skip
+    from attnx.render import detect as render
+    from attnx.render.serialize import dumps
+
+    display.emit(
+        output_format,
+        {OutputFormat.json: lambda: dumps(render.detection_to_dict(found))},
+        lambda colour: render.detection_view(found, "entropy", 2, colour=colour),
     )

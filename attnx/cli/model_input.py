@@ -294,7 +294,7 @@ def model_detection(
     from attnx.models import open_model
 
     if model is None:
-        raise UsageError("attnx detect needs a checkpoint: --model DIR")
+        raise UsageError(f"{'--texts' if texts is not None else 'attnx detect'} runs a checkpoint: give --model DIR")
     limits = limits or Limits.from_env()
     lines = read_texts(texts, limits) if texts is not None else None
     detector, records = Detector(), []

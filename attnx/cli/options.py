@@ -299,3 +299,9 @@ ExportOpt = Annotated[
     typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or text.",
                  show_default=False),
 ]  # fmt: skip
+TextsOpt = Annotated[
+    str | None,
+    typer.Option("--texts", metavar="FILE", help="With --model: texts to run, one per line (or JSON Lines with a "
+                 "\"text\"); - reads stdin.",
+                 show_default=False),
+]  # fmt: skip
