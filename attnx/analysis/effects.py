@@ -66,6 +66,11 @@ class Ablations:
     effects: tuple[Effect, ...]
     sweep: bool = False
 
+    @property
+    def swept_layers(self) -> tuple[int, ...]:
+        """The layers whose heads a sweep dropped, in order."""
+        return tuple(sorted({effect.dropped[0][0] for effect in self.effects if len(effect.dropped) == 1}))
+
     def grid(self, value: Callable[[Effect], float | None]) -> np.ndarray:
         """``[layer, head]`` of ``value`` over a sweep of single heads (NaN where a value is None)."""
         out = np.full((self.layers, self.heads), np.nan)
@@ -125,15 +130,18 @@ def ablations(
     encoded: Encoded,
     sets: Iterable[tuple[Head, ...]] | None = None,
     *,
+    layers: Iterable[int] | None = None,
     engine: str = "numpy",
     device: str = "auto",
     progress: Callable[[int, int], None] | None = None,
 ) -> Ablations:
     """The effect on ``model``'s outputs for ``encoded`` of dropping each set of heads in ``sets`` (default:
-    every head alone, layer by layer). The layers before an ablation's first dropped head run once, shared."""
+    every head of ``layers`` alone, layer by layer; all layers by default). The layers before an ablation's
+    first dropped head run once, shared."""
     arch, n = model.architecture, len(encoded.ids)
+    swept = range(model.layers) if layers is None else sorted(set(layers))
     todo = [tuple(sorted(s)) for s in sets] if sets is not None else [
-        ((layer, head),) for layer in range(model.layers) for head in range(arch.heads)
+        ((layer, head),) for layer in swept for head in range(arch.heads)
     ]  # fmt: skip
     if arch.has_lm_head:
         problem = model.limits.shape_problem((n, arch.vocab_size))

@@ -81,8 +81,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         f'attnx ablate --model {CHECKPOINT} --text "The cat sat" --head L0H1,L1H2',
     ),
     "detect": (
-        f"attnx detect --model {CHECKPOINT}",
-        f"attnx detect --model {CHECKPOINT} --measure previous-token -f json",
+        f"attnx detect --model {CHECKPOINT} --length 6",
+        f"attnx detect --model {CHECKPOINT} --samples 4 --length 6 -m sink -f json",
         f"attnx detect --model {CHECKPOINT} --texts configs/texts.txt -f jsonl",
     ),
     "engines": (

@@ -42,11 +42,19 @@ HeadOpt = Annotated[
 ]  # fmt: skip
 
 
+LayerOpt = Annotated[
+    int | None,
+    typer.Option("--layer", min=0, metavar="L", help="Without --head: drop the heads of layer L (from 0) one by one, "
+                 "not every layer's.", show_default=False),
+]  # fmt: skip
+
+
 @guarded
 def ablate(
     model: ModelOpt = None,
     text: TextOpt = None,
     head: HeadOpt = None,
+    layer: LayerOpt = None,
     engine: EngineOpt = Engine.numpy,
     device: DeviceOpt = Device.auto,
     dtype: DtypeOpt = None,
@@ -67,7 +75,7 @@ def ablate(
     """Drop heads and measure the whole model: its last hidden state and, with an LM head, its next-token guesses.
 
     A dropped head's output is zeroed before W_o, as transformers' head_mask did.
-    Without --head every head is dropped alone in turn: a layer × head heatmap of the effect.
+    Without --head every head (of --layer L only, when given) is dropped alone in turn: a layer × head heatmap.
     Per token: the shift ‖h' − h‖ / ‖h‖, the KL of the next-token distribution (nats) and its top token.
     """
     backend = EngineFlags.pick(locals())
@@ -75,7 +83,7 @@ def ablate(
     caps = CapFlags.pick(locals())
     from attnx.cli.model_input import model_ablations
 
-    found = model_ablations(model=model, text=text, heads=head, quiet=display.quiet, limits=caps.limits(),
+    found = model_ablations(model=model, text=text, heads=head, layer=layer, quiet=display.quiet, limits=caps.limits(),
                             **backend.options())  # fmt: skip
     from attnx.render import effects as render
     from attnx.render.serialize import dumps

@@ -84,8 +84,9 @@ def detect(
     """Find previous-token, duplicate-token and induction heads and sinks, over many sequences, with the counts.
 
     Each score is the mean weight a head puts on its target key, over every position of every sequence.
-    By default the sequences are random tokens repeated: an induction head attends from each token of the
-    repeat to the token after its earlier copy (Olsson et al., 2022). --texts FILE runs your texts instead.
+    By default the sequences are random tokens repeated (Olsson et al., 2022).
+    An induction head attends from each token of the repeat to the token after its earlier copy.
+    --texts FILE runs your texts instead.
     """
     backend = EngineFlags.pick(locals())
     display = ViewFlags.pick(locals())
@@ -107,5 +108,5 @@ def detect(
             OutputFormat.json: lambda: dumps(render.detection_to_dict(found)),
             OutputFormat.jsonl: lambda: render.records_jsonl(records),
         },
-        lambda colour: render.detection_view(found, measure.value, precision, colour=colour),
+        lambda colour: render.detection_view(found, measure.value, precision, colour=colour, max_rows=display.max_rows),
     )

@@ -208,5 +208,5 @@ def over_texts(
     display.emit(
         output_format,
         {OutputFormat.json: lambda: dumps(render.detection_to_dict(found))},
-        lambda colour: render.detection_view(found, "entropy", 2, colour=colour),
+        lambda colour: render.detection_view(found, "entropy", 2, colour=colour, max_rows=display.max_rows),
     )

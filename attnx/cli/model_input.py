@@ -249,6 +249,7 @@ def model_ablations(
     model: str | None,
     text: str | None,
     heads: list[str] | None,
+    layer: int | None = None,
     engine: str = "numpy",
     dtype: str | None = None,
     device: str = "auto",
@@ -256,7 +257,7 @@ def model_ablations(
     limits: Limits | None = None,
 ) -> Ablations:
     """The effect on ``--model``'s outputs for ``--text`` of dropping the ``--head`` values together, or of
-    each head alone when none is given."""
+    each head alone (of ``--layer`` only, when given) when none is given."""
     from attnx.analysis.effects import ablations, parse_heads
     from attnx.engines import resolve_dtype
     from attnx.models import open_model
@@ -266,9 +267,14 @@ def model_ablations(
     words = read_text(given, limits)
     with open_model(path, resolve_dtype(engine, device, dtype), limits) as opened:
         sets = [parse_heads(heads, opened.layers, opened.architecture.heads)] if heads else None
+        if layer is not None:
+            if heads:
+                raise UsageError("--layer picks the heads to drop one by one; --head names them: give one or the other")
+            opened.check_layer(layer)
         encoded = opened.encode(words)
         with progress_for("ablating", quiet, unit="ablations") as progress:
-            return ablations(opened, encoded, sets, engine=engine, device=device, progress=progress)
+            return ablations(opened, encoded, sets, layers=None if layer is None else [layer], engine=engine,
+                             device=device, progress=progress)  # fmt: skip
 
 
 def model_detection(

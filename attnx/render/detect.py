@@ -25,7 +25,9 @@ MEANINGS = {
 }
 
 
-def detection_view(view: Detection, measure: str, precision: int, *, colour: bool) -> RenderableType:
+def detection_view(
+    view: Detection, measure: str, precision: int, *, colour: bool, max_rows: int | None = None
+) -> RenderableType:
     """The grid (each head's label code over ``measure``'s mean), then every labelled head with its counts."""
     grid = view.grid(measure)
     scale = HeatScale(1.0, measure)
@@ -48,28 +50,29 @@ def detection_view(view: Detection, measure: str, precision: int, *, colour: boo
             f"{codes_line((*DETECTORS, 'sink'))}; {NONE} none",
             style="dim",
         ),
-        found_table(view, precision),
+        found_table(view, precision, max_rows),
     )
 
 
-def found_table(view: Detection, precision: int) -> RenderableType:
-    """One row per labelled head: its label, the score's mean and spread across sequences, and its counts."""
+def found_table(view: Detection, precision: int, max_rows: int | None = None) -> RenderableType:
+    """One row per labelled head, highest score first (at most ``max_rows``): its label, the score's mean and
+    spread across sequences, and the positions and sequences it rests on."""
+    found = [(layer, h, *view.label(layer, h)) for layer in range(view.layers) for h in range(view.heads)]
+    labelled = sorted(((layer, h, label, score) for layer, h, label, score in found if label is not None),
+                      key=lambda row: -(row[3] or 0.0))  # fmt: skip
+    if not labelled:
+        return Text("no head reaches a label's threshold", style="dim")
     table = compact_table("Labelled heads (mean over every scored position; spread: std of the per-sequence means)")
     add_columns(table, "head", "label", numeric=False)
     add_columns(table, "mean", "spread", "positions", "sequences")
-    shown = 0
-    for layer in range(view.layers):
-        for h in range(view.heads):
-            label, score = view.label(layer, h)
-            if label is None:
-                continue
-            tally = view.tallies[layer][h][label]
-            table.add_row(f"L{layer}H{h}", label, cell(score, precision), cell(tally.spread, precision),
-                          f"{tally.count:,}", str(len(tally.per_text)))  # fmt: skip
-            shown += 1
-    if not shown:
-        return Text("no head reaches a label's threshold", style="dim")
-    return table
+    shown = labelled if max_rows is None else labelled[:max_rows]
+    for layer, h, label, score in shown:
+        tally = view.tallies[layer][h][label]
+        table.add_row(f"L{layer}H{h}", label, cell(score, precision), cell(tally.spread, precision),
+                      f"{tally.count:,}", str(len(tally.per_text)))  # fmt: skip
+    more = len(labelled) - len(shown)
+    note = [Text(f"{more} more labelled heads not shown (--rows all shows them)", style="dim")] if more else []
+    return Group(table, *note)
 
 
 def _tally(view: Detection, layer: int, h: int, name: str) -> dict[str, Any]:

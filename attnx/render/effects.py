@@ -9,9 +9,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from attnx.analysis.effects import Ablations, Effect, Head
-from attnx.render.heatmap import HeatScale, heatmap, legend
+from attnx.render.heads import cell
+from attnx.render.heatmap import HeatScale, cell_style, legend
 from attnx.render.layout import add_columns, compact_table
-from attnx.render.model import tokens_line
+from attnx.render.model import head_grid, tokens_line
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 
@@ -40,14 +41,22 @@ def _value(effect: Effect, measure: str) -> float:
 def sweep_view(view: Ablations, precision: int, *, colour: bool) -> RenderableType:
     """Every head dropped alone: a layer × head heatmap of its effect, then the heads of largest effect."""
     measure, meaning = _measure(view)
-    grid = view.grid(lambda effect: _value(effect, measure))
+    layers = view.swept_layers
+    grid = view.grid(lambda effect: _value(effect, measure))[list(layers)]
     scale = HeatScale(float(np.nanmax(grid)) if np.isfinite(grid).any() else 0.0, measure)
-    title = f"Effect of dropping each head alone: {meaning}"
-    drawn = heatmap(title, grid, [f"L{layer}" for layer in range(view.layers)], [f"H{h}" for h in range(view.heads)],
-                    precision, scale=scale, colour=colour)  # fmt: skip
+    title = Text(f"Effect of dropping each head alone: {meaning}", style="bold")
+    rows = [[_cell(float(value), scale, precision, colour) for value in row] for row in grid]
+    drawn = head_grid(view.heads, rows, [f"L{layer}" for layer in layers])
     ranked = sorted(view.effects, key=lambda effect: -_value(effect, measure))[:LARGEST]
-    return Group(_about(view), Text(RULE, style="dim"), drawn, legend(scale, precision, colour),
-                 Text("largest effects:"), _effects_table(view, ranked, precision))  # fmt: skip
+    key = [legend(scale, precision, colour)] if colour else []  # without colour the cells are plain numbers
+    return Group(_about(view), Text(RULE, style="dim"), title, drawn, *key, Text("largest effects:"),
+                 _effects_table(view, ranked, precision))  # fmt: skip
+
+
+def _cell(value: float, scale: HeatScale, precision: int, colour: bool) -> Text:
+    """A number on its heatmap colour (plain without colour: the table of largest effects ranks them)."""
+    number = cell(value, precision)
+    return Text(number, style=cell_style(scale.fraction(value))) if colour and np.isfinite(value) else Text(number)
 
 
 def _effects_table(view: Ablations, effects: list[Effect], precision: int) -> RenderableType:

@@ -148,15 +148,16 @@ def codes_line(labels: Sequence[str]) -> str:
     return ", ".join(f"{CODES[label]} = {label}" for label in labels if CODES[label] != label)
 
 
-def head_grid(heads: int, rows: Sequence[Sequence[Text]]) -> Table:
-    """A layer × head grid (``L0``, ``H0``: both from 0) of ready cells, one row per layer. No padding: the
-    box's one-space column separators are the only gaps (12 heads × 6 + 4 = 76 columns)."""
+def head_grid(heads: int, rows: Sequence[Sequence[Text]], labels: Sequence[str] | None = None) -> Table:
+    """A layer × head grid (``L0``, ``H0``: both from 0) of ready cells, one row per layer (``labels``: the
+    rows' own, when not layers 0, 1, …). No padding: the box's one-space column separators are the only gaps
+    (12 heads × 6 + 4 = 76 columns)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0)
     table.add_column("", style=LABEL_STYLE, no_wrap=True)
     for h in range(heads):
         table.add_column(f"H{h}", justify="right", no_wrap=True, header_style=LABEL_STYLE)
     for layer, cells in enumerate(rows):
-        table.add_row(f"L{layer}", *cells)
+        table.add_row(labels[layer] if labels is not None else f"L{layer}", *cells)
     return table
 
 
