@@ -191,6 +191,17 @@ class TestCommand:
         assert "Effect of dropping each head alone" in out.stdout and "no LM head" in out.stdout
         assert "L2" in out.stdout and "H3" in out.stdout and "largest effects" in out.stdout
 
+    def test_one_layer_swept(self, gpt2: Reference) -> None:
+        """--layer 1 drops layer 1's heads one by one: four ablations, the grid's one row labelled L1."""
+        args = ["ablate", "--model", str(gpt2.path), "--text", TEXT, "--layer", "1"]
+        data = json.loads(run_attnx(*args, "-f", "json").stdout)
+        assert data["sweep"] is True and [a["labels"] for a in data["ablations"]] == [["L1H0"], ["L1H1"], ["L1H2"],
+                                                                                        ["L1H3"]]  # fmt: skip
+        rows = [line.split() for line in run_attnx(*args, "--no-color").stdout.splitlines() if line.startswith("L1 ")]
+        assert rows == [["L1", *(f"{a['mean_kl']:.3f}" for a in data["ablations"])]]
+        out = run_attnx(*args, "--head", "L0H1")
+        assert out.code == 2 and "give one or the other" in out.stderr
+
     def test_unknown_head_is_a_usage_error(self, gpt2: Reference) -> None:
         out = run_attnx("ablate", "--model", str(gpt2.path), "--text", TEXT, "--head", "L9H0")
         assert out.code == 2 and "L9H0 does not exist" in out.stderr
