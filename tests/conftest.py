@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-from typer.testing import CliRunner
+import sys
+
+# Bytecode caches are written even where PYTHONDONTWRITEBYTECODE is set: the suite's subprocesses (a fresh
+# `python -m attnx`, the docs' shell examples) then start as an installed attnx does, from compiled modules,
+# instead of compiling every module again, and pytest keeps its rewritten test modules between runs.
+sys.dont_write_bytecode = False
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
 
 # Tiny BERT, GPT-2 and decoder checkpoints (and the engine fixture) for tests/models and tests/cli.
 pytest_plugins = ("tests.models.checkpoints", "tests.models.decoders")

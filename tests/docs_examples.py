@@ -34,7 +34,9 @@ The environment has no ``ATTNX_*`` variable and no colour forcing, ``HF_HUB_OFFL
 ``COLUMNS=80`` (a command may set its own, ``COLUMNS=100 attnx ...``); stdout is not a terminal.
 A command that is only ``[VAR=value ...] attnx ARGS``, without shell syntax (pipes, redirections,
 ``$(...)``, ``&&``, ``;``, globs, comments other than ``# exits N``), runs in-process (tests/runner.py);
-any other runs as ``bash -o pipefail -c COMMAND`` with this Python's bin folder first on PATH.
+so does the attnx of ``attnx ARGS | REST``, whose output is piped into ``REST`` run by bash (the exit
+status as ``pipefail`` gives it); any other runs as ``bash -o pipefail -c COMMAND`` with this Python's
+bin folder first on PATH.
 
 From the command line (the repository's root):
 
@@ -269,6 +271,28 @@ def in_process_form(command: str) -> tuple[dict[str, str], list[str]] | None:
     return env, words[1:]
 
 
+def split_pipe(command: str) -> tuple[str, str] | None:
+    """``("attnx ARGS", "REST")`` for ``attnx ARGS | REST`` whose first part runs in-process, else None."""
+    quote = None
+    escaped = False
+    for i, char in enumerate(command):
+        if escaped:
+            escaped = False
+        elif quote is not None:
+            quote = None if char == quote else quote
+            escaped = char == "\\" and quote == '"'
+        elif char == "\\":
+            escaped = True
+        elif char in "'\"":
+            quote = char
+        elif char == "|":
+            first, rest = command[:i].strip(), command[i + 1 :].strip()
+            if rest and not rest.startswith("|") and in_process_form(first) is not None:
+                return first, rest
+            return None
+    return None
+
+
 def lines_match(expected: Sequence[str], actual: Sequence[str]) -> bool:
     """Whether ``actual`` matches ``expected`` line for line, where a `...` line stands for any lines, or none."""
     if not expected:
@@ -302,6 +326,19 @@ def run(example: Example, folder: Path) -> tuple[int, tuple[str, ...]]:
         env, args = plain
         outcome = run_attnx(*args, cwd=folder, env={"HF_HUB_OFFLINE": "1", "COLUMNS": COLUMNS, **env}, unset=UNSET)
         return outcome.code, output_lines(outcome.stdout, outcome.stderr)
+    piped = split_pipe(example.command)
+    if piped is not None:  # the attnx in-process, its stdout into the rest (a fresh interpreter costs seconds)
+        from tests.runner import run_attnx
+
+        env, args = in_process_form(piped[0]) or ({}, [])
+        outcome = run_attnx(*args, cwd=folder, env={"HF_HUB_OFFLINE": "1", "COLUMNS": COLUMNS, **env}, unset=UNSET)
+        proc = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", piped[1]], cwd=folder, env=base_environment(),
+            input=outcome.stdout_bytes, capture_output=True, timeout=RUN_TIMEOUT, check=False,
+        )  # fmt: skip
+        code = proc.returncode or outcome.code  # pipefail: the rightmost failure
+        stderr = outcome.stderr + proc.stderr.decode(errors="replace")
+        return code, output_lines(proc.stdout.decode(errors="replace"), stderr)
     proc = subprocess.run(
         ["bash", "-o", "pipefail", "-c", example.command], cwd=folder, env=base_environment(),
         stdin=subprocess.DEVNULL, capture_output=True, timeout=RUN_TIMEOUT, check=False,

@@ -172,6 +172,30 @@ class TestCommandForms:
         """The environment and arguments of a plain command, or None for one the shell must run."""
         assert docs.in_process_form(command) == form
 
+    @pytest.mark.parametrize(
+        ("command", "parts"),
+        [
+            ("attnx run -f json | jq -c '.a | .b'", ("attnx run -f json", "jq -c '.a | .b'")),
+            ("COLUMNS=9 attnx run | head -1", ("COLUMNS=9 attnx run", "head -1")),
+            ('attnx run --tokens "a | b" | wc -l', ('attnx run --tokens "a | b"', "wc -l")),
+            ("attnx trace -t '|'", None),
+            ("echo x | attnx run -", None),
+            ("attnx run > out.txt | cat", None),
+            ("attnx run || echo failed", None),
+        ],
+    )
+    def test_split_pipe(self, command: str, parts: tuple[str, str] | None) -> None:
+        """``attnx ARGS | REST`` splits at the first unquoted pipe when the attnx part runs in-process."""
+        assert docs.split_pipe(command) == parts
+
+    def test_a_pipe_runs_as_bash_runs_it(self, docs_folder: Path) -> None:
+        """The in-process attnx piped into bash gives bash's lines and pipefail's exit status."""
+        example = docs.parse("```console\n$ attnx run --show weights | grep -c cat\n5\n```\n")[0][0]
+        assert docs.run(example, docs_folder) == (0, ("5",))  # the source line; per head, its header and the row of cat
+        failing = docs.parse("```console\n$ attnx run --heads 3 | cat\n```\n")[0][0]
+        code, lines = docs.run(failing, docs_folder)
+        assert code == 2 and lines[-1].startswith("attnx: error:")
+
 
 class TestMatching:
     """Expected lines match actual ones exactly, `...` standing for any run of lines."""

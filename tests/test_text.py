@@ -99,7 +99,7 @@ class TestCommands:
         name.write_text(
             'tokens: ["a\\u202eb", "c\\u2066"]\nq: [[1, 0], [0, 1]]\nk: [[1, 0], [0, 1]]\nv: [[1, 0], [0, 1]]\n'
         )
-        out = run_attnx("run", str(name), "--show", "weights")
+        out = run_attnx("run", name.name, "--show", "weights", cwd=tmp_path)  # a short path: its line does not wrap
         assert out.code == 0 and is_inert(out.stdout, keep="\n") and "a\\u202eb" in out.stdout
         assert "in\\x1b[2Jput.yaml" in out.stdout
         data = json.loads(run_attnx("run", str(name), "-f", "json").stdout)
