@@ -69,6 +69,15 @@ def value_contributions(result: AttentionResult, w_o: np.ndarray | None = None) 
     return out
 
 
+def value_shares(result: AttentionResult, w_o: np.ndarray | None = None) -> np.ndarray:
+    """``[head, query, key]``: each key's share of what the query receives through the head, measured by value:
+    ``‖α_ij v_j W_O^h‖ / Σ_j ‖α_ij v_j W_O^h‖`` (a row that receives nothing stays 0). Rows sum to 1, as the
+    weights' do, so the two read side by side."""
+    pairs = value_contributions(result, w_o)
+    totals = pairs.sum(axis=2, keepdims=True)
+    return np.divide(pairs, totals, out=np.zeros_like(pairs), where=totals > 0)
+
+
 SINK = 0.5  # a head whose sink mass reaches this is labelled a sink
 FAINT = 0.2  # a labelled head whose write share is below this is flagged faint
 

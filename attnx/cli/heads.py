@@ -54,6 +54,11 @@ from attnx.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
+ValueWeightedOpt = Annotated[
+    bool,
+    typer.Option("--value-weighted", help="With --view heatmap: beside each head's weights, each key's share of "
+                 "what the query receives by value, ‖α·v·W_O‖ (JSON: value_weighted)."),
+]  # fmt: skip
 LayerOrAllOpt = Annotated[
     str | None,
     typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 0 (default 0); "
@@ -97,6 +102,7 @@ def heads(
     output_format: ReportFormatOpt = ReportFormat.table,
     output: OutputOpt = None,
     view: ViewOpt = View.table,
+    value_weighted: ValueWeightedOpt = False,
     rows: RowsOpt = "40",
     export: ExportOpt = None,
     quiet: QuietOpt = False,
@@ -119,10 +125,12 @@ def heads(
     display = ViewFlags.pick(locals())
     caps = CapFlags.pick(locals())
     from attnx.analysis.heads import head_stats
-    from attnx.analysis.measures import head_measures
+    from attnx.analysis.measures import head_measures, value_shares
     from attnx.engines import compute
 
     layer = checkpoint.layer
+    if value_weighted and output_format is ReportFormat.table and not display.heatmap:
+        raise UsageError("--value-weighted draws heatmaps beside the weights: add --view heatmap (or -f json)")
     if texts is not None:
         over_texts(texts, checkpoint, backend, display, caps, output_format=output_format, input_flags=inputs.given())
         return
@@ -135,7 +143,9 @@ def heads(
     result = compute(spec, **backend.options())
     warn_fully_masked(result.fully_masked_rows, display.quiet)
     stats = head_stats(result)
-    measures = head_measures(result, None if spec.w_o is None else spec.w_o.weight, spec.sinks)
+    w_o = None if spec.w_o is None else spec.w_o.weight
+    measures = head_measures(result, w_o, spec.sinks)
+    shares = value_shares(result, w_o) if value_weighted else None
 
     from attnx.render import heads as render
     from attnx.render.serialize import dumps
@@ -145,12 +155,12 @@ def heads(
 
         from attnx.render.tables import summary_line
 
-        shown = render.heads_view(stats, result, precision, measures=measures, heatmap=display.heatmap,
+        shown = render.heads_view(stats, result, precision, measures=measures, shares=shares, heatmap=display.heatmap,
                                   colour=colour, max_rows=display.max_rows)  # fmt: skip
         return Group(summary_line(result, spec.source), shown)
 
     display.emit(
-        output_format, {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures))}, table
+        output_format, {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures, shares))}, table
     )
 
 

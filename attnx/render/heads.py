@@ -157,12 +157,13 @@ def heads_view(
     precision: int,
     *,
     measures: HeadMeasures | None = None,
+    shares: np.ndarray | None = None,
     heatmap: bool = False,
     colour: bool = True,
     max_rows: int | None = None,
 ) -> RenderableType:
     """Everything `attnx heads` prints: the label table, what the heads write (with ``measures``), then per head
-    its queries (or its weights as heatmaps).
+    its queries (or its weights as heatmaps, followed by the value-weighted ``shares`` ``[head, query, key]``).
 
     Per-query tables and heatmaps of more than ``max_rows`` queries (None: no limit) show both ends.
     """
@@ -171,8 +172,12 @@ def heads_view(
         parts += [writes_table(stats, measures, precision), writes_lines(measures)]
     if heatmap:
         assert result.weights is not None  # computed: the heads view always asks for the weights
-        scale = scale_of([result.weights])
+        scale = scale_of([result.weights] if shares is None else [result.weights, shares])
         parts += [Rule(style="dim"), weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)]
+        if shares is not None:
+            parts += [Rule("by value: each key's share of ‖α·v·W_O‖ in the row (Kobayashi et al., 2020)", style="dim"),
+                      weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows,
+                                      matrices=shares, what=" · by value")]  # fmt: skip
         parts.append(legend(scale, precision, colour))
         return Group(*parts)
     for s in stats:
@@ -235,10 +240,14 @@ def head_summary(s: HeadStats, measures: HeadMeasures | None = None) -> dict[str
 
 
 def heads_to_dict(
-    stats: Sequence[HeadStats], result: AttentionResult, measures: HeadMeasures | None = None
+    stats: Sequence[HeadStats],
+    result: AttentionResult,
+    measures: HeadMeasures | None = None,
+    shares: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The JSON object of `attnx heads --format json` (``format_version`` first)."""
     sinks = {} if measures is None else {"sinks": list(measures.sinks)}
+    by_value = {} if shares is None else {"value_weighted": to_plain(shares)}
     return {
         "format_version": FORMAT_VERSION,
         "tokens": list(result.tokens),
@@ -250,4 +259,5 @@ def heads_to_dict(
         "thresholds": dict(THRESHOLDS),
         **sinks,
         "heads": [head_to_dict(s, result, measures) for s in stats],
+        **by_value,
     }

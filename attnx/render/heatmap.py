@@ -172,15 +172,18 @@ def weight_heatmaps(
     colour: bool,
     scale: HeatScale | None = None,
     max_rows: int | None = None,
+    matrices: np.ndarray | None = None,
+    what: str = "",
 ) -> RenderableType:
-    """Every head's weights as a grid titled as in the tables, side by side where they fit (the rows the
-    result's matrices hold, when it holds some only)."""
+    """Every head's weights (or ``matrices`` ``[head, query, key]`` instead, ``what`` added to each title) as a
+    grid titled as in the tables, side by side where they fit (the rows the result's matrices hold, when it holds
+    some only)."""
     held, matrix_rows = result, result.matrix_rows
-    weights = _weights(held)
+    weights = _weights(held) if matrices is None else matrices
     scale = scale or scale_of([weights])
     blocked = None if held.mask is None else ~held.mask
     grids = [
-        heatmap(head_title(result, h), weights[h], result.tokens, result.key_tokens, precision,
+        heatmap(head_title(result, h) + what, weights[h], result.tokens, result.key_tokens, precision,
                 scale=scale, colour=colour, blocked=blocked, max_rows=max_rows, matrix_rows=matrix_rows)
         for h in range(result.heads)
     ]  # fmt: skip

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from attnx.analysis.measures import head_measures, rollout, value_contributions
+from attnx.analysis.measures import head_measures, rollout, value_contributions, value_shares
 from attnx.cli.model_input import model_rollout
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute
@@ -68,6 +68,36 @@ class TestValueWeighted:
                     assert found[h, i, j] == pytest.approx(np.linalg.norm(contribution), rel=1e-12)
         without = value_contributions(result)
         assert without[1, 2, 3] == pytest.approx(result.weights[1, 2, 3] * np.linalg.norm(v[3, 3:]), rel=1e-12)
+
+
+class TestValueShares:
+    """Each key's share of ‖α·v·W_O‖ in its row, as `heads --value-weighted` draws it."""
+
+    def test_rows_of_shares(self) -> None:
+        """Shares are the contributions divided by their row's sum: rows sum to 1, a masked key stays 0."""
+        rng = np.random.default_rng(3)
+        x = rng.standard_normal((4, 6))
+        w_q, w_k, w_v = (Linear.of(rng.standard_normal((6, 6))) for _ in range(3))
+        w_o = rng.standard_normal((6, 6))
+        spec = AttentionSpec.build(x=x, w_q=w_q, w_k=w_k, w_v=w_v, heads=2, tokens=tuple("abcd"),
+                                   key_tokens=tuple("abcd"), causal=True)  # fmt: skip
+        result = compute(spec)
+        shares = value_shares(result, w_o)
+        pairs = value_contributions(result, w_o)
+        np.testing.assert_allclose(shares, pairs / pairs.sum(axis=2, keepdims=True), rtol=1e-12)
+        np.testing.assert_allclose(shares.sum(axis=2), 1.0, rtol=1e-12)
+        assert shares[1, 0, 1] == 0.0  # query 0 cannot see key 1
+
+    def test_command(self) -> None:
+        """--value-weighted adds the shares to the JSON and their heatmaps to the view; the table view refuses it."""
+        data = json.loads(
+            run_attnx("heads", "configs/attention-patterns.yaml", "--value-weighted", "-f", "json").stdout
+        )
+        np.testing.assert_allclose(np.sum(data["value_weighted"], axis=2), 1.0, rtol=1e-12)
+        shown = run_attnx("heads", "configs/attention-patterns.yaml", "--value-weighted", "--view", "heatmap").stdout
+        assert "Head 4 · columns 24-29 · d_k = 6 · by value" in shown
+        refused = run_attnx("heads", "--value-weighted")
+        assert refused.code == 2 and "add --view heatmap" in refused.stderr
 
 
 class TestHeadMeasures:
