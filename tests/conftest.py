@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import compileall
+import os
 import sys
+from pathlib import Path
 
-# Bytecode caches are written even where PYTHONDONTWRITEBYTECODE is set: the suite's subprocesses (a fresh
-# `python -m attnx`, the docs' shell examples) then start as an installed attnx does, from compiled modules,
-# instead of compiling every module again, and pytest keeps its rewritten test modules between runs.
+# Bytecode caches are written even where PYTHONDONTWRITEBYTECODE is set, and attnx is compiled first: the
+# suite's subprocesses (a fresh `python -m attnx`, the docs' shell examples) then start as an installed attnx
+# does, from compiled modules, instead of compiling every module again; pytest keeps its rewritten test modules.
 sys.dont_write_bytecode = False
+compileall.compile_dir(Path(__file__).parent.parent / "attnx", quiet=1)  # before any subprocess imports it
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One BLAS and OpenMP thread per worker: the workers already fill the cores, and BLAS threads that spin
+    # while they wait for a core they share would slow every worker down.
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
