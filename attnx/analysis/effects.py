@@ -10,6 +10,7 @@ whether the most likely next token changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -95,8 +96,6 @@ def kl_divergence(intact: np.ndarray, after: np.ndarray) -> np.ndarray:
 
 def parse_heads(values: Iterable[str], layers: int, heads: int) -> tuple[Head, ...]:
     """``--head`` values (``L2H3``, ``2.3`` or ``2:3``; several comma-separated) as (layer, head) pairs."""
-    import re
-
     found: list[Head] = []
     for value in values:
         for part in value.split(","):
