@@ -18,6 +18,7 @@ from attnx.cli import check as check_cmd
 from attnx.cli import detect as detect_cmd
 from attnx.cli import diff as diff_cmd
 from attnx.cli import engines as engines_cmd
+from attnx.cli import explore as explore_cmd
 from attnx.cli import heads as heads_cmd
 from attnx.cli import model as model_cmd
 from attnx.cli import rollout as rollout_cmd
@@ -86,6 +87,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         f"attnx detect --model {CHECKPOINT} --samples 4 --length 6 -m sink -f json",
         f"attnx detect --model {CHECKPOINT} --texts configs/texts.txt -f jsonl",
     ),
+    "explore": (
+        "attnx explore",
+        f'attnx explore --model {CHECKPOINT} --text "The cat sat on the mat"',
+    ),
     "engines": (
         "attnx engines",
         "attnx engines --format json",
@@ -153,6 +158,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "rollout": rollout_cmd.rollout,
     "ablate": ablate_cmd.ablate,
     "detect": detect_cmd.detect,
+    "explore": explore_cmd.explore,
     "engines": engines_cmd.engines,
     "bench": bench_cmd.bench,
 }

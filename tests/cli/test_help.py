@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -16,7 +17,20 @@ from attnx.cli import CHECKPOINT, EXAMPLES, app
 from tests.runner import run_attnx
 
 ROOT = Path(__file__).parents[2]
-COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "rollout", "ablate", "detect", "engines", "bench")
+COMMANDS = (
+    "run",
+    "trace",
+    "check",
+    "diff",
+    "heads",
+    "model",
+    "rollout",
+    "ablate",
+    "detect",
+    "explore",
+    "engines",
+    "bench",
+)
 CASES = [pytest.param(command, example, id=example) for command, examples in EXAMPLES.items() for example in examples]
 
 
@@ -76,8 +90,16 @@ class TestExamples:
         if CHECKPOINT in words:
             path = str(request.getfixturevalue("gpt2").path)
             words = [path if word == CHECKPOINT else word for word in words]
+        opened: list[Any] = []
+        if command == "explore":  # a full-screen app: the example must reach it with its state, on a terminal
+            monkeypatch.setattr("attnx.cli.explore.on_terminal", lambda: True)
+            monkeypatch.setattr("attnx.tui.app.ExploreApp.run", lambda app: opened.append(app.state))
         result = runner.invoke(app, words[1:], env={"COLUMNS": "100"})
         assert result.exit_code == 0, result.output
+        if command == "explore":
+            (state,) = opened
+            assert state.tokens
+            return
         assert result.stdout.strip()
         if "--format json" in example:
             assert json.loads(result.stdout)["format_version"]

@@ -1,0 +1,1 @@
+"""`attnx explore`: the interactive explorer (Textual), and its state, which runs without Textual."""
