@@ -16,14 +16,19 @@ per-sequence means: how much a head's score moves from text to text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnx.analysis.heads import visible_keys
 from attnx.core.result import AttentionResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.models import Model
+    from attnx.models.tokenize import Encoded
 
 DETECTORS = ("previous-token", "duplicate-token", "induction")
 MEASURES = (*DETECTORS, "sink", "entropy")
@@ -170,3 +175,26 @@ class Detector:
         """The detection over every sequence added."""
         frozen = tuple(tuple(layer) for layer in self.tallies)
         return Detection(model, architecture, source, self.sequences, self.tokens, frozen)
+
+
+def detect_heads(
+    model: Model,
+    sequences: Iterable[Encoded],
+    *,
+    count: int,
+    source: str,
+    engine: str = "numpy",
+    device: str = "auto",
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Detection, list[TextRecord]]:
+    """Every layer's heads of ``model`` over ``sequences`` (``count`` of them, for the progress), each run once
+    through every layer; with each sequence's own record. Sinks: key 0 and each sequence's special tokens."""
+    detector, records = Detector(), []
+    for index, encoded in enumerate(sequences):
+        forward = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
+        results = (forward.step(("weights", "mask")) for _ in range(model.layers))
+        own = detector.add(results, [int(i) for i in encoded.ids], (0, *forward.special_keys))
+        records.append(TextRecord(index, encoded.tokens, own))
+        if progress is not None:
+            progress(index + 1, count)
+    return detector.done(model=model.checkpoint.name, architecture=model.architecture.name, source=source), records

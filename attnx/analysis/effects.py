@@ -111,17 +111,12 @@ def parse_heads(values: Iterable[str], layers: int, heads: int) -> tuple[Head, .
     return tuple(found)
 
 
-class _Outputs:
-    """Turns a finished forward pass into what an effect compares: hidden state and log-probabilities."""
-
-    def __init__(self, model: Model) -> None:
-        self.arch = model.architecture
-        self.lm_head = self.arch.has_lm_head
-
-    def __call__(self, forward: ForwardPass) -> tuple[np.ndarray, np.ndarray | None]:
-        hidden = forward.finish()
-        logp = log_softmax(self.arch.logits(hidden)) if self.lm_head else None
-        return np.asarray(hidden, dtype=np.float64), logp
+def outputs(forward: ForwardPass, lm_head: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """What an effect compares, from a pass run to the end: the last hidden state and, with an LM head, the
+    next-token log-probabilities (both float64)."""
+    hidden = forward.finish()
+    logp = log_softmax(forward.model.architecture.logits(hidden)) if lm_head else None
+    return np.asarray(hidden, dtype=np.float64), logp
 
 
 def ablations(
@@ -138,21 +133,21 @@ def ablations(
     every head of ``layers`` alone, layer by layer; all layers by default). The layers before an ablation's
     first dropped head run once, shared."""
     arch, n = model.architecture, len(encoded.ids)
+    lm_head = arch.has_lm_head
     swept = range(model.layers) if layers is None else sorted(set(layers))
     todo = [tuple(sorted(s)) for s in sets] if sets is not None else [
         ((layer, head),) for layer in swept for head in range(arch.heads)
     ]  # fmt: skip
-    if arch.has_lm_head:
+    if lm_head:
         problem = model.limits.shape_problem((n, arch.vocab_size))
         if problem:
             raise LimitError(f"{model.checkpoint.name}: the next-token logits: {problem}")
-    outputs = _Outputs(model)
     intact = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
     starts: list[ForwardPass] = []  # the pass about to enter each layer, intact so far
     for _ in range(model.layers):
         starts.append(intact.branch())
         intact.step()
-    hidden, logp = outputs(intact)
+    hidden, logp = outputs(intact, lm_head)
     norms = np.linalg.norm(hidden, axis=1)
     top = None if logp is None else logp.argmax(axis=1)
     effects = []
@@ -160,7 +155,7 @@ def ablations(
         drop: dict[int, tuple[int, ...]] = {}
         for layer, head in dropped:
             drop[layer] = (*drop.get(layer, ()), head)
-        after_hidden, after_logp = outputs(starts[min(drop)].branch(drop))
+        after_hidden, after_logp = outputs(starts[min(drop)].branch(drop), lm_head)
         shift = np.linalg.norm(after_hidden - hidden, axis=1) / np.where(norms > 0, norms, 1.0)
         kl = top_after = None
         if logp is not None and after_logp is not None:
@@ -170,5 +165,5 @@ def ablations(
             progress(done + 1, len(todo))
     shown = sorted({int(i) for e in effects for ids in (e.top, e.top_after) if ids is not None for i in ids})
     labels = dict(zip(shown, model.tokenizer.labels(np.asarray(shown, dtype=np.intp)), strict=True))
-    return Ablations(model.checkpoint.name, arch.name, encoded.tokens, model.layers, arch.heads, arch.has_lm_head,
+    return Ablations(model.checkpoint.name, arch.name, encoded.tokens, model.layers, arch.heads, lm_head,
                      labels, tuple(effects), sweep=sets is None)  # fmt: skip

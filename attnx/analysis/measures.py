@@ -112,11 +112,12 @@ def head_measures(result: AttentionResult, w_o: np.ndarray | None = None, sinks:
     totals = pairs.sum(axis=2)  # (H, N)
     sink = weights[:, :, keys].sum(axis=2).mean(axis=1)
     sink_value = (pairs[:, :, keys].sum(axis=2) / np.where(totals > 0, totals, 1.0)).mean(axis=1)
+    result.require("head_outputs")
+    assert result.head_outputs is not None  # for type checkers: require raised otherwise
     w = None if w_o is None else np.asarray(w_o, dtype=np.float64)
     write = np.empty(result.heads)
     for h in range(result.heads):
-        v = np.asarray(result.v[result.kv_head(h)], dtype=np.float64)  # (M, d_k)
-        written = weights[h] @ v  # (N, d_k): the head's output
+        written = np.asarray(result.head_outputs[h], dtype=np.float64)  # (N, d_k): α·V, before any drop
         if w is not None:
             written = written @ w[list(result.head_columns(h))]  # (N, d_out)
         write[h] = np.linalg.norm(written, axis=1).mean()

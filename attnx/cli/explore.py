@@ -117,28 +117,24 @@ def model_layers(
 ) -> tuple[Callable[[int], AttentionSpec], int, str, Callable[[], None]]:
     """Each layer's spec of ``--model`` on ``--text``, made as the forward pass reaches it and kept; the layer
     count, the source's name, and what lets go of the checkpoint."""
-    from attnx.cli.model_input import check_model_options, read_text, refuse
-    from attnx.engines import resolve_dtype
-    from attnx.models import open_model
+    from attnx.cli.model_input import open_with_text, refuse
 
     refuse(inputs.given(), "changes an input; --model explores the model as it is")
-    limits = caps.limits()
-    path, given = check_model_options(config, model=checkpoint.model, text=checkpoint.text)
-    words = read_text(given, limits)
     options = backend.options()
-    opened = open_model(path, resolve_dtype(options["engine"], options["device"], options["dtype"]), limits)
-    forward = opened.run(words, engine=options["engine"], device=options["device"], layer=opened.layers - 1)
+    path, words, opened = open_with_text(config, model=checkpoint.model, text=checkpoint.text, limits=caps.limits(),
+                                         **options)  # fmt: skip
     specs: list[AttentionSpec] = []
-
-    def spec_of(layer: int) -> AttentionSpec:
-        while len(specs) <= layer:
-            specs.append(forward.spec())
-            forward.step()
-        return specs[layer]
-
-    try:
-        spec_of(0)  # a bad text or checkpoint is refused before the screen opens
+    try:  # a bad text or checkpoint is refused, and the checkpoint let go, before the screen opens
+        forward = opened.run(words, engine=options["engine"], device=options["device"], layer=opened.layers - 1)
+        specs.append(forward.spec())
     except BaseException:
         opened.close()
         raise
+
+    def spec_of(layer: int) -> AttentionSpec:
+        while len(specs) <= layer:
+            forward.step(spec=specs[-1])
+            specs.append(forward.spec())
+        return specs[layer]
+
     return spec_of, opened.layers, f"{path} ({opened.architecture.name})", opened.close

@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
     from attnx.io.schema import Overrides
+    from attnx.models import Model
+    from attnx.models.tokenize import Encoded
 
 ALL = "all"
 STDIN = "-"
@@ -170,6 +172,27 @@ def model_spec(
                                progress=progress, limits=limits)  # fmt: skip
 
 
+def open_with_text(
+    config: str | None,
+    *,
+    model: str | None,
+    text: str | None,
+    engine: str,
+    dtype: str | None,
+    device: str,
+    limits: Limits | None,
+) -> tuple[str, str, Model]:
+    """``--model``'s folder, ``--text`` (read from stdin for ``-``) and the checkpoint opened in the engine's
+    dtype under ``limits``, once the options fit together; the caller closes the model."""
+    from attnx.engines import resolve_dtype
+    from attnx.models import open_model
+
+    limits = limits or Limits.from_env()
+    path, given = check_model_options(config, model=model, text=text)
+    words = read_text(given, limits)
+    return path, words, open_model(path, resolve_dtype(engine, device, dtype), limits)
+
+
 @contextlib.contextmanager
 def every_layer(
     config: str | None,
@@ -185,14 +208,11 @@ def every_layer(
 ) -> Iterator[tuple[str, str, Iterator[AttentionResult]]]:
     """The model's folder, family and each layer's result on ``--text`` in turn (``needs`` computed), with a
     progress bar; the checkpoint is open while they are read."""
-    from attnx.engines import resolve_dtype
-    from attnx.models import layer_results, open_model
+    from attnx.models import layer_results
 
-    limits = limits or Limits.from_env()
-    path, given = check_model_options(config, model=model, text=text)
-    words = read_text(given, limits)
-    kind = resolve_dtype(engine, device, dtype)
-    with open_model(path, kind, limits) as opened, progress_for("layers", quiet) as progress:
+    path, words, opened = open_with_text(config, model=model, text=text, engine=engine, dtype=dtype, device=device,
+                                         limits=limits)  # fmt: skip
+    with opened, progress_for("layers", quiet) as progress:
         results = layer_results(opened, words, engine=engine, device=device, needs=needs, progress=progress)
         yield path, opened.architecture.name, iter(results)
 
@@ -259,13 +279,10 @@ def model_ablations(
     """The effect on ``--model``'s outputs for ``--text`` of dropping the ``--head`` values together, or of
     each head alone (of ``--layer`` only, when given) when none is given."""
     from attnx.analysis.effects import ablations, parse_heads
-    from attnx.engines import resolve_dtype
-    from attnx.models import open_model
 
-    limits = limits or Limits.from_env()
-    path, given = check_model_options(None, model=model, text=text)
-    words = read_text(given, limits)
-    with open_model(path, resolve_dtype(engine, device, dtype), limits) as opened:
+    _, words, opened = open_with_text(None, model=model, text=text, engine=engine, dtype=dtype, device=device,
+                                      limits=limits)  # fmt: skip
+    with opened:
         sets = [parse_heads(heads, opened.layers, opened.architecture.heads)] if heads else None
         if layer is not None:
             if heads:
@@ -294,7 +311,7 @@ def model_detection(
     sequences of ``length`` tokens repeated (seeded by ``seed``); with each sequence's own record."""
     import numpy as np
 
-    from attnx.analysis.detect import Detector, TextRecord
+    from attnx.analysis.detect import detect_heads
     from attnx.engines import resolve_dtype
     from attnx.io.texts import read_texts
     from attnx.models import open_model
@@ -303,32 +320,32 @@ def model_detection(
         raise UsageError(f"{'--texts' if texts is not None else 'attnx detect'} runs a checkpoint: give --model DIR")
     limits = limits or Limits.from_env()
     lines = read_texts(texts, limits) if texts is not None else None
-    detector, records = Detector(), []
     with open_model(model, resolve_dtype(engine, device, dtype), limits) as opened:
-        rng = np.random.default_rng(seed)
         arch = opened.architecture
-        count = len(lines) if lines is not None else samples
-        with progress_for("detecting", quiet, unit="texts" if lines is not None else "sequences") as progress:
-            for index in range(count):
-                if lines is not None:
-                    try:
-                        encoded = opened.encode(lines[index])
-                    except ModelError as exc:
-                        raise ModelError(f"{texts}, text {index} (from 0): {exc}") from None
-                else:
-                    encoded = opened.tokenizer.repeated(length, vocab_size=arch.vocab_size, rng=rng)
-                    if len(encoded.ids) > arch.max_length:
-                        n, most = len(encoded.ids), arch.max_length
-                        raise UsageError(f"--length {length}: repeated, with special tokens, that is {n} tokens; "
-                                         f"the model reads at most {most}")  # fmt: skip
-                forward = opened.run(encoded, engine=engine, device=device, layer=opened.layers - 1)
-                results = (forward.step(("weights", "mask")) for _ in range(opened.layers))
-                sinks = [0, *(i for i, flag in enumerate(encoded.special) if flag)]
-                own = detector.add(results, [int(i) for i in encoded.ids], sinks)
-                records.append(TextRecord(index, encoded.tokens, own))
-                progress(index + 1, count)
-        if texts is not None:
-            where = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
+
+        def encoded_texts(lines: list[str]) -> Iterator[Encoded]:
+            for index, line in enumerate(lines):
+                try:
+                    yield opened.encode(line)
+                except ModelError as exc:
+                    raise ModelError(f"{texts}, text {index} (from 0): {exc}") from None
+
+        def repeated(rng: np.random.Generator) -> Iterator[Encoded]:
+            for _ in range(samples):
+                encoded = opened.tokenizer.repeated(length, vocab_size=arch.vocab_size, rng=rng)
+                if len(encoded.ids) > arch.max_length:
+                    n, most = len(encoded.ids), arch.max_length
+                    raise UsageError(f"--length {length}: repeated, with special tokens, that is {n} tokens; "
+                                     f"the model reads at most {most}")  # fmt: skip
+                yield encoded
+
+        if lines is not None:
+            sequences, count = encoded_texts(lines), len(lines)
+            source = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
         else:
-            where = f"random sequences of {length} tokens, each repeated"
-        return detector.done(model=model, architecture=arch.name, source=where), records
+            sequences, count = repeated(np.random.default_rng(seed)), samples
+            source = f"random sequences of {length} tokens, each repeated"
+        with progress_for("detecting", quiet, unit="texts" if lines is not None else "sequences") as progress:
+            found, records = detect_heads(opened, sequences, count=count, source=source, engine=engine,
+                                          device=device, progress=progress)  # fmt: skip
+    return found, records

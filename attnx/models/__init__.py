@@ -145,14 +145,13 @@ class Model:
         device: str = "auto",
         heads: int | None = None,
         layer: int = 0,
-        drop: Mapping[int, tuple[int, ...]] | None = None,
     ) -> ForwardPass:
         """A forward pass of ``text`` (or tokens already encoded), about to enter layer 0, once ``check_sizes``
         has passed it for the layers up to ``layer`` (the last whose attention will be computed, with ``heads``
-        heads); ``drop``: the heads each layer drops (see ForwardPass)."""
+        heads)."""
         encoded = self.encode(text) if isinstance(text, str) else text
         self.check_sizes(len(encoded.ids), heads=heads, layer=layer)
-        return ForwardPass(self, encoded, engine=engine, device=device, drop=drop)
+        return ForwardPass(self, encoded, engine=engine, device=device)
 
     def info(self) -> ModelInfo:
         """What the checkpoint holds (read from config.json and the weights' header only)."""
@@ -216,8 +215,8 @@ class ForwardPass:
         drop: Mapping[int, tuple[int, ...]] | None = None,
     ) -> None:
         self.model = model
-        self.encoded = encoded
         self.tokens = encoded.tokens
+        self.special_keys = tuple(i for i, flag in enumerate(encoded.special) if flag)  # [CLS], <s>, …
         self.engine, self.device = engine, device
         self.drop: Mapping[int, tuple[int, ...]] = drop or {}
         self.layer = 0
@@ -244,17 +243,17 @@ class ForwardPass:
         stream = self.stream()
         self.model.check_layer(self.layer)
         spec = self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
-        special = tuple(i for i, flag in enumerate(self.encoded.special) if flag)
-        if special:
-            spec = dataclasses.replace(spec, special_keys=special)
+        if self.special_keys:
+            spec = dataclasses.replace(spec, special_keys=self.special_keys)
         dropped = self.drop.get(self.layer)
         return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
 
-    def step(self, needs: Collection[str] = ()) -> AttentionResult:
-        """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer."""
+    def step(self, needs: Collection[str] = (), spec: AttentionSpec | None = None) -> AttentionResult:
+        """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer;
+        ``spec``: the layer's spec, when the caller already made it with ``spec()``."""
         from attnx.engines import compute
 
-        spec = self.spec()
+        spec = spec or self.spec()
         dtype = self.model.architecture.dtype.name
         result = compute(spec, self.engine, dtype=dtype, device=self.device, needs={"projected", *needs})
         self._pending = result.projected

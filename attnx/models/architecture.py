@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -157,6 +158,11 @@ class Architecture:
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """Next-token logits ``[token, vocab]`` from the last hidden state (only where ``has_lm_head``)."""
+        return hidden @ self.output_table.T
+
+    @functools.cached_property
+    def output_table(self) -> np.ndarray:
+        """The language-model head's ``[vocab, d_model]`` weights, read once (a family with one says where)."""
         raise ModelError(f"{self.checkpoint.name}: the checkpoint has no language-model head")
 
     def is_buffer(self, name: str) -> bool:

@@ -9,6 +9,7 @@ with its projections, not pre-rotated Q and K.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -256,14 +257,18 @@ class Decoder(Architecture):
         """Tied embeddings, or an ``lm_head.weight`` beside the model's tensors."""
         return self.tied or self.checkpoint.has(LM_HEAD, prefixed=False)
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """``hidden @ W.T`` with the tied embeddings or ``lm_head``, soft-capped by ``final_logit_softcapping``
-        where config.json sets it (Gemma 2)."""
+    @functools.cached_property
+    def output_table(self) -> np.ndarray:
+        """The tied embeddings, or ``lm_head`` beside the model's tensors."""
         shape = (self.vocab_size, self.d_model)
-        table = self.weight("embed_tokens.weight", shape=shape) if self.tied else None
-        if table is None:
-            table = self.weight(LM_HEAD, shape=shape, prefixed=False)
-        logits = hidden @ table.T
+        if self.tied:
+            return self.weight("embed_tokens.weight", shape=shape)
+        return self.weight(LM_HEAD, shape=shape, prefixed=False)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """``hidden @ W.T`` (``output_table``), soft-capped by ``final_logit_softcapping`` where config.json sets
+        it (Gemma 2)."""
+        logits = super().logits(hidden)
         if self.checkpoint.config.get("final_logit_softcapping") is not None:
             cap = np.asarray(self.checkpoint.number("final_logit_softcapping", 1.0, low=0), dtype=logits.dtype)
             logits = cap * np.tanh(logits / cap)

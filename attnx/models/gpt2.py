@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -96,9 +97,10 @@ class Gpt2(Architecture):
         """GPT-2's output layer is its token embeddings (tied), so every checkpoint has one."""
         return True
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """``hidden @ wte.T``: GPT-2 ties its output layer to the token embeddings."""
-        return hidden @ self.weight("wte.weight", shape=(self.vocab_size, self.d_model)).T
+    @functools.cached_property
+    def output_table(self) -> np.ndarray:
+        """``wte``: GPT-2 ties its output layer to the token embeddings."""
+        return self.weight("wte.weight", shape=(self.vocab_size, self.d_model))
 
     def is_buffer(self, name: str) -> bool:
         """Older GPT-2 checkpoints store each layer's causal mask (``attn.bias``, ``attn.masked_bias``)."""

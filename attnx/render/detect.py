@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from attnx.analysis.detect import DETECTORS, MEASURES, THRESHOLDS, Detection, TextRecord
-from attnx.render.heads import NONE, cell
+from attnx.render.heads import NONE, cell, plain_number
 from attnx.render.heatmap import HeatScale, legend
 from attnx.render.layout import add_columns, compact_table
 from attnx.render.model import CODES, coded_cell, codes_line, head_grid
-from attnx.render.serialize import FORMAT_VERSION, dumps, to_plain
+from attnx.render.serialize import FORMAT_VERSION, dumps
 
 MEANINGS = {
     "previous-token": "mean weight on the token before the query",
@@ -114,12 +113,7 @@ def records_jsonl(records: Sequence[TextRecord]) -> Iterator[str]:
             "record": "sequence",
             "index": record.index,
             "tokens": list(record.tokens),
-            "layers": [[{name: to_plain_number(v) for name, v in head.items()} for head in layer]
+            "layers": [[{name: plain_number(v) for name, v in head.items()} for head in layer]
                        for layer in record.layers],
         }  # fmt: skip
         yield dumps(line)
-
-
-def to_plain_number(value: float | None) -> float | None:
-    """A float for JSON (NaN and infinities: None)."""
-    return None if value is None else to_plain(np.asarray(value, dtype=np.float64))

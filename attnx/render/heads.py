@@ -187,7 +187,8 @@ def heads_view(
     return Group(*parts)
 
 
-def _number(value: float | None) -> float | None:
+def plain_number(value: float | None) -> float | None:
+    """A float for JSON (NaN and infinities: None)."""
     return None if value is None else to_plain(np.asarray(value, dtype=np.float64))
 
 
@@ -204,10 +205,10 @@ def head_to_dict(s: HeadStats, result: AttentionResult, measures: HeadMeasures |
                 "query": result.query_positions[i],
                 "token": token,
                 "visible_keys": int(s.visible_keys[i]),
-                "entropy": _number(s.entropy[i]),
-                "normalized_entropy": _number(s.normalized_entropy[i]),
-                "effective_keys": _number(s.effective_keys[i]),
-                "max_weight": _number(s.max_weight[i]),
+                "entropy": plain_number(s.entropy[i]),
+                "normalized_entropy": plain_number(s.normalized_entropy[i]),
+                "effective_keys": plain_number(s.effective_keys[i]),
+                "max_weight": plain_number(s.max_weight[i]),
                 "top_key": top if top >= 0 else None,
                 "top_key_token": result.key_tokens[top] if top >= 0 else None,
                 "top_key_ties": int(s.top_ties[i]),
@@ -220,21 +221,21 @@ def head_summary(s: HeadStats, measures: HeadMeasures | None = None) -> dict[str
     """A head's label, scores and means, without its per-query numbers (0-based; undefined numbers null); with
     ``measures``, its sink mass, value-weighted sink mass, write, share and notes too (format 1.3)."""
     extra = {} if measures is None else {
-        "sink_mass": _number(measures.sink[s.head]),
-        "sink_mass_by_value": _number(measures.sink_value[s.head]),
-        "write": _number(measures.write[s.head]),
-        "write_share": _number(measures.share[s.head]),
+        "sink_mass": plain_number(measures.sink[s.head]),
+        "sink_mass_by_value": plain_number(measures.sink_value[s.head]),
+        "write": plain_number(measures.write[s.head]),
+        "write_share": plain_number(measures.share[s.head]),
         "notes": head_notes(s, measures),
     }  # fmt: skip
     return {
         "head": s.head,
         "label": s.label,
-        "label_score": _number(s.label_score),
-        "scores": {name: _number(s.scores[name]) for name in LABELS},
-        "scaled_std": _number(s.scaled_std),
-        "mean_max_weight": _number(s.mean_max_weight),
-        "mean_entropy": _number(s.mean_entropy),
-        "mean_effective_keys": _number(s.mean_effective_keys),
+        "label_score": plain_number(s.label_score),
+        "scores": {name: plain_number(s.scores[name]) for name in LABELS},
+        "scaled_std": plain_number(s.scaled_std),
+        "mean_max_weight": plain_number(s.mean_max_weight),
+        "mean_entropy": plain_number(s.mean_entropy),
+        "mean_effective_keys": plain_number(s.mean_effective_keys),
         **extra,
     }
 
