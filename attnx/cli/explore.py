@@ -36,6 +36,7 @@ from attnx.cli.options import (
     TokensOpt,
     WindowOpt,
 )
+from attnx.cli.output import colour_allowed
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,7 +89,7 @@ def explore(
         raise UsageError("attnx explore draws on a terminal; in scripts and pipes use run, trace or heads")
     state = explorer(config, inputs, ModelFlags(model=model, text=text), backend, caps)
     try:
-        ExploreApp(state, colour=not no_color).run()
+        ExploreApp(state, colour=colour_allowed(no_color)).run()
     finally:
         state.close()
 

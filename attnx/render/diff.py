@@ -147,11 +147,6 @@ def variant_view(
     return Group(Rule(title, align="left", style="dim"), weights, Text(""), output)
 
 
-def _grid_width(grid: FittedGrid, columns: int) -> int:
-    """Characters ``grid`` takes with its first ``columns`` columns, all shown."""
-    return grid.label_width + sum(grid.separator + grid.width(j) for j in range(columns))
-
-
 def column_runs(grid: FittedGrid, room: int) -> list[list[int]]:
     """``grid``'s columns cut into runs that each fit ``room`` characters beside the row labels (one at least)."""
     runs: list[list[int]] = [[]]
@@ -203,7 +198,7 @@ class ShiftTables:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         room, every = options.max_width, range(len(self.labels))
         full = [self.grid(m, self.labels, every) for m in range(len(self.metrics))]
-        if all(_grid_width(grid, len(every)) <= room for grid in full):
+        if all(grid.span(len(every)) <= room for grid in full):
             yield Columns(full, padding=(1, 4))
             return
         keyed = [self.grid(m, self.keys, every) for m in range(len(self.metrics))]
@@ -220,8 +215,8 @@ class ShiftTables:
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         every = range(len(self.labels))
-        full = sum(_grid_width(self.grid(m, self.labels, every), len(every)) for m in range(len(self.metrics)))
-        narrowest = max(_grid_width(self.grid(m, self.keys, [0]), 1) for m in range(len(self.metrics)))
+        full = sum(self.grid(m, self.labels, every).span(len(every)) for m in range(len(self.metrics)))
+        narrowest = max(self.grid(m, self.keys, [0]).span(1) for m in range(len(self.metrics)))
         return Measurement(min(narrowest, full), full + 4 * (len(self.metrics) - 1))
 
 

@@ -1,71 +1,218 @@
-"""The panels of `attnx explore`: the head's heatmap with the query marked, the query's row in every head, and
-the trace; each a Rich renderable drawn from the explorer's results (the app only places them)."""
+"""The panels of `attnx explore`: the token strip, the head's heatmap with the query marked (and a pinned head
+beside it), the query's row in every head, the change since the last setting, and the trace; each a Rich
+renderable drawn from the explorer's computed blocks (the app only places them).
+
+Past the width, the heatmaps show the keys around the query (key 0, where sinks gather, stays in view);
+past ``rows``, the queries around it: a long input draws and computes what is on screen only.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 
-from attnx.core.result import AttentionResult
-from attnx.render.heatmap import heatmap, legend, scale_of
+from attnx.render.fitted import FittedGrid
+from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of
+from attnx.render.numbers import fmt
 from attnx.render.tables import head_title
 from attnx.render.trace import trace_view
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnx.tui.state import Explorer
+    from attnx.tui.state import Change, Explorer
 
 CURSOR = "▶ "  # marks the query (and the head) under the cursor in row labels
+PIN = "◆ "  # marks the pinned head
 PRECISION = 2
+SCALES = {"weights": "weight", "scores": "scaled score", "value": "value share", "rollout": "rollout"}
+GAP = 2  # blanks between two heatmaps side by side
 
 
-def _marked(labels: list[str], index: int) -> list[str]:
-    """Row labels with the cursor's row marked and the others indented to match."""
-    return [(CURSOR if i == index else "  ") + label for i, label in enumerate(labels)]
+def _marked(labels: Sequence[str], index: int, pinned: int | None = None) -> list[str]:
+    """Row labels with the cursor's row marked (and a pinned one), the others indented to match."""
+    marks = {index: CURSOR} if pinned is None else {pinned: PIN, index: CURSOR}
+    return [marks.get(i, "  ") + label for i, label in enumerate(labels)]
 
 
-def _matrix(result: AttentionResult, view: str) -> np.ndarray:
-    matrix = result.weights if view == "weights" else result.scaled
-    assert matrix is not None  # the explorer computes both
-    return np.asarray(matrix)
+def _settings(state: Explorer) -> str:
+    """An input's settings as the status line says them: ``H=2 · scale sqrt_dk · contiguous · no mask``."""
+    s = state.spec.settings
+    mask = "causal" if s.causal else ("window" if s.window is not None else "no mask")
+    parts = [f"H={s.heads}", f"scale {s.scale}", s.layout, mask]
+    return " · ".join(parts)
 
 
 def status_line(state: Explorer) -> Text:
-    """Where the cursor is: the source, the layer and head, the query token, the view and the mask."""
-    result = state.result
+    """Where the cursor is: the source, the layer and head, the query token, the view and the settings."""
     layer = f"layer {state.layer} of {state.layers} · " if state.layers > 1 else ""
-    mask = "causal" if state.spec.settings.causal else "no mask"
-    flipped = " (toggled)" if state.causal_flip else ""
+    pinned = f" (pinned {state.pinned})" if state.pinned is not None else ""
     token = state.tokens[state.query]
-    return Text(f"{state.source} · {layer}head {state.head} of {result.heads} · query {state.query} '{token}' · "
-                f"{state.view} · {mask}{flipped}", style="bold")  # fmt: skip
+    return Text(f"{state.source} · {layer}head {state.head} of {state.heads}{pinned} · query {state.query} "
+                f"'{token}' · {state.view} · {_settings(state)}", style="bold")  # fmt: skip
 
 
-def head_panel(state: Explorer, *, colour: bool, max_rows: int | None = None) -> RenderableType:
-    """The head's weights (or scaled scores) as a heatmap, the query's row marked."""
-    result = state.result
-    matrix = _matrix(result, state.view)
-    scale = scale_of([matrix[state.head]], "weight" if state.view == "weights" else "scaled score")
-    blocked = None if result.mask is None else ~np.asarray(result.mask, dtype=bool)
-    title = head_title(result, state.head) + f" · {state.view}"
-    grid = heatmap(title, matrix[state.head], _marked(list(result.tokens), state.query), list(result.key_tokens),
-                   PRECISION, scale=scale, colour=colour, blocked=blocked, max_rows=max_rows)  # fmt: skip
-    return Group(grid, legend(scale, PRECISION, colour))
+def token_strip(state: Explorer, width: int) -> Text:
+    """The tokens around the query on one line, the query's reversed; a click on a token moves the cursor there."""
+    tokens, query = state.tokens, state.query
+    lo = hi = query
+    used = len(tokens[query]) + 1
+    while True:  # take tokens from both sides in turn while they fit
+        grown = False
+        for side in (-1, 1):
+            j = lo - 1 if side < 0 else hi + 1
+            if 0 <= j < len(tokens) and used + len(tokens[j]) + 1 <= width - 4:
+                used += len(tokens[j]) + 1
+                lo, hi = (j, hi) if side < 0 else (lo, j)
+                grown = True
+        if not grown:
+            break
+    strip = Text("… " if lo > 0 else "", style="dim")
+    for i in range(lo, hi + 1):
+        click = Style(meta={"@click": f"app.go({i})"})
+        strip.append(tokens[i], style=click + Style(reverse=True, bold=True) if i == query else click)
+        strip.append(" ")
+    if hi < len(tokens) - 1:
+        strip.append("…", style="dim")
+    return strip
 
 
-def heads_panel(state: Explorer, *, colour: bool) -> RenderableType:
-    """The query's row in every head, the head under the cursor marked."""
-    result = state.result
-    rows = _matrix(result, state.view)[:, state.query, :]  # (H, M)
-    scale = scale_of([rows], "weight" if state.view == "weights" else "scaled score")
-    labels = _marked([f"H{h}" for h in range(result.heads)], state.head)
-    blocked = None if result.mask is None else np.repeat(~np.asarray(result.mask, dtype=bool)[[state.query]],
-                                                          result.heads, axis=0)  # fmt: skip
-    title = f"Query {state.query} '{state.tokens[state.query]}' in every head"
-    return heatmap(title, rows, labels, list(result.key_tokens), PRECISION, scale=scale, colour=colour,
-                   blocked=blocked)  # fmt: skip
+def around(state: Explorer, count: int) -> list[int]:
+    """``count`` keys around the query (ending at its last visible key under a mask), key 0 kept first."""
+    m = len(state.key_tokens)
+    if count >= m:
+        return list(range(m))
+    blocked = state.blocked(state.query, state.query + 1)
+    visible = np.flatnonzero(~blocked[0]) if blocked is not None else np.arange(m)
+    end = int(visible.max()) + 1 if visible.size else m
+    hi = min(end, max(state.query + 1 + count // 2, count))
+    lo = max(0, hi - count)
+    keys = list(range(lo, min(m, lo + count)))
+    return keys if lo == 0 else [0, *keys[1:]]
+
+
+def fitting(make: Callable[[list[int]], FittedGrid], state: Explorer, width: int) -> FittedGrid:
+    """The grid ``make(keys)`` with as many keys around the query as ``width`` holds."""
+    count = len(state.key_tokens)
+    while True:
+        keys = around(state, count)
+        grid = make(keys)
+        left, right = grid.shown(width)
+        if not right or count <= 2:
+            return grid
+        count = max(2, len(left) + len(right))
+
+
+def _keys_note(keys: list[int], total: int) -> str:
+    """``" · keys 0, 14-23 of 40"`` when some keys are left out, else nothing."""
+    if len(keys) == total:
+        return ""
+    runs = [keys[0]] if len(keys) > 1 and keys[1] != keys[0] + 1 else []
+    first = keys[len(runs)]
+    shown = [str(k) for k in runs] + [f"{first}-{keys[-1]}" if keys[-1] > first else str(first)]
+    return f" · keys {', '.join(shown)} of {total}"
+
+
+def _head_grid(state: Explorer, head: int, rows: tuple[int, int], colour: bool, width: int, scale: HeatScale
+               ) -> FittedGrid:  # fmt: skip
+    """Head ``head``'s heatmap over queries ``rows`` (the view under the cursor)."""
+    lo, hi = rows
+    matrix = state.matrix(lo, hi)[head]  # (rows, M)
+    blocked = None if state.view == "rollout" else state.blocked(lo, hi)
+    labels = _marked(state.tokens[lo:hi], state.query - lo)
+    if state.view == "rollout":
+        title = f"Rollout through layer{'s 0-' if state.layer else ' '}{state.layer}"
+    else:
+        title = f"{head_title(state.result(), head)} · {state.view}" + (" · pinned" if head == state.pinned else "")
+    if hi - lo < len(state.tokens):
+        title += f" · queries {lo}-{hi - 1} of {len(state.tokens)}"
+
+    def make(keys: list[int]) -> FittedGrid:
+        return heatmap(title + _keys_note(keys, len(state.key_tokens)), matrix[:, keys], labels,
+                       [state.key_tokens[k] for k in keys], PRECISION, scale=scale, colour=colour,
+                       blocked=None if blocked is None else blocked[:, keys])  # fmt: skip
+
+    return fitting(make, state, width)
+
+
+def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12) -> RenderableType:
+    """The head's heatmap around the query (at most ``rows`` queries), the query's row marked, and its legend; a
+    pinned head beside it when both fit the width whole, else above it. Both share one colour scale."""
+    window = state.window(rows)
+    rollout = state.view == "rollout"
+    heads = [0] if rollout else [state.head] if state.pinned in (None, state.head) else [state.pinned, state.head]
+    scale = scale_of([state.matrix(*window)[heads]], SCALES[state.view])
+    key = legend(scale, PRECISION, colour)
+    if len(heads) == 1:
+        return Group(_head_grid(state, heads[0], window, colour, width, scale), key)
+    above, below = (_head_grid(state, h, window, colour, width, scale) for h in heads)
+    if all(grid.span(len(grid.col_labels)) <= (width - GAP) // 2 for grid in (above, below)):
+        table = Table.grid(padding=(0, GAP))  # both fit whole in half the width: side by side
+        table.add_column(ratio=1)
+        table.add_column(ratio=1)
+        table.add_row(above, below)
+        return Group(table, key)
+    return Group(above, Text(""), below, key)
+
+
+def heads_panel(state: Explorer, *, colour: bool, width: int = 80) -> RenderableType:
+    """The query's row in every head, the head under the cursor marked; in the rollout view, the query's
+    rollout row after each layer so far."""
+    q = state.query
+    if state.view == "rollout":
+        rows = state.rollout().layers[:, q, :]  # (layers so far, M)
+        labels = _marked([f"L{layer}" for layer in range(len(rows))], state.layer)
+        blocked = None
+        title = f"Query {q} '{state.tokens[q]}' rolled out after each layer"
+    else:
+        rows = state.matrix(q, q + 1)[:, 0, :]  # (H, M)
+        labels = _marked([f"H{h}" for h in range(len(rows))], state.head, state.pinned)
+        mask = state.blocked(q, q + 1)
+        blocked = None if mask is None else np.repeat(mask, len(rows), axis=0)
+        title = f"Query {q} '{state.tokens[q]}' in every head"
+    scale = scale_of([rows], SCALES[state.view])
+
+    def make(keys: list[int]) -> FittedGrid:
+        return heatmap(title + _keys_note(keys, len(state.key_tokens)), rows[:, keys], labels,
+                       [state.key_tokens[k] for k in keys], PRECISION, scale=scale, colour=colour,
+                       blocked=None if blocked is None else blocked[:, keys])  # fmt: skip
+
+    return fitting(make, state, width)
+
+
+def change_panel(state: Explorer, *, colour: bool, width: int = 80) -> RenderableType | None:
+    """The query's weights in the head before and after the last setting change, their difference, and how far
+    the query's output moved; None before any change."""
+    change = state.change()
+    if change is None:
+        return None
+    return _change_view(state, change, colour, width)
+
+
+def _change_view(state: Explorer, change: Change, colour: bool, width: int) -> RenderableType:
+    labels = ["before", "now"] if change.before is not None else ["now"]
+    rows = np.stack([*([change.before] if change.before is not None else []), change.after])
+    title = f"Since {change.label}: query {state.query} '{state.tokens[state.query]}' in H{change.head}"
+    scale = scale_of([rows], "weight")
+
+    def make(keys: list[int]) -> FittedGrid:
+        return heatmap(title + _keys_note(keys, len(state.key_tokens)), rows[:, keys], labels,
+                       [state.key_tokens[k] for k in keys], PRECISION, scale=scale, colour=colour)  # fmt: skip
+
+    lines: list[RenderableType] = [fitting(make, state, width)]
+    if change.before is not None:
+        delta = change.after - change.before
+        j = int(np.argmax(np.abs(delta)))
+        lines.append(Text(f"largest weight change: {fmt(float(delta[j]), 4)} on key {j} '{state.key_tokens[j]}'"))
+    else:
+        lines.append(Text(f"H{change.head} did not exist before {change.label}", style="dim"))
+    lines.append(Text(f"output row of query {state.query}: moved by {fmt(change.shift, 4)} (L2), largest entry "
+                      f"{fmt(change.largest, 4)}"))  # fmt: skip
+    return Group(*lines)
 
 
 def trace_panel(state: Explorer) -> RenderableType:
@@ -74,12 +221,17 @@ def trace_panel(state: Explorer) -> RenderableType:
 
 
 KEYS = (
-    ("← →", "previous / next query"),
+    ("← →", "previous / next query (or click a token)"),
+    ("g", "go to a query by its position"),
+    ("/", "find a token"),
     ("[ ]", "previous / next head"),
     ("{ }", "previous / next layer (a model)"),
-    ("v", "weights or scaled scores"),
-    ("c", "causal mask on or off (an input, not a model)"),
-    ("/", "find a token"),
+    ("p", "pin the head (again: unpin)"),
+    ("v", "weights, scaled scores, value shares, rollout"),
+    ("h", "heads: the next count that divides d_model (an input)"),
+    ("s", "scale: sqrt_dk, sqrt_d_model, none (an input)"),
+    ("l", "layout: contiguous or interleaved (an input)"),
+    ("c", "causal mask on or off (an input)"),
     ("e", "export the screen as SVG"),
     ("?", "these keys"),
     ("q", "quit"),

@@ -111,6 +111,10 @@ class FittedGrid:
         """Characters column ``j`` takes, without separators."""
         return max(self.header(self.col_labels[j]).cell_len, *(cell.cell_len for cell in self.cells(j)))
 
+    def span(self, columns: int) -> int:
+        """Characters the grid takes with its first ``columns`` columns, all shown."""
+        return self.label_width + sum(self.separator + self.width(j) for j in range(columns))
+
     def shown(self, room: int) -> tuple[list[int], list[int]]:
         """The columns to show in ``room`` characters: all of them as ``(all, [])``; else ``(left, right)``.
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.console import RenderableType
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Input, Static
 
 from attnx.render import explore as panels
+from attnx.text import Inert, message_line
 from attnx.tui.state import Explorer
 
 
@@ -21,8 +23,9 @@ class ExploreApp(App[None]):
     #status { padding: 0 1; }
     VerticalScroll { padding: 0 1; }
     .panel { margin: 1 0 0 0; }
-    #find { dock: bottom; display: none; }
-    #find.shown { display: block; }
+    #tokens { padding: 0 1; height: 1; }
+    #ask { dock: bottom; display: none; }
+    #ask.shown { display: block; }
     #keys { display: none; border: round $accent; padding: 0 1; }
     #keys.shown { display: block; }
     """
@@ -34,28 +37,41 @@ class ExploreApp(App[None]):
         Binding("left_curly_bracket", "layer(-1)", "layer", show=False),
         Binding("right_curly_bracket", "layer(1)", "layer { }"),
         Binding("v", "view", "view"),
-        Binding("c", "causal", "causal"),
-        Binding("slash", "find", "find"),
+        Binding("p", "pin", "pin"),
+        Binding("g", "ask('go')", "go to"),
+        Binding("slash", "ask('find')", "find"),
+        Binding("h", "setting('heads')", "heads", show=False),
+        Binding("s", "setting('scale')", "scale", show=False),
+        Binding("l", "setting('layout')", "layout", show=False),
+        Binding("c", "setting('causal')", "causal", show=False),
         Binding("e", "export", "export"),
         Binding("question_mark", "keys", "keys"),
         Binding("q", "quit", "quit"),
     ]
+    PROMPTS: ClassVar[dict[str, str]] = {
+        "find": "find a token (Enter: next match, Esc: close)",
+        "go": "go to query number (from 0; Enter: go, Esc: close)",
+    }
 
     def __init__(self, state: Explorer, *, colour: bool = True) -> None:
         super().__init__()
         self.state = state
         self.colour = colour
+        self.asking = "find"  # what the input box asks for: a token to find or a position to go to
         self.exported: list[str] = []
 
     def compose(self) -> ComposeResult:
-        """The status line, then the panels in a scrolling column, the key help and the find box."""
+        """The status line and the token strip, then the panels in a scrolling column, the key help and the box
+        that asks for a token or a position."""
         yield Static(id="status")
+        yield Static(id="tokens")
         with VerticalScroll():
             yield Static(id="keys")
             yield Static(id="head", classes="panel")
+            yield Static(id="change", classes="panel")
             yield Static(id="heads", classes="panel")
             yield Static(id="trace", classes="panel")
-        yield Input(placeholder="find a token (Enter: next match, Esc: close)", id="find")
+        yield Input(id="ask")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -63,17 +79,37 @@ class ExploreApp(App[None]):
         self.query_one("#keys", Static).update(panels.keys_panel())
         self.redraw()
 
+    def on_resize(self) -> None:
+        """Fit the panels to the new size."""
+        self.redraw()
+
     def redraw(self) -> None:
-        """Draw each panel from the state (results computed once and kept by the state)."""
-        state = self.state
-        self.query_one("#status", Static).update(panels.status_line(state))
-        self.query_one("#head", Static).update(panels.head_panel(state, colour=self.colour))
-        self.query_one("#heads", Static).update(panels.heads_panel(state, colour=self.colour))
-        self.query_one("#trace", Static).update(panels.trace_panel(state))
+        """Draw each panel from the state (blocks computed once and kept by the state) at the screen's size."""
+        state, colour = self.state, self.colour
+        width = max(self.size.width - 4, 20)  # the column's padding and its scroll bar
+        rows = min(max(self.size.height - 12, 4), 16)  # the head's heatmap fits the screen with its titles
+        change = panels.change_panel(state, colour=colour, width=width)
+        self._show("status", panels.status_line(state))
+        self._show("tokens", panels.token_strip(state, self.size.width))
+        self._show("head", panels.head_panel(state, colour=colour, width=width, rows=rows))
+        self._show("change", change)
+        self._show("heads", panels.heads_panel(state, colour=colour, width=width))
+        self._show("trace", panels.trace_panel(state))
+
+    def _show(self, panel: str, renderable: RenderableType | None) -> None:
+        """Put ``renderable`` in ``panel``, every character of it made inert (None: hide the panel)."""
+        widget = self.query_one(f"#{panel}", Static)
+        widget.display = renderable is not None
+        widget.update(Inert(renderable) if renderable is not None else "")
 
     def action_query(self, step: int) -> None:
         """Previous or next query."""
         self.state.move_query(step)
+        self.redraw()
+
+    def action_go(self, query: int) -> None:
+        """Query ``query`` (a click on the token strip)."""
+        self.state.go_to(query)
         self.redraw()
 
     def action_head(self, step: int) -> None:
@@ -90,36 +126,48 @@ class ExploreApp(App[None]):
         self.redraw()
 
     def action_view(self) -> None:
-        """Weights, then scaled scores."""
+        """Weights, scaled scores, value shares, rollout."""
         self.state.cycle_view()
         self.redraw()
 
-    def action_causal(self) -> None:
-        """The causal mask on or off (inputs only)."""
-        if self.state.layers > 1:
-            self.notify("a model's layers keep their own mask")
-            return
-        self.state.toggle_causal()
+    def action_pin(self) -> None:
+        """Pin the head under the cursor, or let it go."""
+        self.state.pin()
         self.redraw()
 
-    def action_find(self) -> None:
-        """Open the find box."""
-        box = self.query_one("#find", Input)
+    def action_setting(self, name: str) -> None:
+        """The input's next heads, scale, layout or causal setting; the change panel compares it with the last."""
+        if self.state.layers > 1:
+            self.notify("a model's layers keep their own settings", severity="warning")
+            return
+        changed = self.state.change_setting(name)
+        if changed is None:
+            self.notify(f"this input takes no other {name}", severity="warning")
+            return
+        self.redraw()  # the change panel says what changed
+
+    def action_ask(self, what: str) -> None:
+        """Open the box that asks for a token (``find``) or a query's position (``go``)."""
+        self.asking = what
+        box = self.query_one("#ask", Input)
+        box.placeholder = self.PROMPTS[what]
+        box.value = ""
         box.add_class("shown")
         box.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        """Jump to the next query whose token holds the text."""
-        found = self.state.find(event.value)
+        """Go to the next query whose token holds the text, or to the position typed."""
+        found = self.state.find(event.value) if self.asking == "find" else _position(event.value, self.state)
         if found is None:
-            self.notify(f"no token holds {event.value!r}", severity="warning")
+            wanted = "no token holds" if self.asking == "find" else "no query at"
+            self.notify(f"{wanted} {message_line(event.value)!r}", severity="warning")
             return
         self.state.go_to(found)
         self.redraw()
 
     def on_key(self, event: object) -> None:
-        """Escape closes the find box."""
-        box = self.query_one("#find", Input)
+        """Escape closes the box."""
+        box = self.query_one("#ask", Input)
         if getattr(event, "key", None) == "escape" and box.has_class("shown"):
             box.remove_class("shown")
             self.set_focus(None)
@@ -128,8 +176,17 @@ class ExploreApp(App[None]):
         """Save the screen as an SVG in the current folder."""
         path = self.save_screenshot()
         self.exported.append(path)
-        self.notify(f"saved {path}")
+        self.notify(f"saved {message_line(path)}")
 
     def action_keys(self) -> None:
         """Show or hide the keys."""
         self.query_one("#keys", Static).toggle_class("shown")
+
+
+def _position(text: str, state: Explorer) -> int | None:
+    """The query at position ``text`` (from 0), or None when it is not a position of the input."""
+    try:
+        query = int(text.strip())
+    except ValueError:
+        return None
+    return query if 0 <= query < len(state.tokens) else None

@@ -1,8 +1,9 @@
-"""What `attnx explore` shows and has computed: the cursor (query, head, layer, view) and the results it reads.
+"""What `attnx explore` shows and has computed: the cursor (query, head, layer, view), the input's settings, caches.
 
 Nothing here imports Textual: the explorer's state moves and computes the same under a test as under the
-app. Results come from ``attnx.engines.compute`` on the same specs the CLI builds; each is computed once
-per (layer, causal) and kept, and a trace once per (layer, causal, query, head).
+app. Results come from ``attnx.engines.compute`` on the same specs the CLI builds, ``BLOCK`` queries at a
+time: a long input costs the blocks the cursor has visited, each computed once per (layer, setting) and
+kept, as `run` computes only the rows it shows. A trace is computed once per (layer, setting, query, head).
 """
 
 from __future__ import annotations
@@ -11,12 +12,41 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from attnx.core.settings import LAYOUTS, SCALE_MODES
+from attnx.errors import ConfigError
+
 if TYPE_CHECKING:  # pragma: no cover
+    from attnx.analysis.measures import Rollout
     from attnx.analysis.trace import Trace
     from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
 
-VIEWS = ("weights", "scores")  # what the heatmap shows, in the order `v` cycles through them
+# What the heatmap shows, in the order `v` cycles through them: the weights, the scaled scores, each key's
+# share of the head's output by value (Kobayashi et al.), and the rollout through the layers so far.
+VIEWS = ("weights", "scores", "value", "rollout")
+BLOCK = 64  # queries computed together
+NEEDS = frozenset({"weights", "scaled", "v", "mask"})  # what a block keeps: every view is read from these
+
+Setting = tuple[tuple[str, Any], ...]  # an input's settings changed from the file's, in the order of CHANGES
+CHANGES = ("heads", "scale", "layout", "causal")  # the settings an input's keys change
+
+
+@dataclass(frozen=True, eq=False)
+class Change:
+    """The query's row in one head under the previous setting and the current one.
+
+    ``before`` is None when the head did not exist then (fewer heads); ``shift`` and ``largest`` are the L2
+    norm and the largest entry of the change of the query's output row (projected when W_o is given).
+    """
+
+    label: str  # "heads 2 → 4"
+    head: int
+    before: np.ndarray | None  # (M,)
+    after: np.ndarray  # (M,)
+    shift: float
+    largest: float
 
 
 @dataclass
@@ -25,7 +55,9 @@ class Explorer:
 
     ``spec_of(layer)`` gives a layer's spec (a plain input has one layer, 0); ``layers`` how many there are.
     ``options`` go to ``compute`` (engine, device, dtype); ``close`` lets go of what ``spec_of`` reads. Every
-    move keeps the cursor in range.
+    move keeps the cursor in range. An input's settings (heads, scale, layout, causal) can change; the last
+    change is remembered, to be compared with the current setting. ``pinned`` is a head kept beside the one
+    under the cursor.
     """
 
     spec_of: Callable[[int], AttentionSpec]
@@ -36,33 +68,131 @@ class Explorer:
     head: int = 0
     layer: int = 0
     view: str = "weights"
-    causal_flip: bool = False  # True: the layer's causal setting inverted (plain inputs only)
+    setting: Setting = ()
+    previous: Setting | None = None  # the setting before the last change (None: nothing changed yet)
+    last_change: str = ""  # "heads 2 → 4"
+    pinned: int | None = None
     close: Callable[[], None] = field(default=lambda: None, repr=False)  # lets go of a checkpoint
-    _results: dict[tuple[int, bool], AttentionResult] = field(default_factory=dict, repr=False)
-    _traces: dict[tuple[int, bool, int, int], Trace] = field(default_factory=dict, repr=False)
+    _blocks: dict[tuple[int, Setting, int], AttentionResult] = field(default_factory=dict, repr=False)
+    _shares: dict[tuple[int, Setting, int], np.ndarray] = field(default_factory=dict, repr=False)
+    _averages: dict[tuple[int, Setting], np.ndarray] = field(default_factory=dict, repr=False)
+    _traces: dict[tuple[int, Setting, int, int], Trace] = field(default_factory=dict, repr=False)
 
-    @property
-    def spec(self) -> AttentionSpec:
-        """The spec under the cursor (the causal setting flipped when asked)."""
-        spec = self.spec_of(self.layer)
-        if self.causal_flip:
-            spec = spec.with_settings(causal=not spec.settings.causal)
+    # -- what is under the cursor --------------------------------------------------------------------------
+
+    def spec_at(self, setting: Setting, layer: int | None = None) -> AttentionSpec:
+        """Layer ``layer``'s spec (default: the cursor's) with ``setting`` applied."""
+        from attnx.analysis.diff import variant_spec
+
+        spec = self.spec_of(self.layer if layer is None else layer)
+        for name, value in setting:
+            spec = variant_spec(spec, name, value)
         return spec
 
     @property
-    def result(self) -> AttentionResult:
-        """The layer's result with every matrix, computed once."""
-        key = (self.layer, self.causal_flip)
-        if key not in self._results:
+    def spec(self) -> AttentionSpec:
+        """The spec under the cursor."""
+        return self.spec_at(self.setting)
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        """The query tokens."""
+        return self.spec_of(self.layer).tokens
+
+    @property
+    def key_tokens(self) -> tuple[str, ...]:
+        """The key tokens."""
+        return self.spec_of(self.layer).key_tokens
+
+    @property
+    def heads(self) -> int:
+        """Heads under the current setting."""
+        return self.spec.settings.heads
+
+    def block(self, index: int, setting: Setting | None = None, layer: int | None = None) -> AttentionResult:
+        """Queries ``index·BLOCK …`` (at most ``BLOCK`` of them) of layer ``layer`` (default: the cursor's),
+        computed once per setting."""
+        setting = self.setting if setting is None else setting
+        layer = self.layer if layer is None else layer
+        key = (layer, setting, index)
+        if key not in self._blocks:
             from attnx.engines import compute
 
-            self._results[key] = compute(self.spec, needs={"weights", "scaled", "scores", "mask"}, **self.options)
-        return self._results[key]
+            n = len(self.tokens)
+            rows = range(index * BLOCK, min(n, (index + 1) * BLOCK))
+            self._blocks[key] = compute(self.spec_at(setting, layer).select_queries(rows), needs=NEEDS, **self.options)
+        return self._blocks[key]
+
+    @property
+    def computed(self) -> list[tuple[int, int]]:
+        """The blocks computed so far under the current setting, as ``(layer, block)``."""
+        return sorted((layer, b) for layer, setting, b in self._blocks if setting == self.setting)
+
+    def _block_rows(self, lo: int, hi: int) -> list[tuple[int, slice]]:
+        """The blocks that hold queries ``lo … hi − 1``, each with the slice of its rows they take."""
+        return [(b, slice(max(lo, b * BLOCK) - b * BLOCK, min(hi, (b + 1) * BLOCK) - b * BLOCK))
+                for b in range(lo // BLOCK, (hi - 1) // BLOCK + 1)]  # fmt: skip
+
+    def _value_shares(self, index: int, layer: int) -> np.ndarray:
+        """Each key's share by value of what the block's queries receive through each head, once."""
+        key = (layer, self.setting, index)
+        if key not in self._shares:
+            from attnx.analysis.measures import value_shares
+
+            w_o = self.spec_at(self.setting, layer).w_o
+            self._shares[key] = value_shares(self.block(index, layer=layer), None if w_o is None else w_o.weight)
+        return self._shares[key]
+
+    def matrix(self, lo: int, hi: int, view: str | None = None, layer: int | None = None) -> np.ndarray:
+        """``[head, query, key]`` of queries ``lo … hi − 1`` of layer ``layer`` (default: the cursor's) as ``view``
+        (default: the cursor's) shows them; the rollout has one "head"."""
+        view = self.view if view is None else view
+        layer = self.layer if layer is None else layer
+        if view == "rollout":
+            return self.rollout().final[lo:hi][None]
+        parts = []
+        for b, rows in self._block_rows(lo, hi):
+            if view == "value":
+                parts.append(self._value_shares(b, layer)[:, rows])
+            else:
+                result = self.block(b, layer=layer)
+                array = result.weights if view == "weights" else result.scaled
+                assert array is not None  # a block keeps both
+                parts.append(np.asarray(array)[:, rows])
+        return np.concatenate(parts, axis=1)
+
+    def blocked(self, lo: int, hi: int) -> np.ndarray | None:
+        """``[query, key]``: True where the mask blocks a pair, for queries ``lo … hi − 1`` (None: no mask)."""
+        parts = self._block_rows(lo, hi)
+        masks = [self.block(b).mask for b, _ in parts]
+        if any(mask is None for mask in masks):
+            return None
+        return ~np.concatenate([np.asarray(m, dtype=bool)[rows] for m, (_, rows) in zip(masks, parts, strict=True)])
+
+    def result(self, query: int | None = None) -> AttentionResult:
+        """The computed block that holds ``query`` (default: the cursor's)."""
+        return self.block((self.query if query is None else query) // BLOCK)
+
+    def window(self, rows: int) -> tuple[int, int]:
+        """At most ``rows`` consecutive queries around the cursor's, as ``(lo, hi)``."""
+        n = len(self.tokens)
+        lo = min(max(self.query - rows // 2, 0), max(n - rows, 0))
+        return lo, min(n, lo + rows)
+
+    def rollout(self) -> Rollout:
+        """Rollout through layers 0 … the cursor's (Abnar & Zuidema): every block of each of them is computed."""
+        from attnx.analysis.measures import rollout
+
+        for layer in range(self.layer + 1):
+            if (layer, self.setting) not in self._averages:
+                weights = self.matrix(0, len(self.tokens), "weights", layer)
+                self._averages[layer, self.setting] = weights.mean(axis=0)
+        return rollout((self._averages[layer, self.setting] for layer in range(self.layer + 1)), self.tokens)
 
     @property
     def trace(self) -> Trace:
         """The trace of the query and head under the cursor (its row alone is computed), once."""
-        key = (self.layer, self.causal_flip, self.query, self.head)
+        key = (self.layer, self.setting, self.query, self.head)
         if key not in self._traces:
             from attnx.analysis.trace import build_trace
             from attnx.engines import compute
@@ -71,19 +201,29 @@ class Explorer:
             self._traces[key] = build_trace(row, heads=(self.head,), terms=None, keys=8)
         return self._traces[key]
 
-    @property
-    def tokens(self) -> tuple[str, ...]:
-        """The query tokens."""
-        return self.spec_of(self.layer).tokens
+    def change(self) -> Change | None:
+        """The query's weights in the head under the cursor before and after the last change (None: none)."""
+        if self.previous is None:
+            return None
+        from attnx.analysis.diff import shift
 
-    @property
-    def heads(self) -> int:
-        """Heads in the layer."""
-        return self.spec_of(self.layer).settings.heads
+        local = self.query % BLOCK
+        before, after = self.block(self.query // BLOCK, self.previous), self.result()
+        assert before.weights is not None and after.weights is not None  # a block keeps its weights
+
+        def out(result: AttentionResult) -> np.ndarray:
+            return np.asarray(result.projected if result.projected is not None else result.output)[[local]]
+
+        moved = shift(out(before), out(after), (0, 1))
+        row = np.asarray(before.weights)[self.head, local] if self.head < before.heads else None
+        return Change(self.last_change, self.head, row, np.asarray(after.weights)[self.head, local],
+                      moved.l2_overall, moved.max_abs_overall)  # fmt: skip
+
+    # -- moves ----------------------------------------------------------------------------------------------
 
     def move_query(self, step: int) -> None:
         """The next (``step`` 1) or previous (-1) query, stopping at the ends."""
-        self.query = min(max(self.query + step, 0), len(self.tokens) - 1)
+        self.go_to(self.query + step)
 
     def go_to(self, query: int) -> None:
         """Query ``query`` (from 0), kept in range."""
@@ -96,17 +236,55 @@ class Explorer:
     def move_layer(self, step: int) -> None:
         """The next or previous layer, stopping at the ends; the head and query stay where they fit."""
         self.layer = min(max(self.layer + step, 0), self.layers - 1)
-        self.head = min(self.head, self.heads - 1)
-        self.query = min(self.query, len(self.tokens) - 1)
+        self._fit()
 
-    def toggle_causal(self) -> None:
-        """Flip the causal mask of the input (a model's layers are what they are)."""
-        if self.layers == 1:
-            self.causal_flip = not self.causal_flip
+    def _fit(self) -> None:
+        heads = self.heads
+        self.head = min(self.head, heads - 1)
+        self.query = min(self.query, len(self.tokens) - 1)
+        if self.pinned is not None and self.pinned >= heads:
+            self.pinned = None
 
     def cycle_view(self) -> None:
         """Show the next of ``VIEWS`` in the heatmap."""
         self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+
+    def pin(self) -> None:
+        """Keep the head under the cursor beside whichever head the cursor moves to; again: let it go."""
+        self.pinned = None if self.pinned == self.head else self.head
+
+    def change_setting(self, name: str) -> str | None:
+        """Move setting ``name`` (one of ``CHANGES``) of an input to its next value the input can take, and
+        remember the setting before. Returns what changed (``"heads 2 → 4"``), or None when nothing can: a
+        model's layers keep their settings, and an input may take one head count only."""
+        if self.layers > 1:
+            return None
+        settings = self.spec.settings
+        now = {"heads": settings.heads, "scale": settings.scale, "layout": settings.layout, "causal": settings.causal}
+        for value in self._next_values(name, now[name]):
+            changed = dict(self.setting) | {name: value}
+            setting = tuple((key, changed[key]) for key in CHANGES if key in changed)
+            try:
+                self.spec_at(setting)
+            except ConfigError:
+                continue
+            self.previous, self.setting = self.setting, setting
+            self.last_change = f"{name} {_shown(now[name])} → {_shown(value)}"
+            self._fit()
+            return self.last_change
+        return None
+
+    def _next_values(self, name: str, now: Any) -> list[Any]:
+        """The values after ``now`` that setting ``name`` cycles through, wrapping around, ``now`` left out."""
+        if name == "causal":
+            return [not now]
+        if name == "heads":
+            width = self.spec.d_model
+            options: tuple[Any, ...] = tuple(h for h in range(1, width + 1) if width % h == 0)
+        else:
+            options = SCALE_MODES if name == "scale" else LAYOUTS
+        start = options.index(now) + 1 if now in options else 0
+        return [v for v in options[start:] + options[:start] if v != now]
 
     def find(self, text: str, start: int | None = None) -> int | None:
         """The first query from ``start`` (default: after the cursor, wrapping) whose token contains ``text``
@@ -119,3 +297,10 @@ class Explorer:
             if wanted and wanted in tokens[i].strip().lower():
                 return i
         return None
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as the status line says it."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)

@@ -12,6 +12,7 @@ import pytest
 from attnx.analysis.heads import head_stats
 from attnx.cli.explore import explorer
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.models import load_model_spec
 from attnx.tui.state import Explorer
@@ -86,9 +87,10 @@ class TestLearner:
             await pilot.press("slash", *"mat", "enter")
             assert app.state.query == 4
             await pilot.press("escape", "c")
-            weights = app.state.result.weights
+            weights = app.state.matrix(0, 5)
             assert app.state.spec.settings.causal and np.all(np.triu(weights[0], 1) == 0)
-            assert "causal (toggled)" in shown(app, "status")
+            assert shown(app, "status").rstrip().endswith("· causal")
+            assert "Since causal off → on: query 4 'mat' in H0" in shown(app, "change")
             await pilot.press("v")
             assert app.state.view == "scores" and "scaled score" in shown(app, "head")
             await pilot.press("question_mark")
@@ -119,7 +121,7 @@ class TestResearcher:
         async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
             await pilot.press("right_curly_bracket")
             assert app.state.layer == 1 and "layer 1 of 3" in shown(app, "status")
-            np.testing.assert_allclose(app.state.result.weights, layer1.weights, rtol=1e-12)
+            np.testing.assert_allclose(app.state.matrix(0, len(app.state.tokens)), layer1.weights, rtol=1e-12)
             await pilot.press(*["right_square_bracket"] * best)
             assert app.state.head == best and f"head {best} of 4" in shown(app, "status")
             await pilot.press("right_curly_bracket", "right_curly_bracket")  # the last layer stops the cursor
@@ -141,3 +143,160 @@ class TestCommand:
         monkeypatch.setitem(sys.modules, "attnx.tui.app", None)  # the import fails as without Textual
         out = run_attnx("explore")
         assert out.code == 2 and "pip install 'attnx[explore]'" in out.stderr
+
+
+def long_input(n: int = 1024, heads: int = 8, causal: bool = True) -> Explorer:
+    """A random input of ``n`` tokens (d_k 16), as a user's NPY files would give."""
+    rng = np.random.default_rng(7)
+    q, k, v = rng.standard_normal((3, n, 16 * heads))
+    tokens = tuple(f"t{i}" for i in range(n))
+    spec = AttentionSpec.build(q=q, k=k, v=v, heads=heads, tokens=tokens, key_tokens=tokens, causal=causal)
+    return Explorer(lambda _layer: spec, 1, "long", {})
+
+
+class TestSettings:
+    """An input's heads, scale, layout and mask change by key, and the change panel compares with the last."""
+
+    def test_heads_then_a_head_that_was_not_there(self) -> None:
+        spec = worked_example().spec
+        two, four = compute(spec), compute(spec.with_heads(4))
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("right", "h")
+            state = app.state
+            assert state.spec.settings.heads == 4 and state.last_change == "heads 2 → 4"
+            np.testing.assert_array_equal(state.matrix(0, 5), four.weights)
+            change = state.change()
+            assert change is not None
+            np.testing.assert_array_equal(change.before, two.weights[0, 1])
+            np.testing.assert_array_equal(change.after, four.weights[0, 1])
+            moved = np.asarray(four.output[1]) - np.asarray(two.output[1])
+            assert change.shift == pytest.approx(np.linalg.norm(moved), rel=1e-12)
+            assert change.largest == pytest.approx(np.abs(moved).max(), rel=1e-12)
+            assert "Since heads 2 → 4: query 1 'cat' in H0" in shown(app, "change")
+            await pilot.press("left_square_bracket")  # wraps to H3, which two heads did not have
+            assert state.head == 3 and "H3 did not exist before heads 2 → 4" in shown(app, "change")
+            await pilot.press("h")  # four heads → one: the cursor's head follows
+            assert state.spec.settings.heads == 1 and state.head == 0
+
+        drive(worked_example(), session)
+
+    def test_scale_and_layout_are_the_engines(self) -> None:
+        spec = worked_example().spec
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("s")
+            assert app.state.last_change == "scale sqrt_dk → sqrt_d_model"
+            wrong = compute(spec.with_settings(scale="sqrt_d_model"))
+            np.testing.assert_array_equal(app.state.matrix(0, 5), wrong.weights)
+            await pilot.press("l")
+            assert app.state.last_change == "layout contiguous → interleaved"
+            both = compute(spec.with_settings(scale="sqrt_d_model", layout="interleaved"))
+            np.testing.assert_array_equal(app.state.matrix(0, 5), both.weights)
+            assert "H=2 · scale sqrt_d_model · interleaved · no mask" in shown(app, "status")
+
+        drive(worked_example(), session)
+
+    def test_a_model_keeps_its_settings(self, gpt2: Reference) -> None:
+        state = explorer(None, InputFlags(), ModelFlags(model=str(gpt2.path), text=TEXT), EngineFlags(), CapFlags())
+        try:
+            assert state.change_setting("heads") is None and state.previous is None
+        finally:
+            state.close()
+
+
+class TestNavigation:
+    """Go to a position, click a token, pin a head beside the cursor's."""
+
+    def test_go_to_a_position(self) -> None:
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("g", "3", "enter")
+            assert app.state.query == 3
+            await pilot.press("g", "9", "enter")  # no query 9: the cursor stays
+            assert app.state.query == 3
+
+        drive(worked_example(), session)
+
+    def test_click_a_token(self) -> None:
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            assert shown(app, "tokens").startswith("The cat sat on mat")
+            await pilot.click("#tokens", offset=(1 + len("The cat "), 0))  # the strip's padding, then "sat"
+            assert app.state.query == 2
+
+        drive(worked_example(), session)
+
+    def test_pin_a_head(self) -> None:
+        result = compute(worked_example().spec)
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("right", "p", "right_square_bracket")
+            assert (app.state.pinned, app.state.head) == (0, 1)
+            head = shown(app, "head")
+            assert "Head 0 · columns 0-1 · d_k = 2 · weights · pinned" in head and "Head 1 · columns 2-3" in head
+            rows = [line for line in head.splitlines() if "▶ cat" in line]
+            assert len(rows) == 1  # side by side: both heads' rows of "cat" on one line
+            cells = rows[0].replace("▶ cat", "|").split("|")[1:]
+            assert [c.split() for c in cells] == [[f"{w:.2f}" for w in result.weights[h, 1]] for h in (0, 1)]
+            assert "◆ H0" in shown(app, "heads") and "▶ H1" in shown(app, "heads")
+            await pilot.press("left_square_bracket", "p")  # on the pinned head: let it go
+            assert app.state.pinned is None
+
+        drive(worked_example(), session, size=(120, 40))
+
+
+class TestViews:
+    """Value shares and rollout are the analyses' own numbers."""
+
+    def test_value_shares(self) -> None:
+        from attnx.analysis.measures import value_shares
+
+        spec = worked_example("configs/projections-with-wo.yaml").spec
+        assert spec.w_o is not None
+        expected = value_shares(compute(spec), spec.w_o.weight)
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("v", "v")
+            assert app.state.view == "value" and "value share" in shown(app, "head")
+            n = len(app.state.tokens)
+            np.testing.assert_allclose(app.state.matrix(0, n), expected, rtol=1e-12)
+
+        drive(worked_example("configs/projections-with-wo.yaml"), session)
+
+    def test_rollout_through_a_model(self, gpt2: Reference) -> None:
+        from attnx.analysis.measures import rollout
+
+        state = explorer(None, InputFlags(), ModelFlags(model=str(gpt2.path), text=TEXT), EngineFlags(), CapFlags())
+        layers = [compute(load_model_spec(gpt2.path, TEXT, layer)) for layer in (0, 1)]
+        expected = rollout([np.asarray(r.weights).mean(axis=0) for r in layers], layers[0].tokens)
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("right_curly_bracket", "v", "v", "v")
+            n = len(app.state.tokens)
+            assert app.state.view == "rollout" and "Rollout through layers 0-1" in shown(app, "head")
+            np.testing.assert_allclose(app.state.matrix(0, n)[0], expected.final, rtol=1e-12)
+            heads = shown(app, "heads")
+            assert "  L0" in heads and "▶ L1" in heads
+
+        drive(state, session)
+
+
+class TestLongInput:
+    """A long input computes and draws the rows and keys on screen only."""
+
+    def test_only_visited_blocks_are_computed(self) -> None:
+        state = long_input()
+        exact = compute(state.spec.select_queries([700]))
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("right", "g", *"700", "enter")
+            assert app.state.query == 700
+            assert app.state.computed == [(0, 0), (0, 10), (0, 11)]  # rows 0-63 at the start; 694-705 on screen
+            head = shown(app, "head")
+            assert "queries 694-705 of 1024" in head and "keys 0, " in head
+            row = next(line for line in head.splitlines() if line.startswith("▶ t700"))
+            keys = next(line for line in head.splitlines() if line.lstrip().startswith("t0")).split()
+            shown_keys = [int(key[1:]) for key in keys]
+            assert shown_keys[0] == 0 and shown_keys[-1] == 700  # causal: the window ends at the query
+            assert row.split()[2:] == [f"{exact.weights[0, 0, k]:.2f}" for k in shown_keys]
+
+        drive(state, session, size=(80, 24))
