@@ -8,7 +8,7 @@ past ``rows``, the queries around it: a long input draws and computes what is on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,6 +31,7 @@ PIN = "◆ "  # marks the pinned head
 PRECISION = 2
 SCALES = {"weights": "weight", "scores": "scaled score", "value": "value share", "rollout": "rollout"}
 GAP = 2  # blanks between two heatmaps side by side
+COLUMN = 6  # characters a heatmap column usually takes (" 0.12" and a blank): the first guess at how many fit
 
 
 def _marked(labels: Sequence[str], index: int, pinned: int | None = None) -> list[str]:
@@ -95,12 +96,16 @@ def around(state: Explorer, count: int) -> list[int]:
     return keys if lo == 0 else [0, *keys[1:]]
 
 
-def fitting(make: Callable[[list[int]], FittedGrid], state: Explorer, width: int) -> FittedGrid:
-    """The grid ``make(keys)`` with as many keys around the query as ``width`` holds."""
-    count = len(state.key_tokens)
+def key_grid(state: Explorer, title: str, rows: np.ndarray, labels: Sequence[str], scale: HeatScale, colour: bool,
+             width: int, blocked: np.ndarray | None = None) -> FittedGrid:  # fmt: skip
+    """``rows`` (``[row, key]``) as a heatmap with as many keys around the query as ``width`` holds."""
+    key_tokens = state.key_tokens
+    count = min(len(key_tokens), width // COLUMN)
     while True:
         keys = around(state, count)
-        grid = make(keys)
+        shut = None if blocked is None else blocked[:, keys]
+        grid = heatmap(title + _keys_note(keys, len(key_tokens)), rows[:, keys], labels, [key_tokens[k] for k in keys],
+                       PRECISION, scale=scale, colour=colour, blocked=shut)  # fmt: skip
         left, right = grid.shown(width)
         if not right or count <= 2:
             return grid
@@ -130,13 +135,7 @@ def _head_grid(state: Explorer, head: int, rows: tuple[int, int], colour: bool, 
         title = f"{head_title(state.result(), head)} · {state.view}" + (" · pinned" if head == state.pinned else "")
     if hi - lo < len(state.tokens):
         title += f" · queries {lo}-{hi - 1} of {len(state.tokens)}"
-
-    def make(keys: list[int]) -> FittedGrid:
-        return heatmap(title + _keys_note(keys, len(state.key_tokens)), matrix[:, keys], labels,
-                       [state.key_tokens[k] for k in keys], PRECISION, scale=scale, colour=colour,
-                       blocked=None if blocked is None else blocked[:, keys])  # fmt: skip
-
-    return fitting(make, state, width)
+    return key_grid(state, title, matrix, labels, scale, colour, width, blocked)
 
 
 def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12) -> RenderableType:
@@ -175,13 +174,7 @@ def heads_panel(state: Explorer, *, colour: bool, width: int = 80) -> Renderable
         blocked = None if mask is None else np.repeat(mask, len(rows), axis=0)
         title = f"Query {q} '{state.tokens[q]}' in every head"
     scale = scale_of([rows], SCALES[state.view])
-
-    def make(keys: list[int]) -> FittedGrid:
-        return heatmap(title + _keys_note(keys, len(state.key_tokens)), rows[:, keys], labels,
-                       [state.key_tokens[k] for k in keys], PRECISION, scale=scale, colour=colour,
-                       blocked=None if blocked is None else blocked[:, keys])  # fmt: skip
-
-    return fitting(make, state, width)
+    return key_grid(state, title, rows, labels, scale, colour, width, blocked)
 
 
 def change_panel(state: Explorer, *, colour: bool, width: int = 80) -> RenderableType | None:
@@ -198,12 +191,7 @@ def _change_view(state: Explorer, change: Change, colour: bool, width: int) -> R
     rows = np.stack([*([change.before] if change.before is not None else []), change.after])
     title = f"Since {change.label}: query {state.query} '{state.tokens[state.query]}' in H{change.head}"
     scale = scale_of([rows], "weight")
-
-    def make(keys: list[int]) -> FittedGrid:
-        return heatmap(title + _keys_note(keys, len(state.key_tokens)), rows[:, keys], labels,
-                       [state.key_tokens[k] for k in keys], PRECISION, scale=scale, colour=colour)  # fmt: skip
-
-    lines: list[RenderableType] = [fitting(make, state, width)]
+    lines: list[RenderableType] = [key_grid(state, title, rows, labels, scale, colour, width)]
     if change.before is not None:
         delta = change.after - change.before
         j = int(np.argmax(np.abs(delta)))

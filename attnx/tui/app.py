@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.console import RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.style import Style
+from rich.styled import Styled
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
 from attnx.render import explore as panels
 from attnx.text import Inert, message_line
 from attnx.tui.state import Explorer
+
+# Seconds the cursor rests before the trace, the slowest panel to draw (20-30 ms), follows it: the heatmaps answer
+# each key at once, and a held arrow key does not trace every token it passes.
+TRACE_DELAY = 0.08
+FADED = Style(dim=True)
 
 
 class ExploreApp(App[None]):
@@ -59,6 +69,8 @@ class ExploreApp(App[None]):
         self.colour = colour
         self.asking = "find"  # what the input box asks for: a token to find or a position to go to
         self.exported: list[str] = []
+        self.trace_delay = TRACE_DELAY
+        self._tracing: Timer | None = None
 
     def compose(self) -> ComposeResult:
         """The status line and the token strip, then the panels in a scrolling column, the key help and the box
@@ -78,6 +90,7 @@ class ExploreApp(App[None]):
         """Draw every panel once."""
         self.query_one("#keys", Static).update(panels.keys_panel())
         self.redraw()
+        self.draw_trace()
 
     def on_resize(self) -> None:
         """Fit the panels to the new size."""
@@ -88,19 +101,42 @@ class ExploreApp(App[None]):
         state, colour = self.state, self.colour
         width = max(self.size.width - 4, 20)  # the column's padding and its scroll bar
         rows = min(max(self.size.height - 12, 4), 16)  # the head's heatmap fits the screen with its titles
-        change = panels.change_panel(state, colour=colour, width=width)
-        self._show("status", panels.status_line(state))
-        self._show("tokens", panels.token_strip(state, self.size.width))
-        self._show("head", panels.head_panel(state, colour=colour, width=width, rows=rows))
-        self._show("change", change)
-        self._show("heads", panels.heads_panel(state, colour=colour, width=width))
-        self._show("trace", panels.trace_panel(state))
+        if self._tracing is not None:
+            self._tracing.stop()
+        with self.batch_update():  # every panel in one frame
+            self._show("status", panels.status_line(state))
+            self._show("tokens", panels.token_strip(state, self.size.width))
+            self._show("head", panels.head_panel(state, colour=colour, width=width, rows=rows))
+            self._show("change", panels.change_panel(state, colour=colour, width=width))
+            self._show("heads", panels.heads_panel(state, colour=colour, width=width))
+            trace = self.query_one("#trace", Static)
+            if isinstance(trace.content, Once):  # the last trace, faded until the cursor rests
+                trace.update(trace.content.faded(), layout=False)
+        self._tracing = self.set_timer(self.trace_delay, self.draw_trace)
+
+    def draw_trace(self) -> None:
+        """Draw the trace of the cursor's query and head (its row computed once, then kept)."""
+        self._tracing = None
+        self._show("trace", panels.trace_panel(self.state))
 
     def _show(self, panel: str, renderable: RenderableType | None) -> None:
-        """Put ``renderable`` in ``panel``, every character of it made inert (None: hide the panel)."""
+        """Put ``renderable`` in ``panel``, every character of it made inert (None: hide the panel).
+
+        The screen is laid out again only when the panel's height changes (a layout costs 15-20 ms): it is drawn
+        here at the panel's width, and Textual reads that drawing when it paints.
+        """
         widget = self.query_one(f"#{panel}", Static)
-        widget.display = renderable is not None
-        widget.update(Inert(renderable) if renderable is not None else "")
+        if renderable is None:
+            widget.display = False
+            return
+        content = Once(Inert(renderable))
+        region = widget.content_region
+        same = False
+        if widget.display and region.width > 0:
+            options = self.console.options.update(width=region.width, height=None)
+            same = len(self.console.render_lines(content, options, pad=False)) == region.height
+        widget.display = True
+        widget.update(content, layout=not same)
 
     def action_query(self, step: int) -> None:
         """Previous or next query."""
@@ -190,3 +226,27 @@ def _position(text: str, state: Explorer) -> int | None:
     except ValueError:
         return None
     return query if 0 <= query < len(state.tokens) else None
+
+
+class Once:
+    """A renderable drawn once per width: Textual draws a panel's content to measure its height, then again to
+    show it; the second time reads the first's segments."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+        self._drawn: dict[int, list[Segment]] = {}
+
+    def faded(self) -> Once:
+        """The same drawing, dimmed (drawn anew only at a width it was not drawn at)."""
+        faded = Once(Styled(self.renderable, "dim"))
+        faded._drawn = {width: list(Segment.apply_style(segments, post_style=FADED))
+                        for width, segments in self._drawn.items()}  # fmt: skip
+        return faded
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width not in self._drawn:
+            self._drawn[options.max_width] = list(console.render(self.renderable, options))
+        return self._drawn[options.max_width]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.renderable)

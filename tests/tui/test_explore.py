@@ -60,6 +60,7 @@ class TestLearner:
         async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
             await pilot.press("right", "right_square_bracket")
             assert (app.state.query, app.state.head) == (1, 1)
+            await pilot.pause(3 * app.trace_delay)  # the cursor rests: the trace follows
             assert "head 1 of 2 · query 1 'cat'" in shown(app, "status")
             assert "Trace of 'cat' (query 1)" in shown(app, "trace")
             assert "Query 1 'cat' in every head" in shown(app, "heads")

@@ -1,0 +1,154 @@
+"""`attnx explore` on a real terminal (a pseudo-terminal): start-up against `attnx run`, and each key's redraw.
+
+Usage: python benchmarks/explore.py [--repeat 5] [--size 120x40] [--tokens 1024]
+
+For the worked example and for a random causal input of ``--tokens`` tokens (d_model 128, 8 heads), in fresh
+processes on a pseudo-terminal of ``--size``:
+
+- start-up: ``attnx run`` until it exits, and ``attnx explore`` until its first screen is drawn (the last byte
+  of the first frame, the trace included); the ratio explore ÷ run;
+- keys: in one explore session, a key is pressed (→, ], v, ←, …), once the screen has settled after the last;
+  ``answer`` is the time until the first frame after the key is written (the status line, token strip and
+  heatmaps follow at once); ``settled`` until the screen is still, the trace drawn ``TRACE_DELAY`` after
+  the cursor rests.
+
+Each figure is a median over ``--repeat`` sessions (keys: over every press of every session); ``worst`` is
+the largest. Frames are told apart by the silence between them (``FRAME_GAP``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import select
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+_SCRIPT = shutil.which("attnx", path=str(Path(sys.executable).parent)) or shutil.which("attnx")
+ATTNX = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "attnx"]
+# As a user runs it: with bytecode caches, on a colour terminal.
+ENV = {key: value for key, value in os.environ.items() if key not in ("PYTHONDONTWRITEBYTECODE", "NO_COLOR")}
+ENV |= {"TERM": "xterm-256color", "COLORTERM": "truecolor"}
+FRAME_GAP = 0.012  # s of silence that ends a frame
+SETTLED = 0.4  # s of silence after which the screen is still (well past the trace's delay)
+KEYS = {"→": b"\x1b[C", "←": b"\x1b[D", "]": b"]", "[": b"[", "v": b"v"}
+SESSION = ["→"] * 6 + ["]"] * 3 + ["v", "→", "v", "←", "v", "v", "["] + ["←"] * 4
+
+
+class Terminal:
+    """A command running on a pseudo-terminal of ``size`` (columns, rows), its output read as it comes."""
+
+    def __init__(self, command: list[str], size: tuple[int, int]) -> None:
+        self.master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+        self.start = time.perf_counter()
+        self.process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=ENV,
+                                        start_new_session=True)  # fmt: skip
+        os.close(slave)
+
+    def read_until_quiet(self, quiet: float, first_byte_by: float = 30.0) -> list[float]:
+        """The times bytes arrived until ``quiet`` seconds passed without any (waiting up to ``first_byte_by``
+        for the first)."""
+        arrivals: list[float] = []
+        while True:
+            wait = quiet if arrivals else first_byte_by
+            ready, _, _ = select.select([self.master], [], [], wait)
+            if not ready:
+                return arrivals
+            try:
+                chunk = os.read(self.master, 1 << 16)
+            except OSError:  # the process closed the terminal
+                return arrivals
+            if not chunk:
+                return arrivals
+            arrivals.append(time.perf_counter())
+
+    def press(self, key: bytes) -> float:
+        """Write ``key``; the time it was written."""
+        os.write(self.master, key)
+        return time.perf_counter()
+
+    def close(self) -> None:
+        """Quit (q), then make sure the process is gone."""
+        try:
+            os.write(self.master, b"q")
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+        os.close(self.master)
+
+
+def first_frame_end(arrivals: list[float]) -> float:
+    """When the first frame of ``arrivals`` ended: its last byte before a ``FRAME_GAP`` of silence."""
+    end = arrivals[0]
+    for t in arrivals[1:]:
+        if t - end > FRAME_GAP:
+            break
+        end = t
+    return end
+
+
+def run_time(arguments: list[str], size: tuple[int, int]) -> float:
+    """Seconds `attnx run` takes on a terminal of ``size``, printing its tables."""
+    terminal = Terminal([*ATTNX, "run", *arguments], size)
+    terminal.read_until_quiet(SETTLED)
+    terminal.process.wait()
+    elapsed = time.perf_counter() - terminal.start
+    os.close(terminal.master)
+    return elapsed
+
+
+def explore_session(arguments: list[str], size: tuple[int, int]) -> tuple[float, list[float], list[float]]:
+    """Start-up (to the end of the first screen), then each key's answer and settled times, in seconds."""
+    terminal = Terminal([*ATTNX, "explore", *arguments], size)
+    try:
+        arrivals = terminal.read_until_quiet(SETTLED)
+        startup = arrivals[-1] - terminal.start  # the first screen, drawn whole
+        answers, settled = [], []
+        for key in SESSION:
+            pressed = terminal.press(KEYS[key])
+            arrivals = terminal.read_until_quiet(SETTLED)
+            answers.append(first_frame_end(arrivals) - pressed)
+            settled.append(arrivals[-1] - pressed)
+        return startup, answers, settled
+    finally:
+        terminal.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--size", default="120x40", help="columns x rows")
+    parser.add_argument("--tokens", type=int, default=1024)
+    args = parser.parse_args()
+    size = tuple(int(part) for part in args.size.split("x"))
+    assert len(size) == 2
+    long = ["--seed", "0", "--tokens", " ".join(f"t{i}" for i in range(args.tokens)), "--d-model", "128", "-H", "8",
+            "--causal"]  # fmt: skip
+    inputs = {"worked example": [], f"random, {args.tokens} tokens, causal": long}
+    print(f"terminal {size[0]}x{size[1]}, {args.repeat} sessions each, medians (worst)")
+    print(f"{'input':<30} {'run s':>7} {'explore s':>10} {'ratio':>6} {'answer ms':>14} {'settled ms':>14}")
+    for name, arguments in inputs.items():
+        runs, startups, answers, settled = [], [], [], []
+        run_time(arguments, size)  # warm the file cache and the bytecode caches
+        for _ in range(args.repeat):  # interleaved
+            runs.append(run_time(arguments, size))
+            startup, answer, still = explore_session(arguments, size)
+            startups.append(startup)
+            answers += answer
+            settled += still
+        run, start = statistics.median(runs), statistics.median(startups)
+        a, s = statistics.median(answers) * 1e3, statistics.median(settled) * 1e3
+        print(f"{name:<30} {run:>7.3f} {start:>10.3f} {start / run:>6.2f} {a:>6.1f} ({max(answers) * 1e3:>5.1f}) "
+              f"{s:>6.1f} ({max(settled) * 1e3:>5.1f})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
