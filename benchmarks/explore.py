@@ -5,8 +5,9 @@ Usage: python benchmarks/explore.py [--repeat 5] [--size 120x40] [--tokens 1024]
 For the worked example and for a random causal input of ``--tokens`` tokens (d_model 128, 8 heads), in fresh
 processes on a pseudo-terminal of ``--size``:
 
-- start-up: ``attnx run`` until it exits, and ``attnx explore`` until its first screen is drawn (the last byte
-  of the first frame, the trace included); the ratio explore ÷ run;
+- start-up: ``attnx run`` until it exits, and ``attnx explore`` until its first screen is drawn (the end of the
+  frame that draws the heatmaps: the status line, the token strip, the head's heatmap and the query's row in
+  every head); the ratio explore ÷ run; ``settled`` until the screen is still (the trace drawn);
 - keys: in one explore session, a key is pressed (→, ], v, ←, …), once the screen has settled after the last;
   ``answer`` is the time until the first frame after the key is written (the status line, token strip and
   heatmaps follow at once); ``settled`` until the screen is still, the trace drawn ``TRACE_DELAY`` after
@@ -38,6 +39,7 @@ ENV = {key: value for key, value in os.environ.items() if key not in ("PYTHONDON
 ENV |= {"TERM": "xterm-256color", "COLORTERM": "truecolor"}
 FRAME_GAP = 0.012  # s of silence that ends a frame
 SETTLED = 0.4  # s of silence after which the screen is still (well past the trace's delay)
+DRAWN = b"in every head"  # the title of the last heatmap on the screen: once written, the first screen is drawn
 KEYS = {"→": b"\x1b[C", "←": b"\x1b[D", "]": b"]", "[": b"[", "v": b"v"}
 SESSION = ["→"] * 6 + ["]"] * 3 + ["v", "→", "v", "←", "v", "v", "["] + ["←"] * 4
 
@@ -69,6 +71,17 @@ class Terminal:
             if not chunk:
                 return arrivals
             arrivals.append(time.perf_counter())
+
+    def read_until(self, marker: bytes) -> float:
+        """Read until ``marker`` has been written; when the bytes that completed it arrived."""
+        seen = b""
+        while True:
+            ready, _, _ = select.select([self.master], [], [], 30.0)
+            if not ready:
+                raise TimeoutError(f"{marker!r} not drawn in 30 s")
+            seen = seen[-len(marker) :] + os.read(self.master, 1 << 16)
+            if marker in seen:
+                return time.perf_counter()
 
     def press(self, key: bytes) -> float:
         """Write ``key``; the time it was written."""
@@ -109,8 +122,9 @@ def explore_session(arguments: list[str], size: tuple[int, int]) -> tuple[float,
     """Start-up (to the end of the first screen), then each key's answer and settled times, in seconds."""
     terminal = Terminal([*ATTNX, "explore", *arguments], size)
     try:
-        arrivals = terminal.read_until_quiet(SETTLED)
-        startup = arrivals[-1] - terminal.start  # the first screen, drawn whole
+        drawn = terminal.read_until(DRAWN)
+        startup = first_frame_end([drawn, *terminal.read_until_quiet(FRAME_GAP, FRAME_GAP)]) - terminal.start
+        terminal.read_until_quiet(SETTLED)
         answers, settled = [], []
         for key in SESSION:
             pressed = terminal.press(KEYS[key])
@@ -134,7 +148,7 @@ def main() -> None:
             "--causal"]  # fmt: skip
     inputs = {"worked example": [], f"random, {args.tokens} tokens, causal": long}
     print(f"terminal {size[0]}x{size[1]}, {args.repeat} sessions each, medians (worst)")
-    print(f"{'input':<30} {'run s':>7} {'explore s':>10} {'ratio':>6} {'answer ms':>14} {'settled ms':>14}")
+    print(f"{'input':<30} {'run s':>7} {'explore s':>10} {'ratio':>6} {'key: answer ms':>15} {'settled ms':>14}")
     for name, arguments in inputs.items():
         runs, startups, answers, settled = [], [], [], []
         run_time(arguments, size)  # warm the file cache and the bytecode caches

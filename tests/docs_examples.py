@@ -59,7 +59,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -317,6 +318,31 @@ def base_environment() -> dict[str, str]:
     return {**env, "HF_HUB_OFFLINE": "1", "COLUMNS": COLUMNS, "PATH": f"{bin_folder}{os.pathsep}{env.get('PATH', '')}"}
 
 
+@contextmanager
+def on_a_terminal(args: list[str]) -> Iterator[None]:
+    """`attnx explore` as on a terminal: the app opens headless at 80×24, draws its first screen and quits.
+    Any other command runs as it is."""
+    if args[:1] != ["explore"]:
+        yield
+        return
+    from unittest import mock
+
+    from textual.app import App
+    from textual.pilot import Pilot
+
+    from attnx.tui.app import ExploreApp
+
+    async def quit_when_drawn(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        pilot.app.exit()
+
+    def headless(app: ExploreApp) -> None:
+        App.run(app, headless=True, size=(80, 24), auto_pilot=quit_when_drawn)
+
+    with mock.patch("attnx.cli.explore.on_terminal", return_value=True), mock.patch.object(ExploreApp, "run", headless):
+        yield
+
+
 def run(example: Example, folder: Path) -> tuple[int, tuple[str, ...]]:
     """Run one example in ``folder``: in-process when it is a plain attnx command, else with bash."""
     plain = in_process_form(example.command)
@@ -324,7 +350,8 @@ def run(example: Example, folder: Path) -> tuple[int, tuple[str, ...]]:
         from tests.runner import run_attnx
 
         env, args = plain
-        outcome = run_attnx(*args, cwd=folder, env={"HF_HUB_OFFLINE": "1", "COLUMNS": COLUMNS, **env}, unset=UNSET)
+        with on_a_terminal(args):
+            outcome = run_attnx(*args, cwd=folder, env={"HF_HUB_OFFLINE": "1", "COLUMNS": COLUMNS, **env}, unset=UNSET)
         return outcome.code, output_lines(outcome.stdout, outcome.stderr)
     piped = split_pipe(example.command)
     if piped is not None:  # the attnx in-process, its stdout into the rest (a fresh interpreter costs seconds)

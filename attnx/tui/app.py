@@ -41,11 +41,11 @@ class ExploreApp(App[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left", "query(-1)", "query", show=False),
-        Binding("right", "query(1)", "query ←→"),
+        Binding("right", "query(1)", "query"),
         Binding("left_square_bracket", "head(-1)", "head", show=False),
-        Binding("right_square_bracket", "head(1)", "head [ ]"),
+        Binding("right_square_bracket", "head(1)", "head"),
         Binding("left_curly_bracket", "layer(-1)", "layer", show=False),
-        Binding("right_curly_bracket", "layer(1)", "layer { }"),
+        Binding("right_curly_bracket", "layer(1)", "layer"),
         Binding("v", "view", "view"),
         Binding("p", "pin", "pin"),
         Binding("g", "ask('go')", "go to"),
@@ -89,8 +89,7 @@ class ExploreApp(App[None]):
     def on_mount(self) -> None:
         """Draw every panel once."""
         self.query_one("#keys", Static).update(panels.keys_panel())
-        self.redraw()
-        self.draw_trace()
+        self.redraw()  # the trace follows, as after a key
 
     def on_resize(self) -> None:
         """Fit the panels to the new size."""
