@@ -44,6 +44,12 @@ KEYS = {"→": b"\x1b[C", "←": b"\x1b[D", "]": b"]", "[": b"[", "v": b"v"}
 SESSION = ["→"] * 6 + ["]"] * 3 + ["v", "→", "v", "←", "v", "v", "["] + ["←"] * 4
 
 
+def _controlled_by_stdin() -> None:
+    """In the child: a session of its own whose controlling terminal is its stdin, as a terminal's shell gives."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Terminal:
     """A command running on a pseudo-terminal of ``size`` (columns, rows), its output read as it comes."""
 
@@ -52,7 +58,7 @@ class Terminal:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
         self.start = time.perf_counter()
         self.process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=ENV,
-                                        start_new_session=True)  # fmt: skip
+                                        preexec_fn=_controlled_by_stdin)  # fmt: skip
         os.close(slave)
 
     def read_until_quiet(self, quiet: float, first_byte_by: float = 30.0) -> list[float]:

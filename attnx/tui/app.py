@@ -12,6 +12,7 @@ from rich.styled import Styled
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
@@ -116,7 +117,11 @@ class ExploreApp(App[None]):
     def draw_trace(self) -> None:
         """Draw the trace of the cursor's query and head (its row computed once, then kept)."""
         self._tracing = None
-        self._show("trace", panels.trace_panel(self.state))
+        try:
+            trace = panels.trace_panel(self.state)
+            self._show("trace", trace)
+        except NoMatches:  # the app closed before the cursor rested
+            return
 
     def _show(self, panel: str, renderable: RenderableType | None) -> None:
         """Put ``renderable`` in ``panel``, every character of it made inert (None: hide the panel).
