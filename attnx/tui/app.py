@@ -16,6 +16,7 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from attnx.errors import AttnxError
 from attnx.render import explore as panels
 from attnx.text import Inert, message_line
 from attnx.tui.state import Explorer
@@ -98,30 +99,39 @@ class ExploreApp(App[None]):
 
     def redraw(self) -> None:
         """Draw each panel from the state (blocks computed once and kept by the state) at the screen's size."""
-        state, colour = self.state, self.colour
+        state = self.state
         width = max(self.size.width - 4, 20)  # the column's padding and its scroll bar
         rows = min(max(self.size.height - 12, 4), 16)  # the head's heatmap fits the screen with its titles
         if self._tracing is not None:
             self._tracing.stop()
         with self.batch_update():  # every panel in one frame
-            self._show("status", panels.status_line(state))
-            self._show("tokens", panels.token_strip(state, self.size.width))
-            self._show("head", panels.head_panel(state, colour=colour, width=width, rows=rows))
-            self._show("change", panels.change_panel(state, colour=colour, width=width))
-            self._show("heads", panels.heads_panel(state, colour=colour, width=width))
-            trace = self.query_one("#trace", Static)
-            if isinstance(trace.content, Once):  # the last trace, faded until the cursor rests
-                trace.update(trace.content.faded(), layout=False)
+            try:
+                self._panels(state, width, rows)
+            except AttnxError as exc:  # a block of a long input the engine refuses (an overflow): say so, stay
+                self.notify(message_line(str(exc)), severity="error")
         self._tracing = self.set_timer(self.trace_delay, self.draw_trace)
+
+    def _panels(self, state: Explorer, width: int, rows: int) -> None:
+        """Every panel but the trace, drawn; the last trace faded."""
+        colour = self.colour
+        self._show("status", panels.status_line(state))
+        self._show("tokens", panels.token_strip(state, self.size.width))
+        self._show("head", panels.head_panel(state, colour=colour, width=width, rows=rows))
+        self._show("change", panels.change_panel(state, colour=colour, width=width))
+        self._show("heads", panels.heads_panel(state, colour=colour, width=width))
+        trace = self.query_one("#trace", Static)
+        if isinstance(trace.content, Once):  # the last trace, faded until the cursor rests
+            trace.update(trace.content.faded(), layout=False)
 
     def draw_trace(self) -> None:
         """Draw the trace of the cursor's query and head (its row computed once, then kept)."""
         self._tracing = None
         try:
-            trace = panels.trace_panel(self.state)
-            self._show("trace", trace)
+            self._show("trace", panels.trace_panel(self.state))
         except NoMatches:  # the app closed before the cursor rested
             return
+        except AttnxError as exc:  # the engine refused the query's row (an overflow)
+            self.notify(message_line(str(exc)), severity="error")
 
     def _show(self, panel: str, renderable: RenderableType | None) -> None:
         """Put ``renderable`` in ``panel``, every character of it made inert (None: hide the panel).
@@ -180,7 +190,11 @@ class ExploreApp(App[None]):
         if self.state.layers > 1:
             self.notify("a model's layers keep their own settings", severity="warning")
             return
-        changed = self.state.change_setting(name)
+        try:
+            changed = self.state.change_setting(name)
+        except AttnxError as exc:
+            self.notify(message_line(str(exc)), severity="error")
+            return
         if changed is None:
             self.notify(f"this input takes no other {name}", severity="warning")
             return
@@ -202,15 +216,19 @@ class ExploreApp(App[None]):
             wanted = "no token holds" if self.asking == "find" else "no query at"
             self.notify(f"{wanted} {message_line(event.value)!r}", severity="warning")
             return
+        if self.asking == "go":  # one position: the box closes (find stays open, Enter finds the next)
+            self._close_box()
         self.state.go_to(found)
         self.redraw()
 
+    def _close_box(self) -> None:
+        self.query_one("#ask", Input).remove_class("shown")
+        self.set_focus(None)
+
     def on_key(self, event: object) -> None:
         """Escape closes the box."""
-        box = self.query_one("#ask", Input)
-        if getattr(event, "key", None) == "escape" and box.has_class("shown"):
-            box.remove_class("shown")
-            self.set_focus(None)
+        if getattr(event, "key", None) == "escape" and self.query_one("#ask", Input).has_class("shown"):
+            self._close_box()
 
     def action_export(self) -> None:
         """Save the screen as an SVG in the current folder."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnx.core.settings import LAYOUTS, SCALE_MODES
-from attnx.errors import ConfigError
+from attnx.errors import AttnxError, ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.measures import Rollout
@@ -256,7 +256,8 @@ class Explorer:
     def change_setting(self, name: str) -> str | None:
         """Move setting ``name`` (one of ``CHANGES``) of an input to its next value the input can take, and
         remember the setting before. Returns what changed (``"heads 2 → 4"``), or None when nothing can: a
-        model's layers keep their settings, and an input may take one head count only."""
+        model's layers keep their settings, and an input may take one head count only. A setting the engine
+        refuses (an overflow) raises its AttnxError, the setting left as it was."""
         if self.layers > 1:
             return None
         settings = self.spec.settings
@@ -268,9 +269,15 @@ class Explorer:
                 self.spec_at(setting)
             except ConfigError:
                 continue
+            before = (self.previous, self.setting, self.last_change, self.head, self.pinned)
             self.previous, self.setting = self.setting, setting
             self.last_change = f"{name} {_shown(now[name])} → {_shown(value)}"
             self._fit()
+            try:
+                self.result()  # an input may overflow under another scale: the setting stays as it was
+            except AttnxError:
+                self.previous, self.setting, self.last_change, self.head, self.pinned = before
+                raise
             return self.last_change
         return None
 

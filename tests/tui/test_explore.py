@@ -301,3 +301,28 @@ class TestLongInput:
             assert row.split()[2:] == [f"{exact.weights[0, 0, k]:.2f}" for k in shown_keys]
 
         drive(state, session, size=(80, 24))
+
+
+class TestRefused:
+    """What the engine refuses is said in one line and the app stays; nothing escapes as a traceback."""
+
+    def test_a_block_that_overflows(self) -> None:
+        from attnx.errors import NumericError
+
+        rng = np.random.default_rng(3)
+        q, k = rng.standard_normal((2, 70, 8))
+        q[64:] = k[64:] = 1e200  # queries 64-69 against keys 64-69: Q·K overflows float64
+        tokens = tuple(f"t{i}" for i in range(70))
+        spec = AttentionSpec.build(q=q, k=k, v=k.copy(), heads=2, tokens=tokens, key_tokens=tokens)
+        with pytest.raises(NumericError):
+            compute(spec.select_queries([64]))
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("g", *"60", "enter")  # rows 54-65 on screen: the block of 64-69 with them
+            (note,) = [n for n in app._notifications if n.severity == "error"]
+            assert "overflows float64" in note.message
+            assert app.is_running and app.state.query == 60
+            await pilot.press("g", *"10", "enter")  # the first block alone: drawn again
+            assert "query 10 't10'" in shown(app, "status")
+
+        drive(Explorer(lambda _layer: spec, 1, "big", {}), session)
