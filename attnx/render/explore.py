@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.table import Table
@@ -61,13 +62,13 @@ def token_strip(state: Explorer, width: int) -> Text:
     """The tokens around the query on one line, the query's reversed; a click on a token moves the cursor there."""
     tokens, query = state.tokens, state.query
     lo = hi = query
-    used = len(tokens[query]) + 1
+    used = cell_len(tokens[query]) + 1
     while True:  # take tokens from both sides in turn while they fit
         grown = False
         for side in (-1, 1):
             j = lo - 1 if side < 0 else hi + 1
-            if 0 <= j < len(tokens) and used + len(tokens[j]) + 1 <= width - 4:
-                used += len(tokens[j]) + 1
+            if 0 <= j < len(tokens) and used + cell_len(tokens[j]) + 1 <= width - 4:
+                used += cell_len(tokens[j]) + 1
                 lo, hi = (j, hi) if side < 0 else (lo, j)
                 grown = True
         if not grown:
