@@ -123,11 +123,11 @@ def _keys_note(keys: list[int], total: int) -> str:
     return f" · keys {', '.join(shown)} of {total}"
 
 
-def _head_grid(state: Explorer, head: int, rows: tuple[int, int], colour: bool, width: int, scale: HeatScale
-               ) -> FittedGrid:  # fmt: skip
-    """Head ``head``'s heatmap over queries ``rows`` (the view under the cursor)."""
+def _head_grid(state: Explorer, head: int, rows: tuple[int, int], matrix: np.ndarray, colour: bool, width: int,
+               scale: HeatScale) -> FittedGrid:  # fmt: skip
+    """Head ``head``'s heatmap over queries ``rows``, ``matrix`` (``[row, key]``) as the view under the cursor
+    shows them."""
     lo, hi = rows
-    matrix = state.matrix(lo, hi)[head]  # (rows, M)
     blocked = None if state.view == "rollout" else state.blocked(lo, hi)
     labels = _marked(state.tokens[lo:hi], state.query - lo)
     if state.view == "rollout":
@@ -145,11 +145,12 @@ def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12
     window = state.window(rows)
     rollout = state.view == "rollout"
     heads = [0] if rollout else [state.head] if state.pinned in (None, state.head) else [state.pinned, state.head]
-    scale = scale_of([state.matrix(*window)[heads]], SCALES[state.view])
+    matrix = state.matrix(*window)  # (heads, rows, M)
+    scale = scale_of([matrix[heads]], SCALES[state.view])
     key = legend(scale, PRECISION, colour)
     if len(heads) == 1:
-        return Group(_head_grid(state, heads[0], window, colour, width, scale), key)
-    above, below = (_head_grid(state, h, window, colour, width, scale) for h in heads)
+        return Group(_head_grid(state, heads[0], window, matrix[heads[0]], colour, width, scale), key)
+    above, below = (_head_grid(state, h, window, matrix[h], colour, width, scale) for h in heads)
     if all(grid.span(len(grid.col_labels)) <= (width - GAP) // 2 for grid in (above, below)):
         table = Table.grid(padding=(0, GAP))  # both fit whole in half the width: side by side
         table.add_column(ratio=1)

@@ -76,6 +76,7 @@ class Explorer:
     _blocks: dict[tuple[int, Setting, int], AttentionResult] = field(default_factory=dict, repr=False)
     _shares: dict[tuple[int, Setting, int], np.ndarray] = field(default_factory=dict, repr=False)
     _averages: dict[tuple[int, Setting], np.ndarray] = field(default_factory=dict, repr=False)
+    _rollouts: dict[tuple[int, Setting], Rollout] = field(default_factory=dict, repr=False)
     _traces: dict[tuple[int, Setting, int, int], Trace] = field(default_factory=dict, repr=False)
 
     # -- what is under the cursor --------------------------------------------------------------------------
@@ -180,14 +181,19 @@ class Explorer:
         return lo, min(n, lo + rows)
 
     def rollout(self) -> Rollout:
-        """Rollout through layers 0 … the cursor's (Abnar & Zuidema): every block of each of them is computed."""
+        """Rollout through layers 0 … the cursor's (Abnar & Zuidema), once: every block of each of them is
+        computed."""
         from attnx.analysis.measures import rollout
 
-        for layer in range(self.layer + 1):
-            if (layer, self.setting) not in self._averages:
-                weights = self.matrix(0, len(self.tokens), "weights", layer)
-                self._averages[layer, self.setting] = weights.mean(axis=0)
-        return rollout((self._averages[layer, self.setting] for layer in range(self.layer + 1)), self.tokens)
+        key = (self.layer, self.setting)
+        if key not in self._rollouts:
+            for layer in range(self.layer + 1):
+                if (layer, self.setting) not in self._averages:
+                    weights = self.matrix(0, len(self.tokens), "weights", layer)
+                    self._averages[layer, self.setting] = weights.mean(axis=0)
+            averages = (self._averages[layer, self.setting] for layer in range(self.layer + 1))
+            self._rollouts[key] = rollout(averages, self.tokens)
+        return self._rollouts[key]
 
     @property
     def trace(self) -> Trace:
