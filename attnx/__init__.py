@@ -10,18 +10,23 @@ __all__ = [
     "AttentionResult",
     "AttentionSpec",
     "AttnxError",
+    "InputOverrides",
+    "SettingOverrides",
     "__version__",
     "compute",
     "load_spec",
+    "open_model",
     "reference",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnx.core.overrides import SettingOverrides
     from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
     from attnx.engines import compute
     from attnx.errors import AttnxError
-    from attnx.io import load_spec
+    from attnx.io import InputOverrides, load_spec
+    from attnx.models import open_model
     from attnx.testing import reference
 
 # The public names are resolved on first use so that `import attnx` (and `attnx --help`) stays
@@ -32,6 +37,9 @@ _LAZY = {
     "AttnxError": "attnx.errors",
     "compute": "attnx.engines",
     "load_spec": "attnx.io",
+    "InputOverrides": "attnx.io",
+    "SettingOverrides": "attnx.core.overrides",
+    "open_model": "attnx.models",
     "reference": "attnx.testing",
 }
 

@@ -8,10 +8,11 @@ still importing.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from types import FrameType
+
+from attnx.streams import quiet_stdout
 
 CAUGHT = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
@@ -27,13 +28,6 @@ class Terminated(BaseException):
 
 def _raise(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signum)
-
-
-def quiet_stdout() -> None:
-    """The reader of stdout went away (`attnx ... | head -1`): send what is left nowhere, so that Python's
-    exit-time flush does not fail again."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 def main() -> None:

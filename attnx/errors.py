@@ -41,3 +41,14 @@ class NumericError(AttnxError):
 
 class OutputError(AttnxError):
     """The output file cannot be written."""
+
+
+class ChoiceError(UsageError):
+    """A value that names nothing the input or model holds (a token, a query, a head, a layer).
+
+    The message speaks of the value, not of how it was given; the CLI adds the flag that gave it.
+    """
+
+
+class AmbiguousError(ChoiceError):
+    """A value that names more than one thing the input holds (a token at several queries)."""

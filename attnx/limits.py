@@ -7,12 +7,44 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from attnx.errors import LimitError, UsageError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from attnx.core.spec import AttentionSpec
+
+class _Heads(Protocol):
+    @property
+    def heads(self) -> int:
+        """Query heads."""
+
+
+class Problem(Protocol):
+    """What the caps read of an attention problem (an ``AttentionSpec``): its sizes and where it came from."""
+
+    @property
+    def source(self) -> str:
+        """Where the problem came from, for messages."""
+
+    @property
+    def n_queries(self) -> int:
+        """N."""
+
+    @property
+    def n_keys(self) -> int:
+        """M."""
+
+    @property
+    def d_model(self) -> int:
+        """Width of Q."""
+
+    @property
+    def kv_width(self) -> int:
+        """Width of K and V."""
+
+    @property
+    def settings(self) -> _Heads:
+        """The settings (their head count)."""
+
 
 MiB = 1024**2
 DEPTH_CEILING = 200  # deeper would bring the YAML composer's recursion near Python's limit of 1000
@@ -81,12 +113,14 @@ class Limits:
             hint = " (write large inputs as JSON or .npz)" if cap == "max_yaml_bytes" else ""
             raise LimitError(f"{name}: {self.exceeded(cap, found)}{hint}")
 
-    def check_problem(self, spec: AttentionSpec, *, matrices: bool, rows: int | None = None) -> None:
+    def check_problem(self, spec: Problem, *, matrices: bool, rows: int | None = None) -> None:
         """Refuse, before anything is allocated, a problem whose arrays would pass these caps.
 
         Q, K and V (after any projection) always; the ``[head, query, key]`` matrices when
         ``matrices`` (for at most ``rows`` query rows: a trace computes one, a long table only the
         rows it shows; None: all). Without the matrices the engines work in blocks and never hold them.
+        ``attnx.engines.compute`` calls it (``check_caps``) before every computation; the readers call it for
+        Q, K and V where the input is read.
         """
         n, m = spec.n_queries, spec.n_keys
         arrays: list[tuple[str, tuple[int, ...]]] = [("Q", (n, spec.d_model)), ("K and V", (m, spec.kv_width))]

@@ -18,7 +18,7 @@ bfloat16), or anything ``numpy.asarray`` reads, in the layouts kernels use:
 
 Head h owns columns ``h·d … h·d + d − 1`` of an ``H·d`` axis. ``mask`` is boolean, True where a query may
 attend a key (SDPA's convention), ``[N, M]`` or with leading axes of 1 or B. The tolerance follows
-``actual``'s dtype (``attnx.analysis.compare.default_tolerance``). NumPy is imported on first use, torch
+``actual``'s dtype (``attnx.analysis.tolerance.default_tolerance``). NumPy is imported on first use, torch
 never: a tensor is read through its own methods.
 """
 
@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from attnx.analysis.kernel import Verification
+    from attnx.analysis.check_against import Verification
     from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
+    from attnx.limits import Limits
 
 __all__ = ["assert_attention_close", "reference"]
 
@@ -127,15 +128,19 @@ def reference(
     mask: Any = None,
     scale: float | None = None,
     window: int | None = None,
+    limits: Limits | None = None,
 ) -> AttentionResult:
     """attnx's float64 result for one sequence (no batch axis, or a batch of 1): weights ``[head, query, key]``,
-    head outputs ``[head, query, d]``, output ``[query, H·d]`` and every step between."""
+    head outputs ``[head, query, d]``, output ``[query, H·d]`` and every step between.
+
+    Computed through ``attnx.engines.compute``, which refuses with LimitError arrays over ``limits``
+    (None: the defaults, replaced by ``ATTNX_MAX_*``)."""
     from attnx.engines import compute
 
     specs = _specs(q, k, v, _Settings(heads, kv_heads, causal, mask, scale, window))
     if len(specs) != 1:
         raise ValueError(f"reference() computes one sequence; got a batch of {len(specs)}")
-    return compute(specs[0], "numpy", dtype="float64")
+    return compute(specs[0], "numpy", dtype="float64", limits=limits)
 
 
 def _actual(actual: np.ndarray, batch: int, spec: AttentionSpec) -> list[dict[str, np.ndarray]]:
@@ -158,7 +163,7 @@ def _actual(actual: np.ndarray, batch: int, spec: AttentionSpec) -> list[dict[st
 def _verifications(actual: Any, q: Any, k: Any, v: Any, settings: _Settings, rtol: float | None,
                    atol: float | None) -> list[Verification]:  # fmt: skip
     """One verification per batch element: ``actual`` against the float64 reference of q, k and v."""
-    from attnx.analysis.kernel import verify_kernel
+    from attnx.analysis.check import verify_kernel
     from attnx.io.results import SavedResult
 
     specs = _specs(q, k, v, settings)
@@ -196,7 +201,7 @@ def assert_attention_close(
     failed = [(b, verification) for b, verification in enumerate(verifications) if not verification.passed]
     if not failed:
         return
-    from attnx.render.kernel import verification_text
+    from attnx.render.check import verification_text
 
     head = f"attention differs from attnx's float64 reference in {len(failed)} of {len(verifications)} batch elements"
     reports = [f"batch element {b}:\n{verification_text(verification)}" for b, verification in failed[:2]]

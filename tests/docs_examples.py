@@ -64,6 +64,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.specs import loaded
+
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_PREFIXES = (
     "python -m pip", "pip ", "git ", "python -m pytest", "python -m venv", "python3 -m venv", "cd ", "source ", ". ",
@@ -439,15 +441,15 @@ def _kernel_files(kernel: Path) -> None:
     import numpy as np
 
     from attnx.engines import compute
-    from attnx.io import Overrides, load_spec
+    from attnx.io import load_spec
 
     kernel.mkdir()
     tokens = ("the", "quick", "brown", "fox", "jumps", "over")
-    spec = load_spec(overrides=Overrides(seed=0, tokens=tokens, d_model=16, heads=4))
+    spec = loaded(seed=0, tokens=tokens, d_model=16, heads=4)
     q, k, v = (np.asarray(x, dtype=np.float32) for x in (spec.inputs.q, spec.inputs.k, spec.inputs.v))
     np.savez(kernel / "qkv.npz", q=q, k=k, v=v, heads=np.array(4), tokens=np.array(tokens))
     right = compute(load_spec(str(kernel / "qkv.npz")), dtype="float32")
-    wrong = compute(load_spec(str(kernel / "qkv.npz"), overrides=Overrides(scale="sqrt_d_model")), dtype="float32")
+    wrong = compute(loaded(str(kernel / "qkv.npz"), scale="sqrt_d_model"), dtype="float32")
     np.save(kernel / "output.npy", right.output)
     np.save(kernel / "output-wrong-scale.npy", wrong.output)
 

@@ -56,6 +56,28 @@ class TestDocumentedCommands:
         assert sum(e.path.name == "README.md" for e in EXAMPLES) >= 5
 
 
+PYTHON_PAGE = docs.ROOT / "docs" / "python.md"
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```\n\n```text\n(.*?)```", re.S)
+
+
+class TestPythonExamples:
+    """The Python API page's examples run as written and print what the page shows."""
+
+    @pytest.mark.parametrize("number", range(len(PYTHON_BLOCK.findall(PYTHON_PAGE.read_text("utf-8")))))
+    def test_block(self, number: int, docs_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Python block ``number`` prints the text block under it, run in the examples' folder."""
+        code, expected = PYTHON_BLOCK.findall(PYTHON_PAGE.read_text("utf-8"))[number]
+        monkeypatch.chdir(docs_folder)
+        printed = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", printed)
+        exec(compile(code, f"{PYTHON_PAGE}:{number}", "exec"), {})
+        assert printed.getvalue() == expected
+
+    def test_the_page_holds_examples(self) -> None:
+        """The page has its two examples, so that a broken pattern cannot pass silently."""
+        assert len(PYTHON_BLOCK.findall(PYTHON_PAGE.read_text("utf-8"))) == 2
+
+
 MARKDOWN = """\
 # Title
 

@@ -11,6 +11,8 @@ import pytest
 
 import attnx
 from attnx.engines import compute
+from attnx.errors import LimitError
+from attnx.limits import Limits
 from attnx.testing import assert_attention_close, reference
 from tests.analysis import kernels
 
@@ -117,6 +119,46 @@ class TestReference:
         q, k, v = tensors(b=1, kv_heads=4)
         with pytest.raises(error, match=message):
             reference(q, k, v, **({"heads": 4} | change))
+
+
+class TestCaps:
+    """reference and assert_attention_close compute through attnx.engines.compute, the one checked entry."""
+
+    @pytest.fixture
+    def qkv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """2 heads over 16 tokens, d 2: Q, K and V hold 64 elements each, the scores 2 × 16 × 16 = 512."""
+        q, k, v = np.random.default_rng(7).standard_normal((3, 16, 4))
+        return q, k, v
+
+    def test_reference_honours_the_variable(self, qkv: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Under ATTNX_MAX_ELEMENTS=200, reference (which computes every matrix) refuses the 512 scores."""
+        monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "200")
+        with pytest.raises(LimitError) as info:
+            reference(*qkv, heads=2)
+        assert str(info.value) == (
+            "reference: the scores: an array of 2 × 16 × 16 (512 elements) exceeds the element cap of 200 elements "
+            "per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS"
+        )
+
+    def test_reference_takes_limits(self, qkv: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Limits given to reference replace the variable's: a cap of 512 elements computes the 2 × 16 × 16 weights."""
+        monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "200")
+        result = reference(*qkv, heads=2, limits=Limits(max_elements=512))
+        np.testing.assert_allclose(result.weights.sum(axis=-1), np.ones((2, 16)), rtol=1e-12)
+        with pytest.raises(LimitError, match=r"^reference: the scores: an array of 2 × 16 × 16 \(512 elements\)"):
+            reference(*qkv, heads=2, limits=Limits(max_elements=511))
+
+    def test_assert_close_is_checked(self, qkv: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An output [N, H·d] is checked without matrices (passes a cap of 200); Q's 64 elements over a cap of 32 are not."""
+        q, k, v = qkv
+        output = reference(q, k, v, heads=2).output
+        monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "200")
+        assert_attention_close(output, q, k, v, heads=2)
+        monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "32")
+        with pytest.raises(
+            LimitError, match=r"^reference: Q: an array of 16 × 4 \(64 elements\) exceeds the element cap"
+        ):
+            assert_attention_close(output, q, k, v, heads=2)
 
 
 class TestImportCost:

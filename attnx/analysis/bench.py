@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from attnx.core.spec import AttentionSpec
-from attnx.engines import compute, load_engine
+from attnx.engines import check_caps, compute, load_engine
 from attnx.errors import EngineUnavailableError
 from attnx.io.schema import random_qkv
+from attnx.limits import Limits
 
 # A side whose run takes less (in seconds) runs once untimed before each timed run (see best_times).
 SETTLE = 0.5
@@ -100,16 +101,25 @@ def traced_peak_mib(run: Callable[[], object]) -> float:
         tracemalloc.stop()
 
 
-def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> list[BenchRow]:
-    """Time every engine at every length; ``progress`` is told what is about to run."""
+def run_bench(
+    settings: BenchSettings, progress: Callable[[str], None] | None = None, *, limits: Limits | None = None
+) -> list[BenchRow]:
+    """Time every engine at every length; ``progress`` is told what is about to run.
+
+    Each engine's run goes through ``compute``, checked against ``limits`` (None: the defaults replaced by
+    ``ATTNX_MAX_*``): the weights path at H = 8, N = 2048 holds 32 Mi elements, over the default cap.
+    """
     needs = PATHS[settings.path]
+    limits = Limits.from_env() if limits is None else limits
+    for length in settings.lengths:  # every size before any is timed
+        check_caps(problem(length, settings.heads, settings.d_model, settings.dtype), needs=needs, limits=limits)
     sdpa = _sdpa_factory()
     rows: list[BenchRow] = []
     for length in settings.lengths:
         spec = problem(length, settings.heads, settings.d_model, settings.dtype)
         sides = {"torch SDPA": sdpa(spec, settings.dtype)} if sdpa is not None else {}
         sides |= {
-            engine: functools.partial(compute, spec, engine, dtype=settings.dtype, needs=needs)
+            engine: functools.partial(compute, spec, engine, dtype=settings.dtype, needs=needs, limits=limits)
             for engine in settings.engines
         }
         warm_up = []
@@ -142,7 +152,6 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
 def _sdpa_factory() -> Callable[[AttentionSpec, str], Callable[[], object]] | None:
     """torch's bare-SDPA reference, where torch is installed."""
     try:
-        factory: Callable[[AttentionSpec, str], Callable[[], object]] = load_engine("torch").sdpa_reference
-        return factory
+        return load_engine("torch").sdpa_reference
     except EngineUnavailableError:
         return None

@@ -1,12 +1,23 @@
-"""`check`: every available engine, device and dtype against a float64 NumPy reference."""
+"""`check`: every engine, device and dtype against a float64 NumPy reference; `check --against`: a kernel's tensors.
+
+``run_check`` runs each available target; ``verify_kernel`` reads what a kernel saved, compares it tensor by tensor
+(``check_against``) and names the known bugs that explain a difference (``check_diagnosis``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
-from attnx.analysis.compare import TensorDiff, compare, tolerance_for
+from attnx.analysis.array_layouts import recognise
+from attnx.analysis.check_against import KERNEL_TENSORS, Verification, verify
+from attnx.analysis.check_diagnosis import diagnose
+from attnx.analysis.tolerance import DTYPES, TensorDiff, compare, tolerance_for
 from attnx.core.spec import AttentionSpec
+from attnx.core.tensors import TENSORS
 from attnx.engines import EngineStatus, compute
+from attnx.errors import ConfigError
+from attnx.io.results import BareArray, SavedResult
 
 CHECKED_TENSORS = ("scores", "weights", "head_outputs", "output", "projected")
 REFERENCE = ("numpy", "cpu", "float64")
@@ -82,3 +93,45 @@ def run_check(
             tolerance = tolerance_for(target.dtype, ref, rtol, atol)
             rows.append(CheckRow(target, name, compare(getattr(result, name), ref, tolerance)))
     return CheckReport(tuple(rows), tuple(status for status in statuses if not status.available))
+
+
+def verify_kernel(
+    spec: AttentionSpec,
+    saved: SavedResult | BareArray,
+    *,
+    dtype: str | None = None,
+    layout: str | None = None,
+    names: Collection[str] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> Verification:
+    """A kernel's saved tensors (or one bare array, read by its shape or ``layout``) against the float64
+    reference of ``spec``, with the known bugs that explain a difference.
+
+    ``dtype`` is what the kernel computed in (default: the file's dtype); it sets the tolerances.
+    """
+    if isinstance(saved, BareArray):
+        sizes = {"query": spec.n_queries, "key": spec.n_keys, "head": spec.settings.heads,
+                 "kv_head": spec.settings.kv_heads, "d_k": spec.d_k, "d_model": spec.d_model}  # fmt: skip
+        name, array = recognise(saved.array, sizes, layout)
+        tensors = {name: array}
+        kernel = f"{saved.source}, one array read as {name} [{', '.join(TENSORS[name].axes)}]"
+    else:
+        if layout is not None:
+            raise ConfigError(
+                f"{saved.source}: an array layout describes a bare .npy array; this file names its tensors"
+            )
+        tensors, kernel = saved.tensors, saved.source
+    kernel_dtype = dtype or saved.dtype or "float64"
+    if kernel_dtype not in DTYPES:
+        raise ConfigError(
+            f"{saved.source}: holds {kernel_dtype} numbers; say what the kernel computed in with --kernel-dtype "
+            f"({', '.join(DTYPES)})"
+        )
+    # Only what is compared, and the heads' Q, K and V the diagnoses start from: no [head, query, key]
+    # matrix unless the kernel's file holds one.
+    wanted = set(names if names is not None else tensors) & set(KERNEL_TENSORS)
+    reference = compute(spec, "numpy", dtype="float64", needs=wanted | {"q", "k", "v", "head_outputs"})
+    verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
+                          rtol=rtol, atol=atol)  # fmt: skip
+    return replace(verification, diagnoses=diagnose(spec, verification, tensors, rtol=rtol, atol=atol))

@@ -18,35 +18,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnx.analysis.heads import visible_keys
+from attnx.analysis.heads import query_scores, target_keys
+from attnx.core.measures import DETECT
 from attnx.core.result import AttentionResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.models import Model
     from attnx.models.tokenize import Encoded
 
-DETECTORS = ("previous-token", "duplicate-token", "induction")
-MEASURES = (*DETECTORS, "sink", "entropy")
-# A head is labelled with the detector of highest mean score that reaches its threshold, else `sink`.
-THRESHOLDS = MappingProxyType({"previous-token": 0.5, "duplicate-token": 0.5, "induction": 0.5, "sink": 0.5})
+# The detectors, the measures and the label rule live in the measure registry (rule DETECT): a head is
+# labelled with the detector of highest mean score that reaches its threshold, else `sink`.
+DETECTORS = DETECT.tiers[0]
+MEASURES = DETECT.measures
 
 
 def detection_targets(ids: Sequence[int]) -> dict[str, np.ndarray]:
     """Per detector, the key each query position is scored on (-1: none), from the sequence's token ids."""
-    n = len(ids)
-    previous = np.arange(n) - 1
-    duplicate = np.full(n, -1)
-    last: dict[int, int] = {}
-    for i, token in enumerate(ids):
-        duplicate[i] = last.get(int(token), -1)
-        last[int(token)] = i
-    induction = np.where(duplicate >= 0, duplicate + 1, -1)
-    return {"previous-token": previous, "duplicate-token": duplicate, "induction": induction}
+    targets = target_keys(ids, ids, range(len(ids)))
+    return {name: targets[name] for name in DETECTORS}
 
 
 @dataclass
@@ -78,21 +71,8 @@ class Tally:
 def text_scores(result: AttentionResult, ids: Sequence[int], sinks: Sequence[int] = (0,)) -> dict[str, np.ndarray]:
     """Per measure, ``[head, position]`` of one layer on one sequence: the target's weight at each scored
     position (detectors), the weight on the sinks and the normalised entropy at each query with a choice."""
-    assert result.weights is not None  # computed with the weights
-    weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
-    allowed = visible_keys(result)
-    visible = allowed.sum(axis=1)
-    chosen = visible >= 2
-    out: dict[str, np.ndarray] = {}
-    for name, targets in detection_targets(ids).items():
-        rows = np.flatnonzero(chosen & (targets >= 0) & (targets < weights.shape[2]))
-        out[name] = weights[:, rows, targets[rows]]  # (H, scored)
-    keys = [k for k in sorted(set(sinks)) if k < weights.shape[2]]
-    out["sink"] = weights[:, chosen][:, :, keys].sum(axis=2)  # (H, chosen)
-    safe = np.where(weights > 0, weights, 1.0)
-    entropy = -(weights * np.log(safe)).sum(axis=2)  # (H, N)
-    out["entropy"] = entropy[:, chosen] / np.log(visible[chosen])
-    return out
+    scored = query_scores(result, MEASURES, sinks=sinks, ids=ids).scored
+    return {name: scored[name].values for name in MEASURES}
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,14 +99,13 @@ class Detection:
     def label(self, layer: int, head: int) -> tuple[str | None, float | None]:
         """The head's label and its mean score: the best detector reaching its threshold, else ``sink``."""
         tally = self.tallies[layer][head]
-        passing = {name: m for name in DETECTORS if (m := tally[name].mean) is not None and m >= THRESHOLDS[name]}
-        if passing:
-            best = max(passing, key=lambda name: passing[name])
-            return best, passing[best]
-        sink = tally["sink"].mean
-        if sink is not None and sink >= THRESHOLDS["sink"]:
-            return "sink", sink
-        return None, None
+        found, score = DETECT.pick(lambda m: tally[m.name].mean)
+        return (None, None) if found is None else (found.label, score)
+
+    def label_count(self, layer: int, head: int) -> int | None:
+        """How many positions the head's label rests on (None without a label)."""
+        label, _ = self.label(layer, head)
+        return None if label is None else self.tallies[layer][head][label].count
 
     def grid(self, measure: str) -> np.ndarray:
         """``[layer, head]`` of ``measure``'s mean (NaN where no position was scored)."""
@@ -158,14 +137,14 @@ class Detector:
         """One sequence's layers, in order; returns its own per layer and head means (for JSONL)."""
         mine: list[list[dict[str, float | None]]] = []
         for layer, result in enumerate(results):
-            scores = text_scores(result, ids, sinks)
+            scored = query_scores(result, MEASURES, sinks=sinks, ids=ids).scored
             if layer == len(self.tallies):
                 self.tallies.append([{name: Tally() for name in MEASURES} for _ in range(result.heads)])
             row = []
             for h, tallies in enumerate(self.tallies[layer]):
                 for name in MEASURES:
-                    tallies[name].add(scores[name][h])
-                row.append({name: float(s[h].mean()) if s.shape[1] else None for name, s in scores.items()})
+                    tallies[name].add(scored[name].values[h])
+                row.append({name: scored[name].mean(h) for name in MEASURES})
             mine.append(row)
         self.sequences += 1
         self.tokens += len(ids)

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.analysis.compare import TensorDiff, compare, loosest, tolerance_for
+from attnx.analysis.array_layouts import recognise, sizes_of
 from attnx.analysis.heads import Saturation, saturation
-from attnx.analysis.kernel import recognise, sizes_of
+from attnx.analysis.tolerance import TensorDiff, compare, loosest, tolerance_for
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute

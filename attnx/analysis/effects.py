@@ -10,13 +10,12 @@ whether the most likely next token changes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.errors import LimitError, UsageError
+from attnx.errors import LimitError
 from attnx.models import ForwardPass, Model
 from attnx.models.tokenize import Encoded
 
@@ -92,23 +91,6 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 def kl_divergence(intact: np.ndarray, after: np.ndarray) -> np.ndarray:
     """Per row, KL(p ‖ q) in nats from log-probabilities ``intact`` (p) and ``after`` (q)."""
     return (np.exp(intact) * (intact - after)).sum(axis=-1)
-
-
-def parse_heads(values: Iterable[str], layers: int, heads: int) -> tuple[Head, ...]:
-    """``--head`` values (``L2H3``, ``2.3`` or ``2:3``; several comma-separated) as (layer, head) pairs."""
-    found: list[Head] = []
-    for value in values:
-        for part in value.split(","):
-            match = re.fullmatch(r"\s*(?:[Ll]\s*(\d+)\s*[Hh]\s*(\d+)|(\d+)\s*[.:]\s*(\d+))\s*", part)
-            if match is None:
-                raise UsageError(f"--head takes a layer and a head counted from 0, as L2H3 (or 2.3), not {part!r}")
-            layer, head = (int(g) for g in (match[1] or match[3], match[2] or match[4]))
-            if layer >= layers or head >= heads:
-                raise UsageError(f"--head L{layer}H{head} does not exist: the model has layers 0..{layers - 1} "
-                                 f"and heads 0..{heads - 1}")  # fmt: skip
-            if (layer, head) not in found:
-                found.append((layer, head))
-    return tuple(found)
 
 
 def outputs(forward: ForwardPass, lm_head: bool) -> tuple[np.ndarray, np.ndarray | None]:

@@ -1,38 +1,32 @@
-"""Per-head statistics: entropy, focus, softmax saturation, and a pattern label with its score."""
+"""Per-head statistics and every head measure, scored once for `heads`, the model view and `detect`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
 
+from attnx.core.measures import HEADS, MEASURES
 from attnx.core.result import AttentionResult, row_maxima
 
-# The pattern labels and the one place their rules live. Every score is a mean over the queries
-# that see at least two keys (a query with one visible key has no choice to make):
+# The pattern labels, their scores and thresholds live in the measure registry (attnx/core/measures.py,
+# rule HEADS). Every score is a mean over the queries that see at least two keys (a query with one
+# visible key has no choice to make) and, for a target key, have one; ``counts`` says how many:
 #   self            mean weight on the key at the query's own position (the diagonal)
 #   previous-token  mean weight on the key just before the query (queries at position >= 1)
-#   first-token     mean weight on key 0 (an attention sink)
+#   sink            mean weight on the sinks: key 0 and a model's special tokens (``first-token`` until 1.4)
 #   induction       mean weight on the key right after the previous occurrence of the query's token
 #                   (only queries whose token occurred before)
 #   uniform         mean normalised entropy: entropy / log(visible keys)
 #   focused         mean max weight
-# A head gets the best-scoring positional label (self, previous-token, first-token, induction)
-# whose score reaches its threshold; failing that `uniform`, then `focused`; failing all, none.
-THRESHOLDS: Mapping[str, float] = MappingProxyType(
-    {
-        "self": 0.5,
-        "previous-token": 0.5,
-        "first-token": 0.5,
-        "induction": 0.5,
-        "uniform": 0.95,
-        "focused": 0.8,
-    }
-)
-POSITIONAL = ("self", "previous-token", "first-token", "induction")
-LABELS = (*POSITIONAL, "uniform", "focused")
+# A head gets the best-scoring positional label (self, previous-token, sink, induction) whose score
+# reaches its threshold; failing that `uniform`, then `focused`; failing all, none.
+THRESHOLDS: Mapping[str, float] = MappingProxyType(HEADS.thresholds())
+LABELS = HEADS.labels
+TARGETS = ("self", "previous-token", "duplicate-token", "induction")  # measures scored on one key per query
+PER_ROW = ("sink", "entropy", "max-weight")  # measures scored at every query with a choice
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,9 +50,10 @@ class HeadStats:
     log(visible keys) (NaN where fewer than two keys are visible); ``effective_keys`` is
     exp(entropy); ``top_key`` the key of largest weight (-1 where none is visible; the first of
     tied keys) and ``top_ties`` how many keys tie it (``row_maxima``; 0 where none is visible, 5
-    for a uniform row of five keys). ``scores`` holds
-    every label's score (None where it is undefined, e.g. induction without repeated tokens);
-    ``label`` is the chosen one (None: no rule fits) and ``label_score`` its score.
+    for a uniform row of five keys). ``scores`` holds every label's score, keyed as ``THRESHOLDS``
+    (None where it is undefined, e.g. induction without repeated tokens), and ``counts`` the number
+    of queries each score is the mean of; ``label`` is the chosen one (None: no rule fits),
+    ``label_score`` its score.
     """
 
     head: int
@@ -72,8 +67,14 @@ class HeadStats:
     scaled_std: float
     mean_max_weight: float
     scores: Mapping[str, float | None]
+    counts: Mapping[str, int]
     label: str | None
     label_score: float | None
+
+    @property
+    def label_count(self) -> int | None:
+        """How many queries the label's score is the mean of (None without a label)."""
+        return None if self.label is None else self.counts.get(self.label)
 
     @property
     def mean_entropy(self) -> float:
@@ -97,10 +98,15 @@ def visible_keys(result: AttentionResult) -> np.ndarray:
     return np.asarray(result.mask, dtype=bool)
 
 
+def chosen_queries(result: AttentionResult) -> np.ndarray:
+    """``[query]`` booleans: True where the query sees two keys or more (has a choice to make)."""
+    return np.asarray(visible_keys(result).sum(axis=1) >= 2)
+
+
 def saturation(result: AttentionResult) -> Saturation:
     """Scaled-score spread and mean max weight of every head of ``result``."""
     allowed = visible_keys(result)
-    chosen = allowed.sum(axis=1) >= 2
+    chosen = chosen_queries(result)
     scaled = np.asarray(result.scaled, dtype=np.float64)  # (H, N, M)
     weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
     stds = np.array([scaled[h][allowed].std() if allowed.any() else np.nan for h in range(result.heads)])
@@ -108,87 +114,168 @@ def saturation(result: AttentionResult) -> Saturation:
     return Saturation(stds, maxima)
 
 
-def induction_targets(tokens: Sequence[str], key_tokens: Sequence[str], positions: Sequence[int]) -> np.ndarray:
-    """Per query, the key right after the latest earlier occurrence of its token (-1: none).
+def entropy(weights: np.ndarray) -> np.ndarray:
+    """The entropy in nats of each row of ``weights`` (over the last axis; 0 log 0 = 0)."""
+    safe = np.where(weights > 0, weights, 1.0)
+    return np.asarray(-(weights * np.log(safe)).sum(axis=-1))
 
-    Query ``i`` sits at ``positions[i]``; an occurrence is a key ``j < positions[i]`` with
-    ``key_tokens[j] == tokens[i]``, and its target ``j + 1`` must be a key.
+
+def normalized_entropy(nats: np.ndarray, visible: np.ndarray) -> np.ndarray:
+    """Entropy ``nats`` ``[..., query]`` ÷ log(visible keys) ``[query]``: 0 one key, 1 uniform (NaN where a query
+    sees fewer than two keys)."""
+    chosen = visible >= 2
+    return np.where(chosen, nats / np.log(np.where(chosen, visible, 2)), np.nan)  # guards log(1) = 0 and log(0)
+
+
+def earlier_copies(tokens: Sequence[Hashable], key_tokens: Sequence[Hashable], positions: Sequence[int]) -> np.ndarray:
+    """Per query, the latest key before its position holding its token (-1: none).
+
+    Query ``i`` sits at ``positions[i]``; an earlier copy is a key ``j < positions[i]`` with
+    ``key_tokens[j] == tokens[i]``. Tokens may be strings (a table's) or ids (a model's).
     """
-    targets = np.full(len(tokens), -1)
-    for i, (token, position) in enumerate(zip(tokens, positions, strict=True)):
-        earlier = [j for j in range(min(position, len(key_tokens))) if key_tokens[j] == token]
-        if earlier and earlier[-1] + 1 < len(key_tokens):
-            targets[i] = earlier[-1] + 1
-    return targets
+    copies = np.full(len(tokens), -1)
+    latest: dict[Hashable, int] = {}
+    seen = 0  # keys 0 .. seen - 1 are in ``latest``
+    for i in sorted(range(len(tokens)), key=lambda i: positions[i]):
+        while seen < min(positions[i], len(key_tokens)):
+            latest[key_tokens[seen]] = seen
+            seen += 1
+        copies[i] = latest.get(tokens[i], -1)
+    return copies
 
 
-def positional_targets(result: AttentionResult) -> dict[str, np.ndarray]:
-    """Per positional label, the key each query would attend to (-1 where the label says nothing)."""
-    positions = np.asarray(result.query_positions)
-    m = len(result.key_tokens)
+def target_keys(
+    tokens: Sequence[Hashable], key_tokens: Sequence[Hashable], positions: Sequence[int]
+) -> dict[str, np.ndarray]:
+    """Per target measure (``TARGETS``), the key each query is scored on (-1 where it has none)."""
+    at = np.asarray(positions, dtype=int).reshape(-1)
+    m = len(key_tokens)
+    copies = earlier_copies(tokens, key_tokens, positions)
     return {
-        "self": np.where(positions < m, positions, -1),
-        "previous-token": np.where((positions >= 1) & (positions <= m), positions - 1, -1),
-        "first-token": np.zeros(len(positions), dtype=int),
-        "induction": induction_targets(result.tokens, result.key_tokens, result.query_positions),
+        "self": np.where(at < m, at, -1),
+        "previous-token": np.where((at >= 1) & (at <= m), at - 1, -1),
+        "duplicate-token": copies,
+        "induction": np.where((copies >= 0) & (copies + 1 < m), copies + 1, -1),
     }
 
 
-def _target_score(weights: np.ndarray, targets: np.ndarray, chosen: np.ndarray) -> float | None:
-    rows = np.flatnonzero(chosen & (targets >= 0))
-    return float(weights[rows, targets[rows]].mean()) if rows.size else None
+def sink_keys(sinks: Sequence[int], keys: int) -> list[int]:
+    """The keys of ``sinks`` that exist among ``keys`` keys, once each, in order."""
+    return sorted({k for k in sinks if 0 <= k < keys})
+
+
+def on_sinks(weights: np.ndarray, rows: np.ndarray, keys: Sequence[int]) -> np.ndarray:
+    """``[head, rows]``: what each head's rows ``rows`` of ``weights`` ``[head, query, key]`` put on the keys
+    ``keys`` together (the sink measure; with value shares for weights, the sink by value)."""
+    return np.asarray(weights[:, rows][:, :, list(keys)].sum(axis=2))
+
+
+@dataclass(frozen=True, eq=False)
+class Scored:
+    """One measure at the queries it scores: ``rows`` (their indices) and ``values`` ``[head, rows]``."""
+
+    rows: np.ndarray
+    values: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """How many queries a head's score is the mean of."""
+        return int(self.rows.size)
+
+    def mean(self, head: int) -> float | None:
+        """Head ``head``'s score: the mean over the scored queries (None when there is none)."""
+        return float(self.values[head].mean()) if self.rows.size else None
+
+
+@dataclass(frozen=True, eq=False)
+class QueryScores:
+    """Every head's measures at each query of one result: per query (``[query]``, ``[head, query]``) and, per
+    measure name, at the queries it scores (``scored``).
+
+    ``entropy`` is in nats (NaN where no key is visible); ``normalized`` divides it by log(visible keys)
+    (NaN where fewer than two are visible); ``max_weight`` is each row's largest weight.
+    """
+
+    visible: np.ndarray
+    entropy: np.ndarray
+    normalized: np.ndarray
+    max_weight: np.ndarray
+    scored: Mapping[str, Scored]
+
+
+def query_scores(
+    result: AttentionResult,
+    names: Sequence[str],
+    *,
+    sinks: Sequence[int] = (0,),
+    ids: Sequence[int] | None = None,
+) -> QueryScores:
+    """The measures ``names`` (registry names: targets, ``sink``, ``entropy``, ``max-weight``) of every head of
+    ``result``, each at the queries with a choice (and, for a target, one); ``sinks`` are the keys that count
+    as sinks; ``ids`` (the key tokens' ids, for a model's whole sequence) find repeated tokens instead of the
+    token strings."""
+    assert result.weights is not None  # head measures are computed from the weights
+    weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
+    visible = visible_keys(result).sum(axis=1)  # (N,)
+    chosen = visible >= 2
+    nats = np.where(visible > 0, entropy(weights), np.nan)  # (H, N)
+    normalized = normalized_entropy(nats, visible)
+    max_weight = weights.max(axis=2)  # (H, N)
+    if ids is None:
+        targets = target_keys(result.tokens, result.key_tokens, result.query_positions)
+    else:
+        targets = target_keys([ids[p] for p in result.query_positions], ids, result.query_positions)
+    every = np.flatnonzero(chosen)
+    scored: dict[str, Scored] = {}
+    for name in names:
+        if name in TARGETS:
+            keys = targets[name]
+            rows = np.flatnonzero(chosen & (keys >= 0) & (keys < weights.shape[2]))
+            scored[name] = Scored(rows, weights[:, rows, keys[rows]])  # (H, scored)
+        elif name == "sink":
+            scored[name] = Scored(every, on_sinks(weights, every, sink_keys(sinks, weights.shape[2])))
+        elif name == "entropy":
+            scored[name] = Scored(every, normalized[:, every])
+        elif name == "max-weight":
+            scored[name] = Scored(every, max_weight[:, every])
+        else:
+            raise ValueError(f"{name!r} is not a measure scored per query: {', '.join((*TARGETS, *PER_ROW))}")
+    return QueryScores(visible, nats, normalized, max_weight, MappingProxyType(scored))
 
 
 def pick_label(scores: Mapping[str, float | None]) -> tuple[str | None, float | None]:
-    """The label ``THRESHOLDS`` gives a head with ``scores`` (see the comment above it)."""
-    passing = {name: s for name in POSITIONAL if (s := scores.get(name)) is not None and s >= THRESHOLDS[name]}
-    if passing:
-        best = max(passing, key=lambda name: passing[name])  # ties go to the earlier label
-        return best, passing[best]
-    for name in ("uniform", "focused"):
-        score = scores.get(name)
-        if score is not None and score >= THRESHOLDS[name]:
-            return name, score
-    return None, None
+    """The label the HEADS rule gives a head with ``scores`` (keyed as ``THRESHOLDS``; see the comment above it)."""
+    found, score = HEADS.pick(lambda m: scores.get(m.key))
+    return (None, None) if found is None else (found.label, score)
 
 
-def _entropy(weights: np.ndarray) -> np.ndarray:
-    safe = np.where(weights > 0, weights, 1.0)
-    return -(weights * np.log(safe)).sum(axis=-1)  # 0 log 0 = 0
-
-
-def head_stats(result: AttentionResult) -> tuple[HeadStats, ...]:
-    """The statistics and label of every head of ``result`` (heads 0-based)."""
-    allowed = visible_keys(result)
-    visible = allowed.sum(axis=1)  # (N,)
-    chosen = visible >= 2
-    log_visible = np.log(np.where(chosen, visible, 2))  # guards log(1) = 0 and log(0)
-    targets = positional_targets(result)
+def head_stats(result: AttentionResult, sinks: Sequence[int] = (0,)) -> tuple[HeadStats, ...]:
+    """The statistics, label and counts of every head of ``result`` (heads 0-based; ``sinks``: the keys whose
+    weight counts as a sink's, key 0 by default)."""
+    scored = query_scores(result, HEADS.measures, sinks=sinks)
     spread = saturation(result)
-    stats = []
+    counts = MappingProxyType({MEASURES[name].key: scored.scored[name].count for name in HEADS.measures})
     assert result.weights is not None  # head statistics are computed from the weights
+    stats = []
     for h in range(result.heads):
         weights = np.asarray(result.weights[h], dtype=np.float64)  # (N, M)
-        entropy = np.where(visible > 0, _entropy(weights), np.nan)
-        normalized = np.where(chosen, entropy / log_visible, np.nan)
-        max_weight = weights.max(axis=1)
-        scores: dict[str, float | None] = {name: _target_score(weights, targets[name], chosen) for name in POSITIONAL}
-        scores["uniform"] = _mean(normalized[chosen]) if chosen.any() else None
-        scores["focused"] = _mean(max_weight[chosen]) if chosen.any() else None
+        scores = {MEASURES[name].key: scored.scored[name].mean(h) for name in HEADS.measures}
         label, score = pick_label(scores)
+        visible = scored.visible
         stats.append(
             HeadStats(
                 head=h,
                 visible_keys=visible,
-                entropy=entropy,
-                normalized_entropy=normalized,
-                effective_keys=np.exp(entropy),
-                max_weight=max_weight,
+                entropy=scored.entropy[h],
+                normalized_entropy=scored.normalized[h],
+                effective_keys=np.exp(scored.entropy[h]),
+                max_weight=scored.max_weight[h],
                 top_key=np.where(visible > 0, weights.argmax(axis=1), -1),
                 top_ties=np.where(visible > 0, row_maxima(weights).sum(axis=1), 0),
                 scaled_std=float(spread.scaled_std[h]),
                 mean_max_weight=float(spread.mean_max_weight[h]),
                 scores=MappingProxyType(scores),
+                counts=counts,
                 label=label,
                 label_score=score,
             )

@@ -8,10 +8,13 @@
   actually adds to query i's output through head h (without W_O, ``‖α_ij · v_j‖``).
 - **Sink mass**: the share of each head's attention that lands on the first token (and, for a model, on the
   special tokens its tokenizer adds): beside it, the share of the head's value-weighted contributions that
-  lands there. A head that parks its weight on a sink whose values are small writes little.
+  lands there, both over the queries with a choice (the registry's ``sink`` and ``sink-by-value``). A head
+  that parks its weight on a sink whose values are small writes little.
 - **Write**: the size of what a head adds to each query's output, ``‖Σ_j α_ij v_j W_O^h‖``, averaged over the
   queries; ``share`` divides it by the largest head's. A head whose weights earn it a label but whose
   share is below ``FAINT`` is flagged ``faint``: its pattern is striking and its effect small.
+
+The thresholds (``SINK``, ``FAINT``) live in the measure registry (attnx/core/measures.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.analysis.heads import chosen_queries, on_sinks, sink_keys
+from attnx.core.measures import MEASURES
 from attnx.core.result import AttentionResult
 
 
@@ -78,14 +83,17 @@ def value_shares(result: AttentionResult, w_o: np.ndarray | None = None) -> np.n
     return np.divide(pairs, totals, out=np.zeros_like(pairs), where=totals > 0)
 
 
-SINK = 0.5  # a head whose sink mass reaches this is labelled a sink
-FAINT = 0.2  # a labelled head whose write share is below this is flagged faint
+_SINK, _SHARE = MEASURES["sink"], MEASURES["share"]
+assert _SINK.threshold is not None and _SHARE.threshold is not None  # both registry entries have one
+SINK: float = _SINK.threshold  # a head whose sink mass reaches this is noted a sink
+FAINT: float = _SHARE.threshold  # a labelled head whose write share is below this is flagged faint
 
 
 @dataclass(frozen=True, eq=False)
 class HeadMeasures:
-    """Per head (``[head]`` arrays, float64): sink mass by weight and by value-weighted contribution, the mean
-    size of what the head writes and its share of the largest head's; ``sinks`` are the keys counted as sinks."""
+    """Per head (``[head]`` arrays, float64): sink mass by weight and by value-weighted contribution (means over
+    the queries with a choice; NaN without one), the mean size of what the head writes and its share of the
+    largest head's; ``sinks`` are the keys counted as sinks."""
 
     sinks: tuple[int, ...]
     sink: np.ndarray
@@ -95,23 +103,25 @@ class HeadMeasures:
 
     def is_sink(self, head: int) -> bool:
         """Whether head ``head`` puts at least ``SINK`` of its weight on the sinks."""
-        return bool(self.sink[head] >= SINK)
+        return _SINK.holds(float(self.sink[head]))
 
     def is_faint(self, head: int, label: str | None) -> bool:
         """Whether a head with ``label`` (None: no label) writes less than ``FAINT`` of the largest head."""
-        return label is not None and bool(self.share[head] < FAINT)
+        return label is not None and _SHARE.holds(float(self.share[head]))
 
 
 def head_measures(result: AttentionResult, w_o: np.ndarray | None = None, sinks: Sequence[int] = (0,)) -> HeadMeasures:
     """Sink mass, value-weighted sink mass, write and share of every head (``w_o``: ``[d_model, d_out]``, or None
-    to measure ``‖α_ij v_j‖``; ``sinks``: the keys that count as sinks, key 0 by default)."""
+    to measure ``‖α_ij v_j‖``; ``sinks``: the keys that count as sinks, key 0 by default). Sink masses are means
+    over the queries with a choice, as every score of `attnx heads` is (a causal query 0 sees key 0 alone)."""
     assert result.weights is not None and result.v is not None  # computed with weights and V
-    keys = sorted({k for k in sinks if 0 <= k < len(result.key_tokens)})
+    keys = sink_keys(sinks, len(result.key_tokens))
+    rows = np.flatnonzero(chosen_queries(result))
     weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
-    pairs = value_contributions(result, w_o)  # (H, N, M)
-    totals = pairs.sum(axis=2)  # (H, N)
-    sink = weights[:, :, keys].sum(axis=2).mean(axis=1)
-    sink_value = (pairs[:, :, keys].sum(axis=2) / np.where(totals > 0, totals, 1.0)).mean(axis=1)
+    shares = value_shares(result, w_o)  # (H, N, M): each key's share of its row, by value
+    none = np.full(result.heads, np.nan)  # no query with a choice: no sink mass
+    sink = on_sinks(weights, rows, keys).mean(axis=1) if rows.size else none
+    sink_value = on_sinks(shares, rows, keys).mean(axis=1) if rows.size else none
     result.require("head_outputs")
     assert result.head_outputs is not None  # for type checkers: require raised otherwise
     w = None if w_o is None else np.asarray(w_o, dtype=np.float64)

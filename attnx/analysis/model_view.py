@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,16 +30,28 @@ class ModelView:
     device: str
     dtype: str
 
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """Per score (keyed as ``HeadStats.scores``), the fewest and the most queries a layer's score is the mean
+        of: the same on every layer unless the layers see different keys (a sliding window on some)."""
+        found: dict[str, list[int]] = {}
+        for stats in self.layers:
+            for key, count in (stats[0].counts if stats else {}).items():
+                found.setdefault(key, []).append(count)
+        return {key: (min(counts), max(counts)) for key, counts in found.items()}
 
-def model_view(results: Iterable[AttentionResult], *, model: str, architecture: str) -> ModelView:
-    """Head statistics of each layer's result, taken in order; no result is kept once read."""
+
+def model_view(
+    results: Iterable[AttentionResult], *, model: str, architecture: str, sinks: Sequence[int] = (0,)
+) -> ModelView:
+    """Head statistics of each layer's result, taken in order; no result is kept once read (``sinks``: the keys
+    whose weight counts as a sink's: key 0, and the model's special tokens where the caller gives them)."""
     layers: list[tuple[HeadStats, ...]] = []
     about: dict[str, Any] = {}  # ModelView fields, read from the first layer's result
     for result in results:
         if not about:
             about = {name: getattr(result, name) for name in ("tokens", "heads", "d_k", "scale", "scale_mode",
                                                               "engine", "device", "dtype")}  # fmt: skip
-        layers.append(head_stats(result))
+        layers.append(head_stats(result, sinks))
     if not layers:
         raise ValueError("a model view needs at least one layer")
     return ModelView(model=model, architecture=architecture, layers=tuple(layers), **about)

@@ -10,7 +10,7 @@ import numpy as np
 
 from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult, row_maxima
-from attnx.errors import UsageError
+from attnx.errors import AmbiguousError, ChoiceError
 
 DEFAULT_TERMS = 8
 DEFAULT_KEYS = 10
@@ -126,27 +126,29 @@ def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | 
     A token is matched on its text as tables show it: exactly, or else with surrounding spaces
     stripped from both sides, so that ``cat`` finds the byte-level token shown as `` cat``.
     """
-    if token is not None and query is not None:
-        raise UsageError(f"give --token or --query, not both (got --token {token!r} and --query {query})")
+    if (token is None) == (query is None):
+        raise ChoiceError(f"pick one query, by its token or by its position; tokens: {listing(tokens)}")
     if query is not None:
         if not 0 <= query < len(tokens):
-            raise UsageError(f"query {query} is out of range; the input has queries 0..{len(tokens) - 1}")
+            raise ChoiceError(f"query {query} is out of range; the input has queries 0..{len(tokens) - 1}")
         return query
-    if token is None:
-        raise UsageError(f"pick the query to trace with --token or --query; tokens: {_listing(tokens)}")
+    assert token is not None  # exactly one of the two is given
     found = [i for i, t in enumerate(tokens) if t == token]
     if not found and token.strip():
         found = [i for i, t in enumerate(tokens) if t.strip() == token.strip()]
     if len(found) > 1:
-        raise UsageError(f"token {token!r} appears at queries {', '.join(map(str, found))}; pick one with --query")
+        raise AmbiguousError(
+            f"token {token!r} appears at queries {', '.join(map(str, found))}; pick one by its position"
+        )
     if not found:
         close = difflib.get_close_matches(token, list(dict.fromkeys(tokens)), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UsageError(f"token {token!r} is not in the input{hint}; tokens: {_listing(tokens)}")
+        raise ChoiceError(f"token {token!r} is not in the input{hint}; tokens: {listing(tokens)}")
     return found[0]
 
 
-def _listing(tokens: Sequence[str]) -> str:
+def listing(tokens: Sequence[str]) -> str:
+    """The first tokens of an input, for a message (``LISTED_TOKENS`` of them, then how many more)."""
     shown = ", ".join(tokens[:LISTED_TOKENS])
     more = len(tokens) - LISTED_TOKENS
     return f"{shown}, … ({more} more)" if more > 0 else shown
@@ -157,7 +159,7 @@ def resolve_head(head: int | None, n_heads: int) -> tuple[int, ...] | None:
     if head is None:
         return None
     if not 0 <= head < n_heads:
-        raise UsageError(f"head {head} is out of range; heads are numbered 0..{n_heads - 1}")
+        raise ChoiceError(f"head {head} is out of range; heads are numbered 0..{n_heads - 1}")
     return (head,)
 
 

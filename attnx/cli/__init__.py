@@ -210,7 +210,7 @@ def main() -> None:
             warnings.showwarning = _show_warning
             code = click_command()(prog_name="attnx", standalone_mode=False)
     except BrokenPipeError:  # output piped into `head -1`: quiet, as every output is
-        from attnx.console import quiet_stdout
+        from attnx.streams import quiet_stdout
 
         quiet_stdout()
         raise SystemExit(ExitCode.OK) from None

@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Annotated
 
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, ViewFlags
-from attnx.cli.options import (
-    Device,
-    DeviceOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExportOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    ReportFormat,
-    ReportFormatOpt,
-    RowsOpt,
-    TextOpt,
-    View,
-    ViewOpt,
-)
+from attnx.cli.flags import CapFlags, EngineFlags, TextFlags, ViewFlags, grouped
+from attnx.cli.inputs import flag_worded, model_session
+from attnx.cli.options import OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, View
+from attnx.errors import UsageError
 
 HeadOpt = Annotated[
     list[str] | None,
@@ -50,27 +30,17 @@ LayerOpt = Annotated[
 
 
 @guarded
+@grouped
 def ablate(
-    model: ModelOpt = None,
-    text: TextOpt = None,
+    *,
+    checkpoint: TextFlags,
     head: HeadOpt = None,
     layer: LayerOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    backend: EngineFlags,
     precision: PrecisionOpt = 3,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    view: ViewOpt = View.heatmap,
-    rows: RowsOpt = "40",
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    display: ViewFlags = ViewFlags(view=View.heatmap),
+    caps: CapFlags,
 ) -> None:
     """Drop heads and measure the whole model: its last hidden state and, with an LM head, its next-token guesses.
 
@@ -78,13 +48,15 @@ def ablate(
     Without --head every head (of --layer L only, when given) is dropped alone in turn: a layer × head heatmap.
     Per token: the shift ‖h' − h‖ / ‖h‖, the KL of the next-token distribution (nats) and its top token.
     """
-    backend = EngineFlags.pick(locals())
-    display = ViewFlags.pick(locals())
-    caps = CapFlags.pick(locals())
-    from attnx.cli.model_input import model_ablations
+    from attnx.models import runs
 
-    found = model_ablations(model=model, text=text, heads=head, layer=layer, quiet=display.quiet, limits=caps.limits(),
-                            **backend.options())  # fmt: skip
+    if head and layer is not None:
+        raise UsageError("--layer picks the heads to drop one by one; --head names them: give one or the other")
+    dropped = parse_heads(head) if head else None
+    session = model_session(None, checkpoint, backend, caps, "ablating", quiet=display.quiet, unit="ablations")
+    with session as run, flag_worded("--head {}"):
+        found = runs.ablate(run.model, run.text, dropped, layer=layer, engine=run.engine, device=run.device,
+                            progress=run.progress)  # fmt: skip
     from attnx.render import effects as render
     from attnx.render.serialize import dumps
 
@@ -93,3 +65,15 @@ def ablate(
         {OutputFormat.json: lambda: dumps(render.ablations_to_dict(found))},
         lambda colour: render.ablations_view(found, precision, colour=colour, max_rows=display.max_rows),
     )
+
+
+def parse_heads(values: Iterable[str]) -> list[tuple[int, int]]:
+    """``--head`` values (``L2H3``, ``2.3`` or ``2:3``; several comma-separated) as (layer, head) pairs."""
+    found: list[tuple[int, int]] = []
+    for value in values:
+        for part in value.split(","):
+            match = re.fullmatch(r"\s*(?:[Ll]\s*(\d+)\s*[Hh]\s*(\d+)|(\d+)\s*[.:]\s*(\d+))\s*", part)
+            if match is None:
+                raise UsageError(f"--head takes a layer and a head counted from 0, as L2H3 (or 2.3), not {part!r}")
+            found.append((int(match[1] or match[3]), int(match[2] or match[4])))
+    return found

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.options import Dtype, NoColorOpt, OutputFormat, OutputOpt, ReportFormat, ReportFormatOpt
-from attnx.cli.output import colour_allowed, emit
+from attnx.cli.flags import CapFlags, OutputFlags, grouped
+from attnx.cli.options import Dtype, OutputFormat, ReportFormat, ReportFormatOpt
+from attnx.cli.output import colour_allowed
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +50,9 @@ def parse_ints(text: str, option: str) -> list[int]:
 
 
 @guarded
+@grouped
 def bench(
+    *,
     lengths: LengthsOpt = "128,256,512,1024,2048",
     heads: BenchHeadsOpt = 8,
     d_model: BenchDModelOpt = 512,
@@ -58,8 +61,8 @@ def bench(
     path: PathOpt = "output",
     repeat: RepeatOpt = 3,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    no_color: NoColorOpt = False,
+    outputs: OutputFlags,
+    caps: CapFlags,
 ) -> None:
     """Time the engines on random Q/K/V over a range of sequence lengths (progress on stderr).
 
@@ -80,23 +83,21 @@ def bench(
     if d_model % heads:
         raise UsageError(f"--d-model {d_model} is not divisible by --heads {heads}")
     settings = BenchSettings(sizes, heads, d_model, chosen, dtype.value, path, repeat)
-    rows = run_with_progress(settings, no_color)
+    rows = run_with_progress(settings, outputs.no_color, caps)
 
     from attnx.render.bench import bench_table, bench_to_dict
     from attnx.render.serialize import dumps
 
-    emit(
+    outputs.write(
         output_format,
         {
             OutputFormat.table: lambda: bench_table(rows, settings),
             OutputFormat.json: lambda: dumps(bench_to_dict(rows, settings)),
         },
-        output=output,
-        no_color=no_color,
     )
 
 
-def run_with_progress(settings: BenchSettings, no_color: bool) -> list[BenchRow]:
+def run_with_progress(settings: BenchSettings, no_color: bool, caps: CapFlags) -> list[BenchRow]:
     """Run the benchmark with a Rich progress bar on stderr (shown only on a terminal)."""
     from rich.progress import Progress
 
@@ -111,4 +112,4 @@ def run_with_progress(settings: BenchSettings, no_color: bool) -> list[BenchRow]
         def step(label: str) -> None:
             progress.update(task, description=label, advance=1)
 
-        return run_bench(settings, step)
+        return run_bench(settings, step, limits=caps.limits())

@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, ViewFlags
-from attnx.cli.options import (
-    Device,
-    DeviceOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExportOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    RowFormat,
-    RowsOpt,
-    TextsOpt,
-    View,
-    ViewOpt,
-)
+from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags, ViewFlags, grouped
+from attnx.cli.inputs import STDIN, flag_worded, progress_for
+from attnx.cli.options import OutputFormat, PrecisionOpt, RowFormat, TextsOpt
+from attnx.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.analysis.detect import Detection, TextRecord
 
 
 class Measure(str, Enum):
@@ -55,31 +37,20 @@ MeasureOpt = Annotated[Measure, typer.Option("--measure", "-m", help="What the g
 
 
 @guarded
+@grouped
 def detect(
-    model: ModelOpt = None,
+    *,
+    checkpoint: CheckpointFlags,
     texts: TextsOpt = None,
     samples: SamplesOpt = 8,
     length: LengthOpt = 24,
     seed: SeedOpt = 0,
     measure: MeasureOpt = Measure.induction,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    backend: EngineFlags,
     precision: PrecisionOpt = 2,
-    output_format: Annotated[
-        RowFormat, typer.Option("--format", "-f", help="table, json, or jsonl: one line per sequence.")
-    ] = RowFormat.table,
-    output: OutputOpt = None,
-    view: ViewOpt = View.table,
-    rows: RowsOpt = "40",
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    output_format: DetectFormatOpt = RowFormat.table,
+    display: ViewFlags,
+    caps: CapFlags,
 ) -> None:
     """Find previous-token, duplicate-token and induction heads and sinks, over many sequences, with the counts.
 
@@ -88,17 +59,10 @@ def detect(
     An induction head attends from each token of the repeat to the token after its earlier copy.
     --texts FILE runs your texts instead.
     """
-    backend = EngineFlags.pick(locals())
-    display = ViewFlags.pick(locals())
-    caps = CapFlags.pick(locals())
     if output_format is RowFormat.csv:
-        from attnx.errors import UsageError
-
         raise UsageError("attnx detect writes table, json or jsonl")
-    from attnx.cli.model_input import model_detection
-
-    found, records = model_detection(model=model, texts=texts, samples=samples, length=length, seed=seed,
-                                     quiet=display.quiet, limits=caps.limits(), **backend.options())  # fmt: skip
+    found, records = detection(checkpoint.model, texts, backend, caps, quiet=display.quiet, samples=samples,
+                               length=length, seed=seed)  # fmt: skip
     from attnx.render import detect as render
     from attnx.render.serialize import dumps
 
@@ -110,3 +74,33 @@ def detect(
         },
         lambda colour: render.detection_view(found, measure.value, precision, colour=colour, max_rows=display.max_rows),
     )
+
+
+def detection(
+    model: str | None,
+    texts: str | None,
+    backend: EngineFlags,
+    caps: CapFlags,
+    *,
+    quiet: bool,
+    samples: int = 0,
+    length: int = 0,
+    seed: int = 0,
+) -> tuple[Detection, list[TextRecord]]:
+    """Head detection on ``--model`` over the texts of ``--texts`` or, without it, over ``samples`` random
+    sequences of ``length`` tokens repeated; with each sequence's own record."""
+    from attnx.engines import resolve_dtype
+    from attnx.io.texts import read_texts
+    from attnx.models import open_model, runs
+
+    if model is None:
+        raise UsageError(f"{'--texts' if texts is not None else 'attnx detect'} runs a checkpoint: give --model DIR")
+    limits, options = caps.limits(), backend.options()
+    lines = read_texts(texts, limits) if texts is not None else None
+    source = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
+    unit = "texts" if lines is not None else "sequences"
+    dtype = resolve_dtype(options["engine"], options["device"], options["dtype"])
+    progress = progress_for("detecting", quiet, unit=unit)
+    with open_model(model, dtype, limits) as opened, progress as bar, flag_worded(f"--length {length}: {{}}"):
+        return runs.detect(opened, lines, samples=samples, length=length, seed=seed, source=source,
+                           engine=options["engine"], device=options["device"], progress=bar)  # fmt: skip

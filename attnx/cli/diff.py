@@ -2,60 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from attnx.cli.check import AtolOpt, RtolOpt
 from attnx.cli.errors import ExitCode, guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags
-from attnx.cli.options import (
-    CausalOpt,
-    CompareTensorOpt,
-    Device,
-    DeviceOpt,
-    DModelOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExportOpt,
-    LayerOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    ReportFormat,
-    ReportFormatOpt,
-    RopePairsOpt,
-    RopeThetaOpt,
-    RowsOpt,
-    SeedOpt,
-    SoftcapOpt,
-    TextOpt,
-    TokensOpt,
-    View,
-    ViewOpt,
-    WindowOpt,
-    parse_scale,
+from attnx.cli.flags import (
+    CapFlags,
+    CompareFlags,
+    EngineFlags,
+    FlagGroup,
+    ModelFlags,
+    RandomFlags,
+    SettingFlags,
+    ViewFlags,
+    grouped,
 )
+from attnx.cli.inputs import flag_worded
+from attnx.cli.options import OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, parse_scale
 from attnx.cli.output import warn_fully_masked
-from attnx.errors import UsageError
+from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
     from attnx.analysis.diff import Side
-    from attnx.io import Overrides
-    from attnx.limits import Limits
+    from attnx.core.overrides import SettingOverrides
+    from attnx.core.spec import AttentionSpec
+    from attnx.io import InputOverrides
 
 T = TypeVar("T")
 
@@ -69,26 +45,44 @@ BArg = Annotated[
     typer.Argument(metavar="[B]", help="A second input or JSON result: compare A with B tensor by tensor.",
                    show_default=False),
 ]  # fmt: skip
-SweepHeadsOpt = Annotated[
-    str | None,
-    typer.Option("--heads", metavar="H,H,...", help="Head counts to compare, e.g. 1,2,4 (one value: fixed, not "
-                 "compared).", show_default=False),
-]  # fmt: skip
-SweepScaleOpt = Annotated[
-    str | None,
-    typer.Option("--scale", metavar="S,S,...", help="Scales to compare: sqrt_dk, sqrt_d_model, none or numbers "
-                 "(one value: fixed).", show_default=False),
-]  # fmt: skip
-SweepLayoutOpt = Annotated[
-    str | None,
-    typer.Option("--layout", metavar="L,L", help="Layouts to compare: contiguous,interleaved (one value: fixed).",
-                 show_default=False),
-]  # fmt: skip
-SweepKvHeadsOpt = Annotated[
-    str | None,
-    typer.Option("--kv-heads", metavar="N,N,...", help="K/V head counts to compare, e.g. 1,2,4: fewer K/V heads "
-                 "than the input has are mean-pooled within each group (one value: fixed).", show_default=False),
-]  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepFlags(FlagGroup):
+    """--heads, --scale, --layout, --kv-heads as comma lists: the setting a sweep varies (one value: fixed)."""
+
+    heads: Annotated[
+        str | None,
+        typer.Option("--heads", metavar="H,H,...", help="Head counts to compare, e.g. 1,2,4 (one value: fixed, not "
+                     "compared).", show_default=False),
+    ] = None  # fmt: skip
+    scale: Annotated[
+        str | None,
+        typer.Option("--scale", metavar="S,S,...", help="Scales to compare: sqrt_dk, sqrt_d_model, none or numbers "
+                     "(one value: fixed).", show_default=False),
+    ] = None  # fmt: skip
+    layout: Annotated[
+        str | None,
+        typer.Option("--layout", metavar="L,L", help="Layouts to compare: contiguous,interleaved (one value: "
+                     "fixed).", show_default=False),
+    ] = None  # fmt: skip
+    kv_heads: Annotated[
+        str | None,
+        typer.Option("--kv-heads", metavar="N,N,...", help="K/V head counts to compare, e.g. 1,2,4: fewer K/V heads "
+                     "than the input has are mean-pooled within each group (one value: fixed).", show_default=False),
+    ] = None  # fmt: skip
+
+    def lists(self) -> dict[str, list[int | str | float]]:
+        """Each sweep flag given -> its values, parsed and checked."""
+        parsers: dict[str, Callable[[str], int | str | float]] = {
+            "heads": _count("--heads"), "scale": parse_scale, "layout": _layout, "kv_heads": _count("--kv-heads"),
+        }  # fmt: skip
+        given = {name: getattr(self, name) for name in parsers}
+        return {
+            name: parse_list(text, f"--{name.replace('_', '-')}", parsers[name])
+            for name, text in given.items()
+            if text is not None
+        }
 
 
 def parse_list(text: str, option: str, convert: Callable[[str], T]) -> list[T]:
@@ -117,20 +111,16 @@ def _layout(part: str) -> str:
 
 
 def load_sides(
-    sources: tuple[str, str],
-    overrides: Overrides,
-    limits: Limits,
-    backend: EngineFlags,
-    quiet: bool,
-    layout: str | None,
-) -> list[Side]:
+    sources: tuple[str, str], described: InputOverrides, settings: SettingOverrides, caps: CapFlags,
+    backend: EngineFlags, compare: CompareFlags, quiet: bool,
+) -> list[Side]:  # fmt: skip
     """Both sides of a comparison: a saved result read back, an input computed here, or one bare array read
-    as the tensor its shape fits (against the other side's problem, or ``layout``)."""
+    as the tensor its shape fits (against the other side's problem, or ``--array-layout``)."""
     from attnx.analysis.diff import side_from_array, side_from_result, side_from_saved
     from attnx.engines import compute
     from attnx.io.results import BareArray, SavedResult, load_input_or_result
 
-    loaded = [load_input_or_result(source, overrides, limits) for source in sources]
+    loaded = [load_input_or_result(source, described, caps.limits()) for source in sources]
     if all(isinstance(item, BareArray) for item in loaded):
         raise UsageError("A and B are both bare .npy arrays: give an input or a result on one side, to say what "
                          "they hold")  # fmt: skip
@@ -141,11 +131,12 @@ def load_sides(
         elif isinstance(item, SavedResult):
             sides.append(side_from_saved(item))
         else:
-            limits.check_problem(item, matrices=True)
-            result = compute(item, **backend.options())
+            spec = settings.apply(item)
+            result = compute(spec, **backend.options())
             warn_fully_masked(result.fully_masked_rows, quiet)
-            sides.append(side_from_result(result, item.source))
+            sides.append(side_from_result(result, spec.source))
     other = next(side for side in sides if side is not None)
+    layout = compare.array_layout and compare.array_layout.value
     return [
         side if side is not None else side_from_array(item, other, layout)  # type: ignore[arg-type]
         for side, item in zip(sides, loaded, strict=True)
@@ -153,43 +144,21 @@ def load_sides(
 
 
 @guarded
+@grouped
 def diff(
     a: AArg = None,
     b: BArg = None,
-    heads: SweepHeadsOpt = None,
-    scale: SweepScaleOpt = None,
-    layout: SweepLayoutOpt = None,
-    kv_heads: SweepKvHeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    causal: CausalOpt = False,
-    rope_theta: RopeThetaOpt = None,
-    rope_pairs: RopePairsOpt = None,
-    window: WindowOpt = None,
-    softcap: SoftcapOpt = None,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOpt = None,
-    tensor: CompareTensorOpt = None,
-    rtol: RtolOpt = None,
-    atol: AtolOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    *,
+    swept: SweepFlags,
+    random: RandomFlags,
+    settings: SettingFlags,
+    checkpoint: ModelFlags,
+    compare: CompareFlags,
+    backend: EngineFlags,
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    view: ViewOpt = View.table,
-    rows: RowsOpt = "40",
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    display: ViewFlags,
+    caps: CapFlags,
 ) -> None:
     """Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.
 
@@ -201,91 +170,72 @@ def diff(
     Exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
     --model DIR --text "..." --layer L: sweep layer L of a local checkpoint.
     """
-    checkpoint = ModelFlags.pick(locals())
-    backend = EngineFlags.pick(locals())
-    display = ViewFlags.pick(locals())
-    caps = CapFlags.pick(locals())
-    settings = {
-        name: values
-        for name, values in (
-            ("heads", heads and parse_list(heads, "--heads", _count("--heads"))),
-            ("scale", scale and parse_list(scale, "--scale", parse_scale)),
-            ("layout", layout and b is None and parse_list(layout, "--layout", _layout)),  # A B: an array's
-            ("kv_heads", kv_heads and parse_list(kv_heads, "--kv-heads", _count("--kv-heads"))),
-        )
-        if values
-    }
-    sweeps = {name: values for name, values in settings.items() if len(values) > 1}
-    # Overrides fields named at run time (heads, scale, layout, kv_heads), one value each.
-    fixed: dict[str, Any] = {name: values[0] for name, values in settings.items() if len(values) == 1}
-    overrides = InputFlags(
-        seed=seed,
-        tokens=tokens,
-        d_model=d_model,
-        causal=causal,
-        rope_theta=rope_theta,
-        rope_pairs=rope_pairs,
-        window=window,
-        softcap=softcap,
-    ).overrides()
-    limits = caps.limits()
-    from attnx.cli.model_input import model_spec
-    from attnx.render import diff as render
-    from attnx.render.serialize import dumps
+    from attnx.core.overrides import SettingOverrides
 
+    lists = swept.lists()
+    fixed = {name: values[0] for name, values in lists.items() if len(values) == 1}
+    described = random.input_overrides(fixed.get("heads"), fixed.get("kv_heads"))  # type: ignore[arg-type]
+    overrides = SettingOverrides(**(settings.changes() | fixed))
     if b is not None:
         if checkpoint.wanted:
             raise UsageError("--model replaces A and B: with a model, diff sweeps one setting of its layer")
-        from attnx.analysis.kernel import ARRAY_LAYOUTS
-
-        array_layout = layout if layout in ARRAY_LAYOUTS else None
-        if heads or scale or kv_heads or (layout and not array_layout):
-            raise UsageError(
-                "give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads; with A B, "
-                f"--layout names a bare array's layout: {', '.join(ARRAY_LAYOUTS)}"
-            )
+        if lists:
+            raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
         if a == b == "-":
             raise UsageError("only one of A and B can be - (stdin)")
-        from attnx.analysis.diff import compare_sides
-        from attnx.render import compare
-        from attnx.render.formats import check_tensor_names
-
         assert a is not None  # typer fills A before B
-        check_tensor_names(tensor)
-        sides = load_sides((a, b), overrides, limits, backend, display.quiet, array_layout)
-        comparison = compare_sides(*sides, rtol=rtol, atol=atol, names=tensor)
-
-        def compared(colour: bool) -> RenderableType:
-            return compare.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour,
-                                          max_rows=display.max_rows)  # fmt: skip
-
-        display.emit(
-            output_format, {OutputFormat.json: lambda: dumps(compare.comparison_to_dict(comparison))}, compared
-        )
-        if not comparison.passed:
-            raise typer.Exit(ExitCode.FAILURE)
+        compare_two((a, b), described, overrides, backend, compare, caps, display, precision, output_format)
         return
+    sweeps = {name: values for name, values in lists.items() if len(values) > 1}
     if len(sweeps) != 1:
-        given = ", ".join(f"--{name.replace('_', '-')}" for name in sweeps) or "none"
+        listed = ", ".join(f"--{name.replace('_', '-')}" for name in sweeps) or "none"
         raise UsageError(
             "give exactly one of --heads, --scale, --layout, --kv-heads as a comma list of two values or more "
-            f"(the others may fix one value), or two inputs A B; lists given: {given}"
+            f"(the others may fix one value), or two inputs A B; lists given: {listed}"
         )
-    ((varied, values),) = sweeps.items()
-    if tensor:
-        raise UsageError("--tensor applies to two inputs A B, not to a sweep")
-    overrides = replace(overrides, **fixed)
-    if rtol is not None or atol is not None:
+    if compare.tensor or compare.array_layout:
+        raise UsageError("--tensor and --array-layout apply to two inputs A B, not to a sweep")
+    if compare.rtol is not None or compare.atol is not None:
         raise UsageError("--rtol and --atol apply to two inputs A B, not to a sweep")
-    from attnx.analysis.diff import sweep
-    from attnx.io import load_spec
+    from attnx.cli.inputs import load_input_with
 
-    base = (
-        model_spec(a, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
-                   quiet=display.quiet, config_name="A", limits=limits, **backend.options())
-        if checkpoint.wanted
-        else load_spec(a, overrides, limits)
-    )  # fmt: skip
+    base = load_input_with(a, described, overrides, checkpoint, caps, backend, quiet=display.quiet, config_name="A")
+    sweep_one(base, *next(iter(sweeps.items())), backend, display, precision, output_format)
+
+
+def compare_two(
+    sources: tuple[str, str], described: InputOverrides, settings: SettingOverrides, backend: EngineFlags,
+    compare: CompareFlags, caps: CapFlags, display: ViewFlags, precision: int, output_format: ReportFormat,
+) -> None:  # fmt: skip
+    """`diff A B`: both sides tensor by tensor; exit 1 beyond tolerance."""
+    from attnx.analysis.diff import compare_sides
+    from attnx.render import diff_sides as render
+    from attnx.render.formats import check_tensor_names
+    from attnx.render.serialize import dumps
+
+    check_tensor_names(compare.tensor)
+    with flag_worded("{} with --array-layout", AmbiguousError):
+        sides = load_sides(sources, described, settings, caps, backend, compare, display.quiet)
+    comparison = compare_sides(*sides, rtol=compare.rtol, atol=compare.atol, names=compare.tensor)
+
+    def compared(colour: bool) -> RenderableType:
+        return render.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour,
+                                      max_rows=display.max_rows)  # fmt: skip
+
+    display.emit(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared)
+    if not comparison.passed:
+        raise typer.Exit(ExitCode.FAILURE)
+
+
+def sweep_one(
+    base: AttentionSpec, varied: str, values: list[int | str | float], backend: EngineFlags, display: ViewFlags,
+    precision: int, output_format: ReportFormat,
+) -> None:  # fmt: skip
+    """`diff --heads 1,2,4` (or --scale, --layout, --kv-heads): the input once per value, side by side."""
+    from attnx.analysis.diff import sweep
+    from attnx.render import diff_sweep as render
+    from attnx.render.serialize import dumps
+
     result = sweep(base, varied, values, **backend.options())
 
     def swept(colour: bool) -> RenderableType:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from attnx.cli.errors import guarded
-from attnx.cli.options import NoColorOpt, OutputFormat, OutputOpt, RowFormat, RowFormatOpt
-from attnx.cli.output import emit
+from attnx.cli.flags import OutputFlags, grouped
+from attnx.cli.options import OutputFormat, RowFormat, RowFormatOpt
 
 
 @guarded
-def engines(
-    output_format: RowFormatOpt = RowFormat.table, output: OutputOpt = None, no_color: NoColorOpt = False
-) -> None:
+@grouped
+def engines(*, output_format: RowFormatOpt = RowFormat.table, outputs: OutputFlags) -> None:
     """List the engines, their versions, the devices present and the dtypes each supports."""
     from attnx.engines import engine_statuses
     from attnx.render import engines as render
     from attnx.render.serialize import dumps
 
     statuses = engine_statuses()
-    emit(
+    outputs.write(
         output_format,
         {
             OutputFormat.table: lambda: render.engines_table(statuses),
@@ -25,6 +24,4 @@ def engines(
             OutputFormat.jsonl: lambda: render.engines_jsonl(statuses),
             OutputFormat.csv: lambda: render.engines_csv(statuses),
         },
-        output=output,
-        no_color=no_color,
     )

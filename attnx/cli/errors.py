@@ -80,7 +80,7 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
         except BrokenPipeError:
             # The reader went away (`attnx ... | head -1`): stop quietly, and keep Python's exit-time
             # flush of stdout from failing again.
-            from attnx.console import quiet_stdout
+            from attnx.streams import quiet_stdout
 
             quiet_stdout()
             raise typer.Exit(ExitCode.OK) from None

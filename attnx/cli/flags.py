@@ -1,149 +1,310 @@
-"""Flag groups: the options several commands share, gathered into small frozen values.
+"""Flag groups: the options several commands share, each declared once as a field of a small frozen dataclass.
 
-Each command declares its options itself, with the shared ``Annotated`` aliases of
-``attnx.cli.options`` (Typer's own way), and builds the groups from them in its first lines
-(``inputs = InputFlags.pick(locals())``). Every command then reads its input, model, engine
-and caps, and shows its result, the same way.
+A field's ``Annotated`` type carries its Typer option. A command takes the groups it offers as parameters
+(``def run(config: ConfigArg = None, *, inputs: InputFlags, engine: EngineFlags, ...)``) and ``grouped``
+expands them, once, into the flat signature Typer reads; each call gathers the values back into the groups.
+A group parameter's default (``display: ViewFlags = ViewFlags(view=View.heatmap)``) sets the defaults its
+options show for that command.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
+import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
 
 from attnx.cli.options import (
-    CausalOpt,
+    MODEL_HELP,
+    ArrayLayoutOpt,
     Device,
-    DeviceOpt,
-    DModelOpt,
-    DtypeOpt,
+    Dtype,
     Engine,
-    EngineOpt,
-    ExportOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayerOpt,
-    LayoutOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
+    Layout,
     NoColorOpt,
     OutputFormat,
     OutputOpt,
     QuietOpt,
     ReportFormat,
-    RopePairsOpt,
-    RopeThetaOpt,
+    RopePairs,
     RowFormat,
-    RowsOpt,
-    ScaleOpt,
-    SeedOpt,
-    SoftcapOpt,
-    TextOpt,
-    TokensOpt,
     View,
-    ViewOpt,
-    WindowOpt,
+    cap_option,
     parse_limit,
     parse_scale,
 )
-from attnx.cli.output import Producer, emit_view
+from attnx.cli.output import Producer, emit, emit_view
 from attnx.limits import Limits
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
-    from attnx.core.spec import AttentionSpec
-    from attnx.io import Overrides
+    from attnx.core.overrides import SettingOverrides
+    from attnx.io import InputOverrides
 
 
-G = TypeVar("G", bound="FlagGroup")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class FlagGroup:
-    """A group of flags, made from the parameters of a command that declares them."""
+    """A group of flags: a frozen dataclass whose fields are options (see ``grouped``)."""
 
-    @classmethod
-    def pick(cls: type[G], parameters: Mapping[str, Any]) -> G:
-        """The group from the command's parameters of the same names (``locals()`` in its first lines)."""
-        assert dataclasses.is_dataclass(cls)  # every group is a dataclass
-        return cls(**{field.name: parameters[field.name] for field in dataclasses.fields(cls)})
-
-
-@dataclasses.dataclass(frozen=True)
-class InputFlags(FlagGroup):
-    """-H, --seed, --tokens, --d-model, --kv-heads, --scale, --layout, --rope-theta, --rope-pairs, --causal: what
-    replaces the input's keys."""
-
-    heads: HeadsOpt = None
-    seed: SeedOpt = None
-    tokens: TokensOpt = None
-    d_model: DModelOpt = None
-    kv_heads: KvHeadsOpt = None
-    scale: ScaleOpt = None
-    layout: LayoutOpt = None
-    rope_theta: RopeThetaOpt = None
-    rope_pairs: RopePairsOpt = None
-    window: WindowOpt = None
-    softcap: SoftcapOpt = None
-    causal: CausalOpt = False
-
-    def overrides(self, drop_heads: list[int] | None = None) -> Overrides:
-        """These flags (and ``--drop-head``) as the loaders' ``Overrides``; --scale is checked here."""
-        from attnx.io import Overrides
-
-        return Overrides(
-            heads=self.heads,
-            seed=self.seed,
-            tokens=tuple(self.tokens.split()) if self.tokens is not None else None,
-            d_model=self.d_model,
-            kv_heads=self.kv_heads,
-            scale=parse_scale(self.scale) if self.scale is not None else None,
-            layout=self.layout.value if self.layout is not None else None,
-            rope_theta=self.rope_theta,
-            rope_pairs=self.rope_pairs.value if self.rope_pairs is not None else None,
-            window=self.window,
-            softcap=self.softcap,
-            causal=self.causal,
-            drop_heads=tuple(drop_heads or ()),
-        )
-
+    # Each field as typed on the command line (its first flag), for messages that name what was given.
     def given(self) -> dict[str, object]:
-        """Each flag as typed on the command line -> its value (None or False when not given)."""
-        return {
-            "-H/--heads": self.heads, "--seed": self.seed, "--tokens": self.tokens, "--d-model": self.d_model,
-            "--kv-heads": self.kv_heads, "--scale": self.scale, "--layout": self.layout, "--causal": self.causal,
-            "--rope-theta": self.rope_theta, "--rope-pairs": self.rope_pairs, "--window": self.window,
-            "--softcap": self.softcap,
-        }  # fmt: skip
+        """Each flag of the group (``--seed``) -> its value (None or False when not given)."""
+        return {_flag_of(type(self), field.name): getattr(self, field.name) for field in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+@functools.cache
+def _hints(group: type) -> dict[str, Any]:
+    """The resolved ``Annotated`` types of a group's fields (read once per group)."""
+    return typing.get_type_hints(group, include_extras=True)
+
+
+def _flag_of(group: type, name: str) -> str:
+    """How a field of ``group`` is typed on the command line, short form first: ``-H/--heads``, ``--seed``."""
+    for extra in getattr(_hints(group)[name], "__metadata__", ()):
+        if isinstance(extra, typer.models.OptionInfo):
+            decls = [d for d in (extra.default, *(extra.param_decls or ())) if isinstance(d, str) and d.startswith("-")]
+            return "/".join(sorted(decls, key=len))
+    return "--" + name.replace("_", "-")
+
+
+def _is_group(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, FlagGroup) and dataclasses.is_dataclass(annotation)
+
+
+def grouped(command: F) -> F:
+    """``command`` with each FlagGroup parameter expanded into its options (the signature Typer reads).
+
+    The options keep the group's field order; two groups that declare the same option name are an error
+    when the command is defined, not when it runs.
+    """
+    hints = typing.get_type_hints(command, include_extras=True)
+    parameters: list[inspect.Parameter] = []
+    groups: dict[str, tuple[type, list[str]]] = {}
+    for parameter in inspect.signature(command).parameters.values():
+        annotation = hints[parameter.name]
+        if not _is_group(annotation):
+            parameters.append(parameter.replace(annotation=annotation, kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        base = None if parameter.default is inspect.Parameter.empty else parameter.default
+        names = [field.name for field in dataclasses.fields(annotation)]
+        groups[parameter.name] = (annotation, names)
+        for field in dataclasses.fields(annotation):
+            default = getattr(base, field.name) if base is not None else field.default
+            parameters.append(
+                inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                  annotation=_hints(annotation)[field.name])
+            )  # fmt: skip
+    seen = [parameter.name for parameter in parameters]
+    twice = sorted({name for name in seen if seen.count(name) > 1})
+    if twice:
+        raise TypeError(f"{command.__name__}: options declared twice: {', '.join(twice)}")
+
+    @functools.wraps(command)
+    def expanded(**values: Any) -> Any:
+        for name, (group, fields) in groups.items():
+            values[name] = group(**{field: values.pop(field) for field in fields})
+        return command(**values)
+
+    expanded.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+    expanded.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return typing.cast(F, expanded)
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelFlags(FlagGroup):
-    """--model, --text, --layer: one layer of a local checkpoint as the input."""
+class RandomFlags(FlagGroup):
+    """--seed, --tokens, --d-model: random Q, K and V in place of an input."""
 
-    model: ModelOpt = None
-    text: TextOpt = None
-    layer: LayerOpt = None
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", min=0, help="Draw Q, K, V from a standard normal with this seed.", show_default=False),
+    ] = None
+    tokens: Annotated[
+        str | None,
+        typer.Option("--tokens", help='Token labels separated by spaces, e.g. "the quick brown fox".',
+                     show_default=False),
+    ] = None  # fmt: skip
+    d_model: Annotated[
+        int | None,
+        typer.Option("--d-model", min=1, help="Width of the random Q, K, V (with --seed; default 8).",
+                     show_default=False),
+    ] = None  # fmt: skip
+
+    def input_overrides(self, heads: int | None = None, kv_heads: int | None = None) -> InputOverrides:
+        """What these flags say the input is, split into ``heads`` of which ``kv_heads`` K/V heads (for random
+        inputs: how many they draw)."""
+        from attnx.io import InputOverrides
+
+        tokens = tuple(self.tokens.split()) if self.tokens is not None else None
+        return InputOverrides(seed=self.seed, tokens=tokens, d_model=self.d_model, heads=heads, kv_heads=kv_heads)
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingFlags(FlagGroup):
+    """--causal, --window, --softcap, --rope-theta, --rope-pairs: attention settings any input can take.
+
+    Each field is named as the setting it replaces (``AttentionSettings``); ``rope_theta`` and ``rope_pairs``
+    replace the fields of its rotary positions.
+    """
+
+    causal: Annotated[
+        bool, typer.Option("--causal", help="Add a causal mask: each query sees itself and earlier keys.")
+    ] = False
+    window: Annotated[
+        int | None,
+        typer.Option("--window", min=1, metavar="W", show_default=False,
+                     help="Sliding window: each query sees itself and the W - 1 keys before it (causal)."),
+    ] = None  # fmt: skip
+    softcap: Annotated[
+        float | None,
+        typer.Option("--softcap", metavar="C", show_default=False,
+                     help="Soft-cap the scaled scores: C·tanh(s/C) before the mask (Gemma 2 uses 50)."),
+    ] = None  # fmt: skip
+    rope_theta: Annotated[
+        float | None,
+        typer.Option("--rope-theta", metavar="THETA", show_default=False,
+                     help="Turn Q and K by rotary positions (RoPE) with this base, e.g. 10000."),
+    ] = None  # fmt: skip
+    rope_pairs: Annotated[
+        RopePairs | None,
+        typer.Option("--rope-pairs", show_default=False,
+                     help="RoPE column pairs: half (i, i + d/2, Hugging Face) or interleaved (2i, 2i + 1)."),
+    ] = None  # fmt: skip
+
+    def changes(self) -> dict[str, Any]:
+        """The settings given (name -> value), as ``SettingOverrides`` takes them."""
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(SettingFlags)}
+        values["causal"] = self.causal or None  # absent: the input's own mask stays
+        if self.rope_pairs is not None:
+            values["rope_pairs"] = self.rope_pairs.value
+        return {name: value for name, value in values.items() if value is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadFlags(FlagGroup):
+    """-H, --kv-heads, --scale, --layout: how the heads split the input and scale their scores."""
+
+    heads: Annotated[
+        int | None,
+        typer.Option("--heads", "-H", min=1, help="Number of heads (overrides the input).", show_default=False),
+    ] = None
+    kv_heads: Annotated[
+        int | None,
+        typer.Option("--kv-heads", min=1, help="K/V heads for GQA/MQA (divides --heads); fewer than the input "
+                     "has are mean-pooled within each group.", show_default=False),
+    ] = None  # fmt: skip
+    scale: Annotated[
+        str | None,
+        typer.Option("--scale", help="Score multiplier: sqrt_dk (1/√d_k), sqrt_d_model, none, or a number.",
+                     show_default=False),
+    ] = None  # fmt: skip
+    layout: Annotated[
+        Layout | None,
+        typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H).",
+                     show_default=False),
+    ] = None  # fmt: skip
+
+    def changes(self) -> dict[str, Any]:
+        """The head settings given (name -> value); --scale is checked here."""
+        values = {
+            "heads": self.heads,
+            "kv_heads": self.kv_heads,
+            "scale": parse_scale(self.scale) if self.scale is not None else None,
+            "layout": self.layout.value if self.layout is not None else None,
+        }
+        return {name: value for name, value in values.items() if value is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFlags(SettingFlags, RandomFlags, HeadFlags):
+    """Everything that replaces the input's keys: the head, random-input and setting flags together."""
+
+    def overrides(self, drop_heads: list[int] | None = None) -> tuple[InputOverrides, SettingOverrides]:
+        """What describes the input (random Q, K, V), and the settings that replace its own (``--drop-head``
+        included); ``--kv-heads`` is both where it says how many K/V heads random inputs draw."""
+        from attnx.core.overrides import SettingOverrides
+
+        changes = HeadFlags.changes(self) | SettingFlags.changes(self)
+        if drop_heads:
+            changes["dropped_heads"] = tuple(drop_heads)
+        return self.input_overrides(self.heads, self.kv_heads), SettingOverrides(**changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareFlags(FlagGroup):
+    """--tensor, --array-layout, --rtol, --atol: what a comparison reads and how close is close enough."""
+
+    tensor: Annotated[
+        list[str] | None,
+        typer.Option("--tensor", metavar="NAME", help="Compare only this tensor (repeatable; named as the JSON "
+                     "keys). Default: every tensor both sides hold.", show_default=False),
+    ] = None  # fmt: skip
+    array_layout: ArrayLayoutOpt = None
+    rtol: Annotated[
+        float | None,
+        typer.Option("--rtol", min=0.0, help="Relative tolerance (default: 1e-7 float64, 1.3e-6 float32).",
+                     show_default=False),
+    ] = None  # fmt: skip
+    atol: Annotated[
+        float | None,
+        typer.Option("--atol", min=0.0, help="Absolute tolerance (default: 1e-7 float64, 1e-5 × max(1, max|ref|) "
+                     "float32).", show_default=False),
+    ] = None  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointFlags(FlagGroup):
+    """--model: a local checkpoint."""
+
+    model: Annotated[str | None, typer.Option("--model", metavar="DIR", help=MODEL_HELP, show_default=False)] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TextFlags(CheckpointFlags):
+    """--model, --text: a local checkpoint and the text it reads."""
+
+    text: Annotated[
+        str | None,
+        typer.Option("--text", help="With --model: the text the model reads, or - for stdin.", show_default=False),
+    ] = None
 
     @property
     def wanted(self) -> bool:
-        """True when any of the three is given (the input then comes from the model)."""
-        return self.model is not None or self.text is not None or self.layer is not None
+        """True when any of the model's flags is given (the input then comes from the model)."""
+        return any(value is not None for value in dataclasses.asdict(self).values())
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFlags(TextFlags):
+    """--model, --text, --layer: one layer of a local checkpoint as the input."""
+
+    layer: Annotated[
+        str | None,
+        typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).",
+                     show_default=False),
+    ] = None  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
 class EngineFlags(FlagGroup):
     """--engine, --device, --dtype: what computes, where, in which floating-point type."""
 
-    engine: EngineOpt = Engine.numpy
-    device: DeviceOpt = Device.auto
-    dtype: DtypeOpt = None
+    engine: Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")] = (
+        Engine.numpy
+    )
+    device: Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")] = (
+        Device.auto
+    )
+    dtype: Annotated[
+        Dtype | None,
+        typer.Option("--dtype", help="Floating-point type (default: float64; float32 on mps).", show_default=False),
+    ] = None
 
     def options(self) -> dict[str, Any]:
         """``engine``, ``dtype`` and ``device`` as the strings ``attnx.engines.compute`` takes."""
@@ -154,15 +315,38 @@ class EngineFlags(FlagGroup):
 class CapFlags(FlagGroup):
     """--max-bytes, --max-yaml-bytes, --max-depth, --max-dimension, --max-elements: the input caps."""
 
-    max_bytes: MaxBytesOpt = None
-    max_yaml_bytes: MaxYamlBytesOpt = None
-    max_depth: MaxDepthOpt = None
-    max_dimension: MaxDimensionOpt = None
-    max_elements: MaxElementsOpt = None
+    max_bytes: Annotated[str | None, cap_option("max_bytes", "Most bytes one input may have")] = None
+    max_yaml_bytes: Annotated[str | None, cap_option("max_yaml_bytes", "Most bytes of YAML text")] = None
+    max_depth: Annotated[str | None, cap_option("max_depth", "Deepest nesting of a YAML or JSON input")] = None
+    max_dimension: Annotated[str | None, cap_option("max_dimension", "Longest axis of any array")] = None
+    max_elements: Annotated[str | None, cap_option("max_elements", "Most elements of any array, the scores too")] = None
 
     def limits(self) -> Limits:
         """The caps: defaults, replaced by ``ATTNX_MAX_*``, replaced by these flags."""
         return Limits.from_env(**dataclasses.asdict(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputFlags(FlagGroup):
+    """--output, --no-color: where the result goes, and whether a terminal sees colour."""
+
+    output: OutputOpt = None
+    no_color: NoColorOpt = False
+
+    def write(
+        self, output_format: OutputFormat | RowFormat | ReportFormat, producers: Mapping[OutputFormat, Producer]
+    ) -> None:
+        """Write the result in ``output_format`` to stdout or ``--output`` (see ``emit``)."""
+        emit(output_format, producers, output=self.output, no_color=self.no_color)
+
+    def emit(
+        self,
+        output_format: OutputFormat | RowFormat | ReportFormat,
+        producers: Mapping[OutputFormat, Producer],
+        table: Callable[[bool], RenderableType],
+    ) -> None:
+        """Write the result in ``output_format`` to stdout or ``--output`` (``table(colour)`` draws it)."""
+        emit_view(output_format, producers, table, output=self.output, no_color=self.no_color)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,9 +357,20 @@ class ViewFlags(FlagGroup):
     """
 
     output: OutputOpt = None
-    view: ViewOpt = View.table
-    rows: RowsOpt = "40"
-    export: ExportOpt = None
+
+    view: Annotated[View, typer.Option("--view", help="Weights as tables, or as heatmaps (colour, or shades).")] = (
+        View.table
+    )
+    rows: Annotated[
+        str,
+        typer.Option("--rows", metavar="N|all", help="Rows per table or heatmap: past N, the first and last N/2 "
+                     "(all: every row)."),
+    ] = "40"  # fmt: skip
+    export: Annotated[
+        str | None,
+        typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or "
+                     "text.", show_default=False),
+    ] = None  # fmt: skip
     quiet: QuietOpt = False
     no_color: NoColorOpt = False
 
@@ -201,35 +396,3 @@ class ViewFlags(FlagGroup):
         """Write the result in ``output_format`` to stdout or ``--output``; a table also to ``--export``
         (``table(colour)`` draws it; see ``emit_view``)."""
         emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
-
-
-def load_input(
-    config: str | None,
-    inputs: InputFlags,
-    checkpoint: ModelFlags,
-    caps: CapFlags,
-    backend: EngineFlags | None = None,
-    *,
-    drop_heads: list[int] | None = None,
-    quiet: bool = False,
-    matrices: bool = True,
-    rows: int | None = None,
-) -> AttentionSpec:
-    """The spec named by CONFIG and the flags that override it, checked against the caps.
-
-    With ``--model``, the spec is layer ``--layer`` of the model on ``--text``; the layers before it
-    run on ``backend`` (default: NumPy, float64, CPU). The caps are read first, so a bad cap value
-    is refused whatever the input. What the command will build is checked too: the
-    ``[head, query, key]`` matrices when ``matrices``, for at most ``rows`` query rows (None: all).
-    """
-    from attnx.cli.model_input import model_spec
-    from attnx.io import load_spec
-
-    limits, overrides = caps.limits(), inputs.overrides(drop_heads)
-    if checkpoint.wanted:
-        spec = model_spec(config, overrides, model=checkpoint.model, text=checkpoint.text, layer=checkpoint.layer,
-                          quiet=quiet, limits=limits, **(backend or EngineFlags()).options())  # fmt: skip
-    else:
-        spec = load_spec(config, overrides, limits)
-    limits.check_problem(spec, matrices=matrices, rows=rows)
-    return spec

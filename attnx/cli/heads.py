@@ -8,46 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input
-from attnx.cli.options import (
-    CausalOpt,
-    ConfigArg,
-    Device,
-    DeviceOpt,
-    DModelOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExportOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayoutOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    ReportFormat,
-    ReportFormatOpt,
-    RopePairsOpt,
-    RopeThetaOpt,
-    RowsOpt,
-    ScaleOpt,
-    SeedOpt,
-    SoftcapOpt,
-    TextOpt,
-    TextsOpt,
-    TokensOpt,
-    View,
-    ViewOpt,
-    WindowOpt,
-)
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, grouped
+from attnx.cli.inputs import load_input, model_session, refuse
+from attnx.cli.options import ConfigArg, OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, TextsOpt
 from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
 
@@ -59,59 +22,33 @@ ValueWeightedOpt = Annotated[
     typer.Option("--value-weighted", help="With --view heatmap: beside each head's weights, each key's share of "
                  "what the query receives by value, ‖α·v·W_O‖ (JSON: value_weighted)."),
 ]  # fmt: skip
-LayerOrAllOpt = Annotated[
-    str | None,
-    typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 0 (default 0); "
-                 "all: the model view, a layer × head grid of labels and entropy.", show_default=False),
-]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
 class LayerOrAllFlags(ModelFlags):
     """--model, --text and a --layer that may also be ``all`` (the model view)."""
 
-    layer: LayerOrAllOpt = None
-
-
-NO_MODEL = LayerOrAllFlags()
+    layer: Annotated[
+        str | None,
+        typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 0 (default 0); "
+                     "all: the model view, a layer × head grid of labels and entropy.", show_default=False),
+    ] = None  # fmt: skip
 
 
 @guarded
+@grouped
 def heads(
     config: ConfigArg = None,
-    heads: HeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    kv_heads: KvHeadsOpt = None,
-    scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
-    rope_theta: RopeThetaOpt = None,
-    rope_pairs: RopePairsOpt = None,
-    window: WindowOpt = None,
-    softcap: SoftcapOpt = None,
-    causal: CausalOpt = False,
-    model: ModelOpt = None,
-    text: TextOpt = None,
+    *,
+    inputs: InputFlags,
+    checkpoint: LayerOrAllFlags,
     texts: TextsOpt = None,
-    layer: LayerOrAllOpt = None,
     value_weighted: ValueWeightedOpt = False,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    backend: EngineFlags,
     precision: PrecisionOpt = 4,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    view: ViewOpt = View.table,
-    rows: RowsOpt = "40",
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    display: ViewFlags,
+    caps: CapFlags,
 ) -> None:
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
 
@@ -119,11 +56,6 @@ def heads(
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
     --model DIR --texts FILE: every layer's heads over many texts, means with their spread and counts.
     """
-    inputs = InputFlags.pick(locals())
-    checkpoint = LayerOrAllFlags.pick(locals())
-    backend = EngineFlags.pick(locals())
-    display = ViewFlags.pick(locals())
-    caps = CapFlags.pick(locals())
     from attnx.analysis.heads import head_stats
     from attnx.analysis.measures import head_measures, value_shares
     from attnx.engines import compute
@@ -175,11 +107,11 @@ def model_view(
     input_flags: dict[str, object],
 ) -> None:
     """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
-    from attnx.cli.model_input import model_view as build
+    from attnx.models import runs
 
-    view = build(config, model=checkpoint.model, text=checkpoint.text, quiet=display.quiet, input_flags=input_flags,
-                 limits=caps.limits(),
-                 **backend.options())  # fmt: skip
+    refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
+    with model_session(config, checkpoint, backend, caps, "layers", quiet=display.quiet) as run:
+        view = runs.model_view(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 
@@ -201,7 +133,7 @@ def over_texts(
     input_flags: dict[str, object],
 ) -> None:
     """`attnx heads --model DIR --texts FILE`: every layer's heads over the texts (as `attnx detect --texts`)."""
-    from attnx.cli.model_input import model_detection, refuse
+    from attnx.cli.detect import detection
 
     if checkpoint.text is not None:
         raise UsageError("--texts replaces --text: give one or the other")
@@ -210,8 +142,7 @@ def over_texts(
     if display.heatmap:
         raise UsageError("--texts shows a grid of labels; --view heatmap draws one text's weights")
     refuse(input_flags, "changes one layer's input; --texts shows the model as it is")
-    found, _ = model_detection(model=checkpoint.model, texts=texts, samples=0, length=0, seed=0, quiet=display.quiet,
-                               limits=caps.limits(), **backend.options())  # fmt: skip
+    found, _ = detection(checkpoint.model, texts, backend, caps, quiet=display.quiet)
     from attnx.render import detect as render
     from attnx.render.serialize import dumps
 

@@ -7,20 +7,8 @@ from typing import Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags
-from attnx.cli.options import (
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    ReportFormat,
-    ReportFormatOpt,
-)
-from attnx.cli.output import emit
+from attnx.cli.flags import CapFlags, OutputFlags, grouped
+from attnx.cli.options import OutputFormat, ReportFormat, ReportFormatOpt
 
 DirArg = Annotated[
     str,
@@ -30,16 +18,13 @@ DirArg = Annotated[
 
 
 @guarded
+@grouped
 def model(
     path: DirArg,
+    *,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    outputs: OutputFlags,
+    caps: CapFlags,
 ) -> None:
     """Describe a local Hugging Face style checkpoint: family, layers, heads, d_model, vocabulary, max length.
 
@@ -47,18 +32,15 @@ def model(
     Explore its heads with --model DIR --text "..." on run, trace, diff, heads and check.
     Layers and heads count from 0; heads --layer all shows every layer's heads (the model view).
     """
-    caps = CapFlags.pick(locals())
     from attnx.models import describe
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 
     info = describe(path, caps.limits())
-    emit(
+    outputs.write(
         output_format,
         {
             OutputFormat.table: lambda: render.info_view(info),
             OutputFormat.json: lambda: dumps(render.info_to_dict(info)),
         },
-        output=output,
-        no_color=no_color,
     )

@@ -86,39 +86,11 @@ ConfigArg = Annotated[
         show_default=False,
     ),
 ]
-HeadsOpt = Annotated[
-    int | None, typer.Option("--heads", "-H", min=1, help="Number of heads (overrides the input).", show_default=False)
-]
-SeedOpt = Annotated[
-    int | None,
-    typer.Option("--seed", min=0, help="Draw Q, K, V from a standard normal with this seed.", show_default=False),
-]
-TokensOpt = Annotated[
-    str | None,
-    typer.Option("--tokens", help='Token labels separated by spaces, e.g. "the quick brown fox".', show_default=False),
-]
-DModelOpt = Annotated[
-    int | None,
-    typer.Option("--d-model", min=1, help="Width of the random Q, K, V (with --seed; default 8).", show_default=False),
-]
-KvHeadsOpt = Annotated[
-    int | None,
-    typer.Option("--kv-heads", min=1, help="K/V heads for GQA/MQA (divides --heads); fewer than the input "
-                 "has are mean-pooled within each group.", show_default=False),
-]  # fmt: skip
-ScaleOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--scale", help="Score multiplier: sqrt_dk (1/√d_k), sqrt_d_model, none, or a number.", show_default=False
-    ),
-]
 
 
-class CheckLayout(str, Enum):
-    """Head columns of the input, or how the --against array is laid out."""
+class ArrayLayout(str, Enum):
+    """How a bare array (one .npy a kernel wrote) holds its tensor."""
 
-    contiguous = "contiguous"
-    interleaved = "interleaved"
     nd = "nd"
     bnd = "bnd"
     hnd = "hnd"
@@ -127,6 +99,17 @@ class CheckLayout(str, Enum):
     bnhd = "bnhd"
     hnm = "hnm"
     bhnm = "bhnm"
+
+
+ArrayLayoutOpt = Annotated[
+    ArrayLayout | None,
+    typer.Option("--array-layout", help="How a bare .npy array is laid out: nd [query, H·d], hnd [head, query, d], "
+                 "nhd [query, head, d], hnm [head, query, key] weights; b...: with a batch axis of 1 first (bhnd: "
+                 "SDPA's). Default: told from the shape.", show_default=False),
+]  # fmt: skip
+MODEL_HELP = (
+    "A local checkpoint folder (config.json, model.safetensors, tokenizer.json): explore one of its layers on --text."
+)
 
 
 class KernelDtype(str, Enum):
@@ -138,72 +121,21 @@ class KernelDtype(str, Enum):
     bfloat16 = "bfloat16"
 
 
-LayoutOpt = Annotated[
-    Layout | None,
-    typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H).",
-                 show_default=False),
-]  # fmt: skip
-WindowOpt = Annotated[
-    int | None,
-    typer.Option("--window", min=1, metavar="W", show_default=False,
-                 help="Sliding window: each query sees itself and the W - 1 keys before it (causal)."),
-]  # fmt: skip
-SoftcapOpt = Annotated[
-    float | None,
-    typer.Option("--softcap", metavar="C", show_default=False,
-                 help="Soft-cap the scaled scores: C·tanh(s/C) before the mask (Gemma 2 uses 50)."),
-]  # fmt: skip
-RopeThetaOpt = Annotated[
-    float | None,
-    typer.Option("--rope-theta", metavar="THETA", show_default=False,
-                 help="Turn Q and K by rotary positions (RoPE) with this base, e.g. 10000."),
-]  # fmt: skip
-RopePairsOpt = Annotated[
-    RopePairs | None,
-    typer.Option("--rope-pairs", show_default=False,
-                 help="RoPE column pairs: half (i, i + d/2, Hugging Face) or interleaved (2i, 2i + 1)."),
-]  # fmt: skip
-CausalOpt = Annotated[
-    bool, typer.Option("--causal", help="Add a causal mask: each query sees itself and earlier keys.")
-]
 DropHeadOpt = Annotated[
     list[int] | None,
     typer.Option("--drop-head", min=0, metavar="N", help="Zero head N (counted from 0) before concatenation; "
                  "repeatable.", show_default=False),
 ]  # fmt: skip
-EngineOpt = Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")]
-DeviceOpt = Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")]
-DtypeOpt = Annotated[
-    Dtype | None,
-    typer.Option("--dtype", help="Floating-point type (default: float64; float32 on mps).", show_default=False),
-]
 FORMAT_HELP = "Output format (stdout or --output)."
 # Each command offers only the formats it can write: run all six (FormatOpt); trace, check and engines
 # tables of rows (RowFormatOpt); bench, diff, heads and model a table or JSON (ReportFormatOpt).
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
 RowFormatOpt = Annotated[RowFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
-OutputOpt = Annotated[
-    str | None,
-    typer.Option("--output", "-o", metavar="FILE", help="Write to FILE atomically instead of stdout.",
-                 show_default=False),
-]  # fmt: skip
 TensorOpt = Annotated[
     list[str] | None,
     typer.Option("--tensor", metavar="NAME", help="Tensors for csv/npy/npz (repeatable; named as the JSON keys).",
                  show_default=False),
-]  # fmt: skip
-CompareTensorOpt = Annotated[
-    list[str] | None,
-    typer.Option("--tensor", metavar="NAME", help="Compare only this tensor (repeatable; named as the JSON keys). "
-                 "Default: every tensor both sides hold.", show_default=False),
-]  # fmt: skip
-CheckLayoutOpt = Annotated[
-    CheckLayout | None,
-    typer.Option("--layout", help="Head columns of the input (contiguous, interleaved), or, with --against, how a "
-                 "bare array is laid out: nd [query, H·d], hnd [head, query, d], nhd [query, head, d], hnm [head, "
-                 "query, key] weights; b...: with a batch axis of 1 first (bhnd: SDPA's). Default: told from the "
-                 "shape.", show_default=False),
 ]  # fmt: skip
 AgainstOpt = Annotated[
     str | None,
@@ -216,26 +148,17 @@ KernelDtypeOpt = Annotated[
     typer.Option("--kernel-dtype", help="What the kernel computed in; sets the tolerances (default: the file's "
                  "dtype).", show_default=False),
 ]  # fmt: skip
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
-PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
-NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
-ModelOpt = Annotated[
+OutputOpt = Annotated[
     str | None,
-    typer.Option("--model", metavar="DIR", help="A local checkpoint folder (config.json, model.safetensors, "
-                 "tokenizer.json): explore one of its layers on --text.", show_default=False),
-]  # fmt: skip
-TextOpt = Annotated[
-    str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.",
-                             show_default=False)
-]  # fmt: skip
-LayerOpt = Annotated[
-    str | None,
-    typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).",
+    typer.Option("--output", "-o", metavar="FILE", help="Write to FILE atomically instead of stdout.",
                  show_default=False),
 ]  # fmt: skip
+NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
+PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
 
 
-def _cap_option(cap: str, what: str) -> Any:
+def cap_option(cap: str, what: str) -> Any:
     """A --max-* option: its help names the default and the environment variable that also sets it."""
     value = getattr(Limits(), cap)
     shown = size_text(value) if CAPS[cap][1] == "bytes" else f"{value:,}"
@@ -244,13 +167,6 @@ def _cap_option(cap: str, what: str) -> Any:
         flag_name(cap), metavar="N", rich_help_panel="Input limits", show_default=False,
         help=f"{what} (default {shown}; or {env_name(cap)}){suffixes}.",
     )  # fmt: skip
-
-
-MaxBytesOpt = Annotated[str | None, _cap_option("max_bytes", "Most bytes one input may have")]
-MaxYamlBytesOpt = Annotated[str | None, _cap_option("max_yaml_bytes", "Most bytes of YAML text")]
-MaxDepthOpt = Annotated[str | None, _cap_option("max_depth", "Deepest nesting of a YAML or JSON input")]
-MaxDimensionOpt = Annotated[str | None, _cap_option("max_dimension", "Longest axis of any array")]
-MaxElementsOpt = Annotated[str | None, _cap_option("max_elements", "Most elements of any array, the scores too")]
 
 
 def parse_scale(text: str) -> str | float:
@@ -288,17 +204,6 @@ class View(str, Enum):
     heatmap = "heatmap"
 
 
-ViewOpt = Annotated[View, typer.Option("--view", help="Weights as tables, or as heatmaps (colour, or shades).")]
-RowsOpt = Annotated[
-    str,
-    typer.Option("--rows", metavar="N|all", help="Rows per table or heatmap: past N, the first and last N/2 "
-                 "(all: every row)."),
-]  # fmt: skip
-ExportOpt = Annotated[
-    str | None,
-    typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or text.",
-                 show_default=False),
-]  # fmt: skip
 TextsOpt = Annotated[
     str | None,
     typer.Option("--texts", metavar="FILE", help="With --model: texts to run, one per line (or JSON Lines with a "

@@ -3,57 +3,24 @@
 from __future__ import annotations
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, ViewFlags
-from attnx.cli.options import (
-    Device,
-    DeviceOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExportOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    ReportFormat,
-    ReportFormatOpt,
-    RowsOpt,
-    TextOpt,
-    View,
-    ViewOpt,
-)
-from attnx.cli.trace import QueryOpt, TokenOpt
+from attnx.cli.flags import CapFlags, EngineFlags, TextFlags, ViewFlags, grouped
+from attnx.cli.inputs import model_session
+from attnx.cli.options import OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, View
+from attnx.cli.trace import QueryOpt, TokenOpt, query_row
 
 
 @guarded
+@grouped
 def rollout(
-    model: ModelOpt = None,
-    text: TextOpt = None,
+    *,
+    checkpoint: TextFlags,
     token: TokenOpt = None,
     query: QueryOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    backend: EngineFlags,
     precision: PrecisionOpt = 2,
     output_format: ReportFormatOpt = ReportFormat.table,
-    output: OutputOpt = None,
-    view: ViewOpt = View.heatmap,
-    rows: RowsOpt = "40",
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    display: ViewFlags = ViewFlags(view=View.heatmap),
+    caps: CapFlags,
 ) -> None:
     """Attention rollout: how much each token reaches a query through every layer, residual stream included.
 
@@ -61,14 +28,11 @@ def rollout(
     The rollout after layer l multiplies those of layers 0..l (Abnar & Zuidema, 2020); causal models stay causal.
     --model DIR --text "..." and the query: --token cat or --query 3 (from 0).
     """
-    backend = EngineFlags.pick(locals())
-    display = ViewFlags.pick(locals())
-    caps = CapFlags.pick(locals())
-    from attnx.analysis.trace import resolve_query
-    from attnx.cli.model_input import model_rollout
+    from attnx.models import runs
 
-    found = model_rollout(model=model, text=text, quiet=display.quiet, limits=caps.limits(), **backend.options())
-    row = resolve_query(found.tokens, token, query)
+    with model_session(None, checkpoint, backend, caps, "layers", quiet=display.quiet) as run:
+        found = runs.rollout(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
+    row = query_row(found.tokens, token, query)
     from attnx.render import rollout as render
     from attnx.render.serialize import dumps
 

@@ -7,49 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, load_input
-from attnx.cli.options import (
-    CausalOpt,
-    ConfigArg,
-    Device,
-    DeviceOpt,
-    DModelOpt,
-    DropHeadOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    ExportOpt,
-    FormatOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayerOpt,
-    LayoutOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    RopePairsOpt,
-    RopeThetaOpt,
-    RowsOpt,
-    ScaleOpt,
-    SeedOpt,
-    SoftcapOpt,
-    TensorOpt,
-    TextOpt,
-    TokensOpt,
-    View,
-    ViewOpt,
-    WindowOpt,
-)
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, grouped
+from attnx.cli.inputs import load_input
+from attnx.cli.options import ConfigArg, DropHeadOpt, FormatOpt, OutputFormat, PrecisionOpt, TensorOpt
 from attnx.cli.output import check_destination, warn_fully_masked
-from attnx.core.tensors import MATRICES, SECTIONS, section_tensor
+from attnx.core.tensors import SECTIONS, section_tensor
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,42 +64,20 @@ def parse_sections(values: list[str] | None) -> list[str]:
 
 
 @guarded
+@grouped
 def run(
     config: ConfigArg = None,
-    heads: HeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    kv_heads: KvHeadsOpt = None,
-    scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
-    rope_theta: RopeThetaOpt = None,
-    rope_pairs: RopePairsOpt = None,
-    window: WindowOpt = None,
-    softcap: SoftcapOpt = None,
-    causal: CausalOpt = False,
+    *,
+    inputs: InputFlags,
     drop_head: DropHeadOpt = None,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    checkpoint: ModelFlags,
+    backend: EngineFlags,
     show: ShowOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
     tensor: TensorOpt = None,
-    output: OutputOpt = None,
-    view: ViewOpt = View.table,
-    rows: RowsOpt = "40",
-    export: ExportOpt = None,
-    quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    display: ViewFlags,
+    caps: CapFlags,
 ) -> None:
     """Compute multi-head attention and print raw scores, scaled scores, weights and outputs.
 
@@ -146,11 +86,6 @@ def run(
     --view heatmap draws each head's weights as a heatmap instead.
     --show q,k,v: the slices of Q, K and V each head reads (--show all: every section).
     """
-    inputs = InputFlags.pick(locals())
-    checkpoint = ModelFlags.pick(locals())
-    backend = EngineFlags.pick(locals())
-    display = ViewFlags.pick(locals())
-    caps = CapFlags.pick(locals())
     from attnx.render.formats import check_tensor_names
 
     sections = parse_sections(show)
@@ -160,8 +95,7 @@ def run(
     check_destination(output_format, display.output)
     needs = needs_for(output_format, sections, tensor)
     max_rows = display.max_rows if output_format is OutputFormat.table else None
-    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=display.quiet,
-                      matrices=needs is None or bool(MATRICES & needs), rows=max_rows)  # fmt: skip
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=display.quiet)
     from attnx.core.rows import Rows
     from attnx.engines import compute
 

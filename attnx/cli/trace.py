@@ -2,50 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, load_input
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, OutputFlags, grouped
+from attnx.cli.inputs import flag_worded, load_input
 from attnx.cli.options import (
-    CausalOpt,
     ConfigArg,
-    Device,
-    DeviceOpt,
-    DModelOpt,
     DropHeadOpt,
-    DtypeOpt,
-    Engine,
-    EngineOpt,
-    HeadsOpt,
-    KvHeadsOpt,
-    LayerOpt,
-    LayoutOpt,
-    MaxBytesOpt,
-    MaxDepthOpt,
-    MaxDimensionOpt,
-    MaxElementsOpt,
-    MaxYamlBytesOpt,
-    ModelOpt,
-    NoColorOpt,
     OutputFormat,
-    OutputOpt,
     PrecisionOpt,
     QuietOpt,
-    RopePairsOpt,
-    RopeThetaOpt,
     RowFormat,
     RowFormatOpt,
-    ScaleOpt,
-    SeedOpt,
-    SoftcapOpt,
-    TextOpt,
-    TokensOpt,
-    WindowOpt,
     parse_limit,
 )
-from attnx.cli.output import emit, warn_fully_masked
+from attnx.cli.output import warn_fully_masked
+from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
@@ -88,58 +64,36 @@ KeysOpt = Annotated[
 
 
 @guarded
+@grouped
 def trace(
     config: ConfigArg = None,
+    *,
     token: TokenOpt = None,
     query: QueryOpt = None,
     head: HeadOpt = None,
     terms: TermsOpt = "8",
     keys: KeysOpt = "10",
-    heads: HeadsOpt = None,
-    seed: SeedOpt = None,
-    tokens: TokensOpt = None,
-    d_model: DModelOpt = None,
-    kv_heads: KvHeadsOpt = None,
-    scale: ScaleOpt = None,
-    layout: LayoutOpt = None,
-    rope_theta: RopeThetaOpt = None,
-    rope_pairs: RopePairsOpt = None,
-    window: WindowOpt = None,
-    softcap: SoftcapOpt = None,
-    causal: CausalOpt = False,
+    inputs: InputFlags,
     drop_head: DropHeadOpt = None,
-    model: ModelOpt = None,
-    text: TextOpt = None,
-    layer: LayerOpt = None,
-    engine: EngineOpt = Engine.numpy,
-    device: DeviceOpt = Device.auto,
-    dtype: DtypeOpt = None,
+    checkpoint: ModelFlags,
+    backend: EngineFlags,
     precision: PrecisionOpt = 4,
     output_format: RowFormatOpt = RowFormat.table,
-    output: OutputOpt = None,
+    outputs: OutputFlags,
     quiet: QuietOpt = False,
-    no_color: NoColorOpt = False,
-    max_bytes: MaxBytesOpt = None,
-    max_yaml_bytes: MaxYamlBytesOpt = None,
-    max_depth: MaxDepthOpt = None,
-    max_dimension: MaxDimensionOpt = None,
-    max_elements: MaxElementsOpt = None,
+    caps: CapFlags,
 ) -> None:
     """Explain one query token step by step: per head, the dot products term by term, the softmax, the output.
 
     Pick the token with --token cat or --query 1. With no CONFIG: the worked example "The cat sat on mat".
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     """
-    inputs = InputFlags.pick(locals())
-    checkpoint = ModelFlags.pick(locals())
-    backend = EngineFlags.pick(locals())
-    caps = CapFlags.pick(locals())
-    from attnx.analysis.trace import build_trace, resolve_head, resolve_query
+    from attnx.analysis.trace import build_trace, resolve_head
     from attnx.engines import compute
 
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
-    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet, rows=1)
-    row = resolve_query(spec.tokens, token=token, query=query)
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet)
+    row = query_row(spec.tokens, token, query)
     chosen = resolve_head(head, spec.settings.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.
     result = compute(spec.select_queries([row]), **backend.options())
@@ -155,7 +109,7 @@ def trace(
 
         return Group(render.source_line(result, spec.source), render.trace_view(explained, precision, term_limit))
 
-    emit(
+    outputs.write(
         output_format,
         {
             OutputFormat.table: table,
@@ -163,6 +117,16 @@ def trace(
             OutputFormat.jsonl: lambda: trace_data.trace_jsonl(explained),
             OutputFormat.csv: lambda: trace_data.trace_csv(explained),
         },
-        output=output,
-        no_color=no_color,
     )
+
+
+def query_row(tokens: Sequence[str], token: str | None, query: int | None) -> int:
+    """The query ``--token`` or ``--query`` picks (exactly one of them), counted from 0."""
+    from attnx.analysis.trace import listing, resolve_query
+
+    if token is not None and query is not None:
+        raise UsageError(f"give --token or --query, not both (got --token {token!r} and --query {query})")
+    if token is None and query is None:
+        raise UsageError(f"pick the query to trace with --token or --query; tokens: {listing(tokens)}")
+    with flag_worded("{} with --query", AmbiguousError):
+        return resolve_query(tokens, token=token, query=query)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from attnx.core.inputs import DirectInputs, HeadNorm, Inputs, Linear, ProjectedI
 from attnx.core.positions import Rotary
 from attnx.core.settings import LAYOUTS, SCALE_MODES, AttentionSettings
 from attnx.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.limits import Limits
 
 __all__ = [
     "LAYOUTS",
@@ -54,8 +57,9 @@ class AttentionSpec:
     ``kv_pooled_from`` is the number of K/V heads the input had before ``with_kv_heads``
     mean-pooled them (None: not pooled). ``source`` names where the problem came from, for
     messages. ``special_keys`` are the keys a model's tokenizer added around the text (``[CLS]``,
-    ``<s>``): with key 0, where heads park attention (sinks). Make one with ``build`` (flat keywords)
-    or from its parts with ``of``.
+    ``<s>``): with key 0, where heads park attention (sinks). ``limits`` are the caps of the run that read
+    the problem (a file's, a model's): ``attnx.engines.compute`` checks what it builds against them (None:
+    ``Limits.from_env()``). Make one with ``build`` (flat keywords) or from its parts with ``of``.
     """
 
     inputs: Inputs
@@ -69,6 +73,7 @@ class AttentionSpec:
     w_o: Linear | None = None
     kv_pooled_from: int | None = None
     special_keys: tuple[int, ...] = ()
+    limits: Limits | None = None
 
     @property
     def sinks(self) -> tuple[int, ...]:
@@ -332,18 +337,7 @@ class AttentionSpec:
 
     def with_settings(self, **changes: Any) -> AttentionSpec:
         """The same inputs with some settings changed (``heads``, ``scale``, ``causal``, ...), validated again."""
-        s = self.settings
-        values = {
-            "heads": s.heads,
-            "kv_heads": s.kv_heads,
-            "scale": s.scale,
-            "layout": s.layout,
-            "causal": s.causal,
-            "dropped_heads": s.dropped_heads,
-            "rotary": s.rotary,
-            "window": s.window,
-            "softcap": s.softcap,
-        } | changes
+        values = {field.name: getattr(self.settings, field.name) for field in fields(self.settings)} | changes
         return replace(self, settings=AttentionSettings.of(where=self.source, **values))
 
     def with_kv_heads(self, kv_heads: int) -> AttentionSpec:

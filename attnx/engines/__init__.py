@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 import numpy as np
 
@@ -16,35 +14,79 @@ from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import COMPUTED, MATRICES
 from attnx.engines import guards
 from attnx.errors import EngineUnavailableError
+from attnx.limits import Limits
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.engines.numpy_engine import NumpyEngine
+    from attnx.engines.torch_engine import TorchEngine
+
+
+class Engine(Protocol):
+    """What every engine offers (``NumpyEngine``, ``TorchEngine``); its framework is imported by its module alone."""
+
+    @property
+    def name(self) -> str:
+        """The name ``compute`` and ``--engine`` take (``numpy``, ``torch``)."""
+
+    def version(self) -> str:
+        """Version of the library behind the engine."""
+
+    def devices(self) -> list[str]:
+        """Devices present here that the engine can run on, in the order ``auto`` prefers them."""
+
+    def dtypes(self, device: str) -> tuple[str, ...]:
+        """Dtypes supported on ``device``, the default first."""
+
+    def resolve_device(self, requested: str) -> str:
+        """The device ``requested`` (``auto`` or a name) resolves to; EngineUnavailableError when it is absent."""
+
+    def attend(self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[str] | None) -> AttentionResult:
+        """Attention for ``spec`` in ``dtype`` on the resolved ``device``: the arrays in ``needs`` (None: all)."""
+
+
+def _numpy() -> NumpyEngine:
+    """The NumPy engine (its module imports NumPy and the tiled kernel)."""
+    from attnx.engines.numpy_engine import NumpyEngine
+
+    return NumpyEngine()
+
+
+def _torch() -> TorchEngine:
+    """The torch engine: its module alone imports torch, only now (ImportError where torch is missing)."""
+    from attnx.engines.torch_engine import TorchEngine
+
+    return TorchEngine()
 
 
 @dataclass(frozen=True)
 class EngineEntry:
-    """Where an engine lives and what to tell a user who lacks its library."""
+    """How to load an engine, and what to tell a user who lacks its library."""
 
     name: str
-    module: str
+    load: Callable[[], Engine]
     install_hint: str
 
 
 # Install hints that work from a clone of attnx (it is not on PyPI).
 ENGINES: dict[str, EngineEntry] = {
-    "numpy": EngineEntry("numpy", "attnx.engines.numpy_engine", "python -m pip install numpy"),
-    "torch": EngineEntry("torch", "attnx.engines.torch_engine", 'python -m pip install ".[torch]"'),
+    "numpy": EngineEntry("numpy", _numpy, "python -m pip install numpy"),
+    "torch": EngineEntry("torch", _torch, 'python -m pip install ".[torch]"'),
 }
 
 
-def load_engine(name: str) -> ModuleType:
-    """Import engine ``name`` (its framework too, only now) or raise EngineUnavailableError.
-
-    Every engine module provides ``NAME``, ``version()``, ``devices()``, ``dtypes(device)``,
-    ``resolve_device(requested)`` and ``attend(spec, dtype, device)``.
-    """
+@overload
+def load_engine(name: Literal["numpy"]) -> NumpyEngine: ...
+@overload
+def load_engine(name: Literal["torch"]) -> TorchEngine: ...
+@overload
+def load_engine(name: str) -> Engine: ...
+def load_engine(name: str) -> Engine:
+    """Engine ``name``, its framework imported only now, or EngineUnavailableError (unknown, or not installed)."""
     entry = ENGINES.get(name)
     if entry is None:
         raise EngineUnavailableError(f"unknown engine {name!r}; available: {', '.join(ENGINES)}")
     try:
-        return importlib.import_module(entry.module)
+        return entry.load()
     except ImportError as exc:
         missing = exc.name or name
         raise EngineUnavailableError(
@@ -61,8 +103,9 @@ def compute(
     needs: Collection[str] | None = None,
     strict: bool = True,
     rows: Rows | None = None,
+    limits: Limits | None = None,
 ) -> AttentionResult:
-    """Run multi-head attention for ``spec`` on ``engine``.
+    """Run multi-head attention for ``spec`` on ``engine``: the one checked entry to every engine.
 
     ``device`` is ``auto`` (CUDA, then MPS, then CPU, among those the engine can use) or a device
     name; ``dtype`` defaults to float64, or float32 where the device has no float64 (MPS).
@@ -73,27 +116,59 @@ def compute(
     result's ``matrix_rows`` says which (at N = 2048, H = 8 the whole matrices would take
     3 × 256 MiB in float64, the 40 rows a table shows 5 MiB).
 
-    Input caps are checked where the input is read (``Limits.check_problem``). With ``strict``, inputs beyond the
-    dtype's range and scores or outputs that overflowed raise NumericError; without it they come
-    back as inf or NaN (for comparisons).
+    Before anything is allocated, what it will build is checked against ``limits`` (None: the caps the
+    spec was read under, ``spec.limits``, else the defaults replaced by ``ATTNX_MAX_*``; see
+    ``check_caps``): over a cap is LimitError. With ``strict``, inputs beyond the dtype's range and scores
+    or outputs that overflowed raise NumericError; without it they come back as inf or NaN (for comparisons).
     """
+    limits = caps_for(spec, limits)
+    check_caps(spec, needs=needs, rows=rows, limits=limits)
     wanted = frozenset(COMPUTED) if needs is None else frozenset(needs)
-    if rows is not None and not rows.complete and MATRICES & wanted:
+    shown = rows.shown if rows is not None and not rows.complete else None
+    if shown is not None and MATRICES & wanted:
         options: dict[str, Any] = {"engine": engine, "dtype": dtype, "device": device, "strict": strict}
-        whole = compute(spec, **options, needs=wanted - MATRICES - {"mask"})
-        shown = compute(spec.select_queries(rows.shown), **options, needs=(MATRICES & wanted) | {"mask"})
-        held = {name: getattr(shown, name) for name in (*MATRICES, "mask")}
-        return replace(whole, **held, matrix_rows=rows.shown)
-    module = load_engine(engine)
-    resolved = module.resolve_device(device)
-    chosen = _dtype_on(module, resolved, dtype)
+        whole = compute(spec, **options, needs=wanted - MATRICES - {"mask"}, limits=limits)
+        part = compute(spec.select_queries(shown), **options, needs=(MATRICES & wanted) | {"mask"}, limits=limits)
+        held = {name: getattr(part, name) for name in (*MATRICES, "mask")}
+        return replace(whole, **held, matrix_rows=shown)
+    chosen = load_engine(engine)
+    resolved = chosen.resolve_device(device)
+    in_dtype = _dtype_on(chosen, resolved, dtype)
     if strict:
-        guards.check_range(spec, chosen)
+        guards.check_range(spec, in_dtype)
     with np.errstate(all="ignore"):  # overflow is reported by check_finite, not as RuntimeWarnings
-        result = module.attend(spec, chosen, resolved, needs)
-    if strict and not guards.cannot_overflow(spec, chosen):
+        result = chosen.attend(spec, in_dtype, resolved, needs)
+    if strict and not guards.cannot_overflow(spec, in_dtype):
         guards.check_finite(spec, result)
     return result
+
+
+def check_caps(
+    spec: AttentionSpec,
+    *,
+    needs: Collection[str] | None = None,
+    rows: Rows | None = None,
+    limits: Limits | None = None,
+) -> None:
+    """Refuse with LimitError what ``compute`` would build for these arguments, allocating nothing.
+
+    Q, K and V after projection always; the ``[head, query, key]`` matrices when ``needs`` (None: all)
+    holds one, for the rows they are computed for (``rows.shown`` when ``rows`` leaves some out). Without
+    a matrix in ``needs`` the engines work in blocks and build none. ``limits`` None: ``caps_for(spec)``.
+    ``compute`` calls it first; a caller may call it sooner, to refuse before slow work (reading a
+    model's layers, timing smaller sizes).
+    """
+    limits = caps_for(spec, limits)
+    matrices = needs is None or not MATRICES.isdisjoint(needs)
+    shown = None if rows is None or rows.complete else len(rows.shown)
+    limits.check_problem(spec, matrices=matrices, rows=shown)
+
+
+def caps_for(spec: AttentionSpec, limits: Limits | None = None) -> Limits:
+    """``limits`` if given, else the caps ``spec`` was read under, else the defaults replaced by ``ATTNX_MAX_*``."""
+    if limits is not None:
+        return limits
+    return spec.limits if spec.limits is not None else Limits.from_env()
 
 
 def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -> str:
@@ -101,17 +176,17 @@ def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -
 
     A dtype the device lacks (float64 on MPS) raises EngineUnavailableError.
     """
-    module = load_engine(engine)
-    return _dtype_on(module, module.resolve_device(device), dtype)
+    chosen = load_engine(engine)
+    return _dtype_on(chosen, chosen.resolve_device(device), dtype)
 
 
-def _dtype_on(module: ModuleType, device: str, dtype: str | None) -> str:
-    """``dtype`` if the engine ``module`` supports it on the resolved ``device``, else its default there."""
-    supported = module.dtypes(device)
+def _dtype_on(engine: Engine, device: str, dtype: str | None) -> str:
+    """``dtype`` if ``engine`` supports it on the resolved ``device``, else its default there."""
+    supported = engine.dtypes(device)
     chosen = dtype or supported[0]
     if chosen not in supported:
         raise EngineUnavailableError(
-            f"{module.NAME} on {device} does not support {chosen}; supported: {', '.join(supported)}"
+            f"{engine.name} on {device} does not support {chosen}; supported: {', '.join(supported)}"
         )
     return chosen
 
@@ -137,10 +212,10 @@ class EngineStatus:
 def engine_status(name: str) -> EngineStatus:
     """Survey engine ``name`` (this imports its library)."""
     try:
-        module = load_engine(name)
+        engine = load_engine(name)
     except EngineUnavailableError as exc:
         return EngineStatus(name, problem=str(exc))
-    return EngineStatus(name, module.version(), tuple((d, tuple(module.dtypes(d))) for d in module.devices()))
+    return EngineStatus(name, engine.version(), tuple((d, tuple(engine.dtypes(d))) for d in engine.devices()))
 
 
 def engine_statuses() -> list[EngineStatus]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any, Protocol
 
@@ -15,6 +16,9 @@ Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the backend
 
 # When no H × N × M array (``MATRICES``) is asked for, a backend may take a path that never holds one whole.
 EVERYTHING = frozenset(COMPUTED)
+
+# V's largest magnitude outside [2^-SCALE_FROM, 2^SCALE_FROM] is scaled to [1, 2) (by a power of two).
+SCALE_FROM = 16
 
 
 class Backend(Protocol):
@@ -160,3 +164,16 @@ def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None =
     if "head_outputs" not in keep:
         del out["head_outputs"]
     return out
+
+
+def near_one_exponent(peak: float) -> int:
+    """The power of two k that brings ``peak`` into [1, 2) (peak / 2^k), or 0 when ``peak`` is within
+    [2^-SCALE_FROM, 2^SCALE_FROM] already, zero or not finite: the rule every engine scales V by.
+
+    Paths that sum M terms of V before dividing by the softmax's sum (the tiled NumPy kernel, torch's
+    SDPA) overflow or underflow for values near the dtype's limits although the output fits; scaled near
+    1 they do neither, and scaling by a power of two is exact.
+    """
+    if not math.isfinite(peak) or peak == 0 or 2.0**-SCALE_FROM <= peak <= 2.0**SCALE_FROM:
+        return 0
+    return math.frexp(peak)[1] - 1  # peak = m · 2^(k + 1), m in [0.5, 1)

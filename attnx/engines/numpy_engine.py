@@ -12,33 +12,8 @@ from attnx.engines.core import attention, dense
 from attnx.engines.tiled import Rules, attend_tiled, softmax_rows_
 from attnx.errors import EngineUnavailableError
 
-NAME = "numpy"
 DTYPES = ("float64", "float32")
 DENSE_LIMIT = 1 << 20  # H·N·M up to this is computed in one piece (about 8 MiB of float64 scores)
-
-
-def version() -> str:
-    """Version of the library behind this engine."""
-    return np.__version__
-
-
-def devices() -> list[str]:
-    """Devices this engine can run on: the CPU."""
-    return ["cpu"]
-
-
-def dtypes(device: str) -> tuple[str, ...]:
-    """Dtypes supported on ``device``, the default first."""
-    return DTYPES
-
-
-def resolve_device(requested: str) -> str:
-    """``auto`` and ``cpu`` mean the CPU; anything else is unavailable to NumPy."""
-    if requested in ("auto", "cpu"):
-        return "cpu"
-    raise EngineUnavailableError(
-        f"the numpy engine runs on the CPU only, not {requested!r}; use --engine torch for {requested}"
-    )
 
 
 class NumpyBackend:
@@ -95,12 +70,37 @@ def tiled_rules(spec: AttentionSpec) -> Rules:
     )
 
 
-def attend(
-    spec: AttentionSpec, dtype: str = "float64", device: str = "cpu", needs: Collection[str] | None = None
-) -> AttentionResult:
-    """Compute multi-head attention for ``spec`` in ``dtype``: the arrays in ``needs`` (None: all)."""
-    arrays = attention(NumpyBackend(dtype), spec, needs)
-    # The multiplier is applied as a Python float, which keeps float32 arrays float32; report it
-    # as the dtype holds it.
-    scale = float(np.dtype(dtype).type(spec.multiplier))
-    return AttentionResult.assemble(spec, arrays, scale=scale, engine=NAME, device=device, dtype=dtype, needs=needs)
+class NumpyEngine:
+    """The NumPy engine: all heads batched on the CPU, whole arrays for small problems, tiles for larger ones."""
+
+    name = "numpy"
+
+    def version(self) -> str:
+        """Version of the library behind this engine."""
+        return np.__version__
+
+    def devices(self) -> list[str]:
+        """Devices this engine can run on: the CPU."""
+        return ["cpu"]
+
+    def dtypes(self, device: str) -> tuple[str, ...]:
+        """Dtypes supported on ``device``, the default first."""
+        return DTYPES
+
+    def resolve_device(self, requested: str) -> str:
+        """``auto`` and ``cpu`` mean the CPU; anything else is unavailable to NumPy."""
+        if requested in ("auto", "cpu"):
+            return "cpu"
+        raise EngineUnavailableError(
+            f"the numpy engine runs on the CPU only, not {requested!r}; use --engine torch for {requested}"
+        )
+
+    def attend(self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[str] | None) -> AttentionResult:
+        """Compute multi-head attention for ``spec`` in ``dtype``: the arrays in ``needs`` (None: all)."""
+        arrays = attention(NumpyBackend(dtype), spec, needs)
+        # The multiplier is applied as a Python float, which keeps float32 arrays float32; report it
+        # as the dtype holds it.
+        scale = float(np.dtype(dtype).type(spec.multiplier))
+        return AttentionResult.assemble(
+            spec, arrays, scale=scale, engine=self.name, device=device, dtype=dtype, needs=needs
+        )

@@ -11,44 +11,10 @@ import torch
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs
 from attnx.core.tensors import MATRICES
-from attnx.engines.core import attention, dense
-from attnx.engines.tiled.operands import near_one_exponent
+from attnx.engines.core import attention, dense, near_one_exponent
 from attnx.errors import EngineUnavailableError
 
-NAME = "torch"
 PREFERENCE = ("cuda", "mps", "cpu")
-
-
-def version() -> str:
-    """Version of PyTorch."""
-    return str(torch.__version__)
-
-
-def devices() -> list[str]:
-    """Devices present on this machine, in the order ``auto`` prefers them."""
-    present = {
-        "cuda": torch.cuda.is_available(),
-        "mps": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available(),
-        "cpu": True,
-    }
-    return [name for name in PREFERENCE if present[name]]
-
-
-def dtypes(device: str) -> tuple[str, ...]:
-    """Dtypes supported on ``device``, the default first: MPS has no float64."""
-    return ("float32",) if device.startswith("mps") else ("float64", "float32")
-
-
-def resolve_device(requested: str) -> str:
-    """The one place devices are chosen: ``auto`` picks CUDA, then MPS, then CPU."""
-    present = devices()
-    if requested == "auto":
-        return present[0]
-    if requested.split(":")[0] not in present:
-        raise EngineUnavailableError(
-            f"device {requested!r} is not available to torch here; available: {', '.join(present)}"
-        )
-    return requested
 
 
 class TorchBackend:
@@ -134,47 +100,77 @@ class TorchBackend:
 def _values_near_one(v: torch.Tensor) -> tuple[torch.Tensor, int]:
     """V scaled by a power of two into [1, 2) where its largest magnitude is far from 1, and the exponent to
     scale the output back by: SDPA sums M terms of V before it divides, which overflows (or underflows) for
-    values near the dtype's limits although the output fits (as ``attnx.engines.tiled.operands``)."""
+    values near the dtype's limits although the output fits (``attnx.engines.core.near_one_exponent``)."""
     exponent = near_one_exponent(float(v.abs().max()) if v.numel() else 0.0)
     if not exponent:
         return v, 0
     return torch.ldexp(v, torch.tensor(-exponent, device=v.device)).to(v.dtype), exponent
 
 
-def attend(
-    spec: AttentionSpec, dtype: str = "float64", device: str = "cpu", needs: Collection[str] | None = None
-) -> AttentionResult:
-    """Compute multi-head attention for ``spec`` with torch: the arrays in ``needs`` (None: all)."""
-    backend = TorchBackend(dtype, device)
-    with torch.inference_mode():
-        arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec, needs).items()}
-    scale = float(np.dtype(dtype).type(spec.multiplier))  # as the dtype holds it (IEEE rounding, as torch)
-    return AttentionResult.assemble(
-        spec, arrays, scale=scale, engine=NAME, device=str(backend.device), dtype=dtype, needs=needs
-    )
+class TorchEngine:
+    """The PyTorch engine: the shared algorithm on torch tensors (CPU, CUDA, MPS), results back in NumPy."""
 
+    name = "torch"
 
-def sdpa_reference(spec: AttentionSpec, dtype: str = "float32", device: str = "cpu") -> Callable[[], object]:
-    """A callable running bare ``F.scaled_dot_product_attention`` on ``spec``'s Q/K/V (no attnx around it).
+    def version(self) -> str:
+        """Version of PyTorch."""
+        return str(torch.__version__)
 
-    Benchmarks time it as the reference; the tensors are prepared here, outside the timed call.
-    """
-    if not isinstance(spec.inputs, DirectInputs):
-        raise TypeError("sdpa_reference takes a spec of direct Q, K and V")
-    backend = TorchBackend(dtype, device)
-    heads, kv_heads = spec.settings.heads, spec.settings.kv_heads
-    direct = spec.inputs
-    with torch.inference_mode():
-        q, k, v = (
-            backend.array(x).view(-1, h, spec.d_k).transpose(0, 1).contiguous()[None]  # (1, H, N, d_k)
-            for x, h in ((direct.q, heads), (direct.k, kv_heads), (direct.v, kv_heads))
+    def devices(self) -> list[str]:
+        """Devices present on this machine, in the order ``auto`` prefers them."""
+        present = {
+            "cuda": torch.cuda.is_available(),
+            "mps": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available(),
+            "cpu": True,
+        }
+        return [name for name in PREFERENCE if present[name]]
+
+    def dtypes(self, device: str) -> tuple[str, ...]:
+        """Dtypes supported on ``device``, the default first: MPS has no float64."""
+        return ("float32",) if device.startswith("mps") else ("float64", "float32")
+
+    def resolve_device(self, requested: str) -> str:
+        """The one place devices are chosen: ``auto`` picks CUDA, then MPS, then CPU."""
+        present = self.devices()
+        if requested == "auto":
+            return present[0]
+        if requested.split(":")[0] not in present:
+            raise EngineUnavailableError(
+                f"device {requested!r} is not available to torch here; available: {', '.join(present)}"
+            )
+        return requested
+
+    def attend(self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[str] | None) -> AttentionResult:
+        """Compute multi-head attention for ``spec`` with torch: the arrays in ``needs`` (None: all)."""
+        backend = TorchBackend(dtype, device)
+        with torch.inference_mode():
+            arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec, needs).items()}
+        scale = float(np.dtype(dtype).type(spec.multiplier))  # as the dtype holds it (IEEE rounding, as torch)
+        return AttentionResult.assemble(
+            spec, arrays, scale=scale, engine=self.name, device=str(backend.device), dtype=dtype, needs=needs
         )
 
-    def run() -> object:
-        with torch.inference_mode():
-            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
-            if out.device.type == "cuda":
-                torch.cuda.synchronize()
-            return out
+    def sdpa_reference(self, spec: AttentionSpec, dtype: str = "float32", device: str = "cpu") -> Callable[[], object]:
+        """A callable running bare ``F.scaled_dot_product_attention`` on ``spec``'s Q/K/V (no attnx around it).
 
-    return run
+        Benchmarks time it as the reference; the tensors are prepared here, outside the timed call.
+        """
+        if not isinstance(spec.inputs, DirectInputs):
+            raise TypeError("sdpa_reference takes a spec of direct Q, K and V")
+        backend = TorchBackend(dtype, device)
+        heads, kv_heads = spec.settings.heads, spec.settings.kv_heads
+        direct = spec.inputs
+        with torch.inference_mode():
+            q, k, v = (
+                backend.array(x).view(-1, h, spec.d_k).transpose(0, 1).contiguous()[None]  # (1, H, N, d_k)
+                for x, h in ((direct.q, heads), (direct.k, kv_heads), (direct.v, kv_heads))
+            )
+
+        def run() -> object:
+            with torch.inference_mode():
+                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
+                if out.device.type == "cuda":
+                    torch.cuda.synchronize()
+                return out
+
+        return run

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnx.core.overrides import SettingOverrides
 from attnx.core.spec import AttentionSpec
 from attnx.errors import InputError
 from attnx.io.documents import STDIN, Document, decode_text, parse_document, read_bytes
-from attnx.io.schema import Overrides, spec_from_document
+from attnx.io.schema import InputOverrides, spec_from_document
 from attnx.limits import Limits
 
-__all__ = ["BUILTIN_NAME", "Limits", "Overrides", "builtin_document", "load_source", "load_spec"]
+__all__ = [
+    "BUILTIN_NAME",
+    "InputOverrides",
+    "Limits",
+    "SettingOverrides",
+    "builtin_document",
+    "load_source",
+    "load_spec",
+]
 
 BUILTIN_NAME = "cat-sat-on-mat"
 
@@ -50,14 +59,18 @@ _NPY_REFUSED = (
 
 
 def load_spec(
-    source: str | None = None, overrides: Overrides | None = None, limits: Limits | None = None
+    source: str | None = None,
+    overrides: InputOverrides | None = None,
+    limits: Limits | None = None,
+    settings: SettingOverrides | None = None,
 ) -> AttentionSpec:
     """Build the spec for ``source``: a path, ``-`` for stdin, or None.
 
     With no source, a seed given in ``overrides`` draws random Q/K/V; otherwise the built-in
-    example is used. ``limits`` default to ``Limits.from_env()`` (the ``ATTNX_MAX_*`` variables).
+    example is used. ``limits`` default to ``Limits.from_env()`` (the ``ATTNX_MAX_*`` variables). ``settings``
+    replace the input's own (as they replace a model layer's).
     """
-    overrides = overrides or Overrides()
+    overrides = overrides or InputOverrides()
     limits = limits or Limits.from_env()
     if source is not None:
         doc = load_source(source, limits)
@@ -65,4 +78,5 @@ def load_spec(
         doc = Document({}, "command line", limits=limits)
     else:
         doc = builtin_document(limits)
-    return spec_from_document(doc, overrides)
+    spec = spec_from_document(doc, overrides)
+    return settings.apply(spec) if settings is not None else spec

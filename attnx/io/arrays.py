@@ -13,7 +13,8 @@ import numpy as np
 from numpy.lib import format as npy
 
 from attnx.errors import ConfigError, InputError, LimitError
-from attnx.io.documents import Document, first_clause
+from attnx.io.documents import Document
+from attnx.io.messages import first_clause
 from attnx.limits import Limits, size_text
 
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # an archive with members, an empty archive

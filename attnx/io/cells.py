@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from attnx.errors import LimitError
-from attnx.io.documents import Document, clip
+from attnx.io.documents import Document
+from attnx.io.messages import clip
 
 FLOAT_MAX = sys.float_info.max
 NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")  # text a reader would take for a number

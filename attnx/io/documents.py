@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnx.errors import AttnxError, ConfigError, InputError, LimitError
 from attnx.io import jsontext
+from attnx.io.messages import depth_problem, first_clause, located
 from attnx.io.output import note_read
 from attnx.limits import Limits, size_text
 
@@ -155,26 +156,6 @@ def load_document(source: str, limits: Limits | None = None) -> Document:
 def _utf8_size(text: str, cap: int) -> int:
     """Bytes of ``text`` in UTF-8, or just its length when that alone is over ``cap``."""
     return len(text) if len(text) > cap else len(text.encode("utf-8", "surrogatepass"))
-
-
-def located(name: str, text: str, offset: int | None) -> str:
-    """``name:line:column`` of ``offset`` in ``text`` (just ``name`` without an offset)."""
-    return name if offset is None else f"{name}:{jsontext.line_col(text, offset)}"
-
-
-def depth_problem(limits: Limits, level: int) -> str:
-    """The message for nesting past the depth cap, saying how to raise it."""
-    return limits.exceeded("max_depth", f"level {level} of nesting")
-
-
-def first_clause(exc: Exception) -> str:
-    """The message of ``exc`` up to its first ``;`` (Python's hints after it are for programmers)."""
-    return str(exc).split(";")[0].strip()
-
-
-def clip(text: str, width: int = 20) -> str:
-    """``text``, cut to ``width`` characters with ``...`` when longer."""
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class _DuplicateKey(Exception):

@@ -21,7 +21,7 @@ from attnx.core.tensors import TENSORS
 from attnx.errors import InputError, LimitError
 from attnx.io.documents import Document
 from attnx.io.output import note_read
-from attnx.io.schema import Overrides, spec_from_document
+from attnx.io.schema import InputOverrides, spec_from_document
 from attnx.limits import Limits
 
 # Tensors a result may carry (the numeric ones attnx exports), with their rank; comparisons work on these.
@@ -45,7 +45,7 @@ class SavedResult:
 @dataclass(frozen=True, eq=False)
 class BareArray:
     """One array with no name: what it holds is told from its shape against a problem (see
-    ``attnx.analysis.kernel.recognise``)."""
+    ``attnx.analysis.array_layouts.recognise``)."""
 
     source: str
     array: np.ndarray = field(repr=False)
@@ -78,7 +78,7 @@ def load_result(source: str) -> SavedResult:
 
 
 def load_input_or_result(
-    source: str, overrides: Overrides | None = None, limits: Limits | None = None
+    source: str, overrides: InputOverrides | None = None, limits: Limits | None = None
 ) -> AttentionSpec | Saved:
     """What ``source`` holds: an input (as ``load_spec`` reads it), a saved result, or one bare array.
 

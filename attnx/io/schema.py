@@ -34,29 +34,21 @@ DEFAULT_D_MODEL = 8
 
 
 @dataclass(frozen=True)
-class Overrides:
-    """Values given on the command line; each one that is not None replaces the document's key.
+class InputOverrides:
+    """Values given on the command line that say what the input is; each one that is not None replaces the
+    document's key. (Settings that replace an input's own, for files and models alike, are
+    ``attnx.core.overrides.SettingOverrides``.)
 
-    ``kv_heads`` sets how many K/V heads random inputs draw; on an input whose K and V have more
-    heads, their heads are mean-pooled within each group (``AttentionSpec.with_kv_heads``).
-    ``causal`` adds a causal mask to whatever the document masks; ``drop_heads`` (counted from 0,
-    as everywhere) are zeroed before concatenation. ``rope_theta`` and ``rope_pairs`` turn Q and K
-    by rotary positions, replacing those keys of the document's ``rope`` (or adding it).
+    ``seed``, ``tokens`` and ``d_model`` describe random inputs; ``heads`` splits the input; ``kv_heads`` sets
+    how many K/V heads random inputs draw, or how many an input with K and V narrower than Q holds; on an input
+    whose K and V have more heads, their heads are mean-pooled within each group (``AttentionSpec.with_kv_heads``).
     """
 
-    heads: int | None = None
     seed: int | None = None
     tokens: tuple[str, ...] | None = None
     d_model: int | None = None
+    heads: int | None = None
     kv_heads: int | None = None
-    scale: str | float | None = None
-    layout: str | None = None
-    causal: bool = False
-    drop_heads: tuple[int, ...] = ()
-    rope_theta: float | None = None
-    rope_pairs: str | None = None
-    window: int | None = None
-    softcap: float | None = None
 
     def apply(self, data: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``data`` with these values put in.
@@ -66,16 +58,11 @@ class Overrides:
         pools the input's K/V heads down to it.
         """
         merged = dict(data)
-        for key in ("heads", "seed", "d_model", "scale", "layout", "window", "softcap"):
+        for key in ("heads", "seed", "d_model"):
             if getattr(self, key) is not None:
                 merged[key] = getattr(self, key)
         if self.tokens is not None:
             merged["tokens"] = list(self.tokens)
-        if self.rope_theta is not None or self.rope_pairs is not None:
-            rope = merged.get("rope")
-            rope = dict(rope) if isinstance(rope, dict) else {}
-            given = {"theta": self.rope_theta, "pairs": self.rope_pairs}
-            merged["rope"] = rope | {key: value for key, value in given.items() if value is not None}
         if self.kv_heads is not None and ("seed" in merged or ("kv_heads" not in merged and _narrow_kv(merged))):
             merged["kv_heads"] = self.kv_heads
         return merged
@@ -99,13 +86,13 @@ def _width(value: Any) -> int | None:
     return None
 
 
-def spec_from_document(doc: Document, overrides: Overrides | None = None) -> AttentionSpec:
+def spec_from_document(doc: Document, overrides: InputOverrides | None = None) -> AttentionSpec:
     """Check every key of ``doc`` against the contract and build the spec it describes.
 
     An ``overrides.kv_heads`` smaller than the K/V heads the input holds mean-pools them
     (``AttentionSpec.with_kv_heads``); the spec records the count before in ``kv_pooled_from``.
     """
-    overrides = overrides or Overrides()
+    overrides = overrides or InputOverrides()
     if "format_version" in doc.data:
         raise doc.error((), _OUTPUT_NOT_INPUT.format(name=doc.name) if "weights" in doc.data else _OTHER_OUTPUT)
     data = overrides.apply(doc.data)
@@ -125,7 +112,6 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
     n, m = inputs["n"], inputs["m"]
     query_tokens, key_tokens = _labels(doc, data, n, m, self_attention=inputs["self_attention"])
     causal, mask = _mask(doc, data, n, m)
-    causal = causal or overrides.causal
     spec = AttentionSpec.build(
         q=inputs.get("q"),
         k=inputs.get("k"),
@@ -149,11 +135,11 @@ def spec_from_document(doc: Document, overrides: Overrides | None = None) -> Att
         causal=causal,
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,
-        dropped_heads=tuple(overrides.drop_heads),
+        limits=doc.limits,
     )
     if overrides.kv_heads is not None and overrides.kv_heads != spec.settings.kv_heads:
         spec = spec.with_kv_heads(overrides.kv_heads)
-    doc.limits.check_problem(spec, matrices=False)  # Q, K and V; the commands check the matrices they build
+    doc.limits.check_problem(spec, matrices=False)  # Q, K and V; attnx.engines.compute checks what it builds
     return spec
 
 

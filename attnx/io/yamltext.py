@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import yaml
 
 from attnx.errors import ConfigError, InputError, LimitError
-from attnx.io.documents import clip, depth_problem, first_clause, located
+from attnx.io.messages import clip, depth_problem, first_clause, located
 from attnx.limits import Limits
 
 PLAIN_COLLECTIONS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")

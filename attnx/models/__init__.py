@@ -1,6 +1,6 @@
 """Real models: a local Hugging Face checkpoint run by attnx's own forward pass, one layer handed out as a spec.
 
-The engines know nothing about models. ``load_model_spec`` tokenizes a text, runs the model's
+The engines know nothing about models. ``runs.load_model_spec`` tokenizes a text, runs the model's
 layers before the one asked for (each layer's attention through ``attnx.engines.compute`` on the
 selected engine, the rest in NumPy) and returns that layer's attention as an ordinary
 ``AttentionSpec``: its input x, W_q, W_k, W_v, W_o and biases, its mask and its token labels.
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from attnx.core.positions import Rotary
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
@@ -37,7 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
-    from attnx.io.schema import Overrides
 
 __all__ = [
     "ARCHITECTURES",
@@ -46,10 +44,7 @@ __all__ = [
     "ModelInfo",
     "Progress",
     "describe",
-    "layer_results",
-    "load_model_spec",
     "open_model",
-    "with_overrides",
 ]
 
 ARCHITECTURES: dict[str, type[Architecture]] = {
@@ -243,8 +238,7 @@ class ForwardPass:
         stream = self.stream()
         self.model.check_layer(self.layer)
         spec = self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
-        if self.special_keys:
-            spec = dataclasses.replace(spec, special_keys=self.special_keys)
+        spec = dataclasses.replace(spec, special_keys=self.special_keys, limits=self.model.limits)
         dropped = self.drop.get(self.layer)
         return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
 
@@ -271,83 +265,3 @@ def describe(path: str | Path, limits: Limits | None = None) -> ModelInfo:
     """What the checkpoint folder ``path`` holds: family, layers, heads, sizes, vocabulary, maximum length."""
     with open_model(path, limits=limits) as model:
         return model.info()
-
-
-def load_model_spec(
-    path: str | Path,
-    text: str,
-    layer: int,
-    *,
-    engine: str = "numpy",
-    dtype: str | None = None,
-    device: str = "auto",
-    overrides: Overrides | None = None,
-    progress: Progress | None = None,
-    limits: Limits | None = None,
-) -> AttentionSpec:
-    """The attention of layer ``layer`` (from 0) of the model in ``path`` on ``text``, as a spec.
-
-    The layers before it run on ``engine`` in ``dtype`` (default: the engine's); only their weights
-    and layer ``layer``'s attention weights are read. ``overrides`` (heads, scale, layout, causal,
-    dropped heads, as on the command line) apply to the returned spec only. ``limits`` (default:
-    ``Limits.from_env()``) are checked before the first layer runs and travel with the spec.
-    """
-    from attnx.engines import resolve_dtype
-
-    with open_model(path, resolve_dtype(engine, device, dtype), limits) as model:
-        model.check_layer(layer)
-        heads = overrides.heads if overrides is not None else None
-        forward = model.run(text, engine=engine, device=device, heads=heads, layer=layer)
-        for done in range(layer):
-            forward.step()
-            if progress is not None:
-                progress(done + 1, layer)
-        spec = forward.spec()
-    return with_overrides(spec, overrides) if overrides is not None else spec
-
-
-def layer_results(
-    model: Model,
-    text: str,
-    *,
-    engine: str = "numpy",
-    device: str = "auto",
-    needs: Collection[str] = ("weights", "scaled", "mask"),
-    progress: Progress | None = None,
-) -> Iterator[AttentionResult]:
-    """Every layer's attention on ``text``, in order, each computed once as the forward pass goes
-    (the sizes of every layer are checked against the model's caps before the first runs)."""
-    forward = model.run(text, engine=engine, device=device, layer=model.layers - 1)
-    for layer in range(model.layers):
-        result = forward.step(needs)
-        if progress is not None:
-            progress(layer + 1, model.layers)
-        yield result
-
-
-def with_overrides(spec: AttentionSpec, overrides: Overrides) -> AttentionSpec:
-    """``spec`` with the command line's heads, K/V heads, scale, layout, causal mask and dropped heads (from 0)."""
-    if overrides.heads is not None:
-        spec = spec.with_heads(overrides.heads)
-    if overrides.kv_heads is not None:
-        spec = spec.with_kv_heads(overrides.kv_heads)
-    changes: dict[str, Any] = {}  # settings, checked again by with_settings()
-    for key in ("scale", "layout"):
-        if getattr(overrides, key) is not None:
-            changes[key] = getattr(overrides, key)
-    if overrides.causal:
-        changes["causal"] = True
-    if overrides.drop_heads:
-        changes["dropped_heads"] = tuple(overrides.drop_heads)
-    if overrides.window is not None:
-        changes["window"] = overrides.window
-    if overrides.softcap is not None:
-        changes["softcap"] = overrides.softcap
-    if overrides.rope_theta is not None or overrides.rope_pairs is not None:  # on the layer's own rotary, if any
-        base = spec.settings.rotary or Rotary()
-        changes["rotary"] = dataclasses.replace(
-            base,
-            theta=base.theta if overrides.rope_theta is None else overrides.rope_theta,
-            pairs=overrides.rope_pairs or base.pairs,
-        )
-    return spec.with_settings(**changes) if changes else spec

@@ -8,20 +8,15 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from attnx.analysis.detect import DETECTORS, MEASURES, THRESHOLDS, Detection, TextRecord
+from attnx.analysis.detect import Detection, TextRecord
+from attnx.core.measures import DETECT, MEASURES
 from attnx.render.heads import NONE, cell, plain_number
 from attnx.render.heatmap import HeatScale, legend
 from attnx.render.layout import add_columns, compact_table
 from attnx.render.model import CODES, coded_cell, codes_line, head_grid
 from attnx.render.serialize import FORMAT_VERSION, dumps
 
-MEANINGS = {
-    "previous-token": "mean weight on the token before the query",
-    "duplicate-token": "mean weight on the latest earlier copy of the query's token",
-    "induction": "mean weight on the token after that earlier copy",
-    "sink": "mean weight on key 0 and the special tokens",
-    "entropy": "mean entropy ÷ log(visible keys): 0 one key, 1 uniform",
-}
+MEANINGS = {name: MEASURES[name].description for name in DETECT.measures}
 
 
 def detection_view(
@@ -38,15 +33,13 @@ def detection_view(
     plural = "s" if view.sequences != 1 else ""
     about = (f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads · "
              f"{view.source}: {view.sequences} sequence{plural}, {view.tokens:,} tokens")  # fmt: skip
-    rules = " · ".join(f"{name} ≥ {THRESHOLDS[name]:g}" for name in (*DETECTORS, "sink"))
     return Group(
         Text(about, style="dim"),
         Text(f"Heads found: each head's label over its {measure} ({MEANINGS[measure]})", style="bold"),
         head_grid(view.heads, rows),
         legend(scale, precision, colour),
         Text(
-            f"labels: the best detector reaching its threshold, else sink ({rules}); "
-            f"{codes_line((*DETECTORS, 'sink'))}; {NONE} none",
+            f"labels: {DETECT.words} ({DETECT.rules_text()}); {codes_line(DETECT.labels)}; {NONE} none",
             style="dim",
         ),
         found_table(view, precision, max_rows),
@@ -90,13 +83,14 @@ def detection_to_dict(view: Detection) -> dict[str, Any]:
         "tokens": view.tokens,
         "n_layers": view.layers,
         "n_heads": view.heads,
-        "thresholds": dict(THRESHOLDS),
+        "thresholds": DETECT.thresholds(),
         "layers": [
             {
                 "layer": layer,
                 "heads": [
                     {"head": h, "label": view.label(layer, h)[0], "label_score": view.label(layer, h)[1],
-                     **{name: _tally(view, layer, h, name) for name in MEASURES}}
+                     "label_count": view.label_count(layer, h),
+                     **{name: _tally(view, layer, h, name) for name in DETECT.measures}}
                     for h in range(view.heads)
                 ],
             }

@@ -25,7 +25,7 @@ from attnx.render.tables import head_title
 from attnx.render.trace import trace_view
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnx.tui.state import Change, Explorer
+    from attnx.analysis.explore import Change, Explorer
 
 CURSOR = "▶ "  # marks the query (and the head) under the cursor in row labels
 PIN = "◆ "  # marks the pinned head

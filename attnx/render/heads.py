@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from rich.console import Group, RenderableType
@@ -11,8 +11,9 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from attnx.analysis.heads import LABELS, THRESHOLDS, HeadStats
-from attnx.analysis.measures import FAINT, SINK, HeadMeasures
+from attnx.analysis.heads import HeadStats
+from attnx.analysis.measures import HeadMeasures
+from attnx.core.measures import FORMER_KEYS, HEADS, MEASURES, NOTES, WRITES, Measure
 from attnx.core.result import AttentionResult
 from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import EMPHASIS, LABEL
@@ -24,19 +25,23 @@ from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import head_title
 
 NONE = "—"
-# Column headers of the label scores, short enough for 80 columns; `focused` is the mean max weight.
-SCORE_HEADERS = {
-    "self": "self",
-    "previous-token": "prev",
-    "first-token": "first",
-    "induction": "induct",
-    "uniform": "unif",
-}
+T = TypeVar("T")
+# The label table's score columns, from the registry: every score of the HEADS rule but the max weight, which
+# comes last, beside the scaled scores' std (the saturation pair). Headers fit 80 columns.
+LAST = MEASURES["max-weight"]
+SCORE_COLUMNS = tuple(MEASURES[name] for name in HEADS.measures if name != LAST.name)
+COUNTS_ROW = "queries"  # the footer of the label table: how many queries each score is the mean of
+
+
+def _named(m: Measure) -> str:
+    return m.header if m.label in (None, m.header) else f"{m.header} ({m.label})"
+
+
 SCORE_MEANINGS = (
-    "scores (the label's own in bold): mean weight on the query's own position (self), the token before it "
-    "(prev), key 0 (first), the token after the previous occurrence of the query's token (induct); mean "
-    "entropy ÷ log(visible keys) (unif); mean max weight (max w: focused); std: of the scaled scores; over "
-    "queries that see two keys or more"
+    "scores (the label's own in bold), each a mean over the queries that see two keys or more and, for a target "
+    f"key, have one ({COUNTS_ROW}: how many): "
+    + " · ".join(f"{_named(m)}: {m.description}" for m in (*SCORE_COLUMNS, LAST))
+    + " · std: of the scaled scores"
 )
 
 
@@ -45,47 +50,58 @@ def cell(value: float | None, precision: int) -> str:
     return NONE if value is None or not np.isfinite(value) else fmt(float(value), precision)
 
 
+def queries_text(count: int | None) -> str:
+    """``1 query``, ``1,024 queries`` (``no query`` for None)."""
+    return "no query" if count is None else f"{count:,} quer{'y' if count == 1 else 'ies'}"
+
+
 def thresholds_line() -> Text:
     """The label rules in one line: the positional labels first, then uniform, then focused."""
-    rules = " · ".join(f"{name} ≥ {THRESHOLDS[name]:g}" for name in LABELS)
-    return Text(f"labels (best positional label, else uniform, else focused): {rules}", style="dim")
+    return Text(f"labels ({HEADS.words}): {HEADS.rules_text()}", style="dim")
 
 
 def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
-    """One row per head: its label and score, every label's score, and the saturation numbers."""
-    table = compact_table("Heads")
-    table.add_column("head", justify="right", style=LABEL, no_wrap=True)
-    table.add_column("label", no_wrap=True, header_style=LABEL)
-    for header in (*SCORE_HEADERS.values(), "std", "max w"):
-        table.add_column(header, justify="right", no_wrap=True, header_style=LABEL)
+    """One row per head: its label and score, every label's score, and the saturation numbers; the last row
+    says how many queries each score is the mean of (the same for every head of one input)."""
+    counts = stats[0].counts if stats else {}
 
-    def score(s: HeadStats, name: str) -> Text:
-        return Text(cell(s.scores[name], precision), style=EMPHASIS if name == s.label else "")
+    def count(m: Measure) -> str:
+        return f"{counts[m.key]:,}" if m.key in counts else ""
+
+    table = compact_table("Heads", show_footer=True)
+    table.add_column("head", justify="right", style=LABEL, no_wrap=True)
+    table.add_column("label", no_wrap=True, header_style=LABEL, footer=COUNTS_ROW, footer_style="dim")
+    for m in SCORE_COLUMNS:
+        table.add_column(m.header, justify="right", no_wrap=True, header_style=LABEL, footer=count(m),
+                         footer_style="dim")  # fmt: skip
+    table.add_column("std", justify="right", no_wrap=True, header_style=LABEL)
+    table.add_column(LAST.header, justify="right", no_wrap=True, header_style=LABEL, footer=count(LAST),
+                     footer_style="dim")  # fmt: skip
+
+    def score(s: HeadStats, key: str) -> Text:
+        return Text(cell(s.scores[key], precision), style=EMPHASIS if key == s.label else "")
 
     for s in stats:
         table.add_row(
             f"H{s.head}",
             Text(s.label or NONE, style="bold" if s.label else "dim"),
-            *(score(s, name) for name in SCORE_HEADERS),
+            *(score(s, m.key) for m in SCORE_COLUMNS),
             cell(s.scaled_std, precision),
-            score(s, "focused"),
+            score(s, LAST.key),
         )
     return table
 
 
-WRITES_MEANING = (
-    "sink: mean weight on the sinks (key 0{specials}) · by value: the share of the head's value-weighted "
-    "contributions ‖α·v·W_O‖ (Kobayashi et al., 2020) that lands there · write: mean ‖Σ α·v·W_O‖, what the "
-    "head adds to a query's output · share: of the largest head's write"
-)
+WRITES_COLUMNS = tuple(MEASURES[name] for name in WRITES)
+WRITES_MEANING = " · ".join(f"{m.header}: {m.description}" for m in WRITES_COLUMNS)
 
 
 def writes_table(stats: Sequence[HeadStats], measures: HeadMeasures, precision: int) -> Table:
     """One row per head: sink mass by weight and by value, what the head writes, and the flags they raise."""
     table = compact_table("What the heads write")
     table.add_column("head", justify="right", style=LABEL, no_wrap=True)
-    for header in ("sink", "by value", "write", "share"):
-        table.add_column(header, justify="right", no_wrap=True, header_style=LABEL)
+    for m in WRITES_COLUMNS:
+        table.add_column(m.header, justify="right", no_wrap=True, header_style=LABEL)
     table.add_column("note", header_style=LABEL)
     for s in stats:
         notes = head_notes(s, measures)
@@ -104,12 +120,15 @@ def head_notes(s: HeadStats, measures: HeadMeasures) -> list[str]:
 
 
 def writes_lines(measures: HeadMeasures) -> Text:
-    """What the writes table's columns mean and the rules of its notes."""
-    specials = (
-        f" and the special tokens at {', '.join(map(str, measures.sinks[1:]))}" if len(measures.sinks) > 1 else ""
+    """What the writes table's columns mean, the keys counted as sinks, and the rules of its notes."""
+    sink, share = (MEASURES[name] for name in NOTES)
+    keys = f"key{'s' if len(measures.sinks) > 1 else ''} {', '.join(map(str, measures.sinks))}"
+    return Text(
+        f"{WRITES_MEANING} (sinks here: {keys}; sink and by value: over the queries with a choice)\n"
+        f"notes: {sink.label} = {sink.header} ≥ {sink.threshold:g} · {share.label} = a labelled head whose "
+        f"{share.header} < {share.threshold:g}",
+        style="dim",
     )
-    rules = f"notes: sink = sink ≥ {SINK:g} · faint = a labelled head whose share < {FAINT:g}"
-    return Text(WRITES_MEANING.format(specials=specials) + "\n" + rules, style="dim")
 
 
 def top_key_cell(s: HeadStats, result: AttentionResult, query: int) -> Text:
@@ -181,7 +200,11 @@ def heads_view(
         parts.append(legend(scale, precision, colour))
         return Group(*parts)
     for s in stats:
-        label = f" · {s.label} ({fmt(s.label_score or 0.0, precision)})" if s.label else ""
+        label = (
+            f" · {s.label} ({fmt(s.label_score or 0.0, precision)}) over {queries_text(s.label_count)}"
+            if s.label
+            else ""
+        )
         parts.append(Rule(head_title(result, s.head) + label, align="left", style="dim"))
         parts.append(queries_table(s, result, precision, max_rows))
     return Group(*parts)
@@ -217,27 +240,42 @@ def head_to_dict(s: HeadStats, result: AttentionResult, measures: HeadMeasures |
     return {**head_summary(s, measures), "queries": queries}
 
 
+def with_former_keys(values: Mapping[str, T]) -> dict[str, T]:
+    """``values`` keyed as the registry keys them, then each former key of format 1.x beside its new one
+    (``first-token``: the ``sink`` value), so that scripts written for 1.3 keep reading them until 2.0."""
+    return {**values, **{old: values[new] for old, new in FORMER_KEYS.items() if new in values}}
+
+
 def head_summary(s: HeadStats, measures: HeadMeasures | None = None) -> dict[str, Any]:
-    """A head's label, scores and means, without its per-query numbers (0-based; undefined numbers null); with
-    ``measures``, its sink mass, value-weighted sink mass, write, share and notes too (format 1.3)."""
+    """A head's label (with the count of queries it rests on), scores, counts and means, without its per-query
+    numbers (0-based; undefined numbers null); with ``measures``, its sink mass, value-weighted sink mass, write,
+    share and notes too (format 1.3; ``label_count`` and ``counts``: 1.4)."""
+    by_value, write, share = (MEASURES[name] for name in WRITES[1:])
     extra = {} if measures is None else {
-        "sink_mass": plain_number(measures.sink[s.head]),
-        "sink_mass_by_value": plain_number(measures.sink_value[s.head]),
-        "write": plain_number(measures.write[s.head]),
-        "write_share": plain_number(measures.share[s.head]),
+        "sink_mass": plain_number(measures.sink[s.head]),  # the `sink` score, beside its value-weighted twin
+        by_value.key: plain_number(measures.sink_value[s.head]),
+        write.key: plain_number(measures.write[s.head]),
+        share.key: plain_number(measures.share[s.head]),
         "notes": head_notes(s, measures),
     }  # fmt: skip
     return {
         "head": s.head,
         "label": s.label,
         "label_score": plain_number(s.label_score),
-        "scores": {name: plain_number(s.scores[name]) for name in LABELS},
+        "label_count": s.label_count,
+        "scores": with_former_keys({key: plain_number(score) for key, score in s.scores.items()}),
+        "counts": dict(s.counts),
         "scaled_std": plain_number(s.scaled_std),
         "mean_max_weight": plain_number(s.mean_max_weight),
         "mean_entropy": plain_number(s.mean_entropy),
         "mean_effective_keys": plain_number(s.mean_effective_keys),
         **extra,
     }
+
+
+def thresholds_json() -> dict[str, float]:
+    """The ``thresholds`` object of `attnx heads` and the model view: the HEADS rule's, with the former keys."""
+    return with_former_keys(HEADS.thresholds())
 
 
 def heads_to_dict(
@@ -257,7 +295,7 @@ def heads_to_dict(
         "d_k": result.d_k,
         "scale": result.scale,
         "scale_mode": result.scale_mode,
-        "thresholds": dict(THRESHOLDS),
+        "thresholds": thresholds_json(),
         **sinks,
         "heads": [head_to_dict(s, result, measures) for s in stats],
         **by_value,

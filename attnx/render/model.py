@@ -12,28 +12,21 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from attnx.analysis.heads import LABELS as HEAD_LABELS
-from attnx.analysis.heads import THRESHOLDS, HeadStats
+from attnx.analysis.heads import HeadStats
 from attnx.analysis.model_view import ModelView
+from attnx.core.measures import CODES, HEADS, MEASURES
 from attnx.limits import size_text
 from attnx.models.architecture import ModelInfo
 from attnx.render.colours import ACCENT, hex_of
-from attnx.render.heads import NONE, cell, head_summary
+from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
 from attnx.render.serialize import FORMAT_VERSION
 from attnx.render.tables import rope_text
 
-# Label codes of the model view's cells: five characters at most, so twelve heads fit 80 columns.
-CODES = {
-    "self": "self",
-    "previous-token": "prev",
-    "first-token": "first",
-    "induction": "ind",
-    "uniform": "unif",
-    "focused": "focus",
-    "duplicate-token": "dup",
-    "sink": "sink",
-}
+# CODES (the measure registry's): each label's code in the grids, five characters at most, so twelve heads fit
+# 80 columns.
+HEAD_LABELS = HEADS.labels
+ENTROPY = MEASURES["entropy"]  # the number under each label
 TOKENS_SHOWN = 16
 LABEL_STYLE = f"bold {hex_of(ACCENT)}"  # layer and head labels, fact names: legible on dark and light terminals
 
@@ -183,9 +176,10 @@ def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True
     """
     scale = HeatScale(1.0, "entropy")
     rows = [
-        [coded_cell(CODES.get(s.label or ""), s.scores.get("uniform"), scale, precision, colour=colour) for s in stats]
+        [coded_cell(CODES.get(s.label or ""), s.scores.get(ENTROPY.key), scale, precision, colour=colour)
+         for s in stats]
         for stats in view.layers
-    ]
+    ]  # fmt: skip
     codes = codes_line(HEAD_LABELS)
     about = (
         f"{view.model} ({view.architecture}) · {len(view.tokens)} tokens · {len(view.layers)} layers × "
@@ -201,12 +195,27 @@ def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True
             "log(visible keys), 0 = one key, 1 = uniform",
             style="dim",
         ),
+        Text(counts_line(view), style="dim"),
     )
+
+
+def counts_line(view: ModelView) -> str:
+    """``queries behind each label: 13 (prev 12, ind 1)``: how many queries a label's score is the mean of, those
+    with a choice, then the labels that rest on fewer (a range where layers differ)."""
+    counts = view.counts()
+
+    def text(label: str) -> str:
+        low, high = counts.get(label, (0, 0))
+        return f"{low:,}" + (f"–{high:,}" if high != low else "")
+
+    base = text(ENTROPY.key)  # every query with a choice
+    fewer = [f"{CODES[label]} {text(label)}" for label in HEAD_LABELS if text(label) != base]
+    return f"queries behind each label: {base}" + (f" ({', '.join(fewer)})" if fewer else "")
 
 
 def _summary(s: HeadStats) -> dict[str, Any]:
     summary = head_summary(s)
-    summary["mean_normalized_entropy"] = summary["scores"]["uniform"]
+    summary["mean_normalized_entropy"] = summary["scores"][ENTROPY.key]
     return summary
 
 
@@ -225,7 +234,7 @@ def model_view_to_dict(view: ModelView) -> dict[str, Any]:
         "engine": view.engine,
         "device": view.device,
         "dtype": view.dtype,
-        "thresholds": dict(THRESHOLDS),
+        "thresholds": thresholds_json(),
         "layers": [
             {
                 "layer": layer,

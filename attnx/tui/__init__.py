@@ -1,1 +1,1 @@
-"""`attnx explore`: the interactive explorer (Textual), and its state, which runs without Textual."""
+"""`attnx explore`: the interactive explorer (Textual), above render; its state is `attnx.analysis.explore`."""

@@ -16,10 +16,10 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from attnx.analysis.explore import Explorer
 from attnx.errors import AttnxError
 from attnx.render import explore as panels
 from attnx.text import Inert, message_line
-from attnx.tui.state import Explorer
 
 # Seconds the cursor rests before the trace, the slowest panel to draw (20-30 ms), follows it: the heatmaps answer
 # each key at once, and a held arrow key does not trace every token it passes.

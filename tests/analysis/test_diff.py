@@ -10,17 +10,17 @@ from attnx.analysis.diff import Side, compare_sides, side_from_result, side_from
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.errors import ConfigError
-from attnx.io import Overrides, load_spec
+from attnx.io import load_spec
 from attnx.io.results import SavedResult
 from tests.conftest import DECIMALS_4, HEAD1_WEIGHTS, HEAD2_WEIGHTS, SINGLE_HEAD_CAT, TOKENS
 from tests.engines.test_engines import reference
-from tests.specs import spec_of
+from tests.specs import loaded, spec_of
 
 
 def pooling() -> bool:
     """True once a --kv-heads override mean-pools K/V heads (helper B's work): 2 K/V heads of gqa.yaml into 1."""
     try:
-        load_spec("configs/gqa.yaml", Overrides(kv_heads=1))
+        loaded("configs/gqa.yaml", kv_heads=1)
     except ConfigError:
         return False
     return True
@@ -145,7 +145,7 @@ class TestKvHeadsPooling:
     @pytest.mark.parametrize("layout", ["contiguous", "interleaved"])
     def test_pooled_heads_read_the_group_mean(self, layout: str) -> None:
         """Four K/V heads pooled to two: each query head reads the mean of its group's K and V heads."""
-        base = load_spec(overrides=Overrides(seed=1, tokens=tuple("abcd"), d_model=8, heads=4, layout=layout))
+        base = loaded(seed=1, tokens=tuple("abcd"), d_model=8, heads=4, layout=layout)
         (variant,) = sweep(base, "kv_heads", [2]).variants
         r = variant.result
         assert r is not None and r.kv_pooled_from == 4

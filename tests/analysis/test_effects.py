@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnx.analysis.effects import ablations, kl_divergence, log_softmax, parse_heads
-from attnx.errors import UsageError
+from attnx.analysis.effects import ablations, kl_divergence, log_softmax
+from attnx.cli.ablate import parse_heads
+from attnx.errors import ChoiceError, UsageError
 from attnx.models import open_model
+from attnx.models.runs import check_heads
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.decoders import DecoderReference, float64_everywhere
 from tests.runner import run_attnx
@@ -164,11 +166,17 @@ class TestPieces:
         assert kl_divergence(p, p)[0] == 0.0
 
     def test_parse_heads(self) -> None:
-        assert parse_heads(["L2H3", "0.1,1:0", "l2h3"], 3, 4) == ((2, 3), (0, 1), (1, 0))
-        with pytest.raises(UsageError, match="L3H0 does not exist"):
-            parse_heads(["L3H0"], 3, 4)
+        """--head values in each spelling become (layer, head) pairs; a value that is no head is refused."""
+        assert parse_heads(["L2H3", "0.1,1:0", "l2h3"]) == [(2, 3), (0, 1), (1, 0), (2, 3)]
         with pytest.raises(UsageError, match="as L2H3"):
-            parse_heads(["head 3"], 3, 4)
+            parse_heads(["head 3"])
+
+    def test_heads_the_model_lacks(self, gpt2: Reference) -> None:
+        """runs.check_heads keeps each head once and names one the model lacks, without naming a flag."""
+        with open_model(gpt2.path) as model:
+            assert check_heads(model, [(1, 2), (0, 1), (1, 2)]) == ((1, 2), (0, 1))
+            with pytest.raises(ChoiceError, match=r"^L9H0 does not exist: the model has layers 0\.\.2"):
+                check_heads(model, [(9, 0)])
 
 
 class TestCommand:

@@ -7,7 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnx.analysis.heads import LABELS, THRESHOLDS, head_stats, induction_targets, pick_label, saturation
+from attnx.analysis.heads import (
+    LABELS,
+    THRESHOLDS,
+    earlier_copies,
+    entropy,
+    head_stats,
+    normalized_entropy,
+    pick_label,
+    query_scores,
+    saturation,
+    target_keys,
+)
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.io import load_spec
@@ -24,7 +35,7 @@ P = math.exp(MATCH) / (math.exp(MATCH) + N - 1)
 PATTERNS = {
     "self": [0, 1, 2, 3, 4, 5],
     "previous-token": [None, 0, 1, 2, 3, 4],
-    "first-token": [0, 0, 0, 0, 0, 0],
+    "sink": [0, 0, 0, 0, 0, 0],
     "uniform": [None] * N,
     "induction": [None, None, None, 1, 2, 3],  # "a b c a b c": the second a looks at the first b, ...
     "focused": [2, 3, 4, 5, 0, 1],  # one key per query, but none of the positional rules
@@ -44,7 +55,7 @@ def pattern_spec(*patterns: str, causal: bool = False) -> AttentionSpec:
 
 
 class TestLabels:
-    @pytest.mark.parametrize("pattern", ["self", "previous-token", "first-token", "induction", "focused"])
+    @pytest.mark.parametrize("pattern", ["self", "previous-token", "sink", "induction", "focused"])
     def test_built_heads_get_their_label_and_score(self, pattern: str) -> None:
         """A head built to match one key per query is labelled so, scoring the weight e^s/(e^s + 5) it puts there."""
         (stats,) = head_stats(compute(pattern_spec(pattern)))
@@ -67,12 +78,12 @@ class TestLabels:
         assert stats.top_key.tolist() == [0] * 6
 
     def test_other_scores_of_a_self_head(self) -> None:
-        """A self head leaves (1 − p)/5 on each other key: that is its previous-token and first-token score."""
+        """A self head leaves (1 − p)/5 on each other key: that is its previous-token and sink score."""
         (stats,) = head_stats(compute(pattern_spec("self")))
         rest = (1 - P) / (N - 1)
         assert stats.scores["previous-token"] == pytest.approx(rest, abs=1e-12)
         # query 0 puts p on key 0 (its own position), the other five queries (1 − p)/5
-        assert stats.scores["first-token"] == pytest.approx((P + 5 * rest) / 6, abs=1e-12)
+        assert stats.scores["sink"] == pytest.approx((P + 5 * rest) / 6, abs=1e-12)
         assert stats.scores["induction"] == pytest.approx(rest, abs=1e-12)
 
     def test_induction_score_counts_only_repeated_tokens(self) -> None:
@@ -83,7 +94,7 @@ class TestLabels:
 
     def test_five_heads_at_once_keep_their_order(self) -> None:
         """Heads are labelled independently, in order, 0-based."""
-        names = ("self", "previous-token", "first-token", "uniform", "induction")
+        names = ("self", "previous-token", "sink", "uniform", "induction")
         stats = head_stats(compute(pattern_spec(*names)))
         assert [s.head for s in stats] == [0, 1, 2, 3, 4]
         assert [s.label for s in stats] == list(names)
@@ -120,7 +131,7 @@ class TestPerQuery:
 
     def test_causal_patterns_keep_their_labels(self) -> None:
         """The same five heads under a causal mask: every target is visible, so the labels stand."""
-        names = ("self", "previous-token", "first-token", "uniform", "induction")
+        names = ("self", "previous-token", "sink", "uniform", "induction")
         stats = head_stats(compute(pattern_spec(*names, causal=True)))
         assert [s.label for s in stats] == list(names)
 
@@ -149,7 +160,102 @@ class TestInductionTargets:
     def test_targets(self, tokens: str, targets: list[int]) -> None:
         """The key after the latest earlier occurrence of the query's token, or -1."""
         words = tokens.split()
-        assert induction_targets(words, words, range(len(words))).tolist() == targets
+        assert target_keys(words, words, range(len(words)))["induction"].tolist() == targets
+
+
+class TestCounts:
+    def test_every_score_says_how_many_queries_it_averages(self) -> None:
+        """All six queries see six keys; query 0 has no previous token and only the repeat a b c has an induction
+        target, so those scores rest on 5 and 3 queries."""
+        (stats,) = head_stats(compute(pattern_spec("induction")))
+        assert dict(stats.counts) == {"self": 6, "previous-token": 5, "sink": 6, "induction": 3, "uniform": 6,
+                                      "focused": 6}  # fmt: skip
+        assert (stats.label, stats.label_count) == ("induction", 3)
+
+    def test_a_causal_query_0_has_no_choice(self) -> None:
+        """Under a causal mask query 0 sees key 0 alone: it is left out of every score, sink included."""
+        stats = head_stats(compute(pattern_spec("sink", "uniform", causal=True)))
+        assert dict(stats[0].counts) == {"self": 5, "previous-token": 5, "sink": 5, "induction": 3, "uniform": 5,
+                                         "focused": 5}  # fmt: skip
+        assert (stats[0].label, stats[0].label_count) == ("sink", 5)
+        # the sink head's queries 1..5 see 2..6 keys and put e^s / (e^s + i) on key 0
+        sharp = [math.exp(MATCH) / (math.exp(MATCH) + i) for i in range(1, 6)]
+        assert stats[0].scores["sink"] == pytest.approx(sum(sharp) / 5, abs=1e-12)
+
+    def test_no_label_no_count(self) -> None:
+        """Head 0 of the worked example has no label, so no count behind one; its scores still have theirs."""
+        stats = head_stats(compute(load_spec()))
+        assert stats[0].label_count is None and stats[0].counts["uniform"] == 5
+
+    def test_unscored_measure_counts_zero(self) -> None:
+        """Without a repeated token the induction score is None and rests on no query."""
+        spec = pattern_spec("self")
+        tokens = tuple("uvwxyz")
+        result = compute(spec_of(spec.inputs.q, spec.inputs.k, spec.inputs.v, 1, tokens, tokens))
+        (stats,) = head_stats(result)
+        assert stats.scores["induction"] is None and stats.counts["induction"] == 0
+
+
+class TestSinks:
+    def test_special_keys_count_as_sinks(self) -> None:
+        """With key 5 a sink too, a self head's sink score adds query 5's weight p on its own key."""
+        rest = (1 - P) / (N - 1)
+        (alone,) = head_stats(compute(pattern_spec("self")))
+        (both,) = head_stats(compute(pattern_spec("self")), sinks=(0, 5))
+        assert alone.scores["sink"] == pytest.approx((P + 5 * rest) / 6, abs=1e-12)
+        assert both.scores["sink"] == pytest.approx((2 * P + 10 * rest) / 6, abs=1e-12)
+        assert both.label == "self"
+
+    def test_sinks_past_the_keys_are_ignored(self) -> None:
+        """A sink key beyond the last key (or repeated) adds nothing."""
+        (stats,) = head_stats(compute(pattern_spec("sink")), sinks=(0, 0, 9))
+        assert stats.scores["sink"] == pytest.approx(P, abs=1e-12)
+
+
+class TestShared:
+    def test_entropy_in_nats_with_zero_weights(self) -> None:
+        """−Σ w log w over the last axis, 0 log 0 = 0: [0.5, 0.5, 0] has log 2, [1, 0, 0] none."""
+        nats = entropy(np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]))
+        np.testing.assert_allclose(nats, [math.log(2), 0.0], atol=1e-15)
+
+    def test_normalized_entropy_needs_two_keys(self) -> None:
+        """Entropy ÷ log(visible keys): log 2 over 2 keys is 1, over 4 keys 0.5; one key is NaN."""
+        found = normalized_entropy(np.array([math.log(2), math.log(2), 0.0]), np.array([2, 4, 1]))
+        np.testing.assert_allclose(found[:2], [1.0, 0.5], rtol=1e-15)
+        assert math.isnan(found[2])
+
+    def test_earlier_copies_of_ids_and_strings(self) -> None:
+        """Ids and strings find the same latest earlier copy."""
+        ids = [5, 6, 5, 5, 6]
+        words = ["x", "y", "x", "x", "y"]
+        assert earlier_copies(ids, ids, range(5)).tolist() == [-1, -1, 0, 2, 1]
+        assert earlier_copies(words, words, range(5)).tolist() == [-1, -1, 0, 2, 1]
+
+    def test_targets_of_queries_at_later_positions(self) -> None:
+        """Two queries at positions 4 and 2 over five keys (rows of a longer input): each looks only before itself."""
+        keys = ["a", "b", "a", "c", "a"]
+        targets = target_keys(["a", "a"], keys, [4, 2])
+        assert targets["self"].tolist() == [4, 2]
+        assert targets["previous-token"].tolist() == [3, 1]
+        assert targets["duplicate-token"].tolist() == [2, 0]
+        assert targets["induction"].tolist() == [3, 1]
+
+    def test_an_induction_target_past_the_last_key_is_none(self) -> None:
+        """A query whose earlier copy is the last key has no key after it to score."""
+        assert target_keys(["a"], ["b", "a"], [2])["induction"].tolist() == [-1]
+
+    def test_query_scores_rows_and_values(self) -> None:
+        """Each measure names the queries it scores and the value at each: the induction head's 3 repeat queries
+        carry p, the entropy is scored at all six."""
+        scored = query_scores(compute(pattern_spec("induction")), ("induction", "entropy")).scored
+        assert scored["induction"].rows.tolist() == [3, 4, 5] and scored["induction"].count == 3
+        np.testing.assert_allclose(scored["induction"].values, [[P, P, P]], rtol=1e-12)
+        assert scored["entropy"].rows.tolist() == list(range(6))
+
+    def test_unknown_measure_is_refused(self) -> None:
+        """A measure not scored per query (write) is a ValueError naming those that are."""
+        with pytest.raises(ValueError, match="'write' is not a measure scored per query: self, previous-token"):
+            query_scores(compute(pattern_spec("self")), ("write",))
 
 
 class TestPickLabel:

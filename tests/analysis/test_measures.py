@@ -7,10 +7,12 @@ import json
 import numpy as np
 import pytest
 
+from attnx.analysis.heads import head_stats
 from attnx.analysis.measures import head_measures, rollout, value_contributions, value_shares
-from attnx.cli.model_input import model_rollout
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute
+from attnx.models import open_model
+from attnx.models.runs import rollout as model_rollout
 from tests.models.checkpoints import TEXT, Reference
 from tests.runner import run_attnx
 
@@ -32,13 +34,15 @@ class TestRollout:
 
     def test_matches_transformers_attentions(self, gpt2: Reference) -> None:
         """On the tiny GPT-2: attnx's rollout equals one made by hand from transformers' output_attentions."""
-        found = model_rollout(model=str(gpt2.path), text=TEXT, dtype="float64", quiet=True)
+        with open_model(gpt2.path, "float64") as model:
+            found = model_rollout(model, TEXT)
         expected = by_hand([a.astype(np.float64) for a in gpt2.attentions])
         assert found.layers.shape == expected.shape == (3, len(gpt2.ids), len(gpt2.ids))
         np.testing.assert_allclose(found.layers, expected, atol=1e-6)
 
     def test_causal_stays_causal_and_rows_sum_to_one(self, gpt2: Reference) -> None:
-        found = model_rollout(model=str(gpt2.path), text=TEXT, quiet=True)
+        with open_model(gpt2.path) as model:
+            found = model_rollout(model, TEXT)
         assert np.all(np.triu(found.final, 1) == 0)
         np.testing.assert_allclose(found.final.sum(axis=1), 1.0, atol=1e-12)
 
@@ -117,10 +121,11 @@ class TestHeadMeasures:
         writes = []
         for h, cols in ((0, slice(0, 4)), (1, slice(4, 8))):
             a = result.weights[h]
-            assert found.sink[h] == pytest.approx(np.mean(a[:, 0] + a[:, 5]), rel=1e-12)
+            # causal: query 0 sees key 0 alone, no choice; the sink masses are means over queries 1..5
+            assert found.sink[h] == pytest.approx(np.mean(a[1:, 0] + a[1:, 5]), rel=1e-12)
             moved = v[:, cols] @ w_o.weight[cols]  # (M, d_out): what each key's value becomes
             norms = np.array([[np.linalg.norm(a[i, j] * moved[j]) for j in range(6)] for i in range(6)])
-            by_value = np.mean([(norms[i, 0] + norms[i, 5]) / norms[i].sum() for i in range(6)])
+            by_value = np.mean([(norms[i, 0] + norms[i, 5]) / norms[i].sum() for i in range(1, 6)])
             assert found.sink_value[h] == pytest.approx(by_value, rel=1e-12)
             writes.append(np.mean([np.linalg.norm(a[i] @ moved) for i in range(6)]))
             assert found.write[h] == pytest.approx(writes[-1], rel=1e-12)
@@ -132,7 +137,7 @@ class TestHeadMeasures:
         input, and the checkpoint's own c_attn and c_proj read with safetensors, in NumPy."""
         from safetensors.numpy import load_file
 
-        from attnx.models import load_model_spec
+        from attnx.models.runs import load_model_spec
 
         spec = load_model_spec(gpt2.path, TEXT, 1, dtype="float64")
         found = head_measures(compute(spec, dtype="float64"), spec.w_o.weight, spec.sinks)
@@ -146,7 +151,7 @@ class TestHeadMeasures:
             write = np.linalg.norm(a @ moved, axis=1).mean()
             norms = a * np.linalg.norm(moved, axis=1)[None, :]
             assert found.write[h] == pytest.approx(write, rel=1e-5)
-            assert found.sink_value[h] == pytest.approx((norms[:, 0] / norms.sum(axis=1)).mean(), rel=1e-5)
+            assert found.sink_value[h] == pytest.approx((norms[1:, 0] / norms[1:].sum(axis=1)).mean(), rel=1e-5)
 
     def test_a_sink_head_on_small_values(self) -> None:
         """Head 0 parks 0.87 of its weight on key 0, whose value is tiny, and the other values cancel: a sink
@@ -164,8 +169,29 @@ class TestHeadMeasures:
         assert found.sink_value[0] == pytest.approx(a * 1e-3 / (a * 1e-3 + 2 * np.sqrt(2) + 2), rel=1e-9)
         assert found.write[0] == pytest.approx(a * 1e-3 / (a + 3), rel=1e-9)
         assert found.share[1] == 1.0 and found.share[0] < 0.01
-        assert found.is_faint(0, "first-token") and not found.is_faint(0, None) and not found.is_faint(1, "self")
+        assert found.is_faint(0, "sink") and not found.is_faint(0, None) and not found.is_faint(1, "self")
         assert not found.is_sink(1)
+
+
+class TestOneSinkMeasure:
+    """The sink mass of what the heads write is the `sink` score that labels a head: one measure, one number."""
+
+    def test_equals_the_label_score(self) -> None:
+        """On a causal input with key 3 a sink too, head_measures and head_stats give every head the same sink."""
+        rng = np.random.default_rng(3)
+        q, k, v = rng.standard_normal((3, 5, 4))
+        tokens = tuple("abcde")
+        result = compute(AttentionSpec.build(q=q, k=k, v=v, heads=2, tokens=tokens, key_tokens=tokens, causal=True))
+        sinks = head_measures(result, sinks=(0, 3)).sink
+        stats = head_stats(result, (0, 3))
+        assert sinks.tolist() == [s.scores["sink"] for s in stats]
+        assert [s.counts["sink"] for s in stats] == [4, 4]
+
+    def test_no_query_with_a_choice_has_no_sink_mass(self) -> None:
+        """One query seeing one key has no choice: its sink masses are NaN (null in JSON), not 1."""
+        found = head_measures(compute(AttentionSpec.build(q=np.ones((1, 2)), k=np.ones((1, 2)), v=np.ones((1, 2)),
+                                                          heads=1, tokens=("a",), key_tokens=("a",))))  # fmt: skip
+        assert np.isnan(found.sink[0]) and np.isnan(found.sink_value[0]) and not found.is_sink(0)
 
 
 class TestCommand:

@@ -20,10 +20,10 @@ from attnx.analysis.trace import (
 )
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
-from attnx.errors import UsageError
-from attnx.io import Overrides, load_spec
+from attnx.errors import AmbiguousError, ChoiceError, UsageError
+from attnx.io import load_spec
 from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
-from tests.specs import spec_of
+from tests.specs import loaded, spec_of
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 
@@ -211,7 +211,7 @@ class TestReadsTheResult:
 
     def test_causal_mask_marks_later_keys(self) -> None:
         """With a causal mask, keys after the query are masked and carry zero weight."""
-        spec = load_spec(overrides=Overrides(causal=True))
+        spec = loaded(causal=True)
         trace = build_trace(compute(spec.select_queries([1])))
         for head in trace.heads:
             assert [line.masked for line in head.keys] == [False, False, True, True, True]
@@ -258,7 +258,7 @@ class TestSoftmax:
 
     def test_masked_keys_are_left_out(self) -> None:
         """Causal "cat": the three later keys have e = 0 and Σe covers The and cat only."""
-        spec = load_spec(overrides=Overrides(causal=True))
+        spec = loaded(causal=True)
         head = build_trace(compute(spec.select_queries([1]))).heads[0]
         exps = [line.exp for line in head.keys]
         assert exps[2:] == [0.0, 0.0, 0.0]
@@ -304,12 +304,12 @@ class TestResolveQuery:
 
     def test_stripped_matches_can_be_ambiguous(self) -> None:
         """Two tokens that read `the` once stripped: both positions are listed."""
-        with pytest.raises(UsageError, match=r"^token 'the' appears at queries 0, 2; pick one with --query$"):
+        with pytest.raises(UsageError, match=r"^token 'the' appears at queries 0, 2; pick one by its position$"):
             resolve_query((" the", " cat", "the "), token="the")
 
     def test_duplicate_token(self) -> None:
-        """A token that appears twice lists its positions and suggests --query."""
-        with pytest.raises(UsageError, match=r"^token 'the' appears at queries 0, 3; pick one with --query$"):
+        """A token that appears twice lists its positions and asks for one."""
+        with pytest.raises(UsageError, match=r"^token 'the' appears at queries 0, 3; pick one by its position$"):
             resolve_query(("the", "cat", "saw", "the", "dog"), token="the")
 
     def test_unknown_token(self) -> None:
@@ -331,11 +331,15 @@ class TestResolveQuery:
             resolve_query(TOKENS, query=query)
 
     def test_one_of_token_and_query(self) -> None:
-        """Neither or both of --token and --query is a usage error."""
-        with pytest.raises(UsageError, match="pick the query to trace with --token or --query; tokens: The, cat"):
-            resolve_query(TOKENS)
-        with pytest.raises(UsageError, match="give --token or --query, not both"):
-            resolve_query(TOKENS, token="cat", query=1)
+        """Neither or both of a token and a position is a ChoiceError that names no flag (the CLI words its own)."""
+        for given in ({}, {"token": "cat", "query": 1}):
+            with pytest.raises(ChoiceError, match=r"^pick one query, by its token or by its position; tokens: The"):
+                resolve_query(TOKENS, **given)  # type: ignore[arg-type]
+
+    def test_ambiguity_is_its_own_kind(self) -> None:
+        """A token at two queries is an AmbiguousError, which the CLI answers with --query."""
+        with pytest.raises(AmbiguousError):
+            resolve_query(("the", "cat", "the"), token="the")
 
 
 class TestResolveHead:

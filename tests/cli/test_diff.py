@@ -11,11 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from attnx.cli import app
-from attnx.io import Overrides, load_spec
-from attnx.render.engines import sci, tolerance_text
+from attnx.io import load_spec
 from attnx.render.numbers import MASKED, fmt
+from attnx.render.tolerance import sci, tolerance_text
 from tests.analysis.test_diff import needs_pooling
 from tests.engines.test_engines import reference
+from tests.specs import loaded
 
 RANDOM = ["--seed", "0", "--tokens", "The cat sat on mat", "--d-model", "4"]
 
@@ -326,7 +327,7 @@ class TestKvHeadsSweep:
         args = ["diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2,1", "-f", "json"]
         data = json.loads(invoke(runner, *args).stdout)
         assert [c["error"] for c in data["configs"]] == [None, None, None]
-        base = load_spec(overrides=Overrides(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=4, heads=4))
+        base = loaded(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=4, heads=4)
         for config in data["configs"]:
             kv = config["kv_heads"]
             expected = grouped(base.inputs.q, pooled(base.inputs.k, 4, kv), pooled(base.inputs.v, 4, kv), 4, kv)

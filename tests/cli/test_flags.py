@@ -4,6 +4,7 @@ import dataclasses
 import importlib
 import inspect
 import json
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -11,34 +12,60 @@ import pytest
 from rich.text import Text
 from typer.testing import CliRunner
 
-from attnx.cli import app
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags
-from attnx.cli.options import Device, Layout, OutputFormat, View
+from attnx.cli import COMMANDS, app
+from attnx.cli.flags import (
+    CapFlags,
+    EngineFlags,
+    HeadFlags,
+    InputFlags,
+    ModelFlags,
+    SettingFlags,
+    ViewFlags,
+    _is_group,
+    grouped,
+)
+from attnx.cli.options import Device, Engine, Layout, OutputFormat, View
 from attnx.errors import UsageError
 from tests.conftest import DECIMALS_4, OUTPUT
 
-# The groups each command builds from its own options.
-BUILDS = {
-    "run": (InputFlags, ModelFlags, EngineFlags, ViewFlags, CapFlags),
-    "trace": (InputFlags, ModelFlags, EngineFlags, CapFlags),
-    "check": (InputFlags, ModelFlags, CapFlags),
-    "diff": (InputFlags, ModelFlags, EngineFlags, ViewFlags, CapFlags),
-    "heads": (InputFlags, ModelFlags, EngineFlags, ViewFlags, CapFlags),
-    "model": (CapFlags,),
-}
 
+class TestGrouped:
+    """`grouped` expands each flag group a command takes into the options Typer reads, and gathers them back."""
 
-class TestCommandsDeclareTheirOptions:
-    """Each command declares every option of the groups it builds, with the group's default."""
-
-    @pytest.mark.parametrize("name", sorted(BUILDS))
-    def test_group_fields_are_options(self, name: str) -> None:
-        """The command's parameters include each field of each group it builds, defaulting as the group does."""
-        parameters = inspect.signature(getattr(importlib.import_module(f"attnx.cli.{name}"), name)).parameters
-        for group in BUILDS[name]:
+    @pytest.mark.parametrize("name", sorted(COMMANDS))
+    def test_every_option_is_declared_once(self, name: str) -> None:
+        """A command's expanded signature names each option once; its groups' fields are all among them."""
+        command = COMMANDS[name]
+        expanded = inspect.signature(command).parameters
+        groups = [hint for hint in typing.get_type_hints(command.__wrapped__).values() if _is_group(hint)]
+        for group in groups:
             for field in dataclasses.fields(group):
-                assert field.name in parameters, (name, group.__name__, field.name)
-                assert parameters[field.name].default == field.default, (name, field.name)
+                assert field.name in expanded, (name, group.__name__, field.name)
+
+    def test_a_group_default_sets_its_options_defaults(self) -> None:
+        """rollout takes ViewFlags(view=heatmap): its --view defaults to heatmap, run's to table."""
+        assert inspect.signature(COMMANDS["rollout"]).parameters["view"].default is View.heatmap
+        assert inspect.signature(COMMANDS["run"]).parameters["view"].default is View.table
+
+    def test_an_option_declared_twice_is_refused(self) -> None:
+        """Two groups that both declare --heads cannot be taken by one command."""
+
+        def twice(*, inputs: InputFlags, heads: HeadFlags) -> None:
+            pass
+
+        with pytest.raises(TypeError, match="options declared twice: heads, kv_heads, layout, scale"):
+            grouped(twice)
+
+    def test_values_arrive_in_the_groups(self) -> None:
+        """The expanded command is called with flat options and hands the function its groups."""
+        seen: list[object] = []
+
+        def command(config: str | None = None, *, engine: EngineFlags, caps: CapFlags) -> None:
+            seen.extend([config, engine, caps])
+
+        grouped(command)(config="x.yaml", engine=Engine.torch, device=Device.cpu, dtype=None, max_bytes="1K",
+                         max_yaml_bytes=None, max_depth=None, max_dimension=None, max_elements=None)  # fmt: skip
+        assert seen == ["x.yaml", EngineFlags(engine=Engine.torch, device=Device.cpu), CapFlags(max_bytes="1K")]
 
     def test_flags_arrive_in_the_groups(self, runner: CliRunner) -> None:
         """Flags given on the command line change the input the command reads: -H 1 is one head."""
@@ -53,19 +80,28 @@ class TestGroups:
 
     def test_input_overrides(self) -> None:
         """Tokens split on spaces, the scale is parsed, the layout and dropped heads pass through."""
-        overrides = InputFlags(tokens="the  cat", scale="0.5", layout=Layout.interleaved).overrides([2])
-        assert overrides.tokens == ("the", "cat") and overrides.scale == 0.5
-        assert overrides.layout == "interleaved" and overrides.drop_heads == (2,)
+        described, settings = InputFlags(tokens="the  cat", scale="0.5", layout=Layout.interleaved).overrides([2])
+        assert described.tokens == ("the", "cat") and settings.get("scale") == 0.5
+        assert settings.get("layout") == "interleaved" and settings.get("dropped_heads") == (2,)
 
     def test_drop_heads_pass_through_as_counted_from_0(self) -> None:
-        """--drop-head 0 is head 0: the flags hand the loaders the numbers as typed, no shift."""
-        assert InputFlags().overrides([0, 3]).drop_heads == (0, 3)
-        assert InputFlags().overrides().drop_heads == ()
+        """--drop-head 0 is head 0: the flags hand the settings the numbers as typed, no shift."""
+        assert InputFlags().overrides([0, 3])[1].get("dropped_heads") == (0, 3)
+        assert InputFlags().overrides()[1].changes == {}
+
+    def test_setting_flags_are_named_as_the_settings(self) -> None:
+        """Each setting flag's field is an AttentionSettings field or a field of its rotary positions."""
+        from attnx.core.overrides import ROTARY_FIELDS
+        from attnx.core.settings import AttentionSettings
+
+        names = {field.name for field in dataclasses.fields(AttentionSettings)} | set(ROTARY_FIELDS)
+        assert {field.name for field in dataclasses.fields(SettingFlags)} <= names
 
     def test_input_given_names_each_flag(self) -> None:
         """`given` maps the flags as typed to their values, for messages that name the first one given."""
         given = InputFlags(seed=3, causal=True).given()
         assert {flag for flag, value in given.items() if value not in (None, False)} == {"--seed", "--causal"}
+        assert "-H/--heads" in given and "--heads" not in given
 
     def test_engine_options_are_compute_arguments(self) -> None:
         """`options` are the strings `compute` takes; no --dtype stays None (the device's default)."""

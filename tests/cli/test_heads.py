@@ -21,10 +21,13 @@ def invoke(runner: CliRunner, *args: str, code: int = 0):
 
 class TestHeadsCommand:
     def test_pattern_config_labels(self, runner: CliRunner) -> None:
-        """configs/attention-patterns.yaml: its five heads are self, previous-token, first-token, uniform, induction."""
+        """configs/attention-patterns.yaml: its five heads are self, previous-token, sink, uniform, induction."""
         data = json.loads(invoke(runner, "heads", PATTERNS, "-f", "json").stdout)
-        assert next(iter(data)) == "format_version" and data["thresholds"] == dict(THRESHOLDS)
-        assert [h["label"] for h in data["heads"]] == ["self", "previous-token", "first-token", "uniform", "induction"]
+        assert next(iter(data)) == "format_version" and data["thresholds"] == {
+            **THRESHOLDS,
+            "first-token": THRESHOLDS["sink"],
+        }
+        assert [h["label"] for h in data["heads"]] == ["self", "previous-token", "sink", "uniform", "induction"]
         # q and k are 4 × one-hot, d_k = 6: a match scores 16/√6; causal, so query i sees i + 1 keys
         s = 16 / math.sqrt(6)
         sharp = [math.exp(s) / (math.exp(s) + i) for i in range(1, 6)]  # queries 1..5
@@ -50,10 +53,10 @@ class TestHeadsCommand:
         assert "self ≥ 0.5 · previous-token ≥ 0.5" in out
         assert "Head 4 · columns 24-29 · d_k = 6 · induction (0.9942)" in out
         rows = [line.split() for line in out.splitlines() if re.match(r"\s*H\d ", line)]
-        assert [row[:2] for row in rows[:5]] == [["H0", "self"], ["H1", "previous-token"], ["H2", "first-token"],
+        assert [row[:2] for row in rows[:5]] == [["H0", "self"], ["H1", "previous-token"], ["H2", "sink"],
                                                  ["H3", "uniform"], ["H4", "induction"]]  # fmt: skip
-        # What the heads write: H2 puts 0.9964 of its weight on key 0, a sink; no head is faint.
-        assert rows[7] == ["H2", "0.9964", "0.9964", "0.9964", "1.0000", "sink"]
+        # What the heads write: H2 puts 0.9957 of its weight on key 0 over queries 1-5, a sink; no head is faint.
+        assert rows[7] == ["H2", "0.9957", "0.9957", "0.9964", "1.0000", "sink"]
         assert [row[-1] for row in rows[5:]] == ["—", "—", "sink", "—", "—"]
 
     def test_worked_example_scale_diagnostics(self, runner: CliRunner) -> None:

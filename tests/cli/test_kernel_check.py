@@ -180,7 +180,7 @@ class TestCheckAgainst:
         assert "(bfloat16)" in invoke(runner, *args, "--kernel-dtype", "bfloat16").stdout
 
     def test_ambiguous_shape_takes_a_layout(self, runner: CliRunner, tmp_path: Path) -> None:
-        """4 tokens, 4 heads of 4: [4, 4, 4] is hnd, nhd or hnm (weights); --layout nhd reads it."""
+        """4 tokens, 4 heads of 4: [4, 4, 4] is hnd, nhd or hnm (weights); --array-layout nhd reads it."""
         rng = np.random.default_rng(1)
         q, k, v = (rng.standard_normal((4, 16)) for _ in range(3))
         np.savez(tmp_path / "qkv.npz", q=q, k=k, v=v, heads=np.array(4))
@@ -189,9 +189,9 @@ class TestCheckAgainst:
         np.save(tmp_path / "nhd.npy", np.load(tmp_path / "h.npy").transpose(1, 0, 2))
         args = ["check", str(tmp_path / "qkv.npz"), "--against", str(tmp_path / "nhd.npy")]
         result = invoke(runner, *args, code=2)
-        assert "could be hnd or nhd or hnm: name its layout with --layout" in result.stderr
-        invoke(runner, *args, "--layout", "nhd")
-        invoke(runner, *args, "--layout", "hnd", code=1)  # read the wrong way round, it is wrong
+        assert "could be hnd or nhd or hnm: name its layout with --array-layout" in result.stderr
+        invoke(runner, *args, "--array-layout", "nhd")
+        invoke(runner, *args, "--array-layout", "hnd", code=1)  # read the wrong way round, it is wrong
 
     def test_usage_errors(self, runner: CliRunner, kernel_dir: Path) -> None:
         """An input as --against, --kernel-dtype without --against, or --format csv with it: exit 2."""

@@ -105,3 +105,56 @@ class TestOneLine:
             broken()
         assert info.value.exit_code == 2
         assert capsys.readouterr().err == "attnx: error: first second third\n"
+
+
+RANDOM_16 = ["--seed", "0", "--tokens", "a b c d e f g h i j k l m n o p"]
+OVER = "exceeds the element cap of 200 elements per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS"
+
+
+class TestOneCheckedEntry:
+    """Every command that computes goes through attnx.engines.compute, which refuses what passes the caps."""
+
+    @pytest.mark.parametrize(
+        "args",
+        [
+            ["run", *RANDOM_16, "-H", "2"],
+            ["trace", *RANDOM_16, "-H", "2", "--token", "c", "--max-dimension", "15"],
+            ["check", *RANDOM_16, "-H", "2"],
+            ["heads", *RANDOM_16, "-H", "2"],
+            ["diff", *RANDOM_16, "--heads", "1,2", "-f", "json"],
+            ["diff", CONFIG, CONFIG, "--max-elements", "20"],
+            ["bench", "--lengths", "16", "--heads", "2", "--d-model", "8", "--engines", "numpy", "--path", "weights"],
+        ],
+        ids=["run", "trace", "check", "heads", "diff-sweep", "diff-a-b", "bench"],
+    )
+    def test_every_command_refuses_what_run_refuses(self, runner: CliRunner, args: list[str]) -> None:
+        """A problem whose scores pass --max-elements (or --max-dimension) is one line and exit 2, on every command."""
+        cap = [] if "--max-dimension" in args or "--max-elements" in args else ["--max-elements", "200"]
+        message = refused(runner, *args, *cap)
+        assert "the scores: an array of" in message or "exceeds the dimension cap" in message, message
+        assert "raise it with --max-" in message, message
+
+    def test_a_sweep_is_checked_for_each_setting(self, runner: CliRunner) -> None:
+        """diff --heads 1,2 refuses the 1-head scores (256 elements) before computing any variant."""
+        message = refused(runner, "diff", *RANDOM_16, "--heads", "1,2", "--max-elements", "200")
+        assert message == f"attnx: error: command line: the scores: an array of 1 × 16 × 16 (256 elements) {OVER}\n"
+
+    def test_output_alone_builds_no_matrix(self, runner: CliRunner) -> None:
+        """run -f npy --tensor output takes the blocked path, which holds no H × N × M array: within the cap."""
+        result = runner.invoke(app, ["run", *RANDOM_16, "-H", "2", "-f", "npy", "--tensor", "output",
+                                     "--max-elements", "200", "-o", "-"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+
+    def test_the_python_api_refuses_too(self) -> None:
+        """attnx.compute checks the caps the spec was read under, as the commands do."""
+        import attnx
+        from attnx.errors import LimitError
+        from attnx.limits import Limits
+
+        spec = attnx.load_spec(
+            overrides=attnx.InputOverrides(seed=0, tokens=tuple("abcdefghijklmnop"), heads=2),
+            limits=Limits(max_elements=200),
+        )
+        with pytest.raises(LimitError, match="the scores: an array of 2 × 16 × 16"):
+            attnx.compute(spec)
+        assert attnx.compute(spec, needs={"output"}).output.shape == (16, 8)

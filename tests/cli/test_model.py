@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from attnx.analysis.heads import head_stats
 from attnx.cli import app
-from attnx.cli.model_input import LayerProgress, parse_layer
+from attnx.cli.inputs import LayerProgress, parse_layer
 from attnx.errors import UsageError
-from attnx.models import layer_results, open_model
+from attnx.models import open_model
+from attnx.models.runs import layer_results
 from tests.models.checkpoints import TEXT, Reference
 
 
@@ -111,12 +112,12 @@ class TestModelView:
         from attnx.analysis.model_view import ModelView
         from attnx.render.model import model_view_table
 
-        stats = (type("S", (), {"label": "first-token", "scores": {"uniform": 0.25}})(),) * 12
+        stats = (type("S", (), {"label": "focused", "scores": {"uniform": 0.25}, "counts": {}})(),) * 12
         view = ModelView("m", "bert", ("a",), (stats,) * 2, 12, 32, 0.1, "sqrt_dk", "numpy", "cpu", "float64")
         console = Console(file=io.StringIO(), width=80, color_system=None)
         console.print(model_view_table(view, colour=False))
         grid = [line for line in console.file.getvalue().splitlines() if line.startswith("L0")]
-        assert grid == ["L0 " + " ".join(["first"] * 12)]
+        assert grid == ["L0 " + " ".join(["focus"] * 12)]
 
 
 class TestModelViewColours:
@@ -130,7 +131,11 @@ class TestModelViewColours:
 
         labels = [*CODES, None]
         stats = tuple(
-            type("S", (), {"label": labels[h % len(labels)], "scores": {"uniform": h / 11 if h < 12 else None}})()
+            type(
+                "S",
+                (),
+                {"label": labels[h % len(labels)], "scores": {"uniform": h / 11 if h < 12 else None}, "counts": {}},
+            )()
             for h in range(13)
         )  # entropy 0, 1/11, ..., 1 and one head without a value
         view = ModelView("m", "gpt2", ("the", " cat"), (stats,) * 2, 13, 8, 0.35, "sqrt_dk", "numpy", "cpu", "float64")

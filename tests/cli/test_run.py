@@ -208,7 +208,7 @@ class TestRunJson:
         result = runner.invoke(app, ["run", "--format", "json"])
         assert result.exit_code == 0
         data = json.loads(result.output)
-        assert next(iter(data)) == "format_version" and data["format_version"] == "1.3"
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.4"
         assert set(JSON_KEYS) <= set(data)
         assert data["tokens"] == list(TOKENS)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
@@ -415,7 +415,7 @@ class TestRope:
         done = run_attnx("run", "--rope-theta", "100", "--rope-pairs", "interleaved", "-f", "json")
         assert done.code == 0, done.stderr
         data = json.loads(done.stdout)
-        assert data["format_version"] == "1.3"
+        assert data["format_version"] == "1.4"
         assert data["rope"] == {"theta": 100.0, "pairs": "interleaved", "fraction": 1.0, "scaling": None}
         expected = compute(load_spec().with_settings(rotary=Rotary(theta=100.0, pairs="interleaved")))
         np.testing.assert_allclose(data["scores"], expected.scores, rtol=1e-15, atol=0)
@@ -432,7 +432,7 @@ class TestRope:
         done = run_attnx("run", "--rope-theta", "0.5")
         assert done.code == 2
         assert done.stderr == (
-            "attnx: error: built-in example (cat-sat-on-mat): rope: theta must be a finite number above 1, got 0.5\n"
+            "attnx: error: built-in example (cat-sat-on-mat): rope theta must be a finite number above 1, got 0.5\n"
         )
 
 

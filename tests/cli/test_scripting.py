@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 
 from attnx.cli import app
 from attnx.engines import compute
-from attnx.io import Overrides, load_spec
+from attnx.io import load_spec
 from attnx.io.results import load_result
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.serialize import FORMAT_VERSION
 from tests.runner import run_attnx
+from tests.specs import loaded
 
 ATTNX = [sys.executable, "-m", "attnx"]
 ANSI = "\x1b["
@@ -165,7 +166,7 @@ class TestRoundTripAndInputs:
         args = ["--seed", "5", "--tokens", "a b c d e f g", "--d-model", "12", "-H", "3"]
         invoke(runner, "run", *args, "-f", "json", "-o", str(path))
         saved = load_result(str(path))
-        result = compute(load_spec(overrides=Overrides(seed=5, tokens=tuple("abcdefg"), d_model=12, heads=3)))
+        result = compute(loaded(seed=5, tokens=tuple("abcdefg"), d_model=12, heads=3))
         for name, array in saved.tensors.items():
             assert np.array_equal(array, getattr(result, name)), name
         assert saved.meta["tokens"] == list("abcdefg")

@@ -16,6 +16,7 @@ from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TRACES
 from tests.runner import run_attnx
+from tests.specs import loaded
 
 RANDOM = ["--seed", "4", "--tokens", " ".join(f"w{i}" for i in range(30)), "--d-model", "32", "--heads", "2"]
 
@@ -159,7 +160,7 @@ class TestTraceErrors:
         [
             (
                 ["--seed", "1", "--tokens", "the cat saw the dog", "-t", "the"],
-                "token 'the' appears at queries 0, 3; pick one with --query",
+                "token 'the' appears at queries 0, 3; pick one by its position with --query",
             ),
             (["-t", "dog"], "token 'dog' is not in the input; tokens: The, cat, sat, on, mat"),
             (["--query", "5"], "query 5 is out of range; the input has queries 0..4"),
@@ -240,9 +241,8 @@ class TestRopeBands:
         from attnx.analysis.trace import build_trace
         from attnx.core.positions import Rotary
         from attnx.engines import compute
-        from attnx.io import Overrides, load_spec
 
-        spec = load_spec(overrides=Overrides(seed=1, tokens=tuple("abcdef"), d_model=8, heads=1))
+        spec = loaded(seed=1, tokens=tuple("abcdef"), d_model=8, heads=1)
         trace = build_trace(compute(spec.with_settings(rotary=Rotary(fraction=0.5)).select_queries([2])))
         for line in trace.heads[0].keys:
             assert line.bands is not None and len(line.bands) == 3

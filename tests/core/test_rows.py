@@ -6,7 +6,8 @@ import numpy as np
 
 from attnx.core.rows import Rows
 from attnx.engines import compute
-from attnx.io import Overrides, load_spec
+from attnx.io import load_spec
+from tests.specs import loaded
 
 
 class TestRowsComputed:
@@ -14,7 +15,7 @@ class TestRowsComputed:
 
     def test_matrices_of_the_shown_rows_equal_the_whole(self) -> None:
         """Rows 0, 1 and 9 of 10 (causal): their weights and mask equal those rows of the whole result; output whole."""
-        spec = load_spec(overrides=Overrides(seed=3, tokens=tuple("abcdefghij"), d_model=8, heads=2, causal=True))
+        spec = loaded(seed=3, tokens=tuple("abcdefghij"), d_model=8, heads=2, causal=True)
         rows = Rows.ends(10, 3)
         assert rows.shown == (0, 1, 9) and rows.hidden == 7 and not rows.complete
         part, whole = compute(spec, rows=rows), compute(spec)

@@ -10,8 +10,8 @@ import numpy as np
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import COMPUTED, EXPORTED, MATRICES, SECTIONS, TENSORS, markdown_table, section_tensor
 from attnx.engines import compute
-from attnx.io import Overrides, load_spec
 from attnx.render.tables import Section
+from tests.specs import loaded
 
 ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "output-formats.md"
@@ -46,9 +46,7 @@ class TestRegistry:
 
     def test_ranks_match_what_an_engine_returns(self) -> None:
         """Every array a result with a mask, W_o and a dropped head holds has the rank its registry entry says."""
-        result = compute(
-            load_spec(str(ROOT / "configs" / "projections-with-wo.yaml"), Overrides(causal=True, drop_heads=(0,)))
-        )
+        result = compute(loaded(str(ROOT / "configs" / "projections-with-wo.yaml"), causal=True, drop_heads=(0,)))
         held = [name for name in TENSORS if getattr(result, name) is not None]
         assert set(held) == set(TENSORS)
         for name, tensor in TENSORS.items():

@@ -3,9 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnx.analysis.compare import compare, default_tolerance
+from attnx.analysis.tolerance import compare, default_tolerance
 from attnx.engines import compute
-from attnx.io import Overrides, load_spec
+from tests.specs import loaded
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -15,9 +15,7 @@ TENSORS = ("q", "k", "v", "scores", "scaled", "weights", "head_outputs", "output
 
 
 def random_spec(n: int, d_model: int, heads: int, seed: int = 0):
-    return load_spec(
-        overrides=Overrides(seed=seed, tokens=tuple(f"t{i}" for i in range(n)), d_model=d_model, heads=heads)
-    )
+    return loaded(seed=seed, tokens=tuple(f"t{i}" for i in range(n)), d_model=d_model, heads=heads)
 
 
 class TestNumpyAgainstTorch:

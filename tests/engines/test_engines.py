@@ -10,7 +10,7 @@ from attnx.core.spec import AttentionSpec
 from attnx.engines import compute, numpy_engine
 from attnx.engines.core import attention, merge_heads, split_heads
 from attnx.errors import EngineUnavailableError
-from attnx.io import Overrides, load_spec
+from attnx.io import load_spec
 from tests.conftest import (
     AVERAGE_WEIGHTS,
     DECIMALS_4,
@@ -20,7 +20,7 @@ from tests.conftest import (
     SINGLE_HEAD_CAT,
     TOKENS,
 )
-from tests.specs import spec_of
+from tests.specs import loaded, spec_of
 
 
 def reference(spec: AttentionSpec) -> dict[str, np.ndarray]:
@@ -57,7 +57,7 @@ class TestWorkedExample:
 
     def test_single_head_row_of_cat(self, engine: str) -> None:
         """With H=1, "cat" gives 0.4026 to "The", 0.2442 to "sat" and 0.0898 to itself."""
-        result = compute(load_spec(overrides=Overrides(heads=1)), engine)
+        result = compute(loaded(heads=1), engine)
         row = result.weights[0, TOKENS.index("cat")]
         for token, expected in SINGLE_HEAD_CAT.items():
             assert abs(row[TOKENS.index(token)] - expected) < DECIMALS_4
@@ -85,7 +85,7 @@ class TestAgainstLoopReference:
 
     def test_float32_stays_float32(self, engine: str) -> None:
         """--dtype float32 computes and returns float32 arrays close to float64."""
-        spec = load_spec(overrides=Overrides(seed=3, tokens=tuple("abcdefgh"), d_model=16, heads=4))
+        spec = loaded(seed=3, tokens=tuple("abcdefgh"), d_model=16, heads=4)
         r32, r64 = compute(spec, engine, dtype="float32"), compute(spec, engine)
         for name in ("scores", "scaled", "weights", "head_outputs", "output", "average_weights"):
             assert getattr(r32, name).dtype == np.float32, name
@@ -153,7 +153,7 @@ class TestDenseReuse:
 
         (torch computes output alone with its fused kernel, which rounds differently.)
         """
-        spec = load_spec(overrides=Overrides(seed=5, tokens=tuple("abcdef"), d_model=12, heads=3, causal=True))
+        spec = loaded(seed=5, tokens=tuple("abcdef"), d_model=12, heads=3).with_settings(causal=True)
         full, part = compute(spec, engine), compute(spec, engine, needs=keep)
         for name in keep - {"output"}:
             np.testing.assert_array_equal(getattr(part, name), getattr(full, name), err_msg=name)
@@ -164,7 +164,7 @@ class TestDenseReuse:
     def test_one_matrix_is_made_when_only_weights_are_kept(self) -> None:
         """Peak memory of the NumPy one-piece path: one H × N × M array for weights alone, two with scaled."""
         tokens = tuple(f"t{i}" for i in range(200))
-        spec = load_spec(overrides=Overrides(seed=1, tokens=tokens, d_model=16, heads=4))
+        spec = loaded(seed=1, tokens=tokens, d_model=16, heads=4)
         matrix = 4 * 200 * 200 * 8  # bytes of one float64 H × N × M array (dense: H·N·M ≤ DENSE_LIMIT)
 
         def peak(needs: set[str]) -> int:
@@ -182,7 +182,7 @@ class TestDenseReuse:
 class TestQuerySelection:
     def test_selected_rows_equal_the_full_computation(self, engine: str) -> None:
         """Computing only some query rows gives exactly those rows of the full result."""
-        spec = load_spec(overrides=Overrides(seed=11, tokens=tuple("abcdefg"), d_model=12, heads=3))
+        spec = loaded(seed=11, tokens=tuple("abcdefg"), d_model=12, heads=3)
         full, part = compute(spec, engine), compute(spec.select_queries([5, 1]), engine)
         assert part.tokens == ("f", "b") and part.query_positions == (5, 1)
         np.testing.assert_allclose(part.weights, full.weights[:, [5, 1]], rtol=1e-14, atol=1e-16)
@@ -267,7 +267,7 @@ class TestSlices:
 
     def test_blocked_path_leaves_q_unscaled(self, engine: str) -> None:
         """600 tokens, 4 heads (past the one-piece limit): q is Q's columns as given, not Q times the scale."""
-        spec = load_spec(overrides=Overrides(seed=2, tokens=tuple(f"t{i}" for i in range(600)), d_model=8, heads=4))
+        spec = loaded(seed=2, tokens=tuple(f"t{i}" for i in range(600)), d_model=8, heads=4)
         result = compute(spec, engine, needs={"q", "k", "v", "output"})
         assert result.q is not None and result.k is not None and result.v is not None
         np.testing.assert_array_equal(result.q, spec.inputs.q.reshape(600, 4, 2).transpose(1, 0, 2))

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from attnx.analysis.compare import default_tolerance
+from attnx.analysis.tolerance import default_tolerance
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute, numpy_engine, tiled
 from attnx.engines.tiled import operands

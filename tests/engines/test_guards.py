@@ -22,7 +22,7 @@ def spec(q: list, k: list, v: list | None = None, **extra: object) -> AttentionS
 
 
 class TestSizes:
-    """Limits.check_problem refuses, before anything is computed, arrays over the caps."""
+    """Limits.check_problem refuses, before anything is computed, arrays over the caps; compute calls it."""
 
     def test_scores_over_the_element_cap(self) -> None:
         """3 queries × 4 keys of scores under a cap of 10 elements."""
@@ -36,9 +36,12 @@ class TestSizes:
         Limits(max_elements=10).check_problem(big, matrices=True, rows=1)
         Limits(max_elements=10).check_problem(big, matrices=False)
 
-    def test_compute_takes_no_caps(self) -> None:
-        """Caps are input policy: compute itself caps nothing."""
-        assert compute(spec([[1.0]] * 3, [[1.0]] * 4)).weights.shape == (1, 3, 4)
+    def test_compute_checks_the_same_caps(self) -> None:
+        """compute refuses the 1 × 3 × 4 scores under a cap of 10 as check_problem does (tests/engines/test_checked_entry.py)."""
+        big = spec([[1.0]] * 3, [[1.0]] * 4)
+        with pytest.raises(LimitError, match=r"^in\.yaml: the scores: an array of 1 × 3 × 4 \(12 elements\) exceeds"):
+            compute(big, limits=Limits(max_elements=10))
+        assert compute(big, limits=Limits(max_elements=12)).weights.shape == (1, 3, 4)
 
 
 class TestOverflow:

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnx.analysis.compare import compare, default_tolerance
+from attnx.analysis.tolerance import compare, default_tolerance
 from attnx.core.result import AttentionResult
 from attnx.core.spec import LAYOUTS, AttentionSpec, DirectInputs, divisors
 from attnx.engines import compute

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnx.analysis.compare import default_tolerance
+from attnx.analysis.tolerance import default_tolerance
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute
 from tests.specs import spec_of

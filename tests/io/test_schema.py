@@ -1,17 +1,23 @@
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from attnx.core.spec import AttentionSpec
 from attnx.errors import ConfigError, LimitError
-from attnx.io import Overrides, builtin_document, load_spec
+from attnx.io import builtin_document
 from attnx.io.documents import Document, parse_document
 from attnx.io.schema import random_qkv, spec_from_document
 from attnx.limits import Limits
+from tests.specs import loaded, split_overrides
 
 
-def spec_of(text: str, overrides: Overrides | None = None):
-    return spec_from_document(parse_document(text, "in.yaml"), overrides)
+def spec_of(text: str, **values: Any) -> AttentionSpec:
+    """The spec of a YAML ``text``, with the flags' ``values`` put in as the command line puts them."""
+    described, settings = split_overrides(**values)
+    return settings.apply(spec_from_document(parse_document(text, "in.yaml"), described))
 
 
 def error_of(text: str, name: str = "in.yaml") -> str:
@@ -54,7 +60,7 @@ class TestValidInputs:
 
     def test_command_line_heads_override_the_file(self) -> None:
         """--heads replaces the document's heads."""
-        assert load_spec(overrides=Overrides(heads=4)).settings.heads == 4
+        assert loaded(heads=4).settings.heads == 4
 
     def test_numeric_tokens_become_text(self) -> None:
         """A token written as a bare number is read as its text."""
@@ -150,7 +156,7 @@ class TestCapsAndCells:
     def test_seed_width_from_the_command_line(self) -> None:
         """--d-model on the command line meets the same cap (no place to point at in a file)."""
         with pytest.raises(LimitError, match=r"^command line: d_model: an axis of 2,000,000 exceeds"):
-            load_spec(overrides=Overrides(seed=1, tokens=("a",), d_model=2_000_000))
+            loaded(seed=1, tokens=("a",), d_model=2_000_000)
 
     @pytest.mark.parametrize(
         ("cell", "got"),
@@ -299,9 +305,7 @@ class TestRandomGqa:
 
     def test_command_line(self) -> None:
         """--seed 0 --tokens 'The cat sat on mat' --d-model 8 -H 4 --kv-heads 2: K and V are 5 × 4, not pooled."""
-        spec = load_spec(
-            overrides=Overrides(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=8, heads=4, kv_heads=2)
-        )
+        spec = loaded(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=8, heads=4, kv_heads=2)
         assert (spec.settings.heads, spec.settings.kv_heads, spec.d_k, spec.kv_pooled_from) == (4, 2, 2, None)
         assert spec.inputs.q.shape == (5, 8) and spec.inputs.k.shape == spec.inputs.v.shape == (5, 4)
         _, k, v = random_qkv(0, 5, 8, 4)
@@ -318,13 +322,13 @@ class TestRandomGqa:
 
     def test_kv_heads_override_on_a_seeded_file(self) -> None:
         """--kv-heads on a seeded file sets the draw; it does not pool."""
-        spec = spec_of("seed: 5\ntokens: [a, b, c]\nd_model: 8\nheads: 4\n", Overrides(kv_heads=2))
+        spec = spec_of("seed: 5\ntokens: [a, b, c]\nd_model: 8\nheads: 4\n", kv_heads=2)
         assert spec.inputs.k.shape == (3, 4) and spec.kv_pooled_from is None
 
     def test_kv_heads_that_do_not_divide_heads(self) -> None:
         """A random input asked for 3 K/V heads of 4 query heads names the counts that work."""
         with pytest.raises(ConfigError, match=r"heads 4 is not divisible by kv_heads 3; kv_heads that work: 1, 2, 4$"):
-            load_spec(overrides=Overrides(seed=0, tokens=("a",), d_model=8, heads=4, kv_heads=3))
+            loaded(seed=0, tokens=("a",), d_model=8, heads=4, kv_heads=3)
 
 
 K4 = "[[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 4, 4, 8, 8]]"  # 4 K/V heads of d_k 2
@@ -335,7 +339,7 @@ class TestKvHeadsOverride:
     """--kv-heads below the input's K/V heads mean-pools them within each group (Ainslie et al., 2023)."""
 
     def pooled(self, text: str, kv_heads: int):
-        return spec_of(text, Overrides(kv_heads=kv_heads))
+        return spec_of(text, kv_heads=kv_heads)
 
     def test_contiguous_k_and_v(self) -> None:
         """4 → 2: K/V head 0 is the mean of heads 0 and 1 (columns 0-3), head 1 of heads 2 and 3 (columns 4-7)."""
@@ -413,7 +417,7 @@ class TestKvHeadsOverride:
 
     def test_with_heads_override(self) -> None:
         """-H 4 --kv-heads 2 on the worked example (d_model 4): four heads of d_k 1 share two pooled K/V heads."""
-        spec = load_spec(overrides=Overrides(heads=4, kv_heads=2))
+        spec = loaded(heads=4, kv_heads=2)
         assert (spec.settings.heads, spec.settings.kv_heads, spec.kv_pooled_from, spec.d_k) == (4, 2, 4, 1)
         np.testing.assert_array_equal(
             spec.inputs.k[0], [0.5, 0.5]
@@ -424,13 +428,13 @@ class TestDropHeads:
     """--drop-head counts from 0, as every table and the JSON do: the schema passes the numbers through."""
 
     def test_passed_through(self) -> None:
-        """Overrides(drop_heads=(0,)) drops head 0."""
-        assert load_spec(overrides=Overrides(drop_heads=(0,))).settings.dropped_heads == (0,)
+        """Dropping head 0 (--drop-head 0) zeroes it."""
+        assert loaded(drop_heads=(0,)).settings.dropped_heads == (0,)
 
     def test_out_of_range(self) -> None:
         """Head 2 of two heads is out of range, and the message says heads are numbered 0..1."""
         with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1$"):
-            load_spec(overrides=Overrides(drop_heads=(2,)))
+            loaded(drop_heads=(2,))
 
 
 class TestRope:
@@ -451,9 +455,9 @@ class TestRope:
         """--rope-pairs on a file with `rope: {theta: 500}` keeps θ 500; --rope-theta alone adds rope."""
         from attnx.core.positions import Rotary
 
-        merged = spec_of(self.QKV + "rope: {theta: 500}\n", Overrides(rope_pairs="interleaved")).settings.rotary
+        merged = spec_of(self.QKV + "rope: {theta: 500}\n", rope_pairs="interleaved").settings.rotary
         assert merged == Rotary(theta=500.0, pairs="interleaved")
-        assert spec_of(self.QKV, Overrides(rope_theta=50.0)).settings.rotary == Rotary(theta=50.0)
+        assert spec_of(self.QKV, rope_theta=50.0).settings.rotary == Rotary(theta=50.0)
 
     def test_scaling(self) -> None:
         """`scaling` under `rope` stretches the frequencies as a Llama 3.1 checkpoint's rope_scaling does."""

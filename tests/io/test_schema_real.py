@@ -1,19 +1,24 @@
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from attnx.core.spec import AttentionSpec
 from attnx.errors import ConfigError
-from attnx.io import Overrides
 from attnx.io.documents import parse_document
 from attnx.io.schema import spec_from_document
+from tests.specs import split_overrides
 
 IDENTITY = "[[1, 0], [0, 1]]"
 PROJECTED = f"x: [[1, 2], [3, 4], [5, 6]]\nw_q: {IDENTITY}\nw_k: {IDENTITY}\nw_v: {IDENTITY}\n"
 
 
-def spec_of(text: str, overrides: Overrides | None = None):
-    return spec_from_document(parse_document(text, "in.yaml"), overrides)
+def spec_of(text: str, **values: Any) -> AttentionSpec:
+    """The spec of a YAML ``text``, with the flags' ``values`` put in as the command line puts them."""
+    described, settings = split_overrides(**values)
+    return settings.apply(spec_from_document(parse_document(text, "in.yaml"), described))
 
 
 def error_of(text: str) -> str:
@@ -52,7 +57,7 @@ class TestRealAttentionKeys:
     def test_causal_flag_adds_to_the_document(self) -> None:
         """--causal combines with a mask matrix from the file."""
         base = "q: [[1], [1]]\nk: [[1], [1]]\nv: [[1], [2]]\nmask: [[0, 1], [1, 1]]\n"
-        assert spec_of(base, Overrides(causal=True)).allowed().tolist() == [[False, False], [True, True]]
+        assert spec_of(base, causal=True).allowed().tolist() == [[False, False], [True, True]]
 
     def test_gqa_scale_layout(self) -> None:
         """kv_heads, scale and layout are read; k and v have kv_heads × d_k columns."""
@@ -70,7 +75,7 @@ class TestRealAttentionKeys:
 
     def test_drop_heads_override_counts_from_0(self) -> None:
         """--drop-head 1 drops head 1, the second of two: the number is kept as given."""
-        assert spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(1,))).settings.dropped_heads == (1,)
+        assert spec_of(PROJECTED + "heads: 2\n", drop_heads=(1,)).settings.dropped_heads == (1,)
 
 
 class TestRealAttentionErrors:
@@ -106,7 +111,7 @@ class TestRealAttentionErrors:
     def test_drop_head_out_of_range(self) -> None:
         """Dropping a head that does not exist names the valid range."""
         with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1$"):
-            spec_of(PROJECTED + "heads: 2\n", Overrides(drop_heads=(2,)))
+            spec_of(PROJECTED + "heads: 2\n", drop_heads=(2,))
 
     def test_select_queries_keeps_causal_positions(self) -> None:
         """A selected query row keeps its causal mask from its original position."""

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from attnx.errors import ModelError
-from attnx.models import describe, layer_results, load_model_spec, open_model
+from attnx.models import describe, open_model
+from attnx.models.runs import layer_results, load_model_spec
 from tests.models.checkpoints import TEXT, Reference, build_bert
 
 

@@ -13,7 +13,8 @@ import pytest
 from attnx.core.inputs import ProjectedInputs
 from attnx.core.positions import RopeScaling, Rotary
 from attnx.errors import ModelError
-from attnx.models import describe, load_model_spec, open_model
+from attnx.models import describe, open_model
+from attnx.models.runs import load_model_spec
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import VARIANTS, DecoderReference, built
 
@@ -213,19 +214,19 @@ class TestOverrides:
 
     def test_rope_pairs_keep_the_checkpoint_theta_and_scaling(self, llama: DecoderReference) -> None:
         """--rope-pairs interleaved on Llama: θ 500 and the llama3 scaling stay; only the pairing changes."""
-        from attnx.io import Overrides
+        from attnx.core.overrides import SettingOverrides
 
-        spec = load_model_spec(llama.path, TEXT, 0, overrides=Overrides(rope_pairs="interleaved"))
+        spec = SettingOverrides(rope_pairs="interleaved").apply(load_model_spec(llama.path, TEXT, 0))
         rotary = spec.settings.rotary
         assert rotary is not None and rotary.pairs == "interleaved" and rotary.theta == 500.0
         assert rotary.scaling == RopeScaling("llama3", 8.0, 1.0, 4.0, 32)
 
     def test_window_override(self, llama: DecoderReference) -> None:
         """--window 2 on a layer without one: each query sees itself and the key before it."""
+        from attnx.core.overrides import SettingOverrides
         from attnx.engines import compute
-        from attnx.io import Overrides
 
-        spec = load_model_spec(llama.path, TEXT, 2, overrides=Overrides(window=2))
+        spec = SettingOverrides(window=2).apply(load_model_spec(llama.path, TEXT, 2))
         weights = compute(spec, "numpy").weights
         assert spec.settings.window == 2 and np.count_nonzero(weights[0]) == 2 * len(spec.tokens) - 1
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attnx.core.overrides import SettingOverrides
 from attnx.engines import compute
-from attnx.io import Overrides
-from attnx.models import layer_results, load_model_spec, open_model
+from attnx.models import open_model
 from attnx.models.checkpoint import Checkpoint
+from attnx.models.runs import layer_results, load_model_spec
 from tests.models.checkpoints import TEXT, Reference
 
 TOLERANCE = 1e-5  # float32 against transformers' float32, as the issue asks
@@ -75,7 +76,7 @@ class TestSpecs:
     def test_overrides_apply_to_the_layer(self, bert: Reference) -> None:
         """Heads, scale and dropped heads (counted from 0) from the command line change the handed-out layer only."""
         plain = load_model_spec(bert.path, TEXT, 2)
-        changed = load_model_spec(bert.path, TEXT, 2, overrides=Overrides(heads=2, scale="none", drop_heads=(1,)))
+        changed = SettingOverrides(heads=2, scale="none", dropped_heads=(1,)).apply(load_model_spec(bert.path, TEXT, 2))
         np.testing.assert_array_equal(changed.inputs.x, plain.inputs.x)
         assert (changed.settings.heads, changed.settings.scale, changed.settings.dropped_heads) == (2, "none", (1,))
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from attnx.errors import LimitError
-from attnx.io import Overrides
 from attnx.limits import Limits, size_text
-from attnx.models import describe, layer_results, load_model_spec, open_model
+from attnx.models import describe, open_model
+from attnx.models.runs import layer_results, load_model_spec
 from tests.models.checkpoints import TEXT, Reference
 
 # TEXT is 12 tokens for the tiny BERT ([CLS], ten words, [SEP]); both tiny models have 4 heads, d_model 32.
@@ -87,7 +87,7 @@ class TestArraysOfTheForwardPass:
     def test_scores_count_the_heads_asked_for(self, bert: Reference) -> None:
         """-H 8 on the layer makes its scores 8 × 12 × 12: that is what is checked, before the layer is built."""
         with pytest.raises(LimitError, match=r"the scores: an array of 8 × 12 × 12 \(1,152 elements\)"):
-            load_model_spec(bert.path, TEXT, 0, overrides=Overrides(heads=8), limits=Limits(max_elements=1100))
+            load_model_spec(bert.path, TEXT, 0, heads=8, limits=Limits(max_elements=1100))
 
     def test_residual_stream_axis_over_max_dimension(self, bert: Reference) -> None:
         """d_model 32 is an axis of the residual stream: over max_dimension 16 it is refused."""

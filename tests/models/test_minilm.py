@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnx.models import describe, layer_results, open_model
+from attnx.models import describe, open_model
+from attnx.models.runs import layer_results
 
 SENTENCE = "The quick brown fox jumps over the lazy dog because it was bored, unbelievably."
 

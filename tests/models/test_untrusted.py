@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from attnx.errors import ModelError
-from attnx.models import describe, load_model_spec
+from attnx.models import describe
+from attnx.models.runs import load_model_spec
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.test_checkpoint import copy_of, edit_config
 from tests.runner import run_attnx

@@ -10,13 +10,13 @@ import pytest
 
 from attnx.engines import compute
 from attnx.errors import UsageError
-from attnx.io import Overrides, load_spec
 from attnx.render import formats
+from tests.specs import loaded
 
 
 @pytest.fixture
 def result():  # type: ignore[no-untyped-def]
-    spec = load_spec(overrides=Overrides(seed=3, tokens=("a", "b", "c"), d_model=4, heads=2))
+    spec = loaded(seed=3, tokens=("a", "b", "c"), d_model=4, heads=2)
     return compute(spec)
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from attnx.analysis.ablation import ablation
 from attnx.core.result import AttentionResult
 from attnx.engines import compute
-from attnx.io import Overrides, load_spec
+from attnx.io import load_spec
 from attnx.render.numbers import MASKED, MASKED_NOTE
 from attnx.render.tables import (
     DEFAULT_SECTIONS,
@@ -23,6 +23,7 @@ from attnx.render.tables import (
     summary_line,
 )
 from tests.conftest import TOKENS
+from tests.specs import loaded
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 TOP = "\x1b[1;33m"  # bold yellow: a row's maximum
@@ -55,7 +56,7 @@ def highlighted(lines: list[str]) -> dict[str, int]:
 
 def worked(**overrides: object) -> AttentionResult:
     """The worked example, computed whole."""
-    return compute(load_spec(overrides=Overrides(**overrides) if overrides else None))  # type: ignore[arg-type]
+    return compute(loaded(**overrides))
 
 
 class TestTiedMaxima:

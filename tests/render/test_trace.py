@@ -13,7 +13,7 @@ from rich.console import Console
 
 from attnx.analysis.trace import Trace, build_trace
 from attnx.engines import compute
-from attnx.io import Overrides, load_spec
+from attnx.io import load_spec
 from attnx.render.numbers import fmt
 from attnx.render.serialize import dumps
 from attnx.render.trace import (
@@ -26,7 +26,7 @@ from attnx.render.trace import (
 )
 from attnx.render.trace_data import trace_to_dict
 from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
-from tests.specs import spec_of
+from tests.specs import loaded, spec_of
 
 
 def worked_trace(token: str) -> Trace:
@@ -190,7 +190,7 @@ class TestTraceView:
 
     def test_causal_masked_keys_show_the_marker(self) -> None:
         """Causal "cat": the later keys keep their scores, and show · for weight, e and contribution."""
-        trace = build_trace(compute(load_spec(overrides=Overrides(causal=True)).select_queries([1])), heads=(0,))
+        trace = build_trace(compute(loaded(causal=True).select_queries([1])), heads=(0,))
         text = squeeze(render(trace))
         assert "2 sat [1.0000, 1.0000] 0.0×1.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 yes ·" in text
         assert "2 sat · ·" in text  # the softmax table: left out
@@ -223,7 +223,7 @@ class TestTraceToDict:
     def test_shape_and_values(self) -> None:
         """format_version first; per head the dims, query slice, per key the arithmetic; the output."""
         data = json.loads(dumps(trace_to_dict(worked_trace("cat"))))
-        assert next(iter(data)) == "format_version" and data["format_version"] == "1.3"
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.4"
         assert (data["token"], data["query"], data["n_heads"], data["n_keys"]) == ("cat", 1, 2, 5)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
         head = data["heads"][0]

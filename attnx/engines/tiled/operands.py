@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnx.core.spec import largest_abs
+from attnx.engines.core import near_one_exponent
 from attnx.engines.tiled.rows import by_row, softmax_rows_
 
 # A denominator below this means the shift c_i overshot the row's true maximum by too much to trust.
@@ -33,10 +34,6 @@ class Rules:
     key_limit: Callable[[slice], int]
 
 
-# V's largest magnitude outside [2^-SCALE_FROM, 2^SCALE_FROM] is scaled to [1, 2) (by a power of two).
-SCALE_FROM = 16
-
-
 def _values_near_one(v: np.ndarray) -> tuple[np.ndarray, int]:
     """V scaled by a power of two so that its largest magnitude is in [1, 2), and the exponent k to scale the
     head outputs back by (V = V' · 2^k); V itself and 0 when it is near 1 already, or holds no finite number.
@@ -48,14 +45,6 @@ def _values_near_one(v: np.ndarray) -> tuple[np.ndarray, int]:
     """
     exponent = near_one_exponent(largest_abs(v))
     return (np.ldexp(v, -exponent).astype(v.dtype, copy=False), exponent) if exponent else (v, 0)
-
-
-def near_one_exponent(peak: float) -> int:
-    """The power of two k that brings ``peak`` into [1, 2) (peak / 2^k), or 0 when ``peak`` is within
-    [2^-SCALE_FROM, 2^SCALE_FROM] already, zero or not finite: the rule both engines scale V by."""
-    if not math.isfinite(peak) or peak == 0 or 2.0**-SCALE_FROM <= peak <= 2.0**SCALE_FROM:
-        return 0
-    return math.frexp(peak)[1] - 1  # peak = m · 2^(k + 1), m in [0.5, 1)
 
 
 def _unit_stride(x: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""`attnx diff A B`: the comparison of two results, tensor by tensor, as tables, heatmaps and JSON."""
+"""Showing two sides compared (`attnx diff A B`): tensor by tensor, as tables, heatmaps and JSON."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from rich.text import Text
 from attnx.analysis.diff import Comparison, Location, Side, TensorComparison
 from attnx.core.tensors import TENSORS
 from attnx.render.colours import FAIL, PASS, WARNING
-from attnx.render.engines import diff_to_dict, sci, tolerance_text
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import heatmap, legend, scale_of
 from attnx.render.layout import add_columns, compact_table, verdict
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.render.tolerance import diff_to_dict, sci, tolerance_text
 
 DIFF_KEYS = ("max_abs", "max_rel", "worst_index", "rtol", "atol")  # null where a tensor could not be compared
 

@@ -1,4 +1,4 @@
-"""Comparing tensors against a reference: differences, tolerances and verdicts."""
+"""Tolerances against a float64 reference, per dtype, and one tensor compared under them: differences and a verdict."""
 
 from __future__ import annotations
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnx.analysis.compare import default_tolerance
-from attnx.analysis.kernel import ARRAY_LAYOUTS, recognise, verify, verify_kernel
+from attnx.analysis.array_layouts import ARRAY_LAYOUTS, recognise
+from attnx.analysis.check import verify_kernel
+from attnx.analysis.check_against import verify
+from attnx.analysis.tolerance import default_tolerance
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
-from attnx.errors import ConfigError
+from attnx.errors import AmbiguousError, ConfigError
 from attnx.io.results import BareArray, SavedResult
 from tests.analysis import kernels
 
@@ -179,9 +181,10 @@ class TestLayouts:
         np.testing.assert_array_equal(read, getattr(reference, name))
 
     def test_ambiguous_shape_asks_for_the_layout(self) -> None:
-        """4 queries and 4 heads: [4, 4, 16] could be hnd or nhd, and the two read differently."""
+        """4 queries and 4 heads: [4, 4, 16] could be hnd or nhd, and the two read differently (an AmbiguousError,
+        which names no flag: the CLI adds --array-layout)."""
         sizes = {"query": 4, "key": 4, "head": 4, "d_k": 16, "d_model": 64}
-        with pytest.raises(ConfigError, match="could be hnd or nhd: name its layout with --layout"):
+        with pytest.raises(AmbiguousError, match=r"could be hnd or nhd: name its layout$"):
             recognise(np.arange(256.0).reshape(4, 4, 16), sizes)
 
     def test_a_shape_that_fits_nothing_lists_the_layouts(self) -> None:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
-from attnx.analysis.compare import tolerance_for
-from attnx.analysis.kernel import Diagnosis, Verification
+from attnx.analysis.check_against import Diagnosis, Verification
+from attnx.analysis.tolerance import tolerance_for
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.engines.core import merge_heads

@@ -1,22 +1,20 @@
-"""A kernel's tensors against attnx's float64 reference: where they differ, by how much, in the kernel dtype's units.
+"""`check --against`: a kernel's tensors against attnx's float64 reference, where they differ, by how much, in ε units.
 
-Tolerances follow the kernel's dtype (``attnx.analysis.compare.default_tolerance``, where each default is
+Tolerances follow the kernel's dtype (``attnx.analysis.tolerance.default_tolerance``, where each default is
 explained); errors are also given in units of the dtype's epsilon times the reference's largest magnitude.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.analysis.compare import DTYPES, EPSILON, Tolerance, tolerance_for
+from attnx.analysis.tolerance import EPSILON, Tolerance, tolerance_for
 from attnx.core.result import AttentionResult
-from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import TENSORS
 from attnx.errors import ConfigError
-from attnx.io.results import BareArray, SavedResult
 
 NOT_HELD = "not in the kernel's file"
 # Tensors a kernel may hand over, in the order reports list them.
@@ -173,123 +171,3 @@ def verify(
         raise ConfigError(f"{kernel}: nothing to compare with the reference ({reasons})")
     skipped += [(name, NOT_HELD) for name in held if name not in tensors and names is None]
     return Verification(source, kernel, dtype, reference, tuple(checks), tuple(skipped))
-
-
-# How a bare array may lay out what a kernel computed: the tensor it holds, and its axes in terms of
-# N (queries), M (keys), H (heads), D (one head's width) and C (all heads' width, H·D).
-ARRAY_LAYOUTS: dict[str, tuple[str, str]] = {
-    "nd": ("output", "N C"),
-    "bnd": ("output", "1 N C"),
-    "hnd": ("head_outputs", "H N D"),
-    "bhnd": ("head_outputs", "1 H N D"),
-    "nhd": ("head_outputs", "N H D"),
-    "bnhd": ("head_outputs", "1 N H D"),
-    "hnm": ("weights", "H N M"),
-    "bhnm": ("weights", "1 H N M"),
-}
-
-
-def sizes_of(tensors: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """The problem's sizes by axis word (``query``, ``key``, ``head``, ``d_k``, ``d_model``), read from the
-    shapes of named tensors (their axes are in the tensor registry)."""
-    sizes: dict[str, int] = {}
-    for name, array in tensors.items():
-        if name in TENSORS:
-            for axis, size in zip(TENSORS[name].axes, np.shape(array), strict=False):
-                sizes.setdefault(axis, int(size))
-    if "d_model" not in sizes and "head" in sizes and "d_k" in sizes:
-        sizes["d_model"] = sizes["head"] * sizes["d_k"]
-    return sizes
-
-
-def layout_shape(layout: str, sizes: Mapping[str, int]) -> tuple[int, ...] | None:
-    """The shape an array in ``layout`` has for a problem of ``sizes`` (None when a size is unknown)."""
-    words = {"N": "query", "M": "key", "H": "head", "D": "d_k", "C": "d_model"}
-    shape = []
-    for axis in ARRAY_LAYOUTS[layout][1].split():
-        if axis == "1":
-            shape.append(1)
-        elif words[axis] in sizes:
-            shape.append(sizes[words[axis]])
-        else:
-            return None
-    return tuple(shape)
-
-
-def from_layout(array: np.ndarray, layout: str) -> tuple[str, np.ndarray]:
-    """The tensor an array in ``layout`` holds, in attnx's axis order (``[head, query, d_k]``, ...)."""
-    name, axes = ARRAY_LAYOUTS[layout]
-    if axes.startswith("1 "):
-        array = array[0]
-    if layout in ("nhd", "bnhd"):
-        array = array.transpose(1, 0, 2)  # (N, H, D) -> (H, N, D)
-    return name, array
-
-
-def recognise(array: np.ndarray, sizes: Mapping[str, int], layout: str | None = None) -> tuple[str, np.ndarray]:
-    """What a bare array holds, from its shape (or ``layout``), as ``(tensor name, array in attnx's order)``,
-    for a problem of ``sizes`` (see ``sizes_of``).
-
-    A shape that fits no layout, or two that read it differently, is a ConfigError that lists the layouts
-    this problem's arrays would have.
-    """
-    shape = tuple(array.shape)
-    if layout is not None:
-        expected = layout_shape(layout, sizes)
-        if shape != expected:
-            raise ConfigError(f"an array in layout {layout} has shape {expected} here, got {shape}")
-        return from_layout(array, layout)
-    fits = [name for name in ARRAY_LAYOUTS if shape == layout_shape(name, sizes)]
-    if not fits:
-        known = ", ".join(f"{name} {layout_shape(name, sizes)}" for name in ARRAY_LAYOUTS if layout_shape(name, sizes))
-        raise ConfigError(f"an array of shape {shape} fits none of the layouts for this input: {known}")
-    readings = [from_layout(array, name) for name in fits]
-    first = readings[0]
-    if any(name != first[0] or not np.array_equal(held, first[1], equal_nan=True) for name, held in readings[1:]):
-        raise ConfigError(f"an array of shape {shape} could be {' or '.join(fits)}: name its layout with --layout")
-    return first
-
-
-def verify_kernel(
-    spec: AttentionSpec,
-    saved: SavedResult | BareArray,
-    *,
-    dtype: str | None = None,
-    layout: str | None = None,
-    names: Collection[str] | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> Verification:
-    """A kernel's saved tensors (or one bare array, read by its shape or ``layout``) against the float64
-    reference of ``spec``, with the known bugs that explain a difference.
-
-    ``dtype`` is what the kernel computed in (default: the file's dtype); it sets the tolerances.
-    """
-    from attnx.analysis.diagnose import diagnose
-    from attnx.engines import compute
-
-    if isinstance(saved, BareArray):
-        sizes = {"query": spec.n_queries, "key": spec.n_keys, "head": spec.settings.heads,
-                 "kv_head": spec.settings.kv_heads, "d_k": spec.d_k, "d_model": spec.d_model}  # fmt: skip
-        name, array = recognise(saved.array, sizes, layout)
-        tensors = {name: array}
-        kernel = f"{saved.source}, one array read as {name} [{', '.join(TENSORS[name].axes)}]"
-    else:
-        if layout is not None:
-            raise ConfigError(
-                f"{saved.source}: --layout names how a bare .npy array is laid out; this file names its tensors"
-            )
-        tensors, kernel = saved.tensors, saved.source
-    kernel_dtype = dtype or saved.dtype or "float64"
-    if kernel_dtype not in DTYPES:
-        raise ConfigError(
-            f"{saved.source}: holds {kernel_dtype} numbers; say what the kernel computed in with --kernel-dtype "
-            f"({', '.join(DTYPES)})"
-        )
-    # Only what is compared, and the heads' Q, K and V the diagnoses start from: no [head, query, key]
-    # matrix unless the kernel's file holds one.
-    wanted = set(names if names is not None else tensors) & set(KERNEL_TENSORS)
-    reference = compute(spec, "numpy", dtype="float64", needs=wanted | {"q", "k", "v", "head_outputs"})
-    verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
-                          rtol=rtol, atol=atol)  # fmt: skip
-    return replace(verification, diagnoses=diagnose(spec, verification, tensors, rtol=rtol, atol=atol))

@@ -1,4 +1,7 @@
-"""`attnx check --against` and `attnx.testing`: a kernel's verification as tables, error heatmaps, text and JSON."""
+"""Drawing `attnx check`: the engines against the reference, and a kernel's verification (`check --against`).
+
+The verification (also what ``attnx.testing`` raises) is drawn as tables, error heatmaps, plain text and JSON.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +14,84 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from attnx.analysis.kernel import TensorCheck, Verification
+from attnx.analysis.check import REFERENCE, CheckReport
+from attnx.analysis.check_against import TensorCheck, Verification
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import TENSORS
-from attnx.render.colours import FAIL, PASS
-from attnx.render.engines import sci, tolerance_text
+from attnx.render.colours import FAIL, LABEL, PASS, WARNING
+from attnx.render.formats import to_jsonl
 from attnx.render.heatmap import HeatScale, heatmap, legend
 from attnx.render.layout import add_columns, compact_table, verdict
 from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.render.tolerance import diff_to_dict, sci, tolerance_text
 from attnx.text import console as inert_console
 
+
+def check_view(report: CheckReport, source: str) -> RenderableType:
+    """The check table, the engines left out, and a one-line verdict."""
+    table = compact_table(f"{source} · against {' '.join(REFERENCE)}")
+    for header in ("target", "tensor", "max abs", "max rel", "rtol", "atol", "verdict"):
+        numeric = header in ("max abs", "max rel", "rtol", "atol")
+        table.add_column(header, justify="right" if numeric else "left", header_style=LABEL, no_wrap=True)
+    previous = None
+    for row in report.rows:
+        t, d = row.target, row.diff
+        label = f"{t.engine} {t.device} {t.dtype}"
+        cell = Text("pass", style=PASS) if d.passed else Text("FAIL", style=FAIL)
+        table.add_row(
+            label if label != previous else "", row.tensor,
+            sci(d.max_abs), sci(d.max_rel), tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol), cell,
+        )  # fmt: skip
+        previous = label
+    parts: list[RenderableType] = [table]
+    for status in report.unavailable:
+        parts.append(Text(f"skipped {status.name}: {status.problem}", style=WARNING))
+    total = len(report.rows)
+    parts.append(verdict(report.passed, f"all {total} rows within tolerance",
+                         f"{report.failures} of {total} rows beyond tolerance"))  # fmt: skip
+    return Group(*parts)
+
+
+def check_to_dict(report: CheckReport) -> dict[str, Any]:
+    """JSON of `attnx check --format json`."""
+    engine, device, dtype = REFERENCE
+    return {
+        "format_version": FORMAT_VERSION,
+        "reference": {"engine": engine, "device": device, "dtype": dtype},
+        "passed": report.passed,
+        "rows": [
+            {
+                "engine": row.target.engine,
+                "device": row.target.device,
+                "dtype": row.target.dtype,
+                "tensor": row.tensor,
+                **diff_to_dict(row.diff),
+            }
+            for row in report.rows
+        ],
+        "unavailable": [{"engine": s.name, "problem": s.problem} for s in report.unavailable],
+    }
+
+
+def check_jsonl(report: CheckReport) -> str:
+    """JSON Lines: one record per checked row (as in ``check_to_dict``)."""
+    return to_jsonl({"format_version": FORMAT_VERSION, **row} for row in check_to_dict(report)["rows"])
+
+
+CHECK_METRICS = ("max_abs", "max_rel", "rtol", "atol", "passed")
+
+
+def check_csv(report: CheckReport) -> str:
+    """Tidy CSV: ``engine,device,dtype,tensor,metric,value`` (``passed`` is 1 or 0)."""
+    lines = ["engine,device,dtype,tensor,metric,value\n"]
+    for row in check_to_dict(report)["rows"]:
+        for metric in CHECK_METRICS:
+            value = float(row[metric])
+            lines.append(f"{row['engine']},{row['device']},{row['dtype']},{row['tensor']},{metric},{value!r}\n")
+    return "".join(lines)
+
+
+# `check --against`: one kernel's tensors against the reference.
 HEATMAP_PRECISION = 2
 
 
@@ -152,7 +223,7 @@ def verification_text(verification: Verification, width: int = 100) -> str:
     return buffer.getvalue().rstrip()
 
 
-def check_to_dict(check: TensorCheck, reference: AttentionResult) -> dict[str, Any]:
+def tensor_check_to_dict(check: TensorCheck, reference: AttentionResult) -> dict[str, Any]:
     """One tensor's verification as JSON keys."""
     return {
         "tensor": check.name,
@@ -183,7 +254,7 @@ def verification_to_dict(verification: Verification) -> dict[str, Any]:
         "kernel": verification.kernel,
         "dtype": verification.dtype,
         "passed": verification.passed,
-        "tensors": [check_to_dict(check, verification.reference) for check in verification.checks],
+        "tensors": [tensor_check_to_dict(check, verification.reference) for check in verification.checks],
         "skipped": [{"tensor": name, "reason": why} for name, why in verification.skipped],
         "diagnoses": [
             {"bug": d.bug, "detail": d.detail, "tensor": d.tensor, "max_abs": to_plain(np.asarray(d.max_abs))}

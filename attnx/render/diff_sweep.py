@@ -1,4 +1,4 @@
-"""Showing diffs (`attnx diff`): sweeps side by side with output shifts, and two sides tensor by tensor."""
+"""Showing a sweep (`attnx diff --heads 1,2,4`): the configurations side by side, with the output's shifts."""
 
 from __future__ import annotations
 

@@ -1,0 +1,267 @@
+"""How commands read their input: a file, stdin, a seed or the worked example, or a layer of --model on --text."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from attnx.errors import ChoiceError, InputError, UsageError
+from attnx.limits import Limits
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+    from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, TextFlags
+    from attnx.core.overrides import SettingOverrides
+    from attnx.core.spec import AttentionSpec
+    from attnx.io.schema import InputOverrides
+    from attnx.models import Model
+
+ALL = "all"
+STDIN = "-"
+
+
+def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
+    """``--layer``: ``"3"`` -> 3 (layers count from 0, as heads do); ``"all"`` -> None; default layer 0."""
+    if value is None:
+        return 0
+    if value.strip().lower() == ALL:
+        if not allow_all:
+            raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 0")
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise UsageError(f"--layer takes a layer number counted from 0{' or all' if allow_all else ''}, not {value!r}")
+    return number
+
+
+def read_text(text: str, limits: Limits) -> str:
+    """The text to run: ``--text`` itself, or with ``-`` the text on stdin (its final line breaks dropped,
+    as the shell's ``$(...)`` drops them), within ``max_bytes`` and valid UTF-8."""
+    if text != STDIN:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # bytes of the command line that are not UTF-8 arrive as surrogates
+            raise UsageError(f"--text is not UTF-8 text (character {exc.start} cannot be encoded)") from None
+        limits.check_bytes(size, "--text")
+        return text
+    from attnx.io.documents import read_bytes
+
+    raw, name = read_bytes(STDIN, limits)
+    try:
+        return raw.decode("utf-8-sig").rstrip("\r\n")  # a byte-order mark is dropped
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: the text is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+
+
+def check_model_options(
+    config: str | None, *, model: str | None, text: str | None, config_name: str = "CONFIG"
+) -> tuple[str, str]:
+    """The checkpoint folder and ``--text`` (``-``: stdin, not read yet), once --model's companions fit together."""
+    if model is None:
+        raise UsageError("--text and --layer go with --model DIR")
+    if config is not None:
+        raise UsageError(f"--model replaces {config_name}: give one or the other")
+    if text is None:
+        raise UsageError('--model needs the text to run: --text "..." (or --text - to read it from stdin)')
+    return model, text
+
+
+def refuse(flags: Mapping[str, object], why: str) -> None:
+    """A usage error naming the first of ``flags`` (flag -> value) that was given, with ``why``."""
+    given = [flag for flag, value in flags.items() if value not in (None, False)]
+    if given:
+        raise UsageError(f"{given[0]} {why}")
+
+
+class LayerProgress:
+    """A progress bar on stderr for the layers a forward pass runs (or other steps: ``unit`` names them).
+
+    Shown only with a console (the caller passes one for a terminal) and only once the work has
+    taken ``delay`` seconds: a small checkpoint and a short text finish before it would appear.
+    """
+
+    def __init__(self, description: str, console: Console | None, delay: float = 0.3, unit: str = "layers") -> None:
+        self.description = description
+        self.unit = unit
+        self.console = console
+        self.delay = delay
+        self.started = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        """Layers ``done`` of ``total``."""
+        if self.console is None:
+            return
+        if self._bar is None:
+            if time.monotonic() - self.started < self.delay:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn(self.description), BarColumn(), MofNCompleteColumn(), TextColumn(self.unit),
+                                 TimeElapsedColumn(), console=self.console, transient=True)  # fmt: skip
+            self._bar.start()
+            self._task = self._bar.add_task(self.description, total=total)
+        self._bar.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        """Take the bar off the screen."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __enter__(self) -> LayerProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def progress_for(description: str, quiet: bool, unit: str = "layers") -> LayerProgress:
+    """A LayerProgress on stderr when stderr is a terminal and not --quiet; otherwise one that shows nothing."""
+    console = None
+    if not quiet and sys.stderr.isatty():
+        from attnx.text import console as inert_console
+
+        console = inert_console(stderr=True)
+    return LayerProgress(description, console, unit=unit)
+
+
+@contextlib.contextmanager
+def flag_worded(template: str, kind: type[ChoiceError] = ChoiceError) -> Iterator[None]:
+    """Inside it, a ChoiceError of ``kind`` (a value that names nothing, or more than one thing, the input holds)
+    is worded with the flag that gave the value or can settle it: ``template`` holds the message's place, as
+    ``"--head {}"``."""
+    try:
+        yield
+    except kind as exc:
+        raise UsageError(template.format(exc)) from None
+
+
+def open_with_text(
+    config: str | None, checkpoint: TextFlags, backend: EngineFlags, caps: CapFlags, *, config_name: str = "CONFIG"
+) -> tuple[Model, str]:
+    """``--model``'s checkpoint, opened in the engine's dtype under the caps, and ``--text`` (read from stdin
+    for ``-``), once the options fit together; the caller closes the model."""
+    from attnx.engines import resolve_dtype
+    from attnx.models import open_model
+
+    limits = caps.limits()
+    path, given = check_model_options(config, model=checkpoint.model, text=checkpoint.text, config_name=config_name)
+    words = read_text(given, limits)  # stdin is read once every option is known to be right
+    options = backend.options()
+    return open_model(path, resolve_dtype(options["engine"], options["device"], options["dtype"]), limits), words
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """An opened checkpoint, the text it reads, the engine and device it runs on, and the work's progress bar."""
+
+    model: Model
+    text: str
+    engine: str
+    device: str
+    progress: LayerProgress
+
+
+@contextlib.contextmanager
+def model_session(
+    config: str | None,
+    checkpoint: TextFlags,
+    backend: EngineFlags,
+    caps: CapFlags,
+    task: str,
+    *,
+    quiet: bool,
+    unit: str = "layers",
+    config_name: str = "CONFIG",
+) -> Iterator[Session]:
+    """``open_with_text`` with a progress bar for ``task`` (counted in ``unit``); the checkpoint is closed and
+    the bar taken off on leaving."""
+    model, words = open_with_text(config, checkpoint, backend, caps, config_name=config_name)
+    options = backend.options()
+    with model, progress_for(task, quiet, unit=unit) as progress:
+        yield Session(model, words, options["engine"], options["device"], progress)
+
+
+def model_spec(
+    config: str | None,
+    checkpoint: ModelFlags,
+    backend: EngineFlags,
+    caps: CapFlags,
+    inputs: InputOverrides,
+    settings: SettingOverrides,
+    *,
+    quiet: bool = False,
+    config_name: str = "CONFIG",
+) -> AttentionSpec:
+    """Layer ``--layer`` (from 0) of ``--model`` on ``--text`` as a spec, as the model has it (``settings`` only
+    say the head count it will be split into).
+
+    The caps hold for the text, the checkpoint's files and every array the forward pass builds, checked
+    before the first layer runs; flags that describe random inputs are refused.
+    """
+    from attnx.models.runs import layer_spec
+
+    random = {"--seed": inputs.seed, "--tokens": inputs.tokens, "--d-model": inputs.d_model}
+    refuse(random, "describes random inputs; with --model the input is the model's layer")
+    index = parse_layer(checkpoint.layer)
+    assert index is not None  # parse_layer without allow_all never returns None
+    task = f"running layers before {index}"
+    with model_session(config, checkpoint, backend, caps, task, quiet=quiet, config_name=config_name) as run:
+        return layer_spec(run.model, run.text, index, engine=run.engine, device=run.device,
+                          heads=settings.get("heads"), progress=run.progress)  # fmt: skip
+
+
+def load_input(
+    config: str | None,
+    inputs: InputFlags,
+    checkpoint: ModelFlags,
+    caps: CapFlags,
+    backend: EngineFlags | None = None,
+    *,
+    drop_heads: list[int] | None = None,
+    quiet: bool = False,
+) -> AttentionSpec:
+    """The spec named by CONFIG (or ``--model``'s layer) with the settings the flags replace (see
+    ``load_input_with``)."""
+    described, settings = inputs.overrides(drop_heads)
+    return load_input_with(config, described, settings, checkpoint, caps, backend, quiet=quiet)
+
+
+def load_input_with(
+    config: str | None,
+    described: InputOverrides,
+    settings: SettingOverrides,
+    checkpoint: ModelFlags,
+    caps: CapFlags,
+    backend: EngineFlags | None = None,
+    *,
+    quiet: bool = False,
+    config_name: str = "CONFIG",
+) -> AttentionSpec:
+    """The spec named by CONFIG (``described`` by the flags of random inputs), or ``--model``'s layer, with
+    ``settings`` in place of its own: one way for files and models alike.
+
+    With ``--model``, the layers before ``--layer`` run on ``backend`` (default: NumPy, float64, CPU). The caps
+    are read first, so a bad cap value is refused whatever the input; they travel with the spec, and
+    ``attnx.engines.compute`` checks what it builds against them.
+    """
+    from attnx.cli.flags import EngineFlags
+
+    if checkpoint.wanted:
+        spec = model_spec(config, checkpoint, backend or EngineFlags(), caps, described, settings, quiet=quiet,
+                          config_name=config_name)  # fmt: skip
+    else:
+        from attnx.io import load_spec
+
+        spec = load_spec(config, described, caps.limits())
+    return settings.apply(spec)  # one way for both
