@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult, row_maxima
+from attnx.core.settings import AttentionSettings
 from attnx.errors import AmbiguousError, ChoiceError
 
 DEFAULT_TERMS = 8
@@ -114,10 +114,8 @@ class Trace:
     n_keys: int
     heads: tuple[HeadTrace, ...]
     output: np.ndarray
+    settings: AttentionSettings
     projected: np.ndarray | None = None
-    softcap: float | None = None
-    rotary: Rotary | None = None
-    window: int | None = None
 
 
 def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | None = None) -> int:
@@ -219,7 +217,7 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
     top = row_maxima(weights)
     exps, exp_max, exp_sum = softmax_terms(result.scaled[head, row], masked)
     shown = select_keys(weights, keys)
-    rotary = result.rotary
+    rotary = result.settings.rotary
     if rotary is not None:  # the slices before rotary positions turned them, each from its own position
         q_unturned = rotary.unturn(q[None, :], np.array([result.query_positions[row]]))[0]
         k_unturned = rotary.unturn(k[shown], np.asarray(shown))  # keys sit at positions 0 … M − 1
@@ -295,9 +293,7 @@ def build_trace(
         token=result.tokens[row],
         query=result.query_positions[row],
         scale=result.scale,
-        softcap=result.softcap,
-        window=result.window,
-        rotary=result.rotary,
+        settings=result.settings,
         n_heads=result.heads,
         n_keys=len(result.key_tokens),
         heads=tuple(_trace_head(result, h, row, terms, keys) for h in chosen),

@@ -96,6 +96,15 @@ class Rotary:
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ConfigError(f"rope fraction must be a number in (0, 1], got {fraction!r}")
 
+    def describe(self) -> str:
+        """``RoPE θ 10000 (half pairs, 0.5 of d_k, llama3 ×8)``: these settings in words."""
+        parts = [f"{self.pairs} pairs"]
+        if self.fraction != 1:
+            parts.append(f"{self.fraction:.2f} of d_k")
+        if self.scaling is not None:
+            parts.append(self.scaling.describe())
+        return f"RoPE θ {self.theta:g} ({', '.join(parts)})"
+
     def width(self, d_k: int) -> int:
         """How many of a head's ``d_k`` columns are turned: ``fraction × d_k``, rounded down to even."""
         return int(d_k * self.fraction) // 2 * 2

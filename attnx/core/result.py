@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from attnx.core.positions import Rotary
+from attnx.core.settings import AttentionSettings
 from attnx.core.spec import columns_of
 from attnx.core.tensors import COMPUTED, TENSORS
 
@@ -43,8 +43,8 @@ class AttentionResult:
     of K/V heads the input had before a ``--kv-heads`` override mean-pooled them (None: not pooled).
     ``matrix_rows`` names the query rows the H × N × M matrices and ``mask`` hold, when a command
     asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
-    ``rotary`` is the rotary-position setting Q and K were turned by (None: none); ``window`` the
-    sliding window each query saw (None: none); ``softcap`` the cap the scaled scores were bent by.
+    ``settings`` are the attention settings it was computed with (its rotary positions, window and soft cap
+    among them).
     """
 
     tokens: tuple[str, ...]
@@ -65,6 +65,7 @@ class AttentionResult:
     engine: str
     device: str
     dtype: str
+    settings: AttentionSettings
     query_positions: tuple[int, ...] = ()
     kv_heads: int = 0
     layout: str = "contiguous"
@@ -79,9 +80,6 @@ class AttentionResult:
     blocked_pairs: int | None = None
     kv_pooled_from: int | None = None
     matrix_rows: tuple[int, ...] | None = None
-    rotary: Rotary | None = None
-    window: int | None = None
-    softcap: float | None = None
 
     def __post_init__(self) -> None:
         for name in TENSORS:
@@ -138,9 +136,7 @@ class AttentionResult:
             dropped_heads=settings.dropped_heads,
             parameters=spec.parameters,
             kv_pooled_from=spec.kv_pooled_from,
-            rotary=settings.rotary,
-            window=settings.window,
-            softcap=settings.softcap,
+            settings=settings,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,26 @@ from attnx.errors import ConfigError
 
 SCALE_MODES = ("sqrt_dk", "sqrt_d_model", "none")
 LAYOUTS = ("contiguous", "interleaved")
+
+
+@dataclass(frozen=True)
+class Optional:
+    """A setting that is off (None) unless an input turns it on, as machine output and the summary line show it:
+    the JSON ``key`` (beside ``heads``, ``layout``, ...), its value there, and its words when on."""
+
+    field: str
+    key: str
+    words: Callable[[Any], str]
+    plain: Callable[[Any], Any] | None = None  # the JSON value of a value that is no JSON value itself
+
+
+# Every optional setting, in the order the summary line and the JSON give them. A new one is a field of
+# AttentionSettings, checked in its __post_init__, and an entry here.
+OPTIONAL = (
+    Optional("rotary", "rope", Rotary.describe, dataclasses.asdict),
+    Optional("window", "window", lambda window: f"sliding window {window}"),
+    Optional("softcap", "softcap", lambda cap: f"scores soft-capped at {cap:g}"),
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,24 @@ class AttentionSettings:
             )
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+    @property
+    def bends_scores(self) -> bool:
+        """True when the scaled scores pass a function before the softmax (a soft cap), which fused kernels and
+        the tiles' exp without a max pass cannot take."""
+        return self.softcap is not None
+
+    def described(self) -> list[str]:
+        """The optional settings that are on, in words (``sliding window 3``, ``RoPE θ 10000 (half pairs)``)."""
+        return [item.words(value) for item in OPTIONAL if (value := getattr(self, item.field)) is not None]
+
+    def optional_json(self) -> dict[str, Any]:
+        """Each optional setting under its JSON key, None when off (``{"window": 3, "softcap": None, ...}``)."""
+        json: dict[str, Any] = {}
+        for item in OPTIONAL:
+            value = getattr(self, item.field)
+            json[item.key] = value if value is None or item.plain is None else item.plain(value)
+        return json
 
     @property
     def group_size(self) -> int:

@@ -285,6 +285,22 @@ class AttentionSpec:
         settings = self.settings
         return settings.causal or settings.window is not None or self.mask is not None or self.padding is not None
 
+    @property
+    def future_hidden(self) -> bool:
+        """True when no query sees a key past its own position (causal, or a sliding window): a tiled engine
+        skips those tiles."""
+        return self.settings.causal or self.settings.window is not None
+
+    @property
+    def masked_beyond_causal(self) -> bool:
+        """True when some key a causal mask would show may still be blocked (a mask, padding or a window)."""
+        return self.mask is not None or self.padding is not None or self.settings.window is not None
+
+    def causal_only(self) -> bool:
+        """True when the only mask is causal, on queries in their original order: a fused causal kernel's."""
+        n = self.n_queries
+        return self.settings.causal and not self.masked_beyond_causal and self.query_positions == tuple(range(n))
+
     def allowed(self, rows: slice = slice(None)) -> np.ndarray | None:
         """``[query, key]`` booleans for query ``rows``, True where a query may attend a key; None when all may.
 

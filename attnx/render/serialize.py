@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -51,9 +50,7 @@ def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> di
         "scale": result.scale,
         "scale_mode": result.scale_mode,
         "layout": result.layout,
-        "rope": None if result.rotary is None else dataclasses.asdict(result.rotary),
-        "window": result.window,
-        "softcap": result.softcap,
+        **result.settings.optional_json(),
         "parameters": result.parameters,
         "engine": result.engine,
         "device": result.device,

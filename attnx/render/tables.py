@@ -142,8 +142,9 @@ def _head_sections(
     if Section.scaled in sections:
         assert held.scaled is not None  # as above
         title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
-        if result.softcap is not None:
-            title = f"scaled scores (× {fmt(result.scale, max(precision, 4))}, soft-capped at {result.softcap:g})"
+        if result.settings.softcap is not None:
+            cap = result.settings.softcap
+            title = f"scaled scores (× {fmt(result.scale, max(precision, 4))}, soft-capped at {cap:g})"
         tables.append(matrix_table(title, held.scaled[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.weights in sections:
@@ -277,12 +278,7 @@ def summary_line(result: AttentionResult, source: str) -> Text:
         extras.append(f"{pooled} ({kind} attention)")
     if result.layout != "contiguous":
         extras.append(f"layout {result.layout}")
-    if result.window is not None:
-        extras.append(f"sliding window {result.window}")
-    if result.softcap is not None:
-        extras.append(f"scores soft-capped at {result.softcap:g}")
-    if result.rotary is not None:
-        extras.append(rope_text(result.rotary))
+    extras += result.settings.described()
     if result.blocked_pairs is not None:
         extras.append(f"mask: {result.blocked_pairs} of {n * m} query-key pairs blocked ({MASKED})")
     if result.parameters:
@@ -296,9 +292,4 @@ def summary_line(result: AttentionResult, source: str) -> Text:
 
 def rope_text(rotary: Rotary) -> str:
     """``RoPE θ 10000 (half pairs, 0.5 of d_k, llama3 ×8)``: rotary settings in words."""
-    parts = [f"{rotary.pairs} pairs"]
-    if rotary.fraction != 1:
-        parts.append(f"{fmt(rotary.fraction, 2)} of d_k")
-    if rotary.scaling is not None:
-        parts.append(rotary.scaling.describe())
-    return f"RoPE θ {rotary.theta:g} ({', '.join(parts)})"
+    return rotary.describe()

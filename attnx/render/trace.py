@@ -190,7 +190,7 @@ def keys_table(head: HeadTrace, trace: Trace, precision: int, entries: int | Non
     are one last row with their total weight. A masked key's scores are shown as computed before
     the mask; its weight is the ``MASKED`` marker, as in every table.
     """
-    table = _table(f"scores (scaled = {scaled_rule(trace.scale, trace.softcap, precision)}) and weights")
+    table = _table(f"scores (scaled = {scaled_rule(trace.scale, trace.settings.softcap, precision)}) and weights")
     if arithmetic:
         _vectors(table, "K_h[key]", "Q·K term by term")
     _numbers(table, "raw", "scaled", "masked", "weight")
@@ -275,7 +275,7 @@ def unturned_table(head: HeadTrace, precision: int, entries: int | None) -> Tabl
 
 def turned(trace: Trace) -> str:
     """`` (after RoPE at position 1)`` when rotary positions turned Q (and each K at its own position), else ``""``."""
-    if trace.rotary is None:
+    if trace.settings.rotary is None:
         return ""
     return f"  (after RoPE at position {trace.query})"
 
@@ -307,7 +307,7 @@ def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None
         Text(f"Q_h[{token}] = {fmt_vector(head.query, precision, entries)}{turned(trace)}"),
         *rope_lines(head, token, precision, entries),
         Fitted(keys_table(head, trace, precision, entries), split),
-        *rope_tables(head, trace.rotary, precision, entries),
+        *rope_tables(head, trace.settings.rotary, precision, entries),
         Text(""),
         Fitted(softmax_table(head, precision), softmax_table(head, precision, stacked=True)),
         Text(""),
@@ -339,8 +339,8 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
     else:
         which = f"{trace.n_heads} head{'s' if trace.n_heads > 1 else ''}"
     sizes = f"{trace.n_keys} keys · d_model {len(trace.output)} · {which}"
-    if trace.window is not None:
-        sizes += f" · window {trace.window}"
+    if trace.settings.window is not None:
+        sizes += f" · window {trace.settings.window}"
     title = f"Trace of {trace.token!r} (query {trace.query}) · {sizes}"
     parts: list[RenderableType] = [Text(title, style="bold")]
     parts += [head_view(head, trace, precision, entries) for head in trace.heads]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 from typing import Any
 
@@ -81,9 +80,7 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
         "n_heads": trace.n_heads,
         "n_keys": trace.n_keys,
         "scale": _number(trace.scale),
-        "softcap": trace.softcap,
-        "window": trace.window,
-        "rope": None if trace.rotary is None else dataclasses.asdict(trace.rotary),
+        **trace.settings.optional_json(),
         "heads": [_head_to_dict(head) for head in trace.heads],
         "output": to_plain(trace.output),
         "projected": None if trace.projected is None else to_plain(trace.projected),

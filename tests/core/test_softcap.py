@@ -39,7 +39,7 @@ class TestSoftcap:
         blocked = np.where(np.tril(np.ones((6, 6), dtype=bool)), expected, -np.inf)
         np.testing.assert_allclose(result.weights, softmax(blocked), rtol=1e-12, atol=1e-15)
         assert np.abs(result.scaled).max() < 5.0 < np.abs(result.scores * spec.multiplier).max()
-        assert result.softcap == 5.0
+        assert result.settings.softcap == 5.0
 
     def test_long_inputs_and_torch(self) -> None:
         """600 tokens × 4 heads with a cap: NumPy's output path and torch's equal the one-piece result."""

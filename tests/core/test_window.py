@@ -33,7 +33,7 @@ class TestWindow:
         explicit = AttentionSpec.build(q=windowed.inputs.q, k=windowed.inputs.k, v=windowed.inputs.v, heads=2,
                                        tokens=windowed.tokens, key_tokens=windowed.key_tokens, mask=expected)  # fmt: skip
         np.testing.assert_array_equal(compute(windowed).weights, compute(explicit).weights)
-        assert compute(windowed).window == 3 and compute(windowed).blocked_pairs == 36 - 15
+        assert compute(windowed).settings.window == 3 and compute(windowed).blocked_pairs == 36 - 15
 
     def test_a_window_as_long_as_the_input_is_causal(self) -> None:
         """A window of N keys or more blocks only what the causal mask blocks."""
