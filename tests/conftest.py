@@ -1,4 +1,7 @@
-"""Shared fixtures: the worked example's published numbers and a CLI runner."""
+"""Shared test set-up: the worked example's published numbers and the checkpoint fixtures.
+
+Tests run attnx as a user does with tests/runner.py (``run_attnx``), the one CLI harness.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +22,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault(variable, "1")
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
 
 # Tiny BERT, GPT-2 and decoder checkpoints (and the engine fixture) for tests/models and tests/cli.
 pytest_plugins = ("tests.models.checkpoints", "tests.models.decoders")
@@ -123,8 +124,3 @@ TRACES = {
 
 # Four decimals as printed: a value is right when it rounds to the printed figure.
 DECIMALS_4 = 0.5e-4 + 1e-12
-
-
-@pytest.fixture
-def runner() -> CliRunner:
-    return CliRunner()

@@ -5,11 +5,10 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from attnx.analysis import bench
 from attnx.analysis.bench import BenchSettings, run_bench
-from attnx.cli import app
+from tests.runner import run_attnx
 
 
 class TestRunBench:
@@ -69,20 +68,21 @@ class TestRunBench:
 
 
 class TestBenchCommand:
-    def test_json(self, runner: CliRunner) -> None:
+    def test_json(self) -> None:
         """--format json carries the settings and one row per engine and length."""
-        result = runner.invoke(app, ["bench", "--lengths", "16,32", "--engines", "numpy", "-H", "2", "--d-model", "8",
-                                     "--repeat", "1", "--path", "weights", "--format", "json"])  # fmt: skip
-        assert result.exit_code == 0, result.output
+        result = run_attnx("bench", "--lengths", "16,32", "--engines", "numpy", "-H", "2", "--d-model", "8",
+                           "--repeat", "1", "--path", "weights", "--format", "json")  # fmt: skip
+        assert result.code == 0, result.stderr
         data = json.loads(result.stdout)
         assert data["format_version"] == "1.4" and data["settings"]["path"] == "weights"
         assert [(r["engine"], r["length"]) for r in data["rows"]] == [("numpy", 16), ("numpy", 32)]
 
-    def test_table(self, runner: CliRunner) -> None:
+    def test_table(self) -> None:
         """The table names its columns; nothing but the table reaches stdout."""
-        result = runner.invoke(app, ["bench", "--lengths", "16", "--engines", "numpy", "--repeat", "1", "-H", "1",
-                                     "--d-model", "4"])  # fmt: skip
-        assert result.exit_code == 0
+        result = run_attnx(
+            "bench", "--lengths", "16", "--engines", "numpy", "--repeat", "1", "-H", "1", "--d-model", "4"
+        )
+        assert result.code == 0
         assert "GFLOP/s" in result.stdout and "weights MiB" in result.stdout and result.stderr == ""
 
     @pytest.mark.parametrize(
@@ -94,8 +94,8 @@ class TestBenchCommand:
             (["-H", "3", "--d-model", "8"], "--d-model 8 is not divisible by --heads 3"),
         ],
     )
-    def test_bad_options(self, runner: CliRunner, args: list[str], message: str) -> None:
+    def test_bad_options(self, args: list[str], message: str) -> None:
         """Bad options are exit 2 with one line."""
-        result = runner.invoke(app, ["bench", *args])
-        assert result.exit_code == 2
-        assert message in result.stderr
+        result = run_attnx("bench", *args)
+        assert result.code == 2 and result.stdout == ""
+        assert message in result.stderr and result.stderr.count("\n") == 1

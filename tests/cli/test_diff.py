@@ -8,22 +8,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from attnx.cli import app
 from attnx.io import load_spec
 from attnx.render.numbers import MASKED, fmt
 from attnx.render.tolerance import sci, tolerance_text
 from tests.analysis.test_diff import needs_pooling
 from tests.engines.test_engines import reference
+from tests.runner import Outcome, run_attnx
 from tests.specs import loaded
 
 RANDOM = ["--seed", "0", "--tokens", "The cat sat on mat", "--d-model", "4"]
 
 
-def invoke(runner: CliRunner, *args: str, code: int = 0, input: str | None = None, columns: int = 120):
-    result = runner.invoke(app, list(args), input=input, env={"COLUMNS": str(columns)})
-    assert result.exit_code == code, result.output
+def invoke(*args: str, code: int = 0, stdin: bytes = b"", columns: int = 120) -> Outcome:
+    """`attnx ARGS` piped, ``columns`` wide, which must exit with ``code``."""
+    result = run_attnx(*args, stdin=stdin, env={"COLUMNS": str(columns)})
+    assert result.code == code, result.stderr
     return result
 
 
@@ -37,10 +37,10 @@ def whole_numbers(text: str) -> set[str]:
 
 
 @pytest.fixture
-def worked_json(runner: CliRunner, tmp_path: Path) -> str:
+def worked_json(tmp_path: Path) -> str:
     """The worked example's result, as `attnx run --format json` writes it."""
     path = tmp_path / "worked.json"
-    path.write_text(invoke(runner, "run", "-f", "json").stdout)
+    path.write_text(invoke("run", "-f", "json").stdout)
     return str(path)
 
 
@@ -55,9 +55,9 @@ def input_file(tmp_path: Path, name: str, nudge: float = 0.0, **changes: object)
 
 
 class TestHeadsSweep:
-    def test_json_matches_a_per_head_loop(self, runner: CliRunner) -> None:
+    def test_json_matches_a_per_head_loop(self) -> None:
         """`diff --heads 1,2,4 -f json`: each configuration's weights and output equal an explicit loop; shifts too."""
-        data = json.loads(invoke(runner, "diff", "--heads", "1,2,4", "-f", "json").stdout)
+        data = json.loads(invoke("diff", "--heads", "1,2,4", "-f", "json").stdout)
         assert next(iter(data)) == "format_version" and data["mode"] == "sweep" and data["varied"] == "heads"
         assert [c["label"] for c in data["configs"]] == ["H=1", "H=2", "H=4"]
         spec = load_spec()
@@ -75,9 +75,9 @@ class TestHeadsSweep:
             np.testing.assert_allclose(s["max_abs"], np.abs(change).max(axis=1), rtol=1e-12)
             assert s["l2_overall"] == pytest.approx(np.linalg.norm(change), rel=1e-12)
 
-    def test_table_shows_every_configuration_and_the_shifts(self, runner: CliRunner) -> None:
+    def test_table_shows_every_configuration_and_the_shifts(self) -> None:
         """The table names each configuration, prints the tutorial's "cat" row for H=1 and the shifts."""
-        out = invoke(runner, "diff", "--heads", "1,2,4").stdout
+        out = invoke("diff", "--heads", "1,2,4").stdout
         for title in ("H=1 · 1 head × d_k 4", "H=2 · 2 heads × d_k 2", "H=4 · 4 heads × d_k 1"):
             assert title in out
         assert "cat   0.4026   0.0898   0.2442" in out
@@ -85,11 +85,11 @@ class TestHeadsSweep:
         one, two = (reference(load_spec().with_heads(h))["output"] for h in (1, 2))
         assert f"{np.linalg.norm(two[1] - one[1]):.4f}" in out  # "cat", H=1 → H=2
 
-    def test_head_count_that_does_not_divide_is_a_row(self, runner: CliRunner) -> None:
+    def test_head_count_that_does_not_divide_is_a_row(self) -> None:
         """H=3 on d_model 4: reported with the reason, exit 0, the others still shown."""
-        out = invoke(runner, "diff", "--heads", "1,3,2").stdout
+        out = invoke("diff", "--heads", "1,3,2").stdout
         assert "H=3: not computed: d_model 4 is not divisible by heads 3; head counts that work: 1, 2, 4" in out
-        data = json.loads(invoke(runner, "diff", "--heads", "1,3", "-f", "json").stdout)
+        data = json.loads(invoke("diff", "--heads", "1,3", "-f", "json").stdout)
         assert data["configs"][1] == {
             "label": "H=3",
             "value": 3,
@@ -97,33 +97,33 @@ class TestHeadsSweep:
         }
         assert data["shifts"] == []
 
-    def test_scale_sweep_shows_saturation(self, runner: CliRunner) -> None:
+    def test_scale_sweep_shows_saturation(self) -> None:
         """--scale on random d_k = 64 rows: without scaling the scores spread ~√64 times wider and max weights grow."""
         args = ["--seed", "3", "--tokens", "a b c d e f g h i j", "--d-model", "64", "-f", "json"]
-        data = json.loads(invoke(runner, "diff", "--scale", "sqrt_dk,none", *args).stdout)
+        data = json.loads(invoke("diff", "--scale", "sqrt_dk,none", *args).stdout)
         scaled, unscaled = data["configs"]
         assert unscaled["scaled_std"][0] == pytest.approx(8 * scaled["scaled_std"][0], rel=1e-12)
         assert unscaled["mean_max_weight"][0] > 2 * scaled["mean_max_weight"][0]
 
-    def test_layout_sweep_table(self, runner: CliRunner) -> None:
+    def test_layout_sweep_table(self) -> None:
         """--layout contiguous,interleaved: the second configuration's heads 0 and 1 read columns 0,2 and 1,3."""
-        out = invoke(runner, "diff", "--layout", "contiguous,interleaved").stdout
+        out = invoke("diff", "--layout", "contiguous,interleaved").stdout
         assert "Head 0 · columns 0,2 · d_k = 2" in out and "Head 1 · columns 1,3 · d_k = 2" in out
         assert "layout=interleaved" in out
 
-    def test_heads_count_from_0(self, runner: CliRunner) -> None:
+    def test_heads_count_from_0(self) -> None:
         """The configurations table names heads H0.. and gives each its own saturation numbers."""
-        out = invoke(runner, "diff", "--heads", "1,2,4").stdout
-        data = json.loads(invoke(runner, "diff", "--heads", "1,2,4", "-f", "json").stdout)
+        out = invoke("diff", "--heads", "1,2,4").stdout
+        data = json.loads(invoke("diff", "--heads", "1,2,4", "-f", "json").stdout)
         four = data["configs"][2]
         for h in range(4):
             std, top = fmt(four["scaled_std"][h], 4), fmt(four["mean_max_weight"][h], 4)
             assert re.search(rf"\bH{h}\s+{std}\s+{top}\b", out)
         assert "H4" not in out and "Head 4" not in out
 
-    def test_fixed_setting_beside_the_sweep(self, runner: CliRunner) -> None:
+    def test_fixed_setting_beside_the_sweep(self) -> None:
         """One value of another sweep flag fixes that setting: --scale none --heads 1,2 multiplies by 1 in both."""
-        data = json.loads(invoke(runner, "diff", "--scale", "none", "--heads", "1,2", "-f", "json").stdout)
+        data = json.loads(invoke("diff", "--scale", "none", "--heads", "1,2", "-f", "json").stdout)
         assert data["varied"] == "heads"
         assert [(c["heads"], c["scale_mode"], c["scale"]) for c in data["configs"]] == [
             (1, "none", 1.0),
@@ -147,22 +147,22 @@ class TestHeadsSweep:
             (["--heads", "1,2", "--atol", "1"], "--rtol and --atol apply to two inputs"),
         ],
     )
-    def test_usage_errors(self, runner: CliRunner, args: list[str], message: str) -> None:
+    def test_usage_errors(self, args: list[str], message: str) -> None:
         """Wrong sweep flags are exit 2 with one line."""
-        assert message in invoke(runner, "diff", *args, code=2).stderr
+        assert message in invoke("diff", *args, code=2).stderr
 
 
 class TestRows:
-    def test_sweep_tables_keep_to_rows(self, runner: CliRunner) -> None:
+    def test_sweep_tables_keep_to_rows(self) -> None:
         """A sweep over 30 tokens at --rows 2: weights, output and shift tables show t0, ⋮, t29."""
         tokens = " ".join(f"t{i}" for i in range(30))
-        out = invoke(runner, "diff", "--heads", "1,2", "--seed", "0", "--tokens", tokens, "--d-model", "4",
+        out = invoke("diff", "--heads", "1,2", "--seed", "0", "--tokens", tokens, "--d-model", "4",
                      "--rows", "2").stdout  # fmt: skip
         assert "t0 " in out and "t29 " in out and "t15 " not in out
         # weights (1 + 2 heads), two outputs and two shift tables, each with its note
         assert out.count("28 of 30 rows left out (⋮)") == 7
 
-    def test_locations_are_text_not_markup(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_locations_are_text_not_markup(self, tmp_path: Path) -> None:
         """The largest differences name tokens as typed: [b] is not read as Rich markup."""
         spec = load_spec()
         doc = {"tokens": ["[b]", "x", "y", "z", "w"], "heads": 2, "q": spec.inputs.q.tolist(), "k": spec.inputs.k.tolist(),
@@ -170,29 +170,27 @@ class TestRows:
         a, b = tmp_path / "a.json", tmp_path / "b.json"
         a.write_text(json.dumps(doc))
         b.write_text(json.dumps({**doc, "scale": 0.75}))
-        out = invoke(runner, "diff", str(a), str(b), code=1).stdout
+        out = invoke("diff", str(a), str(b), code=1).stdout
         assert "head 0 · x → [b]" in out
 
 
 class TestTwoInputs:
-    def test_equal_is_exit_0(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+    def test_equal_is_exit_0(self, worked_json: str, tmp_path: Path) -> None:
         """A JSON result against the input it came from: every tensor 0 apart, exit 0."""
-        out = invoke(runner, "diff", worked_json, input_file(tmp_path, "same.json")).stdout
+        out = invoke("diff", worked_json, input_file(tmp_path, "same.json")).stdout
         assert "A and B agree: all 9 tensors compared are within tolerance" in out
         assert "(saved result, float64)" in out and "(input, computed here, float64)" in out
 
-    def test_near_equal_is_exit_0(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+    def test_near_equal_is_exit_0(self, worked_json: str, tmp_path: Path) -> None:
         """Q nudged by 1e-12 stays within rtol 1e-7, atol 1e-7."""
-        data = json.loads(
-            invoke(runner, "diff", worked_json, input_file(tmp_path, "near.json", 1e-12), "-f", "json").stdout
-        )
+        data = json.loads(invoke("diff", worked_json, input_file(tmp_path, "near.json", 1e-12), "-f", "json").stdout)
         assert data["passed"] is True
         assert 0 < data["tensors"][0]["max_abs"] < 1e-11
 
-    def test_different_is_exit_1_with_locations(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+    def test_different_is_exit_1_with_locations(self, worked_json: str, tmp_path: Path) -> None:
         """A different scale: exit 1; the largest weight difference is at head 0, query sat, key sat."""
         other = input_file(tmp_path, "scaled.json", scale=0.75)
-        data = json.loads(invoke(runner, "diff", worked_json, other, "-f", "json", code=1).stdout)
+        data = json.loads(invoke("diff", worked_json, other, "-f", "json", code=1).stdout)
         weights = next(t for t in data["tensors"] if t["tensor"] == "weights")
         assert data["passed"] is False and weights["passed"] is False
         assert weights["axes"] == ["head", "query", "key"] and weights["worst_index"] == [0, 2, 2]
@@ -201,37 +199,37 @@ class TestTwoInputs:
         a, b = (math.exp(2 * m) / sum(math.exp(x * m) for x in (1, 1, 2, 0, 1)) for m in (2**-0.5, 0.75))
         assert (top["a"], top["b"]) == (pytest.approx(a, rel=1e-12), pytest.approx(b, rel=1e-12))
         assert top["abs_diff"] == pytest.approx(b - a, rel=1e-9)
-        table = invoke(runner, "diff", worked_json, other, code=1).stdout
+        table = invoke("diff", worked_json, other, code=1).stdout
         assert "head 0 · sat → sat" in table and "A and B differ: 5 of 9 tensors" in table
 
-    def test_tolerance_flags(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+    def test_tolerance_flags(self, worked_json: str, tmp_path: Path) -> None:
         """--atol large enough turns the same comparison into exit 0."""
         other = input_file(tmp_path, "scaled.json", scale=0.75)
-        invoke(runner, "diff", worked_json, other, "--atol", "0.2")
+        invoke("diff", worked_json, other, "--atol", "0.2")
 
-    def test_shapes_differ_is_exit_1(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+    def test_shapes_differ_is_exit_1(self, worked_json: str, tmp_path: Path) -> None:
         """Two heads against four: 'shapes differ' rows, exit 1, no traceback."""
         four = input_file(tmp_path, "four.json", heads=4)
-        result = invoke(runner, "diff", worked_json, four, "-f", "json", code=1)
+        result = invoke("diff", worked_json, four, "-f", "json", code=1)
         weights = next(t for t in json.loads(result.stdout)["tensors"] if t["tensor"] == "weights")
         assert weights["problem"] == "shapes differ: (2,5,5) vs (4,5,5)" and weights["max_abs"] is None
-        assert "shapes differ" in invoke(runner, "diff", worked_json, four, code=1).stdout
+        assert "shapes differ" in invoke("diff", worked_json, four, code=1).stdout
 
-    def test_nan_is_null_and_fails(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+    def test_nan_is_null_and_fails(self, worked_json: str, tmp_path: Path) -> None:
         """A null (NaN) weight in a JSON result: the difference is NaN, written as null, and fails."""
         data = json.loads(Path(worked_json).read_text())
         data["weights"][0][0][0] = None
         broken = tmp_path / "broken.json"
         broken.write_text(json.dumps(data))
-        out = json.loads(invoke(runner, "diff", str(broken), worked_json, "-f", "json", code=1).stdout)
+        out = json.loads(invoke("diff", str(broken), worked_json, "-f", "json", code=1).stdout)
         weights = next(t for t in out["tensors"] if t["tensor"] == "weights")
         assert (weights["max_abs"], weights["passed"]) == (None, False)
         assert weights["largest"][0]["index"] == [0, 0, 0] and weights["largest"][0]["a"] is None
 
-    def test_stdin_side(self, runner: CliRunner, worked_json: str) -> None:
+    def test_stdin_side(self, worked_json: str) -> None:
         """`-` reads one side from stdin, input or result alike."""
         text = Path(worked_json).read_text()
-        invoke(runner, "diff", "-", worked_json, input=text)
+        invoke("diff", "-", worked_json, stdin=text.encode())
 
     @pytest.mark.parametrize(
         ("args", "message"),
@@ -240,21 +238,21 @@ class TestTwoInputs:
             (["-", "-"], "only one of A and B can be -"),
         ],
     )
-    def test_bad_input_is_exit_2(self, runner: CliRunner, args: list[str], message: str) -> None:
+    def test_bad_input_is_exit_2(self, args: list[str], message: str) -> None:
         """Unreadable inputs are exit 2 with one line."""
-        assert message in invoke(runner, "diff", *args, code=2).stderr
+        assert message in invoke("diff", *args, code=2).stderr
 
-    def test_sweep_flag_with_two_inputs_is_exit_2(self, runner: CliRunner, worked_json: str) -> None:
+    def test_sweep_flag_with_two_inputs_is_exit_2(self, worked_json: str) -> None:
         """Two inputs and a sweep flag contradict each other."""
         assert (
             "give two inputs A B, or one input"
-            in invoke(runner, "diff", worked_json, worked_json, "--heads", "1,2", code=2).stderr
+            in invoke("diff", worked_json, worked_json, "--heads", "1,2", code=2).stderr
         )
 
-    def test_heatmap_of_differences(self, runner: CliRunner, worked_json: str, tmp_path: Path) -> None:
+    def test_heatmap_of_differences(self, worked_json: str, tmp_path: Path) -> None:
         """--view heatmap adds |A − B| of the weights per head, with its legend."""
         other = input_file(tmp_path, "scaled.json", scale=0.75)
-        out = invoke(runner, "diff", worked_json, other, "--view", "heatmap", code=1).stdout
+        out = invoke("diff", worked_json, other, "--view", "heatmap", code=1).stdout
         assert "Head 0 · |A − B| of weights" in out and "Head 1 · |A − B| of weights" in out
         assert "Head 2" not in out and "|A − B| of weights: ' ' 0.0000" in out
 
@@ -283,9 +281,9 @@ def pooled(m: np.ndarray, kv_before: int, kv_heads: int) -> np.ndarray:
 
 
 class TestKvHeadsSweep:
-    def test_labels_and_values_the_input_cannot_take(self, runner: CliRunner) -> None:
+    def test_labels_and_values_the_input_cannot_take(self) -> None:
         """gqa.yaml at 2 K/V heads is computed as it is; 4 K/V heads (more than it has) is reported, not raised."""
-        data = json.loads(invoke(runner, "diff", "configs/gqa.yaml", "--kv-heads", "2,4", "-f", "json").stdout)
+        data = json.loads(invoke("diff", "configs/gqa.yaml", "--kv-heads", "2,4", "-f", "json").stdout)
         assert data["varied"] == "kv_heads" and [c["label"] for c in data["configs"]] == ["kv_heads=2", "kv_heads=4"]
         two, four = data["configs"]
         assert (two["heads"], two["kv_heads"], two["kv_pooled_from"], two["error"]) == (4, 2, None, None)
@@ -296,19 +294,19 @@ class TestKvHeadsSweep:
         assert "weights" not in four and "kv_heads" in four["error"]
         assert data["shifts"] == []
 
-    def test_random_input_keeps_its_draw(self, runner: CliRunner) -> None:
+    def test_random_input_keeps_its_draw(self) -> None:
         """--heads 4 fixes the head count of a random input; its 4 K/V heads are `run --seed 0 -H 4`'s."""
-        data = json.loads(invoke(runner, "diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2", "-f", "json").stdout)
-        mha = json.loads(invoke(runner, "run", *RANDOM, "-H", "4", "-f", "json").stdout)
+        data = json.loads(invoke("diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2", "-f", "json").stdout)
+        mha = json.loads(invoke("run", *RANDOM, "-H", "4", "-f", "json").stdout)
         first = data["configs"][0]
         assert (first["label"], first["heads"], first["kv_heads"]) == ("kv_heads=4", 4, 4)
         np.testing.assert_array_equal(first["weights"], mha["weights"])
         np.testing.assert_array_equal(first["output"], mha["output"])
 
     @needs_pooling
-    def test_gqa_sweep_pools(self, runner: CliRunner) -> None:
+    def test_gqa_sweep_pools(self) -> None:
         """gqa.yaml pooled to one K/V head: its keys average to [0.5, 0.5] each, so every weight is 1/3."""
-        data = json.loads(invoke(runner, "diff", "configs/gqa.yaml", "--kv-heads", "1,2,4", "-f", "json").stdout)
+        data = json.loads(invoke("diff", "configs/gqa.yaml", "--kv-heads", "1,2,4", "-f", "json").stdout)
         one, two, four = data["configs"]
         assert (one["kv_heads"], one["kv_pooled_from"], one["error"]) == (1, 2, None)
         np.testing.assert_allclose(one["weights"], np.full((4, 3, 3), 1 / 3), rtol=1e-13)
@@ -318,14 +316,14 @@ class TestKvHeadsSweep:
         change = np.asarray(two["output"]) - 1 / 3
         assert (shift["from"], shift["to"]) == (0, 1)
         np.testing.assert_allclose(shift["l2"], np.linalg.norm(change, axis=1), rtol=1e-12)
-        out = invoke(runner, "diff", "configs/gqa.yaml", "--kv-heads", "1,2,4").stdout
+        out = invoke("diff", "configs/gqa.yaml", "--kv-heads", "1,2,4").stdout
         assert "kv_heads=1 · 4 heads × d_k 2 · K/V heads mean-pooled 2 → 1" in out
 
     @needs_pooling
-    def test_random_sweep_compares_all_three(self, runner: CliRunner) -> None:
+    def test_random_sweep_compares_all_three(self) -> None:
         """4, 2 and 1 K/V heads of one random draw: each pooled configuration equals attention on K/V pooled by hand."""
         args = ["diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2,1", "-f", "json"]
-        data = json.loads(invoke(runner, *args).stdout)
+        data = json.loads(invoke(*args).stdout)
         assert [c["error"] for c in data["configs"]] == [None, None, None]
         base = loaded(seed=0, tokens=("The", "cat", "sat", "on", "mat"), d_model=4, heads=4)
         for config in data["configs"]:
@@ -381,72 +379,70 @@ class TestLegibleWidths:
 
     @pytest.mark.parametrize("columns", [60, 80, 100])
     @pytest.mark.parametrize("kind", SWEEPS)
-    def test_sweep_numbers_whole(self, runner: CliRunner, kind: str, columns: int) -> None:
+    def test_sweep_numbers_whole(self, kind: str, columns: int) -> None:
         """At 60, 80 and 100 columns every number of the sweep's JSON shows whole in its table."""
         args, matrices = self.SWEEPS[kind]
-        data = json.loads(invoke(runner, "diff", *args, "-f", "json").stdout)
-        out = invoke(runner, "diff", *args, columns=columns).stdout
+        data = json.loads(invoke("diff", *args, "-f", "json").stdout)
+        out = invoke("diff", *args, columns=columns).stdout
         self.check(out, sweep_numbers(data, matrices), columns)
 
     @needs_pooling
     @pytest.mark.parametrize("columns", [60, 80, 100])
-    def test_pooled_sweep_numbers_whole(self, runner: CliRunner, columns: int) -> None:
+    def test_pooled_sweep_numbers_whole(self, columns: int) -> None:
         """A --kv-heads 4,2,1 sweep of a random input: every number whole, its labels on the shift tables."""
         args = ["diff", *RANDOM, "--heads", "4", "--kv-heads", "4,2,1"]
-        data = json.loads(invoke(runner, *args, "-f", "json").stdout)
+        data = json.loads(invoke(*args, "-f", "json").stdout)
         assert [c["error"] for c in data["configs"]] == [None, None, None] and len(data["shifts"]) == 3
-        out = invoke(runner, *args, columns=columns).stdout
+        out = invoke(*args, columns=columns).stdout
         self.check(out, sweep_numbers(data, True), columns)
 
     @pytest.mark.parametrize("columns", [60, 80, 100])
     @pytest.mark.parametrize("dtype", ["float64", "float32"])
-    def test_two_inputs_numbers_whole(
-        self, runner: CliRunner, worked_json: str, tmp_path: Path, dtype: str, columns: int
-    ) -> None:
+    def test_two_inputs_numbers_whole(self, worked_json: str, tmp_path: Path, dtype: str, columns: int) -> None:
         """`diff A B` (float32: a tolerance per tensor): differences, tolerances and the largest ones whole."""
         args = ["diff", worked_json, input_file(tmp_path, "scaled.json", scale=0.75), "--dtype", dtype]
-        data = json.loads(invoke(runner, *args, "-f", "json", code=1).stdout)
-        out = invoke(runner, *args, columns=columns, code=1).stdout
+        data = json.loads(invoke(*args, "-f", "json", code=1).stdout)
+        out = invoke(*args, columns=columns, code=1).stdout
         self.check(out, comparison_numbers(data), columns)
         for row in data["tensors"]:
             assert row["tensor"] in out
 
-    def test_shift_labels_where_they_fit(self, runner: CliRunner) -> None:
+    def test_shift_labels_where_they_fit(self) -> None:
         """Labels head the shift columns where they fit (H=1 → H=2 at 80, the scales' at 120); else letters."""
-        heads = invoke(runner, "diff", "--heads", "1,2,4", columns=80).stdout
+        heads = invoke("diff", "--heads", "1,2,4", columns=80).stdout
         assert "H=1 → H=2" in heads and "A → B" not in heads
         args = ["diff", "--scale", "sqrt_dk,sqrt_d_model,none"]
-        wide, narrow = (invoke(runner, *args, columns=columns).stdout for columns in (120, 80))
+        wide, narrow = (invoke(*args, columns=columns).stdout for columns in (120, 80))
         assert "scale=sqrt_dk → scale=none" in wide and "A → C" not in wide
         assert "A → B" in narrow and "A → C" in narrow and "scale=sqrt_dk → scale=none" not in narrow
         assert "A = scale=sqrt_dk · B = scale=sqrt_d_model · C = scale=none" in narrow
 
-    def test_many_shifts_continue_below(self, runner: CliRunner) -> None:
+    def test_many_shifts_continue_below(self) -> None:
         """Six scales give nine shift columns: at 60 columns they continue in a second table, none left out."""
         args = ["diff", "--scale", "0.1,0.2,0.3,0.4,0.5,0.6"]
-        data = json.loads(invoke(runner, *args, "-f", "json").stdout)
-        out = invoke(runner, *args, columns=60).stdout
+        data = json.loads(invoke(*args, "-f", "json").stdout)
+        out = invoke(*args, columns=60).stdout
         assert "L2 shift of output per token (continued)" in out and "columns left out" not in out.split("Output")[1]
         self.check(out, sweep_numbers(data, True), 60)
 
 
 class TestMaskedCells:
-    def test_sweep_weights_look_as_in_run(self, runner: CliRunner) -> None:
+    def test_sweep_weights_look_as_in_run(self) -> None:
         """A causal input's weights in a sweep read line for line as `run` prints them, masked cells included."""
         config = "configs/causal-self-attention.yaml"
-        run = invoke(runner, "run", config, "--show", "weights", columns=60).stdout
-        out = invoke(runner, "diff", config, "--heads", "2,1", columns=60).stdout
+        run = invoke("run", config, "--show", "weights", columns=60).stdout
+        out = invoke("diff", config, "--heads", "2,1", columns=60).stdout
         rows = [line for line in run.splitlines() if re.match(r"\w+ +\d\.\d{4} ", line)]
         assert len(rows) == 12 and all(line in out.splitlines() for line in rows)  # 2 heads × 6 tokens
         assert f"the   1.0000{MASKED:>9}" in out  # "the" attends to itself only
         assert "masked (weight 0)" in out
 
-    def test_delta_heatmap_marks_pairs_masked_on_both_sides(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_delta_heatmap_marks_pairs_masked_on_both_sides(self, tmp_path: Path) -> None:
         """|A − B| of a causal result against its input: blocked pairs show the marker, the others 0.0000."""
         config = "configs/causal-self-attention.yaml"
         saved = tmp_path / "causal.json"
-        saved.write_text(invoke(runner, "run", config, "-f", "json").stdout)
-        out = invoke(runner, "diff", str(saved), config, "--view", "heatmap", "--no-color").stdout
+        saved.write_text(invoke("run", config, "-f", "json").stdout)
+        out = invoke("diff", str(saved), config, "--view", "heatmap", "--no-color").stdout
         first = next(line for line in out.splitlines() if line.startswith("the "))
         assert first.split() == ["the", "0.0000", *[MASKED] * 5]
         assert "masked (weight 0)" in out

@@ -6,10 +6,9 @@ import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from attnx.cli import app
 from attnx.render.serialize import FORMAT_VERSION
+from tests.runner import run_attnx
 
 TORCH_BLOCKED = (
     "import sys; sys.modules['torch'] = None; from attnx.cli import main; sys.argv = ['attnx', *{args!r}]; main()"
@@ -23,11 +22,11 @@ def run_without_torch(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 class TestEngines:
-    def test_json_lists_both_engines(self, runner: CliRunner) -> None:
+    def test_json_lists_both_engines(self) -> None:
         """`attnx engines --format json` lists numpy and torch with versions, devices and dtypes."""
         pytest.importorskip("torch")
-        result = runner.invoke(app, ["engines", "--format", "json"])
-        assert result.exit_code == 0
+        result = run_attnx("engines", "--format", "json")
+        assert result.code == 0, result.stderr
         data = json.loads(result.stdout)
         assert data["format_version"] == FORMAT_VERSION
         by_name = {e["name"]: e for e in data["engines"]}
@@ -35,10 +34,10 @@ class TestEngines:
         assert by_name["torch"]["available"] and by_name["torch"]["version"].startswith("2.")
         assert {"name": "cpu", "dtypes": ["float64", "float32"]} in by_name["torch"]["devices"]
 
-    def test_table(self, runner: CliRunner) -> None:
+    def test_table(self) -> None:
         """The table names each engine and its CPU dtypes."""
-        result = runner.invoke(app, ["engines"])
-        assert result.exit_code == 0
+        result = run_attnx("engines")
+        assert result.code == 0, result.stderr
         assert "numpy" in result.stdout and "float64, float32" in result.stdout
 
     def test_without_torch(self) -> None:
@@ -51,11 +50,11 @@ class TestEngines:
 
 
 class TestTorchEngineOption:
-    def test_torch_engine_matches_numpy(self, runner: CliRunner) -> None:
+    def test_torch_engine_matches_numpy(self) -> None:
         """--engine torch prints the same JSON numbers as the NumPy engine, to float64 rounding."""
         pytest.importorskip("torch")
-        a = json.loads(runner.invoke(app, ["run", "-f", "json"]).stdout)
-        b = json.loads(runner.invoke(app, ["run", "-f", "json", "--engine", "torch"]).stdout)
+        a = json.loads(run_attnx("run", "-f", "json").stdout)
+        b = json.loads(run_attnx("run", "-f", "json", "--engine", "torch").stdout)
         assert b["engine"] == "torch" and b["device"] == "cpu"
         assert set(a) == set(b)
         np.testing.assert_allclose(b["weights"], a["weights"], rtol=0, atol=1e-15)
@@ -69,28 +68,28 @@ class TestTorchEngineOption:
             'attnx: error: the torch engine needs torch, which is not installed: python -m pip install ".[torch]"\n'
         )
 
-    def test_unavailable_device_lists_available(self, runner: CliRunner) -> None:
+    def test_unavailable_device_lists_available(self) -> None:
         """An absent device exits 2 and lists the devices there are."""
         torch = pytest.importorskip("torch")
         if torch.cuda.is_available():
             pytest.skip("CUDA is present on this machine")
-        result = runner.invoke(app, ["run", "--engine", "torch", "--device", "cuda"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "--engine", "torch", "--device", "cuda")
+        assert result.code == 2
         assert "device 'cuda' is not available to torch here; available: cpu" in result.stderr
 
-    def test_numpy_engine_refuses_gpu(self, runner: CliRunner) -> None:
+    def test_numpy_engine_refuses_gpu(self) -> None:
         """The NumPy engine on a GPU device is exit 2 with a hint."""
-        result = runner.invoke(app, ["run", "--device", "mps"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "--device", "mps")
+        assert result.code == 2
         assert "the numpy engine runs on the CPU only, not 'mps'; use --engine torch" in result.stderr
 
 
 class TestCheck:
-    def test_all_rows_pass_on_worked_example(self, runner: CliRunner) -> None:
+    def test_all_rows_pass_on_worked_example(self) -> None:
         """check compares every engine/device/dtype and exits 0 when all rows pass."""
         pytest.importorskip("torch")
-        result = runner.invoke(app, ["check", "--format", "json"])
-        assert result.exit_code == 0, result.output
+        result = run_attnx("check", "--format", "json")
+        assert result.code == 0, result.stderr
         data = json.loads(result.stdout)
         assert data["passed"] and data["reference"] == {"engine": "numpy", "device": "cpu", "dtype": "float64"}
         targets = {(r["engine"], r["device"], r["dtype"]) for r in data["rows"]}
@@ -99,21 +98,21 @@ class TestCheck:
         f32 = next(r for r in data["rows"] if r["dtype"] == "float32" and r["tensor"] == "scores")
         assert f32["rtol"] == 1.3e-6 and f32["atol"] == pytest.approx(2e-5)  # max |score| is 2
 
-    def test_zero_tolerance_fails_with_exit_1(self, runner: CliRunner) -> None:
+    def test_zero_tolerance_fails_with_exit_1(self) -> None:
         """With --rtol 0 --atol 0, float32 rows differ and the exit code is 1; the reference still passes."""
         args = ["check", "--seed", "1", "--tokens", "a b c d e f", "--d-model", "8", "-H", "2"]
-        result = runner.invoke(app, [*args, "--rtol", "0", "--atol", "0", "--format", "json"])
-        assert result.exit_code == 1
+        result = run_attnx(*args, "--rtol", "0", "--atol", "0", "--format", "json")
+        assert result.code == 1
         data = json.loads(result.stdout)
         failed = {(r["engine"], r["dtype"], r["tensor"]) for r in data["rows"] if not r["passed"]}
         assert ("numpy", "float32", "weights") in failed
         assert not any(engine == "numpy" and dtype == "float64" for engine, dtype, _ in failed)
         assert all(r["max_abs"] > 0 for r in data["rows"] if not r["passed"])
 
-    def test_table_verdict_line(self, runner: CliRunner) -> None:
+    def test_table_verdict_line(self) -> None:
         """The table ends with a verdict line."""
-        result = runner.invoke(app, ["check"])
-        assert result.exit_code == 0
+        result = run_attnx("check")
+        assert result.code == 0, result.stderr
         assert result.stdout.rstrip().splitlines()[-1].startswith("all ") and "within tolerance" in result.stdout
 
     def test_without_torch_checks_numpy_and_says_what_was_skipped(self) -> None:

@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.text import Text
-from typer.testing import CliRunner
 
-from attnx.cli import COMMANDS, app
+from attnx.cli import COMMANDS
 from attnx.cli.flags import (
     CapFlags,
     EngineFlags,
@@ -27,6 +26,7 @@ from attnx.cli.flags import (
 from attnx.cli.options import Device, Engine, Layout, OutputFormat, View
 from attnx.errors import UsageError
 from tests.conftest import DECIMALS_4, OUTPUT
+from tests.runner import run_attnx
 
 
 class TestGrouped:
@@ -67,10 +67,10 @@ class TestGrouped:
                          max_yaml_bytes=None, max_depth=None, max_dimension=None, max_elements=None)  # fmt: skip
         assert seen == ["x.yaml", EngineFlags(engine=Engine.torch, device=Device.cpu), CapFlags(max_bytes="1K")]
 
-    def test_flags_arrive_in_the_groups(self, runner: CliRunner) -> None:
+    def test_flags_arrive_in_the_groups(self) -> None:
         """Flags given on the command line change the input the command reads: -H 1 is one head."""
-        result = runner.invoke(app, ["run", "-H", "1", "--layout", "interleaved", "-f", "json"])
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "-H", "1", "--layout", "interleaved", "-f", "json")
+        assert result.code == 0, result.stderr
         data = json.loads(result.stdout)
         assert (data["heads"], data["layout"]) == (1, "interleaved")
 
@@ -168,18 +168,18 @@ class TestCommandsKeepTheirOptionOrder:
 class TestDropHead:
     """--drop-head N zeroes head N, counted from 0 as every table and the JSON count."""
 
-    def test_drop_head_0_zeroes_the_first_head(self, runner: CliRunner) -> None:
+    def test_drop_head_0_zeroes_the_first_head(self) -> None:
         """On the worked example (H = 2, d_k = 2), --drop-head 0 zeroes output columns 0-1 and reports head 0."""
-        result = runner.invoke(app, ["run", "--drop-head", "0", "-f", "json"])
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "--drop-head", "0", "-f", "json")
+        assert result.code == 0, result.stderr
         data = json.loads(result.stdout)
         assert data["ablation"]["dropped_heads"] == [0]
         output = np.array(data["output"])
         assert np.all(output[:, :2] == 0.0)
         np.testing.assert_allclose(output[:, 2:], OUTPUT[:, 2:], atol=DECIMALS_4)  # head 1 as published
 
-    def test_a_head_past_the_last_is_refused(self, runner: CliRunner) -> None:
+    def test_a_head_past_the_last_is_refused(self) -> None:
         """--drop-head 2 with two heads (0 and 1) is exit 2 with one line."""
-        result = runner.invoke(app, ["run", "--drop-head", "2"])
-        assert result.exit_code == 2 and result.stdout == ""
+        result = run_attnx("run", "--drop-head", "2")
+        assert result.code == 2 and result.stdout == ""
         assert result.stderr.startswith("attnx: error: ") and result.stderr.count("\n") == 1

@@ -11,40 +11,25 @@ from typing import Any
 import pytest
 import typer
 from rich.cells import cell_len
-from typer.testing import CliRunner
 
-from attnx.cli import CHECKPOINT, EXAMPLES, app
+from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, click_command
 from tests.runner import run_attnx
 
 ROOT = Path(__file__).parents[2]
-COMMANDS = (
-    "run",
-    "trace",
-    "check",
-    "diff",
-    "heads",
-    "model",
-    "rollout",
-    "ablate",
-    "detect",
-    "explore",
-    "engines",
-    "bench",
-)
 CASES = [pytest.param(command, example, id=example) for command, examples in EXAMPLES.items() for example in examples]
 
 
-def help_text(runner: CliRunner, command: str, columns: int = 80) -> str:
+def help_text(command: str, columns: int = 80) -> str:
     """`attnx [COMMAND] --help` as printed to a pipe that is ``columns`` wide."""
-    result = runner.invoke(app, [*command.split(), "--help"], env={"COLUMNS": str(columns), "NO_COLOR": "1"})
-    assert result.exit_code == 0, result.output
+    result = run_attnx(*command.split(), "--help", env={"COLUMNS": str(columns), "NO_COLOR": "1"})
+    assert result.code == 0, result.stderr
     return result.stdout
 
 
 def options(command: str) -> dict[str, typer.core.TyperOption]:
     """A command's options by their long name (`--format` -> its click parameter)."""
-    click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
-    return {name: param for param in click_command.params for name in param.opts if name.startswith("--")}
+    params = click_command().commands[command].params  # type: ignore[attr-defined]
+    return {name: param for param in params for name in param.opts if name.startswith("--")}
 
 
 def format_choices(command: str) -> list[str]:
@@ -67,9 +52,9 @@ class TestExamples:
                 assert {shlex.split(example)[1] for example in examples} == {command}
 
     @pytest.mark.parametrize("command", ["", *COMMANDS])
-    def test_help_ends_with_the_examples_then_the_exit_codes(self, runner: CliRunner, command: str) -> None:
+    def test_help_ends_with_the_examples_then_the_exit_codes(self, command: str) -> None:
         """The help shows each example whole on its own line, after "Examples", and ends with the exit codes."""
-        lines = [line.strip() for line in help_text(runner, command).splitlines() if line.strip()]
+        lines = [line.strip() for line in help_text(command).splitlines() if line.strip()]
         start = next(i for i, line in enumerate(lines) if line.startswith("Examples"))
         shown = [line for line in lines[start:] if line.startswith("attnx ")]
         assert shown == list(EXAMPLES[command])
@@ -80,11 +65,10 @@ class TestExamples:
 
     @pytest.mark.parametrize(("command", "example"), CASES)
     def test_example_runs(
-        self, runner: CliRunner, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, command: str,
+        self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, command: str,
         example: str,
     ) -> None:  # fmt: skip
         """From the repository's root, the example exits 0 and prints its result (a checkpoint: a tiny GPT-2's)."""
-        monkeypatch.chdir(ROOT)
         words = shlex.split(example)
         assert words[0] == "attnx"
         if CHECKPOINT in words:
@@ -94,8 +78,8 @@ class TestExamples:
         if command == "explore":  # a full-screen app: the example must reach it with its state, on a terminal
             monkeypatch.setattr("attnx.cli.explore.on_terminal", lambda: True)
             monkeypatch.setattr("attnx.tui.app.ExploreApp.run", lambda app: opened.append(app.state))
-        result = runner.invoke(app, words[1:], env={"COLUMNS": "100"})
-        assert result.exit_code == 0, result.output
+        result = run_attnx(*words[1:], env={"COLUMNS": "100"}, cwd=ROOT)
+        assert result.code == 0, result.stderr
         if command == "explore":
             (state,) = opened
             assert state.tokens
@@ -109,16 +93,16 @@ class TestLegibleAt80Columns:
     """Help piped to an 80-column reader keeps every line within 80 cells."""
 
     @pytest.mark.parametrize("command", ["", *COMMANDS])
-    def test_no_line_over_80(self, runner: CliRunner, command: str) -> None:
+    def test_no_line_over_80(self, command: str) -> None:
         """No line of the help is wider than 80 cells."""
-        text = help_text(runner, command)
+        text = help_text(command)
         widest = max(text.splitlines(), key=cell_len)
         assert cell_len(widest) <= 80, widest
 
     @pytest.mark.parametrize("command", ["", *COMMANDS])
-    def test_description_lines_are_whole_sentences(self, runner: CliRunner, command: str) -> None:
+    def test_description_lines_are_whole_sentences(self, command: str) -> None:
         """Typer keeps a description's line breaks as written: each must end a sentence, never split one."""
-        text = help_text(runner, command, columns=300)
+        text = help_text(command, columns=300)
         description = text.split("Usage:", 1)[1].split("╭", 1)[0].splitlines()[1:]
         lines = [line.strip() for line in description if line.strip()]
         assert lines, text
@@ -153,26 +137,26 @@ class TestHelpTellsTheTruth:
             ["bench", "--lengths", "8", "-H", "1", "--d-model", "4", "--repeat", "1", "--engines", "numpy"],
         ],
     )  # fmt: skip
-    def test_every_offered_format_works(self, runner: CliRunner, tmp_path: Path, args: list[str]) -> None:
+    def test_every_offered_format_works(self, tmp_path: Path, args: list[str]) -> None:
         """Every format a command's help offers is written, exit 0 (binary ones to --output)."""
         for choice in format_choices(args[0]):
             target = tmp_path / f"out.{choice}"
             one_tensor = ["--tensor", "output"] if choice == "npy" else []  # npy holds one array
-            result = runner.invoke(app, [*args, "--format", choice, *one_tensor, "--output", str(target)])
-            assert result.exit_code == 0, (choice, result.output)
+            result = run_attnx(*args, "--format", choice, *one_tensor, "--output", str(target))
+            assert result.code == 0, (choice, result.stderr)
             assert target.stat().st_size > 0
 
-    def test_bench_dtype_default_is_float32(self, runner: CliRunner) -> None:
+    def test_bench_dtype_default_is_float32(self) -> None:
         """bench's help states float32, the dtype it times when --dtype is not given."""
         assert options("bench")["--dtype"].default == "float32"
-        assert "[default: float32]" in help_text(runner, "bench", columns=200)
-        result = runner.invoke(app, ["bench", "--lengths", "8", "-H", "1", "--d-model", "4", "--repeat", "1",
-                                     "--engines", "numpy", "--format", "json"])  # fmt: skip
-        assert result.exit_code == 0, result.output
+        assert "[default: float32]" in help_text("bench", columns=200)
+        result = run_attnx("bench", "--lengths", "8", "-H", "1", "--d-model", "4", "--repeat", "1", "--engines", "numpy",
+                           "--format", "json")  # fmt: skip
+        assert result.code == 0, result.stderr
         assert json.loads(result.stdout)["settings"]["dtype"] == "float32"
 
     @pytest.mark.parametrize("command", ["run", "trace", "check", "diff", "heads"])
-    def test_layer_counts_from_0_and_names_no_missing_flag(self, runner: CliRunner, command: str) -> None:
+    def test_layer_counts_from_0_and_names_no_missing_flag(self, command: str) -> None:
         """--layer's help says layers count from 0 (default 0) and names no flag the command lacks."""
         option = options(command)["--layer"]
         assert "counted from 0 (default 0)" in option.help
@@ -182,19 +166,19 @@ class TestHelpTellsTheTruth:
     @pytest.mark.parametrize("command", ["run", "trace", "check", "heads"])
     def test_config_names_every_input_format(self, command: str) -> None:
         """CONFIG's help names YAML, JSON, .npz and - for stdin."""
-        (config,) = (p for p in typer.main.get_command(app).commands[command].params if p.name == "config")  # type: ignore[attr-defined]
+        (config,) = (p for p in click_command().commands[command].params if p.name == "config")  # type: ignore[attr-defined]
         assert "YAML, JSON or .npz" in config.help and "- for stdin" in config.help
 
     @pytest.mark.parametrize("command", ["", *COMMANDS])
-    def test_nothing_counts_from_1(self, runner: CliRunner, command: str) -> None:
+    def test_nothing_counts_from_1(self, command: str) -> None:
         """No help says 1-based, counted from 1, or ranges like 1..H: everything counts from 0."""
-        text = " ".join(help_text(runner, command, columns=300).split())
+        text = " ".join(help_text(command, columns=300).split())
         for stale in ("1-based", "from 1", "1..", "(default 1)"):
             assert stale not in text, stale
 
-    def test_drop_head_counts_from_0(self, runner: CliRunner) -> None:
+    def test_drop_head_counts_from_0(self) -> None:
         """--drop-head takes 0 and up, and its help says heads count from 0."""
         option = options("run")["--drop-head"]
         assert option.help == "Zero head N (counted from 0) before concatenation; repeatable."
-        result = runner.invoke(app, ["run", "--drop-head", "-1"])
-        assert result.exit_code == 2 and "greater than or equal to 0" in result.output
+        result = run_attnx("run", "--drop-head", "-1")
+        assert (result.code, result.stdout) == (2, "") and "greater than or equal to 0" in result.stderr

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from tests.cli.test_diff import invoke as invoke_at
+from tests.runner import Outcome
 
 
-def invoke(runner: CliRunner, *args: str, code: int = 0):  # type: ignore[no-untyped-def]
+def invoke(*args: str, code: int = 0) -> Outcome:
     """As tests/cli/test_diff.py's, wide enough that no line of these reports wraps (the paths are long)."""
-    return invoke_at(runner, *args, code=code, columns=400)
+    return invoke_at(*args, code=code, columns=400)
 
 
 H, N, D = 4, 6, 4
@@ -48,37 +48,37 @@ def path(folder: Path, name: str) -> str:
 class TestTheThreeFailures:
     """What failed for an engineer before: each now works."""
 
-    def test_a_result_with_only_weights_and_output(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_a_result_with_only_weights_and_output(self, kernel_dir: Path) -> None:
         """mine.json holds weights and output only: diff compares those two and lists the rest as not compared."""
-        full = json.loads(invoke(runner, "run", path(kernel_dir, "qkv.npz"), "-f", "json").stdout)
+        full = json.loads(invoke("run", path(kernel_dir, "qkv.npz"), "-f", "json").stdout)
         mine = {key: full[key] for key in ("format_version", "tokens", "weights", "output", "dtype")}
         (kernel_dir / "mine.json").write_text(json.dumps(mine))
-        out = invoke(runner, "diff", path(kernel_dir, "mine.json"), path(kernel_dir, "qkv.npz")).stdout
+        out = invoke("diff", path(kernel_dir, "mine.json"), path(kernel_dir, "qkv.npz")).stdout
         assert "not compared: q, k, v, scores, scaled, head_outputs, average_weights (only in B)" in out
         assert "A and B agree: all 2 tensors compared are within tolerance" in out
 
-    def test_attnx_npz_result_against_its_input(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_attnx_npz_result_against_its_input(self, kernel_dir: Path) -> None:
         """run -f npz -o r.npz, then diff r.npz qkv.npz: every tensor read back, exit 0."""
-        invoke(runner, "run", path(kernel_dir, "qkv.npz"), "-f", "npz", "-o", path(kernel_dir, "r.npz"))
-        data = json.loads(invoke(runner, "diff", path(kernel_dir, "r.npz"), path(kernel_dir, "qkv.npz"), "-f",
+        invoke("run", path(kernel_dir, "qkv.npz"), "-f", "npz", "-o", path(kernel_dir, "r.npz"))
+        data = json.loads(invoke("diff", path(kernel_dir, "r.npz"), path(kernel_dir, "qkv.npz"), "-f",
                                  "json").stdout)  # fmt: skip
         assert data["passed"] and data["skipped"] == [] and len(data["tensors"]) == 9
 
-    def test_a_bare_output_against_an_input(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_a_bare_output_against_an_input(self, kernel_dir: Path) -> None:
         """diff qkv.npz out.npy: the array is read as output [query, d_model]; a wrong one is exit 1."""
-        out = invoke(runner, "diff", path(kernel_dir, "qkv.npz"), path(kernel_dir, "out.npy"), "--rtol", "1e-6",
+        out = invoke("diff", path(kernel_dir, "qkv.npz"), path(kernel_dir, "out.npy"), "--rtol", "1e-6",
                      "--atol", "1e-6").stdout  # fmt: skip
         assert "one array, read as output [query, d_model], float32" in out and "agree" in out
-        invoke(runner, "diff", path(kernel_dir, "qkv.npz"), path(kernel_dir, "wrong.npy"), code=1)
+        invoke("diff", path(kernel_dir, "qkv.npz"), path(kernel_dir, "wrong.npy"), code=1)
 
 
 class TestDiffReads:
     """diff reads every format attnx writes, and refuses what it cannot compare."""
 
-    def test_jsonl_and_a_folder_of_npy(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_jsonl_and_a_folder_of_npy(self, kernel_dir: Path) -> None:
         """run -f jsonl read back, and a folder holding output.npy and weights.npy, both agree with the input."""
-        invoke(runner, "run", path(kernel_dir, "qkv.npz"), "-f", "jsonl", "-o", path(kernel_dir, "r.jsonl"))
-        data = json.loads(invoke(runner, "diff", path(kernel_dir, "r.jsonl"), path(kernel_dir, "qkv.npz"), "-f",
+        invoke("run", path(kernel_dir, "qkv.npz"), "-f", "jsonl", "-o", path(kernel_dir, "r.jsonl"))
+        data = json.loads(invoke("diff", path(kernel_dir, "r.jsonl"), path(kernel_dir, "qkv.npz"), "-f",
                                  "json").stdout)  # fmt: skip
         names = [row["tensor"] for row in data["tensors"]]
         assert data["passed"] and names == ["q", "scores", "scaled", "weights", "head_outputs", "output",
@@ -86,36 +86,24 @@ class TestDiffReads:
         folder = kernel_dir / "saved"
         folder.mkdir()
         for name in ("output", "weights"):
-            invoke(
-                runner,
-                "run",
-                path(kernel_dir, "qkv.npz"),
-                "-f",
-                "npy",
-                "--tensor",
-                name,
-                "-o",
-                str(folder / f"{name}.npy"),
-            )
-        assert json.loads(invoke(runner, "diff", str(folder), path(kernel_dir, "qkv.npz"), "-f", "json").stdout)[
-            "passed"
-        ]
+            invoke("run", path(kernel_dir, "qkv.npz"), "-f", "npy", "--tensor", name, "-o", str(folder / f"{name}.npy"))
+        assert json.loads(invoke("diff", str(folder), path(kernel_dir, "qkv.npz"), "-f", "json").stdout)["passed"]
 
-    def test_tensor_chooses(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_tensor_chooses(self, kernel_dir: Path) -> None:
         """--tensor output compares output only; a tensor one side lacks is exit 2."""
-        invoke(runner, "run", path(kernel_dir, "qkv.npz"), "-f", "npz", "-o", path(kernel_dir, "r.npz"))
+        invoke("run", path(kernel_dir, "qkv.npz"), "-f", "npz", "-o", path(kernel_dir, "r.npz"))
         args = ["diff", path(kernel_dir, "r.npz"), path(kernel_dir, "qkv.npz")]
-        data = json.loads(invoke(runner, *args, "--tensor", "output", "-f", "json").stdout)
+        data = json.loads(invoke(*args, "--tensor", "output", "-f", "json").stdout)
         assert [row["tensor"] for row in data["tensors"]] == ["output"]
-        result = invoke(runner, *args, "--tensor", "projected", code=2)
+        result = invoke(*args, "--tensor", "projected", code=2)
         assert "holds no 'projected' to compare" in result.stderr
 
-    def test_nothing_in_common_and_two_arrays(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_nothing_in_common_and_two_arrays(self, kernel_dir: Path) -> None:
         """A side holding nothing the other holds, or two bare arrays, is exit 2 with one line."""
         np.savez(kernel_dir / "proj.npz", projected=np.zeros((N, 3)))
-        result = invoke(runner, "diff", path(kernel_dir, "proj.npz"), path(kernel_dir, "qkv.npz"), code=2)
+        result = invoke("diff", path(kernel_dir, "proj.npz"), path(kernel_dir, "qkv.npz"), code=2)
         assert "hold no tensor in common" in result.stderr and len(result.stderr.splitlines()) == 1
-        result = invoke(runner, "diff", path(kernel_dir, "out.npy"), path(kernel_dir, "wrong.npy"), code=2)
+        result = invoke("diff", path(kernel_dir, "out.npy"), path(kernel_dir, "wrong.npy"), code=2)
         assert "both bare .npy arrays" in result.stderr
 
     @pytest.mark.parametrize(
@@ -126,77 +114,77 @@ class TestDiffReads:
             ('{"record": "query", "query": 1, "output": [1.0]}\n', "output: 1 records of the 2 a complete result has"),
         ],
     )
-    def test_broken_jsonl(self, runner: CliRunner, kernel_dir: Path, text: str, message: str) -> None:
+    def test_broken_jsonl(self, kernel_dir: Path, text: str, message: str) -> None:
         (kernel_dir / "r.jsonl").write_text(text)
-        result = invoke(runner, "diff", path(kernel_dir, "r.jsonl"), path(kernel_dir, "qkv.npz"), code=2)
+        result = invoke("diff", path(kernel_dir, "r.jsonl"), path(kernel_dir, "qkv.npz"), code=2)
         assert message in result.stderr
 
 
 class TestCheckAgainst:
     """check INPUT --against FILE: a kernel's output against the float64 reference, exit 0 or 1."""
 
-    def test_right_kernel(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_right_kernel(self, kernel_dir: Path) -> None:
         """SDPA's [1, H, N, d] output is recognised from its shape and passes at float32's tolerance."""
-        out = invoke(runner, "check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "sdpa.npy")).stdout
+        out = invoke("check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "sdpa.npy")).stdout
         assert "one array read as head_outputs [head, query, d_k] (float32)" in out
         assert "the kernel agrees with the reference: 1 of 1 within tolerance" in out
 
-    def test_wrong_kernel_is_located_and_diagnosed(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_wrong_kernel_is_located_and_diagnosed(self, kernel_dir: Path) -> None:
         """A kernel scaling by 1/√d_model: exit 1, the worst element, a heatmap per head, the diagnosis."""
-        out = invoke(runner, "check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "wrong.npy"),
+        out = invoke("check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "wrong.npy"),
                      code=1).stdout  # fmt: skip
         assert "output: worst at query" in out and "largest |kernel − reference| per head and query" in out
         assert "diagnosis: scale 1/√d_model: scores × 1/√d_model = 0.25 where the reference uses 0.5" in out
         assert "the kernel differs: 1 of 1 beyond tolerance" in out
 
-    def test_a_result_file_compares_every_tensor_it_holds(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_a_result_file_compares_every_tensor_it_holds(self, kernel_dir: Path) -> None:
         """attnx's own JSON result as the kernel: weights, head outputs, output, ... all within float64's tolerance;
         --tensor weights compares the weights alone."""
-        invoke(runner, "run", path(kernel_dir, "qkv.npz"), "-f", "json", "-o", path(kernel_dir, "r.json"))
+        invoke("run", path(kernel_dir, "qkv.npz"), "-f", "json", "-o", path(kernel_dir, "r.json"))
         args = ["check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "r.json"), "-f", "json"]
-        data = json.loads(invoke(runner, *args).stdout)
+        data = json.loads(invoke(*args).stdout)
         assert data["dtype"] == "float64" and {"weights", "head_outputs", "output", "scores"} <= {
             row["tensor"] for row in data["tensors"]
         }
-        data = json.loads(invoke(runner, *args, "--tensor", "weights").stdout)
+        data = json.loads(invoke(*args, "--tensor", "weights").stdout)
         assert [row["tensor"] for row in data["tensors"]] == ["weights"] and data["passed"]
 
-    def test_json(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_json(self, kernel_dir: Path) -> None:
         """--format json: per tensor the errors and where; the diagnoses; passed false."""
-        data = json.loads(invoke(runner, "check", path(kernel_dir, "qkv.npz"), "--against",
+        data = json.loads(invoke("check", path(kernel_dir, "qkv.npz"), "--against",
                                  path(kernel_dir, "wrong.npy"), "-f", "json", code=1).stdout)  # fmt: skip
         (tensor,) = data["tensors"]
         assert data["mode"] == "kernel" and data["dtype"] == "float32" and not data["passed"]
         assert tensor["tensor"] == "output" and tensor["beyond"] > 0 and len(tensor["by_head"]) == H
         assert [d["bug"] for d in data["diagnoses"]] == ["scale 1/√d_model"]
 
-    def test_kernel_dtype_sets_the_tolerance(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_kernel_dtype_sets_the_tolerance(self, kernel_dir: Path) -> None:
         """A bfloat16 kernel's output saved as float32: beyond float32's tolerance, within bfloat16's."""
         out = np.load(kernel_dir / "out.npy")
         rounded = ((out.view(np.uint32) + 0x8000) & 0xFFFF0000).view(np.float32)  # to bfloat16 and back
         np.save(kernel_dir / "bf16.npy", rounded)
         args = ["check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "bf16.npy")]
-        invoke(runner, *args, code=1)
-        assert "(bfloat16)" in invoke(runner, *args, "--kernel-dtype", "bfloat16").stdout
+        invoke(*args, code=1)
+        assert "(bfloat16)" in invoke(*args, "--kernel-dtype", "bfloat16").stdout
 
-    def test_ambiguous_shape_takes_a_layout(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_ambiguous_shape_takes_a_layout(self, tmp_path: Path) -> None:
         """4 tokens, 4 heads of 4: [4, 4, 4] is hnd, nhd or hnm (weights); --array-layout nhd reads it."""
         rng = np.random.default_rng(1)
         q, k, v = (rng.standard_normal((4, 16)) for _ in range(3))
         np.savez(tmp_path / "qkv.npz", q=q, k=k, v=v, heads=np.array(4))
-        result = invoke(runner, "run", str(tmp_path / "qkv.npz"), "-f", "npy", "--tensor", "head_outputs", "-o",
+        result = invoke("run", str(tmp_path / "qkv.npz"), "-f", "npy", "--tensor", "head_outputs", "-o",
                         str(tmp_path / "h.npy"))  # fmt: skip
         np.save(tmp_path / "nhd.npy", np.load(tmp_path / "h.npy").transpose(1, 0, 2))
         args = ["check", str(tmp_path / "qkv.npz"), "--against", str(tmp_path / "nhd.npy")]
-        result = invoke(runner, *args, code=2)
+        result = invoke(*args, code=2)
         assert "could be hnd or nhd or hnm: name its layout with --array-layout" in result.stderr
-        invoke(runner, *args, "--array-layout", "nhd")
-        invoke(runner, *args, "--array-layout", "hnd", code=1)  # read the wrong way round, it is wrong
+        invoke(*args, "--array-layout", "nhd")
+        invoke(*args, "--array-layout", "hnd", code=1)  # read the wrong way round, it is wrong
 
-    def test_usage_errors(self, runner: CliRunner, kernel_dir: Path) -> None:
+    def test_usage_errors(self, kernel_dir: Path) -> None:
         """An input as --against, --kernel-dtype without --against, or --format csv with it: exit 2."""
         qkv = path(kernel_dir, "qkv.npz")
-        assert "is an input" in invoke(runner, "check", qkv, "--against", qkv, code=2).stderr
-        assert "describe the file given with --against" in invoke(runner, "check", qkv, "--kernel-dtype",
+        assert "is an input" in invoke("check", qkv, "--against", qkv, code=2).stderr
+        assert "describe the file given with --against" in invoke("check", qkv, "--kernel-dtype",
                                                                     "float16", code=2).stderr  # fmt: skip
-        invoke(runner, "check", qkv, "--against", path(kernel_dir, "out.npy"), "-f", "csv", code=2)
+        invoke("check", qkv, "--against", path(kernel_dir, "out.npy"), "-f", "csv", code=2)

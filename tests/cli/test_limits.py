@@ -6,19 +6,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
-from typer.testing import CliRunner
 
-from attnx.cli import app
 from attnx.cli.errors import guarded
 from attnx.errors import ConfigError
+from tests.runner import run_attnx
 
 CONFIG = str(Path(__file__).parents[2] / "configs" / "cat-sat-on-mat.yaml")
 
 
-def refused(runner: CliRunner, *args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> str:
+def refused(*args: str, env: dict[str, str] | None = None) -> str:
     """stderr of a run that must end with exit 2 and exactly one line."""
-    result = runner.invoke(app, list(args), env=env, input=input)
-    assert result.exit_code == 2, result.output
+    result = run_attnx(*args, env=env)
+    assert result.code == 2, result.stderr
     assert result.stdout == "" and result.stderr.count("\n") == 1
     return result.stderr
 
@@ -26,42 +25,39 @@ def refused(runner: CliRunner, *args: str, env: dict[str, str] | None = None, in
 class TestLimitFlags:
     """Every command that reads an input takes --max-* flags and ATTNX_MAX_* variables; errors say which cap and how."""
 
-    def test_max_bytes_flag(self, runner: CliRunner) -> None:
+    def test_max_bytes_flag(self) -> None:
         """A file over --max-bytes is refused before it is read."""
         size = Path(CONFIG).stat().st_size
-        assert refused(runner, "run", CONFIG, "--max-bytes", "100") == (
+        assert refused("run", CONFIG, "--max-bytes", "100") == (
             f"attnx: error: {CONFIG}: {size} bytes exceeds the input size cap of 100 bytes; "
             "raise it with --max-bytes or ATTNX_MAX_BYTES\n"
         )
 
     @pytest.mark.parametrize("command", ["run", "trace", "check", "heads"])
-    def test_builtin_example_is_capped_too(self, runner: CliRunner, command: str) -> None:
+    def test_builtin_example_is_capped_too(self, command: str) -> None:
         """The built-in example, with no file given, is read under the flags' caps like any input."""
         extra = ["--token", "cat"] if command == "trace" else []
-        assert refused(runner, command, *extra, "--max-elements", "10") == (
+        assert refused(command, *extra, "--max-elements", "10") == (
             "attnx: error: built-in example (cat-sat-on-mat):5:7: q: an array of 5 × 4 (20 elements) exceeds the "
             "element cap of 10 elements per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS\n"
         )
 
-    def test_variable(self, runner: CliRunner) -> None:
+    def test_variable(self) -> None:
         """ATTNX_MAX_DIMENSION=4 is too small for the five tokens of the worked example."""
-        assert ":7:3: q: an axis of 5 exceeds the dimension cap of 4 per axis" in refused(
-            runner, "run", CONFIG, env={"ATTNX_MAX_DIMENSION": "4"}
-        )
+        message = refused("run", CONFIG, env={"ATTNX_MAX_DIMENSION": "4"})
+        assert ":7:3: q: an axis of 5 exceeds the dimension cap of 4 per axis" in message
 
     @pytest.mark.parametrize(
         "command", [["trace", "-t", "cat"], ["check"], ["heads"], ["diff", "--heads", "1,2"], ["diff", CONFIG]]
     )
-    def test_every_input_command_takes_the_flags(self, runner: CliRunner, command: list[str]) -> None:
+    def test_every_input_command_takes_the_flags(self, command: list[str]) -> None:
         """The same flag works on trace, check, heads, and diff (a sweep, and two inputs)."""
-        assert "exceeds the YAML size cap of 100 bytes" in refused(runner, *command, CONFIG, "--max-yaml-bytes", "100")
+        assert "exceeds the YAML size cap of 100 bytes" in refused(*command, CONFIG, "--max-yaml-bytes", "100")
 
-    def test_raising_a_cap_lets_the_input_through(self, runner: CliRunner) -> None:
+    def test_raising_a_cap_lets_the_input_through(self) -> None:
         """A flag beats a variable: --max-dimension 8 over ATTNX_MAX_DIMENSION=4."""
-        result = runner.invoke(
-            app, ["run", CONFIG, "--max-dimension", "8", "-f", "json"], env={"ATTNX_MAX_DIMENSION": "4"}
-        )
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", CONFIG, "--max-dimension", "8", "-f", "json", env={"ATTNX_MAX_DIMENSION": "4"})
+        assert result.code == 0, result.stderr
 
     @pytest.mark.parametrize(
         ("args", "env", "message"),
@@ -71,23 +67,23 @@ class TestLimitFlags:
             (["--max-depth", "1000"], None, "--max-depth can be at most 200"),
         ],
     )
-    def test_bad_cap_values(self, runner: CliRunner, args: list[str], env: dict[str, str] | None, message: str) -> None:
+    def test_bad_cap_values(self, args: list[str], env: dict[str, str] | None, message: str) -> None:
         """A cap that is not a positive whole number is a usage error naming the flag or variable."""
-        assert refused(runner, "run", CONFIG, *args, env=env).startswith(f"attnx: error: {message}")
+        assert refused("run", CONFIG, *args, env=env).startswith(f"attnx: error: {message}")
 
-    def test_help_lists_the_caps(self, runner: CliRunner) -> None:
+    def test_help_lists_the_caps(self) -> None:
         """run --help shows the Input limits panel with each default and variable."""
-        text = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).stdout
+        text = run_attnx("run", "--help", env={"COLUMNS": "200"}).stdout
         assert "Input limits" in text
         for piece in ("(default 256 MiB; or ATTNX_MAX_BYTES", "(default 32; or ATTNX_MAX_DEPTH)", "16,777,216"):
             assert piece in text
 
-    def test_npz_on_stdin(self, runner: CliRunner) -> None:
+    def test_npz_on_stdin(self) -> None:
         """An .npz piped to - is told apart from text by its first bytes."""
         buffer = io.BytesIO()
         np.savez(buffer, q=np.eye(2), k=np.eye(2), v=np.eye(2))
-        result = runner.invoke(app, ["run", "-", "-f", "json"], input=buffer.getvalue())
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "-", "-f", "json", stdin=buffer.getvalue())
+        assert result.code == 0, result.stderr
         assert '"tokens": ["t0", "t1"]' in result.stdout
 
 
@@ -127,23 +123,23 @@ class TestOneCheckedEntry:
         ],
         ids=["run", "trace", "check", "heads", "diff-sweep", "diff-a-b", "bench"],
     )
-    def test_every_command_refuses_what_run_refuses(self, runner: CliRunner, args: list[str]) -> None:
+    def test_every_command_refuses_what_run_refuses(self, args: list[str]) -> None:
         """A problem whose scores pass --max-elements (or --max-dimension) is one line and exit 2, on every command."""
         cap = [] if "--max-dimension" in args or "--max-elements" in args else ["--max-elements", "200"]
-        message = refused(runner, *args, *cap)
+        message = refused(*args, *cap)
         assert "the scores: an array of" in message or "exceeds the dimension cap" in message, message
         assert "raise it with --max-" in message, message
 
-    def test_a_sweep_is_checked_for_each_setting(self, runner: CliRunner) -> None:
+    def test_a_sweep_is_checked_for_each_setting(self) -> None:
         """diff --heads 1,2 refuses the 1-head scores (256 elements) before computing any variant."""
-        message = refused(runner, "diff", *RANDOM_16, "--heads", "1,2", "--max-elements", "200")
+        message = refused("diff", *RANDOM_16, "--heads", "1,2", "--max-elements", "200")
         assert message == f"attnx: error: command line: the scores: an array of 1 × 16 × 16 (256 elements) {OVER}\n"
 
-    def test_output_alone_builds_no_matrix(self, runner: CliRunner) -> None:
+    def test_output_alone_builds_no_matrix(self) -> None:
         """run -f npy --tensor output takes the blocked path, which holds no H × N × M array: within the cap."""
-        result = runner.invoke(app, ["run", *RANDOM_16, "-H", "2", "-f", "npy", "--tensor", "output",
-                                     "--max-elements", "200", "-o", "-"])  # fmt: skip
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", *RANDOM_16, "-H", "2", "-f", "npy", "--tensor", "output", "--max-elements", "200",
+                           "-o", "-")  # fmt: skip
+        assert result.code == 0, result.stderr
 
     def test_the_python_api_refuses_too(self) -> None:
         """attnx.compute checks the caps the spec was read under, as the commands do."""

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from attnx import __version__, engines
-from attnx.cli import app
 from attnx.core.rows import Rows
 from attnx.engines import compute
 from attnx.io import load_spec
@@ -48,72 +46,58 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 
 class TestRunTable:
-    def test_builtin_example_prints_the_tutorial_numbers(self, runner: CliRunner) -> None:
+    def test_builtin_example_prints_the_tutorial_numbers(self) -> None:
         """`attnx run` shows the worked example's weights and output rows as the tutorial prints them."""
-        result = runner.invoke(app, ["run"])
-        assert result.exit_code == 0, result.output
-        out = result.output
+        result = run_attnx("run")
+        assert result.code == 0, result.stderr
+        out = result.stdout
         assert "Head 0 · columns 0-1 · d_k = 2" in out and "Head 1 · columns 2-3 · d_k = 2" in out
         assert "Head 2" not in out
         for row in (*HEAD1_WEIGHTS, *HEAD2_WEIGHTS, *OUTPUT, *AVERAGE_WEIGHTS):
             assert " ".join(f"{x:.4f}" for x in row) in " ".join(out.replace("│", " ").split())
 
-    def test_show_picks_sections(self, runner: CliRunner) -> None:
+    def test_show_picks_sections(self) -> None:
         """--show output prints only the concatenated output."""
-        result = runner.invoke(app, ["run", "--show", "output"])
-        assert result.exit_code == 0
-        assert "Concatenated output" in result.output
-        assert "weights (softmax)" not in result.output and "Head 0" not in result.output
+        result = run_attnx("run", "--show", "output")
+        assert result.code == 0
+        assert "Concatenated output" in result.stdout
+        assert "weights (softmax)" not in result.stdout and "Head 0" not in result.stdout
 
-    def test_show_accepts_commas_and_repeats(self, runner: CliRunner) -> None:
+    def test_show_accepts_commas_and_repeats(self) -> None:
         """--show weights,output --show average prints those three sections."""
-        result = runner.invoke(app, ["run", "--show", "weights,output", "--show", "average"])
-        assert result.exit_code == 0
-        assert "weights (softmax)" in result.output and "Weights averaged" in result.output
-        assert "raw scores" not in result.output
+        result = run_attnx("run", "--show", "weights,output", "--show", "average")
+        assert result.code == 0
+        assert "weights (softmax)" in result.stdout and "Weights averaged" in result.stdout
+        assert "raw scores" not in result.stdout
 
-    def test_show_q_k_v(self, runner: CliRunner) -> None:
+    def test_show_q_k_v(self) -> None:
         """--show q,k,v prints each head's slices of Q, K and V and nothing else."""
-        result = runner.invoke(app, ["run", "--show", "q,k,v"], env={"NO_COLOR": "1"})
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "--show", "q,k,v", env={"NO_COLOR": "1"})
+        assert result.code == 0, result.stderr
         out = result.stdout
         assert out.count("Q_h (columns") == out.count("K_h (columns") == out.count("V_h (columns") == 2
         assert "weights (softmax)" not in out and "Concatenated output" not in out
         rows = [line.split() for line in out.splitlines()]
         assert ["cat", "0.0000", "2.0000"] in rows  # Q_h of "cat" in head 0
 
-    def test_show_all_adds_q_k_v_to_the_default(self, runner: CliRunner) -> None:
+    def test_show_all_adds_q_k_v_to_the_default(self) -> None:
         """--show all prints every section; the default leaves out q, k and v."""
-        every = runner.invoke(app, ["run", "--show", "all"]).stdout
-        default = runner.invoke(app, ["run"]).stdout
+        every = run_attnx("run", "--show", "all").stdout
+        default = run_attnx("run").stdout
         assert "Q_h (columns 0-1 of Q)" in every and "Weights averaged" in every
         assert "Q_h" not in default and "K_h" not in default and "Weights averaged" in default
 
-    def test_precision(self, runner: CliRunner) -> None:
+    def test_precision(self) -> None:
         """--precision 2 rounds table cells to two decimals."""
-        result = runner.invoke(app, ["run", "--show", "output", "--precision", "2"])
-        assert "0.41" in result.output and "0.4109" not in result.output
+        result = run_attnx("run", "--show", "output", "--precision", "2")
+        assert "0.41" in result.stdout and "0.4109" not in result.stdout
 
-    def test_random_input_from_flags(self, runner: CliRunner) -> None:
+    def test_random_input_from_flags(self) -> None:
         """--seed/--tokens/--d-model/--heads draw a random problem labelled by the tokens."""
-        result = runner.invoke(
-            app,
-            [
-                "run",
-                "--seed",
-                "7",
-                "--tokens",
-                "the quick brown fox",
-                "--d-model",
-                "8",
-                "--heads",
-                "2",
-                "--format",
-                "json",
-            ],
-        )
-        assert result.exit_code == 0, result.output
-        data = json.loads(result.output)
+        result = run_attnx("run", "--seed", "7", "--tokens", "the quick brown fox", "--d-model", "8", "--heads", "2",
+                           "--format", "json")  # fmt: skip
+        assert result.code == 0, result.stderr
+        data = json.loads(result.stdout)
         assert data["tokens"] == ["the", "quick", "brown", "fox"]
         assert (data["heads"], data["d_model"], data["d_k"]) == (2, 8, 4)
         q, k, _ = np.random.default_rng(7).standard_normal((3, 4, 8))
@@ -130,48 +114,48 @@ class TestRows:
 
     TOKENS = " ".join(f"w{i}" for i in range(50))
 
-    def invoke(self, runner: CliRunner, *args: str, show: tuple[str, ...] = ("--show", "weights")) -> str:
+    def invoke(self, *args: str, show: tuple[str, ...] = ("--show", "weights")) -> str:
         argv = ["run", "--seed", "1", "--tokens", self.TOKENS, "--d-model", "4", "-H", "1", *show]
-        result = runner.invoke(app, [*argv, *args], env={"COLUMNS": "100", "NO_COLOR": "1"})
-        assert result.exit_code == 0, result.output
+        result = run_attnx(*argv, *args, env={"COLUMNS": "100", "NO_COLOR": "1"})
+        assert result.code == 0, result.stderr
         return result.stdout
 
-    def test_forty_rows_by_default(self, runner: CliRunner) -> None:
+    def test_forty_rows_by_default(self) -> None:
         """50 tokens: w0-w19, a ⋮ row, w30-w49, and a note naming --rows all."""
-        out = self.invoke(runner)
+        out = self.invoke()
         assert row_labels(out) == [f"w{i}" for i in range(20)] + ["⋮"] + [f"w{i}" for i in range(30, 50)]
         assert "10 of 50 rows left out (⋮);" in out and "--rows all" in out
 
-    def test_rows_all_and_a_number(self, runner: CliRunner) -> None:
+    def test_rows_all_and_a_number(self) -> None:
         """--rows all prints every row and no note; --rows 3 the first two and the last."""
-        out = self.invoke(runner, "--rows", "all")
+        out = self.invoke("--rows", "all")
         assert row_labels(out) == [f"w{i}" for i in range(50)] and "rows left out" not in out
-        assert row_labels(self.invoke(runner, "--rows", "3")) == ["w0", "w1", "⋮", "w49"]
+        assert row_labels(self.invoke("--rows", "3")) == ["w0", "w1", "⋮", "w49"]
 
-    def test_heatmap_rows(self, runner: CliRunner) -> None:
+    def test_heatmap_rows(self) -> None:
         """--view heatmap keeps to --rows too."""
-        out = self.invoke(runner, "--rows", "2", "--view", "heatmap", show=())
+        out = self.invoke("--rows", "2", "--view", "heatmap", show=())
         assert row_labels(out) == ["w0", "⋮", "w49"] and "48 of 50 rows left out (⋮)" in out
 
-    def test_csv_is_never_cut(self, runner: CliRunner) -> None:
+    def test_csv_is_never_cut(self) -> None:
         """--rows shapes tables only: CSV still has every weight (50 × 50 and a header)."""
-        out = self.invoke(runner, "--rows", "2", "--format", "csv", "--tensor", "weights")
+        out = self.invoke("--rows", "2", "--format", "csv", "--tensor", "weights")
         assert len(out.splitlines()) == 1 + 50 * 50
 
     @pytest.mark.parametrize("view", [(), ("--view", "heatmap")])
     def test_rows_computed_alone_print_as_the_whole(
-        self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch, view: tuple[str, ...]
+        self, monkeypatch: pytest.MonkeyPatch, view: tuple[str, ...]
     ) -> None:
         """Every section (causal mask, W^O, a dropped head) prints the same whether the matrices of the rows
         shown are computed alone or taken from the whole result."""
         args = ("--rows", "6", "--causal", "--drop-head", "1", "-H", "2", "--d-model", "8", *view)
-        alone = self.invoke(runner, *args, show=())
+        alone = self.invoke(*args, show=())
 
         monkeypatch.setattr(Rows, "complete", property(lambda rows: True))  # compute then takes every row
-        assert self.invoke(runner, *args, show=()) == alone
+        assert self.invoke(*args, show=()) == alone
         assert "44 of 50 rows left out" in alone and row_labels(alone)[:4] == ["w0", "w1", "w2", "⋮"]
 
-    def test_matrices_only_for_the_rows_shown(self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_matrices_only_for_the_rows_shown(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Past --rows, the engine computes the whole output without matrices, then the matrices of the rows shown."""
         calls: list[tuple[int, set[str]]] = []
 
@@ -180,34 +164,34 @@ class TestRows:
             return compute(spec, engine, **options)
 
         monkeypatch.setattr(engines, "compute", spy)
-        self.invoke(runner, "--rows", "4", show=("--show", "weights,output"))
+        self.invoke("--rows", "4", show=("--show", "weights,output"))
         assert calls == [(50, {"weights", "output", "mask"}), (50, {"output"}), (4, {"weights", "mask"})]
         calls.clear()
-        self.invoke(runner, "--rows", "all", show=("--show", "weights,output"))
+        self.invoke("--rows", "all", show=("--show", "weights,output"))
         assert calls == [(50, {"weights", "output", "mask"})]
 
-    def test_a_long_input_within_the_element_cap(self, runner: CliRunner) -> None:
+    def test_a_long_input_within_the_element_cap(self) -> None:
         """50 × 50 scores pass a cap of 1,000 elements only as the 6 rows shown: --rows all is refused."""
-        out = self.invoke(runner, "--rows", "6", "--max-elements", "1000", show=())
+        out = self.invoke("--rows", "6", "--max-elements", "1000", show=())
         assert "44 of 50 rows left out" in out
         argv = ["run", "--seed", "1", "--tokens", self.TOKENS, "--d-model", "4", "-H", "1", "--max-elements", "1000"]
-        refused = runner.invoke(app, [*argv, "--rows", "all"])
-        assert refused.exit_code == 2 and "exceeds the element cap of 1,000" in refused.stderr
+        refused = run_attnx(*argv, "--rows", "all")
+        assert refused.code == 2 and "exceeds the element cap of 1,000" in refused.stderr
 
     @pytest.mark.parametrize("value", ["0", "-3", "some"])
-    def test_bad_rows_is_exit_2(self, runner: CliRunner, value: str) -> None:
+    def test_bad_rows_is_exit_2(self, value: str) -> None:
         """A --rows that is not a whole number ≥ 1 or all: one line and exit 2."""
-        result = runner.invoke(app, ["run", "--rows", value])
-        assert result.exit_code == 2
+        result = run_attnx("run", "--rows", value)
+        assert result.code == 2
         assert result.stderr == f"attnx: error: --rows expects a whole number of at least 1 or 'all', got {value!r}\n"
 
 
 class TestRunJson:
-    def test_contract_keys_and_values(self, runner: CliRunner) -> None:
+    def test_contract_keys_and_values(self) -> None:
         """--format json carries the contract keys, format_version first, unrounded values."""
-        result = runner.invoke(app, ["run", "--format", "json"])
-        assert result.exit_code == 0
-        data = json.loads(result.output)
+        result = run_attnx("run", "--format", "json")
+        assert result.code == 0
+        data = json.loads(result.stdout)
         assert next(iter(data)) == "format_version" and data["format_version"] == "1.4"
         assert set(JSON_KEYS) <= set(data)
         assert data["tokens"] == list(TOKENS)
@@ -219,9 +203,9 @@ class TestRunJson:
         e = np.exp([0.0, 2**-0.5, 2**-0.5, 0.0, 2**-0.5])
         assert data["weights"][0][0][0] == pytest.approx(e[0] / e.sum(), rel=1e-15)
 
-    def test_projected_q_k_v(self, runner: CliRunner) -> None:
+    def test_projected_q_k_v(self) -> None:
         """q is [head, query, d_k] and k, v are [kv_head, key, d_k], equal to the input's column slices."""
-        data = json.loads(runner.invoke(app, ["run", "configs/gqa.yaml", "--format", "json"]).stdout)
+        data = json.loads(run_attnx("run", "configs/gqa.yaml", "--format", "json").stdout)
         spec = load_spec(str(CONFIGS / "gqa.yaml"))
         q, k, v = (np.array(data[name]) for name in ("q", "k", "v"))
         assert (q.shape, k.shape, v.shape) == ((4, 3, 2), (2, 3, 2), (2, 3, 2))
@@ -231,9 +215,9 @@ class TestRunJson:
         assert data["kv_pooled_from"] is None
         assert list(data)[list(data).index("kv_pooled_from") :][:4] == ["kv_pooled_from", "d_model", "d_k", "scale"]
 
-    def test_projections_are_applied(self, runner: CliRunner) -> None:
+    def test_projections_are_applied(self) -> None:
         """With W_q, the q key holds X·W_q + b_q split into heads, not the input."""
-        data = json.loads(runner.invoke(app, ["run", "configs/projections-with-wo.yaml", "--format", "json"]).stdout)
+        data = json.loads(run_attnx("run", "configs/projections-with-wo.yaml", "--format", "json").stdout)
         spec = load_spec(str(CONFIGS / "projections-with-wo.yaml"))
         assert spec.inputs.x is not None and spec.inputs.w_q is not None
         projected = spec.inputs.x @ spec.inputs.w_q.weight + (
@@ -242,45 +226,45 @@ class TestRunJson:
         q = np.array(data["q"])
         np.testing.assert_allclose(np.concatenate(list(q), axis=1), projected, rtol=1e-15)
 
-    def test_file_and_heads_override(self, runner: CliRunner) -> None:
+    def test_file_and_heads_override(self) -> None:
         """A config file runs, and --heads on the command line overrides its heads."""
-        result = runner.invoke(app, ["run", "configs/cat-sat-on-mat.yaml", "-H", "4", "--format", "json"])
-        assert result.exit_code == 0
-        assert json.loads(result.output)["d_k"] == 1
+        result = run_attnx("run", "configs/cat-sat-on-mat.yaml", "-H", "4", "--format", "json")
+        assert result.code == 0
+        assert json.loads(result.stdout)["d_k"] == 1
 
-    def test_stdin(self, runner: CliRunner) -> None:
+    def test_stdin(self) -> None:
         """- reads the input from stdin."""
         doc = '{"heads": 1, "q": [[1.0]], "k": [[1.0]], "v": [[2.5]]}'
-        result = runner.invoke(app, ["run", "-", "--format", "json"], input=doc)
-        assert result.exit_code == 0
-        assert json.loads(result.output)["output"] == [[2.5]]
+        result = run_attnx("run", "-", "--format", "json", stdin=doc.encode())
+        assert result.code == 0
+        assert json.loads(result.stdout)["output"] == [[2.5]]
 
-    def test_float32(self, runner: CliRunner) -> None:
+    def test_float32(self) -> None:
         """--dtype float32 is reported and close to the float64 numbers."""
-        result = runner.invoke(app, ["run", "--format", "json", "--dtype", "float32"])
-        data = json.loads(result.output)
+        result = run_attnx("run", "--format", "json", "--dtype", "float32")
+        data = json.loads(result.stdout)
         assert data["dtype"] == "float32"
         np.testing.assert_allclose(data["output"], OUTPUT, atol=DECIMALS_4, rtol=0)
 
 
 class TestRunExports:
-    def test_npy_q(self, runner: CliRunner) -> None:
+    def test_npy_q(self) -> None:
         """--format npy --tensor q writes the [head, query, d_k] query slices."""
-        data = runner.invoke(app, ["run", "-f", "npy", "--tensor", "q"]).stdout_bytes
+        data = run_attnx("run", "-f", "npy", "--tensor", "q").stdout_bytes
         q = np.load(io.BytesIO(data))
         assert q.shape == (2, 5, 2)
         np.testing.assert_array_equal(q[1, 1], [0.0, 1.0])
 
-    def test_csv_k_has_a_kv_head_axis(self, runner: CliRunner) -> None:
+    def test_csv_k_has_a_kv_head_axis(self) -> None:
         """--format csv --tensor k names its axes kv_head, key, dim."""
-        text = runner.invoke(app, ["run", "configs/gqa.yaml", "-f", "csv", "--tensor", "k"]).stdout
+        text = run_attnx("run", "configs/gqa.yaml", "-f", "csv", "--tensor", "k").stdout
         lines = text.splitlines()
         assert lines[0] == "tensor,kv_head,key,dim,key_token,value"
         assert len(lines) == 1 + 2 * 3 * 2 and lines[1] == "k,0,0,0,a,1.0"
 
-    def test_jsonl_carries_the_query_slice(self, runner: CliRunner) -> None:
+    def test_jsonl_carries_the_query_slice(self) -> None:
         """Each head-query record of --format jsonl has its q."""
-        records = [json.loads(line) for line in runner.invoke(app, ["run", "-f", "jsonl"]).stdout.splitlines()]
+        records = [json.loads(line) for line in run_attnx("run", "-f", "jsonl").stdout.splitlines()]
         cat = next(r for r in records if r["record"] == "head_query" and (r["head"], r["query"]) == (0, 1))
         assert cat["q"] == [0.0, 2.0]
 
@@ -316,12 +300,10 @@ class TestRunErrors:
             ("zero.yaml", "heads: 0\nq: [[1]]\nk: [[1]]\nv: [[1]]\n", r"heads: must be positive, got 0"),
         ],
     )
-    def test_bad_input_is_one_line_and_exit_2(
-        self, runner: CliRunner, tmp_path: Path, name: str, text: str, message: str
-    ) -> None:
+    def test_bad_input_is_one_line_and_exit_2(self, tmp_path: Path, name: str, text: str, message: str) -> None:
         """Each bad input gives exit 2 and exactly one line on stderr, nothing on stdout."""
-        result = runner.invoke(app, ["run", write(tmp_path, name, text)])
-        assert result.exit_code == 2
+        result = run_attnx("run", write(tmp_path, name, text))
+        assert result.code == 2
         assert result.stdout == ""
         lines = result.stderr.splitlines()
         assert len(lines) == 1, result.stderr
@@ -330,42 +312,42 @@ class TestRunErrors:
 
         assert re.search(message, lines[0]), lines[0]
 
-    def test_missing_file(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_missing_file(self, tmp_path: Path) -> None:
         """A missing file is exit 2 with one line naming it."""
-        result = runner.invoke(app, ["run", str(tmp_path / "absent.yaml")])
-        assert result.exit_code == 2
+        result = run_attnx("run", str(tmp_path / "absent.yaml"))
+        assert result.code == 2
         assert result.stderr == f"attnx: error: {tmp_path / 'absent.yaml'}: no such file\n"
 
-    def test_unreadable_file(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_unreadable_file(self, tmp_path: Path) -> None:
         """A directory in place of a file is exit 2 with one line."""
-        result = runner.invoke(app, ["run", str(tmp_path)])
-        assert result.exit_code == 2
+        result = run_attnx("run", str(tmp_path))
+        assert result.code == 2
         assert result.stderr == f"attnx: error: {tmp_path}: is a directory, expected an input file\n"
 
-    def test_heads_flag_not_dividing(self, runner: CliRunner) -> None:
+    def test_heads_flag_not_dividing(self) -> None:
         """--heads 3 on the 4-column example lists the head counts that work."""
-        result = runner.invoke(app, ["run", "--heads", "3"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "--heads", "3")
+        assert result.code == 2
         assert "head counts that work: 1, 2, 4" in result.stderr
 
-    def test_non_positive_heads_flag(self, runner: CliRunner) -> None:
+    def test_non_positive_heads_flag(self) -> None:
         """--heads 0 is a usage error (exit 2)."""
-        result = runner.invoke(app, ["run", "--heads", "0"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "--heads", "0")
+        assert result.code == 2
 
-    def test_unknown_section(self, runner: CliRunner) -> None:
+    def test_unknown_section(self) -> None:
         """--show with an unknown section lists the valid ones."""
-        result = runner.invoke(app, ["run", "--show", "wieghts"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "--show", "wieghts")
+        assert result.code == 2
         assert "unknown section 'wieghts' for --show; choose from q, k, v, scores, scaled" in result.stderr
         assert result.stderr.endswith(", average, all\n")
 
 
 class TestEntryPoints:
-    def test_version(self, runner: CliRunner) -> None:
+    def test_version(self) -> None:
         """--version prints the package version."""
-        result = runner.invoke(app, ["--version"])
-        assert result.exit_code == 0 and result.output == f"attnx {__version__}\n"
+        result = run_attnx("--version")
+        assert (result.code, result.stdout, result.stderr) == (0, f"attnx {__version__}\n", "")
 
     def test_python_dash_m(self) -> None:
         """`python -m attnx run --format json` works as the console script does."""

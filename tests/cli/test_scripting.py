@@ -11,24 +11,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from attnx.cli import app
 from attnx.engines import compute
 from attnx.io import load_spec
 from attnx.io.results import load_result
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.serialize import FORMAT_VERSION
-from tests.runner import run_attnx
+from tests.runner import Outcome, run_attnx
 from tests.specs import loaded
 
 ATTNX = [sys.executable, "-m", "attnx"]
 ANSI = "\x1b["
 
 
-def invoke(runner: CliRunner, *args: str, input: str | None = None):
-    result = runner.invoke(app, list(args), input=input)
-    assert result.exit_code == 0, result.output
+def invoke(*args: str, stdin: bytes = b"") -> Outcome:
+    """`attnx ARGS` piped, which must exit 0."""
+    result = run_attnx(*args, stdin=stdin)
+    assert result.code == 0, result.stderr
     return result
 
 
@@ -43,9 +42,9 @@ def worked():
 
 
 class TestRunFormats:
-    def test_jsonl_records_match_the_result(self, runner: CliRunner, worked) -> None:
+    def test_jsonl_records_match_the_result(self, worked) -> None:
         """jsonl: one record per head and query, then per query; values equal the result's."""
-        lines = invoke(runner, "run", "-f", "jsonl").stdout.splitlines()
+        lines = invoke("run", "-f", "jsonl").stdout.splitlines()
         records = [json.loads(line) for line in lines]
         assert len(records) == 2 * 5 + 5
         head_query = [r for r in records if r["record"] == "head_query"]
@@ -56,9 +55,9 @@ class TestRunFormats:
         per_query = [r for r in records if r["record"] == "query"]
         np.testing.assert_array_equal([r["output"] for r in per_query], worked.output)
 
-    def test_csv_is_tidy_and_complete(self, runner: CliRunner, worked) -> None:
+    def test_csv_is_tidy_and_complete(self, worked) -> None:
         """csv: header names the axes and ends in value; every number of the chosen tensors, once."""
-        text = invoke(runner, "run", "-f", "csv", "--tensor", "weights", "--tensor", "output").stdout
+        text = invoke("run", "-f", "csv", "--tensor", "weights", "--tensor", "output").stdout
         rows = list(csv.DictReader(io.StringIO(text)))
         header = text.splitlines()[0].split(",")
         assert header == ["tensor", "head", "query", "key", "dim", "query_token", "key_token", "value"]
@@ -71,26 +70,26 @@ class TestRunFormats:
         assert {(int(r["query"]), int(r["dim"])) for r in outputs} == set(np.ndindex(worked.output.shape))
         assert all(float(r["value"]) == worked.output[int(r["query"]), int(r["dim"])] for r in outputs)
 
-    def test_csv_weights_only_header(self, runner: CliRunner) -> None:
+    def test_csv_weights_only_header(self) -> None:
         """For weights alone the axes are tensor,head,query,key (labels before value)."""
-        header = invoke(runner, "run", "-f", "csv", "--tensor", "weights").stdout.splitlines()[0]
+        header = invoke("run", "-f", "csv", "--tensor", "weights").stdout.splitlines()[0]
         assert header == "tensor,head,query,key,query_token,key_token,value"
 
-    def test_npy_one_tensor(self, runner: CliRunner, worked) -> None:
+    def test_npy_one_tensor(self, worked) -> None:
         """npy writes the one tensor named by --tensor."""
-        data = runner.invoke(app, ["run", "-f", "npy", "--tensor", "weights"]).stdout_bytes
+        data = run_attnx("run", "-f", "npy", "--tensor", "weights").stdout_bytes
         np.testing.assert_array_equal(np.load(io.BytesIO(data)), worked.weights)
 
-    def test_npy_needs_exactly_one_tensor(self, runner: CliRunner) -> None:
+    def test_npy_needs_exactly_one_tensor(self) -> None:
         """npy without --tensor is exit 2 naming the tensors."""
-        result = runner.invoke(app, ["run", "-f", "npy"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "-f", "npy")
+        assert result.code == 2
         assert "--format npy writes one tensor: name it with --tensor (scores, scaled, weights" in result.stderr
 
-    def test_npz_every_tensor_named_as_json(self, runner: CliRunner, worked, tmp_path: Path) -> None:
+    def test_npz_every_tensor_named_as_json(self, worked, tmp_path: Path) -> None:
         """npz holds every tensor under its JSON key, plus the token labels."""
         path = tmp_path / "run.npz"
-        invoke(runner, "run", "-f", "npz", "--output", str(path))
+        invoke("run", "-f", "npz", "--output", str(path))
         with np.load(path) as archive:
             assert set(archive.files) == {
                 *(n for n in TENSOR_AXES if getattr(worked, n) is not None),
@@ -101,22 +100,22 @@ class TestRunFormats:
                 np.testing.assert_array_equal(archive[name], getattr(worked, name))
             assert archive["tokens"].tolist() == list(worked.tokens)
 
-    def test_unknown_tensor(self, runner: CliRunner) -> None:
+    def test_unknown_tensor(self) -> None:
         """--tensor with a name no result has is exit 2 listing the names; one this input lacks says why."""
-        result = runner.invoke(app, ["run", "-f", "csv", "--tensor", "wieghts"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "-f", "csv", "--tensor", "wieghts")
+        assert result.code == 2
         assert "unknown tensor 'wieghts' for --tensor; choose from scores, scaled, weights" in result.stderr
-        result = runner.invoke(app, ["run", "-f", "csv", "--tensor", "projected"])
-        assert result.exit_code == 2
+        result = run_attnx("run", "-f", "csv", "--tensor", "projected")
+        assert result.code == 2
         assert "this result has no 'projected' (the input has no w_o)" in result.stderr
 
 
 class TestOtherCommandsFormats:
-    def test_trace_formats(self, runner: CliRunner, worked) -> None:
+    def test_trace_formats(self, worked) -> None:
         """trace json, jsonl and csv carry the same weights as the result's row of "cat"."""
-        data = json.loads(invoke(runner, "trace", "-t", "cat", "-f", "json").stdout)
-        records = [json.loads(x) for x in invoke(runner, "trace", "-t", "cat", "-f", "jsonl").stdout.splitlines()]
-        rows = list(csv.DictReader(io.StringIO(invoke(runner, "trace", "-t", "cat", "-f", "csv").stdout)))
+        data = json.loads(invoke("trace", "-t", "cat", "-f", "json").stdout)
+        records = [json.loads(x) for x in invoke("trace", "-t", "cat", "-f", "jsonl").stdout.splitlines()]
+        rows = list(csv.DictReader(io.StringIO(invoke("trace", "-t", "cat", "-f", "csv").stdout)))
         for h in range(2):
             expected = worked.weights[h, 1]
             np.testing.assert_allclose([k["weight"] for k in data["heads"][h]["keys"]], expected, rtol=1e-15)
@@ -126,12 +125,12 @@ class TestOtherCommandsFormats:
         assert records[-1]["record"] == "output"
         np.testing.assert_allclose(records[-1]["output"], worked.output[1], rtol=1e-15)
 
-    def test_check_formats(self, runner: CliRunner) -> None:
+    def test_check_formats(self) -> None:
         """check json, jsonl and csv describe the same rows."""
-        rows = json.loads(invoke(runner, "check", "-f", "json").stdout)["rows"]
-        records = [json.loads(x) for x in invoke(runner, "check", "-f", "jsonl").stdout.splitlines()]
+        rows = json.loads(invoke("check", "-f", "json").stdout)["rows"]
+        records = [json.loads(x) for x in invoke("check", "-f", "jsonl").stdout.splitlines()]
         assert [{k: v for k, v in r.items() if k != "format_version"} for r in records] == rows
-        table = list(csv.DictReader(io.StringIO(invoke(runner, "check", "-f", "csv").stdout)))
+        table = list(csv.DictReader(io.StringIO(invoke("check", "-f", "csv").stdout)))
         assert len(table) == 5 * len(rows)
         first = [
             r
@@ -140,12 +139,12 @@ class TestOtherCommandsFormats:
         ]
         assert {r["metric"]: float(r["value"]) for r in first}["max_abs"] == rows[0]["max_abs"]
 
-    def test_engines_formats(self, runner: CliRunner) -> None:
+    def test_engines_formats(self) -> None:
         """engines json, jsonl and csv list the same engines."""
-        data = json.loads(invoke(runner, "engines", "-f", "json").stdout)["engines"]
-        records = [json.loads(x) for x in invoke(runner, "engines", "-f", "jsonl").stdout.splitlines()]
+        data = json.loads(invoke("engines", "-f", "json").stdout)["engines"]
+        records = [json.loads(x) for x in invoke("engines", "-f", "jsonl").stdout.splitlines()]
         assert [r["name"] for r in records] == [e["name"] for e in data]
-        rows = list(csv.DictReader(io.StringIO(invoke(runner, "engines", "-f", "csv").stdout)))
+        rows = list(csv.DictReader(io.StringIO(invoke("engines", "-f", "csv").stdout)))
         assert {"engine": "numpy", "device": "cpu", "dtype": "float64", "default": "1"}.items() <= rows[0].items()
 
     @pytest.mark.parametrize("command", [["trace", "-t", "cat"], ["check"], ["engines"]])
@@ -160,62 +159,62 @@ class TestOtherCommandsFormats:
 
 
 class TestRoundTripAndInputs:
-    def test_json_round_trip_is_exact(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_json_round_trip_is_exact(self, tmp_path: Path) -> None:
         """A JSON result read back equals the result to full precision (random float64 input)."""
         path = tmp_path / "r.json"
         args = ["--seed", "5", "--tokens", "a b c d e f g", "--d-model", "12", "-H", "3"]
-        invoke(runner, "run", *args, "-f", "json", "-o", str(path))
+        invoke("run", *args, "-f", "json", "-o", str(path))
         saved = load_result(str(path))
         result = compute(loaded(seed=5, tokens=tuple("abcdefg"), d_model=12, heads=3))
         for name, array in saved.tensors.items():
             assert np.array_equal(array, getattr(result, name)), name
         assert saved.meta["tokens"] == list("abcdefg")
 
-    def test_stdin_yaml(self, runner: CliRunner) -> None:
+    def test_stdin_yaml(self) -> None:
         """- reads YAML from stdin as well as JSON."""
-        result = invoke(runner, "run", "-", "-f", "json", input="heads: 1\nq: [[1.0]]\nk: [[1.0]]\nv: [[4.0]]\n")
+        result = invoke("run", "-", "-f", "json", stdin=b"heads: 1\nq: [[1.0]]\nk: [[1.0]]\nv: [[4.0]]\n")
         assert json.loads(result.stdout)["output"] == [[4.0]]
 
-    def test_npz_input_with_the_same_keys(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_npz_input_with_the_same_keys(self, tmp_path: Path) -> None:
         """An .npz with the YAML keys (tokens as a string array) runs like the YAML."""
         spec = load_spec()
         path = tmp_path / "in.npz"
         np.savez(
             path, q=spec.inputs.q, k=spec.inputs.k, v=spec.inputs.v, heads=np.array(2), tokens=np.array(spec.tokens)
         )
-        a = json.loads(invoke(runner, "run", str(path), "-f", "json").stdout)
-        b = json.loads(invoke(runner, "run", "-f", "json").stdout)
+        a = json.loads(invoke("run", str(path), "-f", "json").stdout)
+        b = json.loads(invoke("run", "-f", "json").stdout)
         assert a["weights"] == b["weights"] and a["tokens"] == b["tokens"]
 
-    def test_pickled_npz_is_refused(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_pickled_npz_is_refused(self, tmp_path: Path) -> None:
         """An .npz holding pickled objects is exit 2; nothing is unpickled."""
         path = tmp_path / "evil.npz"
         np.savez(path, q=np.array([{"x": 1}], dtype=object))
-        result = runner.invoke(app, ["run", str(path)])
-        assert result.exit_code == 2
+        result = run_attnx("run", str(path))
+        assert result.code == 2
         assert "holds pickled objects, which attnx never loads" in result.stderr
 
 
 class TestOutputFile:
-    def test_output_writes_file_not_stdout(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_output_writes_file_not_stdout(self, tmp_path: Path) -> None:
         """--output writes the file, prints nothing, and leaves no temp file."""
         path = tmp_path / "out.json"
-        result = invoke(runner, "run", "-f", "json", "-o", str(path))
+        result = invoke("run", "-f", "json", "-o", str(path))
         assert result.stdout == ""
         assert json.loads(path.read_text())["heads"] == 2
         assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 
-    def test_table_to_file_is_plain_text(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_table_to_file_is_plain_text(self, tmp_path: Path) -> None:
         """A table written with --output has no ANSI codes, even with FORCE_COLOR."""
         path = tmp_path / "out.txt"
-        runner.invoke(app, ["run", "-o", str(path)], env={"FORCE_COLOR": "1"})
+        assert run_attnx("run", "-o", str(path), env={"FORCE_COLOR": "1"}).code == 0
         text = path.read_text()
         assert "0.3664" in text and ANSI not in text
 
-    def test_unwritable_output(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_unwritable_output(self, tmp_path: Path) -> None:
         """An output in a missing folder is an I/O failure: exit 1 with one line."""
-        result = runner.invoke(app, ["run", "-f", "json", "-o", str(tmp_path / "no" / "x.json")])
-        assert result.exit_code == 1
+        result = run_attnx("run", "-f", "json", "-o", str(tmp_path / "no" / "x.json"))
+        assert result.code == 1
         assert result.stderr.startswith(f"attnx: error: {tmp_path / 'no' / 'x.json'}: cannot write")
 
     def test_full_disk_is_exit_1_and_debug_shows_the_cause(
@@ -355,34 +354,33 @@ class TestPipesAndSignals:
 
 
 class TestExitCodesAndMessages:
-    def test_help_documents_exit_codes(self, runner: CliRunner) -> None:
+    def test_help_documents_exit_codes(self) -> None:
         """--help lists the exit codes."""
-        text = " ".join(invoke(runner, "--help").stdout.split())
+        text = " ".join(invoke("--help").stdout.split())
         assert "0 success" in text and "2 bad usage or input" in text and "130 interrupted" in text
 
-    def test_unexpected_error_is_one_line_and_exit_1(self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A bug surfaces as one line with a --debug hint and exit 1, not a traceback."""
+    def test_unexpected_error_is_one_line_and_exit_1(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A bug surfaces as one line with a --debug hint and exit 1, not a traceback; with --debug, as its traceback."""
         import attnx.engines
-        from attnx.cli import errors as cli_errors
-
-        monkeypatch.setitem(cli_errors.DEBUG, "on", False)  # restored after the test, whatever --debug sets
 
         def broken(*args, **kwargs):
             raise RuntimeError("boom")
 
         monkeypatch.setattr(attnx.engines, "compute", broken)
-        result = runner.invoke(app, ["run"])
-        assert result.exit_code == 1
+        result = run_attnx("run")
+        assert (result.code, result.stdout) == (1, "")
         assert result.stderr == "attnx: error: unexpected RuntimeError: boom (re-run with --debug for the traceback)\n"
-        debug = runner.invoke(app, ["--debug", "run"])
-        assert isinstance(debug.exception, RuntimeError)
+        debug = run_attnx("--debug", "run")
+        assert (debug.code, debug.stdout) == (1, "")
+        assert debug.stderr.startswith("Traceback (most recent call last):\n")
+        assert debug.stderr.endswith("\nRuntimeError: boom\n") and "in broken" in debug.stderr
 
-    def test_quiet_silences_warnings(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_quiet_silences_warnings(self, tmp_path: Path) -> None:
         """-q drops the fully-masked warning; the data is unchanged."""
         path = tmp_path / "m.yaml"
         path.write_text("q: [[1], [2]]\nk: [[1], [2]]\nv: [[1], [2]]\nmask: [[1, 1], [0, 0]]\n")
-        loud = runner.invoke(app, ["run", str(path), "-f", "json"])
-        quiet = runner.invoke(app, ["run", str(path), "-f", "json", "-q"])
+        loud = run_attnx("run", str(path), "-f", "json")
+        quiet = run_attnx("run", str(path), "-f", "json", "-q")
         assert "warning" in loud.stderr and quiet.stderr == ""
         assert loud.stdout == quiet.stdout
 

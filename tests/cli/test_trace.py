@@ -8,10 +8,8 @@ import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import attnx.engines
-from attnx.cli import app
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from tests.conftest import DECIMALS_4, OUTPUT, TRACES
@@ -26,85 +24,85 @@ def squeeze(text: str) -> str:
     return "\n".join(" ".join(line.split()) for line in text.splitlines())
 
 
-def trace_json(runner: CliRunner, *args: str) -> dict:
+def trace_json(*args: str) -> dict:
     """Run `attnx trace ... --format json` and parse its stdout."""
-    result = runner.invoke(app, ["trace", *args, "--format", "json"])
-    assert result.exit_code == 0, result.output
+    result = run_attnx("trace", *args, "--format", "json")
+    assert result.code == 0, result.stderr
     return json.loads(result.stdout)
 
 
 class TestTraceTable:
     @pytest.mark.parametrize("token", ["The", "cat"])
-    def test_worked_example(self, runner: CliRunner, token: str) -> None:
+    def test_worked_example(self, token: str) -> None:
         """`attnx trace --token T` prints each of the tutorial's dot products with its weight, and the outputs."""
-        result = runner.invoke(app, ["trace", "--token", token, "--no-color"], env={"COLUMNS": "120"})
-        assert result.exit_code == 0, result.output
+        result = run_attnx("trace", "--token", token, "--no-color", env={"COLUMNS": "120"})
+        assert result.code == 0, result.stderr
         text = squeeze(result.stdout)
         for _, rows, output in TRACES[token]:
             for key, terms, dot, scaled, weight in rows:
                 assert f"{key} " in text and f"{terms} = {dot:.4f} {dot:.4f} {scaled:.4f} no {weight:.4f}" in text
             assert f"O_h[{token}] 1.0000 [{output[0]:.4f}, {output[1]:.4f}]" in text
 
-    def test_query_picks_the_same_row(self, runner: CliRunner) -> None:
+    def test_query_picks_the_same_row(self) -> None:
         """--query 1 prints exactly what --token cat prints."""
-        by_token = runner.invoke(app, ["trace", "--token", "cat", "--no-color"])
-        by_query = runner.invoke(app, ["trace", "--query", "1", "--no-color"])
-        assert by_token.exit_code == by_query.exit_code == 0
+        by_token = run_attnx("trace", "--token", "cat", "--no-color")
+        by_query = run_attnx("trace", "--query", "1", "--no-color")
+        assert by_token.code == by_query.code == 0
         assert by_token.stdout == by_query.stdout
 
-    def test_head_restricts(self, runner: CliRunner) -> None:
+    def test_head_restricts(self) -> None:
         """--head 1 prints the second head only (heads count from 0), titled as `run` titles it."""
-        result = runner.invoke(app, ["trace", "-t", "cat", "--head", "1", "--no-color"])
-        assert result.exit_code == 0
+        result = run_attnx("trace", "-t", "cat", "--head", "1", "--no-color")
+        assert result.code == 0
         assert "Head 1 · columns 2-3" in result.stdout and "Head 0 ·" not in result.stdout
         assert "head 1 of 2" in result.stdout
-        first = runner.invoke(app, ["trace", "-t", "cat", "--head", "0", "--no-color"])
+        first = run_attnx("trace", "-t", "cat", "--head", "0", "--no-color")
         assert "Head 0 · columns 0-1" in first.stdout and "Head 1 ·" not in first.stdout
 
-    def test_token_matches_without_the_leading_space(self, runner: CliRunner) -> None:
+    def test_token_matches_without_the_leading_space(self) -> None:
         """--token cat finds the token shown as ' cat' (a GPT-2 style byte-level token, decoded)."""
         doc = '{"heads": 1, "tokens": ["The", " cat"], "q": [[1.0], [2.0]], "k": [[1.0], [0.5]], "v": [[1.0], [3.0]]}'
-        result = runner.invoke(app, ["trace", "-", "-t", "cat", "--format", "json"], input=doc)
-        assert result.exit_code == 0, result.output
+        result = run_attnx("trace", "-", "-t", "cat", "--format", "json", stdin=doc.encode())
+        assert result.code == 0, result.stderr
         data = json.loads(result.stdout)
         assert (data["token"], data["query"]) == (" cat", 1)
 
-    def test_keys_collapse_and_all(self, runner: CliRunner) -> None:
+    def test_keys_collapse_and_all(self) -> None:
         """By default 10 keys of 30 are shown with '… 20 more'; --keys all shows every key."""
         summary = re.compile(r"… (\d+) more(?! …)")
-        default = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--no-color"], env={"COLUMNS": "200"})
-        assert default.exit_code == 0
+        default = run_attnx("trace", *RANDOM, "-t", "w3", "--no-color", env={"COLUMNS": "200"})
+        assert default.code == 0
         assert summary.findall(default.stdout) == ["20"] * 8  # two heads, three tables and the Σe line each
-        every = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--keys", "all", "--no-color"])
-        assert every.exit_code == 0 and summary.findall(every.stdout) == []
-        two = runner.invoke(app, ["trace", *RANDOM, "-t", "w3", "--keys", "2", "--no-color"])
+        every = run_attnx("trace", *RANDOM, "-t", "w3", "--keys", "all", "--no-color")
+        assert every.code == 0 and summary.findall(every.stdout) == []
+        two = run_attnx("trace", *RANDOM, "-t", "w3", "--keys", "2", "--no-color")
         assert summary.findall(two.stdout) == ["28"] * 8
 
-    def test_terms_elide_and_all(self, runner: CliRunner) -> None:
+    def test_terms_elide_and_all(self) -> None:
         """With d_k = 16, eight products per dot product by default; --terms all writes all sixteen."""
         product = re.compile(r"[\d)]×[\d(]")
         args = ["trace", *RANDOM, "-t", "w3", "--keys", "1", "--no-color"]
-        default = runner.invoke(app, args, env={"COLUMNS": "400"})
+        default = run_attnx(*args, env={"COLUMNS": "400"})
         lines = [line for line in default.stdout.splitlines() if product.search(line)]
         assert [len(product.findall(line)) for line in lines] == [8, 8]
         assert all("… (8 more: " in line for line in lines)
-        every = runner.invoke(app, [*args, "--terms", "all"], env={"COLUMNS": "400"})
+        every = run_attnx(*args, "--terms", "all", env={"COLUMNS": "400"})
         lines = [line for line in every.stdout.splitlines() if product.search(line)]
         assert [len(product.findall(line)) for line in lines] == [16, 16]
         assert not any("more:" in line for line in lines)
 
-    def test_long_example_config(self, runner: CliRunner) -> None:
+    def test_long_example_config(self) -> None:
         """configs/random-long-sentence.yaml traces "fox" with elided terms and collapsed keys."""
-        data = trace_json(runner, "configs/random-long-sentence.yaml", "-t", "fox")
+        data = trace_json("configs/random-long-sentence.yaml", "-t", "fox")
         assert (data["query"], data["n_keys"], len(data["heads"])) == (3, 24, 4)
         assert all(head["d_k"] == 16 and head["rest"]["count"] == 14 for head in data["heads"])
 
-    def test_precision(self, runner: CliRunner) -> None:
+    def test_precision(self) -> None:
         """--precision 2 rounds the numbers to two decimals."""
-        result = runner.invoke(app, ["trace", "-t", "cat", "-p", "2", "--no-color"])
+        result = run_attnx("trace", "-t", "cat", "-p", "2", "--no-color")
         assert "O[cat] = [0.41, 0.13, 0.23, 0.37]" in result.stdout
 
-    def test_computes_one_query_row(self, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_computes_one_query_row(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The engine is asked for the traced query's row only, not the whole matrix."""
         seen: list[AttentionSpec] = []
         compute = attnx.engines.compute
@@ -114,15 +112,15 @@ class TestTraceTable:
             return compute(spec, *args, **kwargs)
 
         monkeypatch.setattr(attnx.engines, "compute", spy)
-        result = runner.invoke(app, ["trace", *RANDOM, "--query", "12", "--format", "json"])
-        assert result.exit_code == 0
+        result = run_attnx("trace", *RANDOM, "--query", "12", "--format", "json")
+        assert result.code == 0
         assert [(s.n_queries, s.n_keys, s.query_positions) for s in seen] == [(1, 30, (12,))]
 
 
 class TestTraceJson:
-    def test_worked_example(self, runner: CliRunner) -> None:
+    def test_worked_example(self) -> None:
         """--format json carries per head the dims, slices, per-key arithmetic and outputs."""
-        data = trace_json(runner, "--token", "cat")
+        data = trace_json("--token", "cat")
         assert next(iter(data)) == "format_version" and (data["token"], data["query"]) == ("cat", 1)
         for head, (query, rows, output) in zip(data["heads"], TRACES["cat"], strict=True):
             assert head["q"] == query and head["d_k"] == 2
@@ -132,14 +130,14 @@ class TestTraceJson:
         assert [head["columns"] for head in data["heads"]] == [[0, 1], [2, 3]]
         np.testing.assert_allclose(data["output"], OUTPUT[1], rtol=0, atol=DECIMALS_4)
 
-    def test_agrees_with_run(self, runner: CliRunner) -> None:
+    def test_agrees_with_run(self) -> None:
         """Trace and run print the same scores, weights and outputs for the same query.
 
         Equal to float64 rounding, not bit for bit: the engine computes the traced row alone, and a
         one-row matrix product may round its last bit differently from the full one.
         """
-        run = json.loads(runner.invoke(app, ["run", *RANDOM, "--format", "json"]).stdout)
-        trace = trace_json(runner, *RANDOM, "--query", "9", "--keys", "all")
+        run = json.loads(run_attnx("run", *RANDOM, "--format", "json").stdout)
+        trace = trace_json(*RANDOM, "--query", "9", "--keys", "all")
         for h, head in enumerate(trace["heads"]):
             for name, tensor in (("raw", "scores"), ("scaled", "scaled"), ("weight", "weights")):
                 got = [key[name] for key in head["keys"]]
@@ -147,9 +145,9 @@ class TestTraceJson:
             np.testing.assert_allclose(head["output"], run["head_outputs"][h][9], rtol=1e-13, atol=0)
         np.testing.assert_allclose(trace["output"], run["output"][9], rtol=1e-13, atol=0)
 
-    def test_head_and_keys(self, runner: CliRunner) -> None:
+    def test_head_and_keys(self) -> None:
         """--head 1 --keys 3 gives head 1, three keys and the summary of the other 27."""
-        data = trace_json(runner, *RANDOM, "-t", "w0", "--head", "1", "--keys", "3")
+        data = trace_json(*RANDOM, "-t", "w0", "--head", "1", "--keys", "3")
         (head,) = data["heads"]
         assert head["head"] == 1 and len(head["keys"]) == 3 and head["rest"]["count"] == 27
 
@@ -172,10 +170,10 @@ class TestTraceErrors:
             (["-t", "cat", "--keys", "0"], "--keys expects a whole number of at least 1 or 'all', got '0'"),
         ],
     )
-    def test_one_line_and_exit_2(self, runner: CliRunner, args: list[str], message: str) -> None:
+    def test_one_line_and_exit_2(self, args: list[str], message: str) -> None:
         """Each mistake is exit 2 with exactly one line on stderr and nothing on stdout."""
-        result = runner.invoke(app, ["trace", *args])
-        assert result.exit_code == 2
+        result = run_attnx("trace", *args)
+        assert result.code == 2
         assert result.stdout == ""
         assert result.stderr == f"attnx: error: {message}\n"
 
@@ -187,10 +185,10 @@ class TestStartup:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert proc.stdout == "False False\n"
 
-    def test_help_counts_heads_from_zero(self, runner: CliRunner) -> None:
+    def test_help_counts_heads_from_zero(self) -> None:
         """The help of --head says heads are counted from 0."""
-        result = runner.invoke(app, ["trace", "--help"], env={"COLUMNS": "200"})
-        assert result.exit_code == 0
+        result = run_attnx("trace", "--help", env={"COLUMNS": "200"})
+        assert result.code == 0
         assert "Trace only head N, counted from 0 as in the tables (0..H-1)" in squeeze(result.stdout)
 
 

@@ -7,9 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from attnx.cli import app
 from attnx.engines import compute
 from attnx.io import load_spec
 from attnx.render.colours import BLACK, MIN_TEXT_CONTRAST, WHITE, contrast, rgb_of, style_problem
@@ -25,6 +23,7 @@ from attnx.render.heatmap import (
     shade,
     weights_view,
 )
+from tests.runner import run_attnx
 
 ANSI = "\x1b["
 TOP = "#fde725"  # the palette's last stop, rgb(253, 231, 37): the largest weight shown
@@ -140,54 +139,54 @@ class TestHeatmapRendering:
 
 
 class TestViewsAndExports:
-    def test_run_heatmap_view_without_colour(self, runner: CliRunner) -> None:
+    def test_run_heatmap_view_without_colour(self) -> None:
         """`attnx run --view heatmap` on a pipe falls back to shades; --show does not combine with it."""
-        result = runner.invoke(app, ["run", "--view", "heatmap"], env={"COLUMNS": "140"})
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "--view", "heatmap", env={"COLUMNS": "140"})
+        assert result.code == 0, result.stderr
         assert "cat ██ 0.3664 ░░ 0.0891" in result.stdout and ANSI not in result.stdout
-        refused = runner.invoke(app, ["run", "--view", "heatmap", "--show", "weights"])
-        assert refused.exit_code == 2 and "leave out --show" in refused.stderr
+        refused = run_attnx("run", "--view", "heatmap", "--show", "weights")
+        assert refused.code == 2 and "leave out --show" in refused.stderr
 
-    def test_run_heatmap_view_forced_colour(self, runner: CliRunner) -> None:
+    def test_run_heatmap_view_forced_colour(self) -> None:
         """FORCE_COLOR on a pipe: coloured cells, no shades."""
-        result = runner.invoke(app, ["run", "--view", "heatmap"], env={"FORCE_COLOR": "1", "COLUMNS": "140"})
-        assert result.exit_code == 0
+        result = run_attnx("run", "--view", "heatmap", env={"FORCE_COLOR": "1", "COLUMNS": "140"})
+        assert result.code == 0, result.stderr
         assert "48;2;253;231;37" in result.stdout and "█" not in result.stdout
 
-    def test_svg_export(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_svg_export(self, tmp_path: Path) -> None:
         """--export x.svg saves what was printed as an SVG, coloured: the top colour and the numbers are in it."""
         target = tmp_path / "heatmap.svg"
-        result = runner.invoke(app, ["run", "--view", "heatmap", "--export", str(target)], env={"COLUMNS": "120"})
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "--view", "heatmap", "--export", str(target), env={"COLUMNS": "120"})
+        assert result.code == 0, result.stderr
         svg = target.read_text("utf-8")
         assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
         assert f'fill="{TOP}"' in svg
         assert "0.3664" in svg and "cat" in svg and "Head&#160;1" in svg
         assert not list(tmp_path.glob(".*.tmp"))  # written atomically
 
-    def test_piped_stdout_keeps_its_shades_beside_a_coloured_export(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_piped_stdout_keeps_its_shades_beside_a_coloured_export(self, tmp_path: Path) -> None:
         """Piped stdout shows shade characters while the SVG export shows colours: each gets its own drawing."""
         target = tmp_path / "heatmap.svg"
-        result = runner.invoke(app, ["run", "--view", "heatmap", "--export", str(target)], env={"COLUMNS": "80"})
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "--view", "heatmap", "--export", str(target), env={"COLUMNS": "80"})
+        assert result.code == 0, result.stderr
         assert "cat ██ 0.3664 ░░ 0.0891 ██ 0.3664" in result.stdout
         svg = target.read_text("utf-8")
         assert f'fill="{TOP}"' in svg and "█" not in svg
 
-    def test_svg_export_without_colour_uses_shades(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_svg_export_without_colour_uses_shades(self, tmp_path: Path) -> None:
         """--no-color: the SVG carries shade characters and no palette colour."""
         target = tmp_path / "plain.svg"
-        result = runner.invoke(app, ["run", "--view", "heatmap", "--no-color", "--export", str(target)])
-        assert result.exit_code == 0, result.output
+        result = run_attnx("run", "--view", "heatmap", "--no-color", "--export", str(target))
+        assert result.code == 0, result.stderr
         svg = target.read_text("utf-8")
         assert "██" in svg and TOP not in svg
 
-    def test_text_and_html_exports(self, runner: CliRunner, tmp_path: Path) -> None:
+    def test_text_and_html_exports(self, tmp_path: Path) -> None:
         """A .txt export is the plain text with shades; .html keeps the colours."""
         txt, html = tmp_path / "h.txt", tmp_path / "h.html"
-        assert runner.invoke(app, ["run", "--view", "heatmap", "--export", str(txt)]).exit_code == 0
+        assert run_attnx("run", "--view", "heatmap", "--export", str(txt)).code == 0
         assert "cat ██ 0.3664 ░░ 0.0891" in txt.read_text("utf-8")
-        assert runner.invoke(app, ["run", "--view", "heatmap", "--export", str(html)]).exit_code == 0
+        assert run_attnx("run", "--view", "heatmap", "--export", str(html)).code == 0
         page = html.read_text("utf-8")
         assert "<html" in page.lower() and TOP in page and "0.3664" in page
 
@@ -198,7 +197,7 @@ class TestViewsAndExports:
             (["--export", "x.svg", "-f", "json"], "--export saves the table view"),
         ],
     )
-    def test_export_refusals(self, runner: CliRunner, args: list[str], message: str) -> None:
+    def test_export_refusals(self, args: list[str], message: str) -> None:
         """An unknown extension, or an export of a machine format, is exit 2."""
-        result = runner.invoke(app, ["run", *args])
-        assert result.exit_code == 2 and message in result.stderr
+        result = run_attnx("run", *args)
+        assert result.code == 2 and message in result.stderr
