@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,88 +76,138 @@ def mutant(
     return out
 
 
-def hypotheses(spec: AttentionSpec, verification: Verification) -> Iterator[tuple[str, str, Callable[[], Tensors]]]:
+Hypothesis = tuple[str, str, Callable[[], Tensors]]  # the bug's name, what it means here, how to compute it
+
+
+@dataclass(frozen=True, eq=False)
+class _Reference:
+    """The reference's own computation of ``spec``, float64, to redo with one thing done wrong (``run``)."""
+
+    spec: AttentionSpec
+    q: np.ndarray  # (H, N, d_k)
+    k: np.ndarray  # (H_kv, M, d_k)
+    v: np.ndarray  # (H_kv, M, d_v)
+    kv_of: np.ndarray  # the K/V head each query head reads: h // (H / H_kv)
+    allowed: np.ndarray | None  # (N, M) where a query may attend a key; None: everywhere
+    d_k: int
+
+    @classmethod
+    def of(cls, spec: AttentionSpec, verification: Verification) -> _Reference:
+        """The reference's Q, K and V of ``verification``, and how its heads share K and V."""
+        ref = verification.reference
+        q, k, v = (np.asarray(getattr(ref, name), dtype=np.float64) for name in ("q", "k", "v"))
+        heads, kv_heads = spec.settings.heads, spec.settings.kv_heads
+        return cls(spec, q, k, v, np.arange(heads) // (heads // kv_heads), spec.allowed(), ref.d_k)
+
+    def run(self, **changes: object) -> Callable[[], Tensors]:
+        """The computation with ``changes`` to ``mutant``'s options (the scale, the mask, ...), to run later."""
+        options: dict[str, object] = {"kv_of": self.kv_of, "multiplier": self.spec.multiplier,
+                                       "allowed": self.allowed} | changes  # fmt: skip
+        return lambda: mutant(self.spec, self.q, self.k, self.v, **options)  # type: ignore[arg-type]
+
+
+def hypotheses(spec: AttentionSpec, verification: Verification) -> Iterator[Hypothesis]:
     """Each known bug that could apply to ``spec``: its name, what it means here, and how to compute it."""
-    ref = verification.reference
-    settings = spec.settings
-    q, k, v = (np.asarray(getattr(ref, name), dtype=np.float64) for name in ("q", "k", "v"))
-    heads, kv_heads, d_k = settings.heads, settings.kv_heads, ref.d_k
-    right_kv = np.arange(heads) // (heads // kv_heads)
-    multiplier = spec.multiplier
-    allowed = spec.allowed()
+    reference = _Reference.of(spec, verification)
+    yield from _scale_bugs(reference)
+    yield from _mask_bugs(reference)
+    yield from _head_bugs(reference)
+    yield from _softmax_bugs(reference)
+    yield from _empty_row_bugs(reference, verification.reference.fully_masked_rows)
 
-    def run(**changes: object) -> Callable[[], Tensors]:
-        options: dict[str, object] = {"kv_of": right_kv, "multiplier": multiplier, "allowed": allowed} | changes
-        return lambda: mutant(spec, q, k, v, **options)  # type: ignore[arg-type]
 
-    d_model = heads * d_k
+def _scale_bugs(reference: _Reference) -> Iterator[Hypothesis]:
+    """1/√d_model in place of the reference's scale (with more than one head), or no scale at all."""
+    multiplier, heads = reference.spec.multiplier, reference.spec.settings.heads
+    d_model = heads * reference.d_k
     if heads > 1 and not math.isclose(multiplier, 1 / math.sqrt(d_model)):
         scale = 1 / math.sqrt(d_model)
         yield (
             "scale 1/√d_model",
             f"scores × 1/√d_model = {scale:.4g} where the reference uses {multiplier:.4g}",
-            run(multiplier=scale),
+            reference.run(multiplier=scale),
         )
     if multiplier != 1.0:
         yield (
             "no scale",
             f"scores not scaled, where the reference multiplies them by {multiplier:.4g}",
-            run(multiplier=1.0),
+            reference.run(multiplier=1.0),
         )
-    if settings.causal and settings.window is None and spec.mask is None:
-        keys = np.arange(spec.n_keys)[None, :]
-        at = spec.positions[:, None]
-        padding = np.ones_like(keys, dtype=bool) if spec.padding is None else ~spec.padding[None, :]
+
+
+def _mask_bugs(reference: _Reference) -> Iterator[Hypothesis]:
+    """A plain causal mask one key late or early, or aligned bottom-right where N ≠ M."""
+    spec = reference.spec
+    if not spec.settings.causal or spec.settings.window is not None or spec.mask is not None:
+        return
+    keys = np.arange(spec.n_keys)[None, :]
+    at = spec.positions[:, None]
+    padding = np.ones_like(keys, dtype=bool) if spec.padding is None else ~spec.padding[None, :]
+    yield (
+        "causal mask one key late",
+        "each query also sees the key after it (j ≤ i + 1)",
+        reference.run(allowed=(keys <= at + 1) & padding),
+    )
+    yield "causal mask one key early", "each query misses itself (j < i)", reference.run(allowed=(keys < at) & padding)
+    if spec.n_queries != spec.n_keys:
+        shift = spec.n_keys - spec.n_queries
         yield (
-            "causal mask one key late",
-            "each query also sees the key after it (j ≤ i + 1)",
-            run(allowed=(keys <= at + 1) & padding),
+            "causal mask aligned bottom-right",
+            f"query i sees keys j ≤ i + {shift} (M − N), where the reference aligns the mask top-left (j ≤ i)",
+            reference.run(allowed=(keys <= at + shift) & padding),
         )
-        yield "causal mask one key early", "each query misses itself (j < i)", run(allowed=(keys < at) & padding)
-        if spec.n_queries != spec.n_keys:
-            shift = spec.n_keys - spec.n_queries
-            yield (
-                "causal mask aligned bottom-right",
-                f"query i sees keys j ≤ i + {shift} (M − N), where the reference aligns the mask top-left (j ≤ i)",
-                run(allowed=(keys <= at + shift) & padding),
-            )
+
+
+def _head_bugs(reference: _Reference) -> Iterator[Hypothesis]:
+    """K/V heads tiled instead of repeated, and heads read from the other column layout."""
+    settings = reference.spec.settings
+    heads, kv_heads = settings.heads, settings.kv_heads
     if 1 < kv_heads < heads:
         yield (
             "K/V heads tiled",
             f"query head h reads K/V head h mod {kv_heads} (tiling), not h // {heads // kv_heads} (repeat_interleave)",
-            run(kv_of=np.arange(heads) % kv_heads),
+            reference.run(kv_of=np.arange(heads) % kv_heads),
         )
     if heads > 1:
         other = "contiguous" if settings.layout == "interleaved" else "interleaved"
-        swapped = spec.with_settings(layout=other)
+        swapped = reference.spec.with_settings(layout=other)
         yield (
             f"heads from {other} columns",
             f"head h reads {'every H-th column from h' if other == 'interleaved' else 'a block of d_k columns'} "
             f"of Q, K and V, where the reference reads {settings.layout} columns",
             lambda: _tensors(compute(swapped, "numpy", dtype="float64")),
         )
+
+
+def _softmax_bugs(reference: _Reference) -> Iterator[Hypothesis]:
+    """The softmax over the wrong axis, or not normalised."""
     yield (
         "softmax over queries",
         "each key's scores normalised over the queries, not each query's over the keys",
-        run(axis=-2),
+        reference.run(axis=-2),
     )
     yield (
         "weights not normalised",
         "exp(score − max) used as weights without dividing by their sum",
-        run(normalise=False),
+        reference.run(normalise=False),
     )
-    if ref.fully_masked_rows:
-        rows = ", ".join(map(str, ref.fully_masked_rows))
-        yield (
-            "masked rows NaN",
-            f"queries {rows} see no key: NaN there, where the reference gives zeros",
-            run(empty="nan"),
-        )
-        yield (
-            "masked rows uniform",
-            f"queries {rows} see no key: uniform weights (the mean of V) there, where the reference gives zeros",
-            run(empty="uniform"),
-        )
+
+
+def _empty_row_bugs(reference: _Reference, fully_masked: tuple[int, ...]) -> Iterator[Hypothesis]:
+    """NaN or uniform weights, where the reference gives zeros, for the queries that see no key."""
+    if not fully_masked:
+        return
+    rows = ", ".join(map(str, fully_masked))
+    yield (
+        "masked rows NaN",
+        f"queries {rows} see no key: NaN there, where the reference gives zeros",
+        reference.run(empty="nan"),
+    )
+    yield (
+        "masked rows uniform",
+        f"queries {rows} see no key: uniform weights (the mean of V) there, where the reference gives zeros",
+        reference.run(empty="uniform"),
+    )
 
 
 def _tensors(result: object) -> Tensors:

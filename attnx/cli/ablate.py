@@ -9,38 +9,31 @@ from typing import Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, TextFlags, ViewFlags, grouped
+from attnx.cli.flags import ReportFlags, TextFlags, grouped
 from attnx.cli.inputs import flag_worded, model_session
-from attnx.cli.options import OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, View
+from attnx.cli.options import OutputFormat, View
 from attnx.errors import UsageError
 
 HeadOpt = Annotated[
     list[str] | None,
     typer.Option("--head", metavar="L2H3", help="A head to drop, as L2H3 (layer 2, head 3, both from 0) or 2.3; "
-                 "repeat it or separate with commas to drop several together. Default: each head alone, in turn.",
-                 show_default=False),
+                 "repeat it or separate with commas to drop several together. Default: each head alone, in turn."),
 ]  # fmt: skip
 
 
 LayerOpt = Annotated[
     int | None,
     typer.Option("--layer", min=0, metavar="L", help="Without --head: drop the heads of layer L (from 0) one by one, "
-                 "not every layer's.", show_default=False),
+                 "not every layer's."),
 ]  # fmt: skip
+
+DEFAULTS = ReportFlags(precision=3, view=View.heatmap)  # a layer × head heatmap of shifts, 3 decimals
 
 
 @guarded
 @grouped
 def ablate(
-    *,
-    checkpoint: TextFlags,
-    head: HeadOpt = None,
-    layer: LayerOpt = None,
-    backend: EngineFlags,
-    precision: PrecisionOpt = 3,
-    output_format: ReportFormatOpt = ReportFormat.table,
-    display: ViewFlags = ViewFlags(view=View.heatmap),
-    caps: CapFlags,
+    *, checkpoint: TextFlags, head: HeadOpt = None, layer: LayerOpt = None, report: ReportFlags = DEFAULTS
 ) -> None:
     """Drop heads and measure the whole model: its last hidden state and, with an LM head, its next-token guesses.
 
@@ -53,17 +46,17 @@ def ablate(
     if head and layer is not None:
         raise UsageError("--layer picks the heads to drop one by one; --head names them: give one or the other")
     dropped = parse_heads(head) if head else None
-    session = model_session(None, checkpoint, backend, caps, "ablating", quiet=display.quiet, unit="ablations")
+    session = model_session(None, checkpoint, backend=report, caps=report, task="ablating", quiet=report.quiet,
+                            unit="ablations")  # fmt: skip
     with session as run, flag_worded("--head {}"):
         found = runs.ablate(run.model, run.text, dropped, layer=layer, engine=run.engine, device=run.device,
                             progress=run.progress)  # fmt: skip
     from attnx.render import effects as render
     from attnx.render.serialize import dumps
 
-    display.emit(
-        output_format,
+    report.show(
         {OutputFormat.json: lambda: dumps(render.ablations_to_dict(found))},
-        lambda colour: render.ablations_view(found, precision, colour=colour, max_rows=display.max_rows),
+        lambda colour: render.ablations_view(found, report.precision, colour=colour, max_rows=report.max_rows),
     )
 
 

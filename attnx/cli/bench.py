@@ -23,7 +23,6 @@ EnginesOpt = Annotated[
     typer.Option(
         "--engines",
         help="Engines to time, comma-separated: numpy, torch (default: every available one).",
-        show_default=False,
     ),
 ]
 BenchDtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Floating-point type of Q, K, V and the timed work.")]

@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnx.cli.errors import ExitCode, guarded
-from attnx.cli.flags import CapFlags, CompareFlags, InputFlags, ModelFlags, OutputFlags, grouped
+from attnx.cli.flags import CapFlags, CompareFlags, EngineFlags, FlagGroup, InputFlags, ModelFlags, OutputFlags, grouped
 from attnx.cli.inputs import flag_worded, load_input
-from attnx.cli.options import AgainstOpt, ConfigArg, KernelDtypeOpt, OutputFormat, RowFormat, RowFormatOpt
+from attnx.cli.options import ConfigArg, KernelDtype, OutputFormat, RowFormat, RowFormatOpt
 from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.spec import AttentionSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelFileFlags(FlagGroup):
+    """--against, --kernel-dtype: a kernel's saved result, and what it computed in."""
+
+    against: Annotated[
+        str | None,
+        typer.Option("--against", metavar="FILE", help="Check a kernel's saved result against attnx's float64 "
+                     "reference: a result (json, jsonl, npz, a folder of npy) or one .npy array (its output, head "
+                     "outputs or weights)."),
+    ] = None  # fmt: skip
+    kernel_dtype: Annotated[
+        KernelDtype | None,
+        typer.Option(
+            "--kernel-dtype", help="What the kernel computed in; sets the tolerances (default: the file's dtype)."
+        ),
+    ] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AgainstFlags(CompareFlags, KernelFileFlags):
+    """--against and --kernel-dtype, then --tensor, --array-layout, --rtol and --atol: the kernel's file and how
+    close its tensors must be to the reference (the tolerances hold for every engine without --against too)."""
 
 
 @guarded
@@ -23,9 +48,7 @@ def check(
     *,
     inputs: InputFlags,
     checkpoint: ModelFlags,
-    against: AgainstOpt = None,
-    kernel_dtype: KernelDtypeOpt = None,
-    compare: CompareFlags,
+    compare: AgainstFlags,
     output_format: RowFormatOpt = RowFormat.table,
     outputs: OutputFlags,
     caps: CapFlags,
@@ -38,13 +61,13 @@ def check(
     When a known bug explains the error (wrong scale, a shifted mask, tiled K/V heads, ...), it says so.
     With --model, the layers before --layer run on the reference (numpy float64), the layer on every target.
     """
-    if against is None and (compare.array_layout or kernel_dtype or compare.tensor):
+    if compare.against is None and (compare.array_layout or compare.kernel_dtype or compare.tensor):
         raise UsageError("--kernel-dtype, --tensor and --array-layout describe the file given with --against")
-    spec = load_input(config, inputs, checkpoint, caps)
+    spec = load_input(config, inputs, checkpoint, caps, EngineFlags())  # a model's layers run on the reference
     from attnx.render.serialize import dumps
 
-    if against is not None:
-        check_against(spec, against, caps, kernel_dtype and kernel_dtype.value, compare, output_format, outputs)
+    if compare.against is not None:
+        check_against(spec, compare.against, compare, caps, output_format, outputs)
         return
     from attnx.analysis.check import run_check
     from attnx.engines import engine_statuses
@@ -66,14 +89,9 @@ def check(
 
 
 def check_against(
-    spec: AttentionSpec,
-    against: str,
-    caps: CapFlags,
-    dtype: str | None,
-    compare: CompareFlags,
-    output_format: RowFormat,
+    spec: AttentionSpec, against: str, compare: AgainstFlags, caps: CapFlags, output_format: RowFormat,
     outputs: OutputFlags,
-) -> None:
+) -> None:  # fmt: skip
     """`check --against`: the kernel's file against the float64 reference of ``spec``; exit 1 beyond tolerance."""
     from attnx.analysis.check import verify_kernel
     from attnx.io.results import BareArray, SavedResult, load_input_or_result
@@ -88,9 +106,10 @@ def check_against(
     if not isinstance(saved, SavedResult | BareArray):
         raise UsageError(f"{against}: is an input; --against takes what a kernel computed (a result or one array)")
     layout = compare.array_layout and compare.array_layout.value
+    dtype = compare.kernel_dtype and compare.kernel_dtype.value
     with flag_worded("{} with --array-layout", AmbiguousError):
         verification = verify_kernel(spec, saved, dtype=dtype, layout=layout, names=compare.tensor, rtol=compare.rtol,
-                                 atol=compare.atol)  # fmt: skip
+                                     atol=compare.atol)  # fmt: skip
     outputs.emit(
         output_format,
         {OutputFormat.json: lambda: dumps(render.verification_to_dict(verification))},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -16,12 +16,12 @@ from attnx.cli.flags import (
     FlagGroup,
     ModelFlags,
     RandomFlags,
+    ReportFlags,
     SettingFlags,
-    ViewFlags,
     grouped,
 )
 from attnx.cli.inputs import flag_worded
-from attnx.cli.options import OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, parse_scale
+from attnx.cli.options import OutputFormat, parse_scale
 from attnx.cli.output import warn_fully_masked
 from attnx.errors import AmbiguousError, UsageError
 
@@ -37,52 +37,13 @@ T = TypeVar("T")
 
 AArg = Annotated[
     str | None,
-    typer.Argument(metavar="[A|-]", help="Input (YAML, JSON, NPZ) or a JSON result of attnx run. Default: the "
-                   "built-in example.", show_default=False),
-]  # fmt: skip
+    typer.Argument(
+        metavar="[A|-]", help="Input (YAML, JSON, NPZ) or a JSON result of attnx run. Default: the built-in example."
+    ),
+]
 BArg = Annotated[
-    str | None,
-    typer.Argument(metavar="[B]", help="A second input or JSON result: compare A with B tensor by tensor.",
-                   show_default=False),
-]  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepFlags(FlagGroup):
-    """--heads, --scale, --layout, --kv-heads as comma lists: the setting a sweep varies (one value: fixed)."""
-
-    heads: Annotated[
-        str | None,
-        typer.Option("--heads", metavar="H,H,...", help="Head counts to compare, e.g. 1,2,4 (one value: fixed, not "
-                     "compared).", show_default=False),
-    ] = None  # fmt: skip
-    scale: Annotated[
-        str | None,
-        typer.Option("--scale", metavar="S,S,...", help="Scales to compare: sqrt_dk, sqrt_d_model, none or numbers "
-                     "(one value: fixed).", show_default=False),
-    ] = None  # fmt: skip
-    layout: Annotated[
-        str | None,
-        typer.Option("--layout", metavar="L,L", help="Layouts to compare: contiguous,interleaved (one value: "
-                     "fixed).", show_default=False),
-    ] = None  # fmt: skip
-    kv_heads: Annotated[
-        str | None,
-        typer.Option("--kv-heads", metavar="N,N,...", help="K/V head counts to compare, e.g. 1,2,4: fewer K/V heads "
-                     "than the input has are mean-pooled within each group (one value: fixed).", show_default=False),
-    ] = None  # fmt: skip
-
-    def lists(self) -> dict[str, list[int | str | float]]:
-        """Each sweep flag given -> its values, parsed and checked."""
-        parsers: dict[str, Callable[[str], int | str | float]] = {
-            "heads": _count("--heads"), "scale": parse_scale, "layout": _layout, "kv_heads": _count("--kv-heads"),
-        }  # fmt: skip
-        given = {name: getattr(self, name) for name in parsers}
-        return {
-            name: parse_list(text, f"--{name.replace('_', '-')}", parsers[name])
-            for name, text in given.items()
-            if text is not None
-        }
+    str | None, typer.Argument(metavar="[B]", help="A second input or JSON result: compare A with B tensor by tensor.")
+]
 
 
 def parse_list(text: str, option: str, convert: Callable[[str], T]) -> list[T]:
@@ -108,6 +69,51 @@ def _layout(part: str) -> str:
     if part not in LAYOUTS:
         raise UsageError(f"--layout takes {', '.join(LAYOUTS)}, not {part!r}")
     return part
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A setting a sweep can vary: its flag, the flag's metavar and help, and how one of its values is read."""
+
+    flag: str
+    metavar: str
+    read: Callable[[str], int | str | float]
+    help: str
+
+    def option(self) -> Any:
+        """The Typer option of a comma list of values (one value: fixed)."""
+        return typer.Option(self.flag, metavar=self.metavar, help=self.help)
+
+    def values(self, text: str) -> list[int | str | float]:
+        """The flag's comma list, each value read and checked."""
+        return parse_list(text, self.flag, self.read)
+
+
+# Each sweep flag, by the setting it varies.
+SWEEPS = {
+    "heads": Sweep("--heads", "H,H,...", _count("--heads"), "Head counts to compare, e.g. 1,2,4 (one value: fixed, "
+                   "not compared)."),
+    "scale": Sweep("--scale", "S,S,...", parse_scale, "Scales to compare: sqrt_dk, sqrt_d_model, none or numbers (one "
+                   "value: fixed)."),
+    "layout": Sweep("--layout", "L,L", _layout, "Layouts to compare: contiguous,interleaved (one value: fixed)."),
+    "kv_heads": Sweep("--kv-heads", "N,N,...", _count("--kv-heads"), "K/V head counts to compare, e.g. 1,2,4: fewer "
+                      "K/V heads than the input has are mean-pooled within each group (one value: fixed)."),
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepFlags(FlagGroup):
+    """--heads, --scale, --layout, --kv-heads as comma lists: the setting a sweep varies (one value: fixed)."""
+
+    heads: Annotated[str | None, SWEEPS["heads"].option()] = None
+    scale: Annotated[str | None, SWEEPS["scale"].option()] = None
+    layout: Annotated[str | None, SWEEPS["layout"].option()] = None
+    kv_heads: Annotated[str | None, SWEEPS["kv_heads"].option()] = None
+
+    def lists(self) -> dict[str, list[int | str | float]]:
+        """Each sweep flag given -> its values, parsed and checked."""
+        given = {name: getattr(self, name) for name in SWEEPS}
+        return {name: SWEEPS[name].values(text) for name, text in given.items() if text is not None}
 
 
 def load_sides(
@@ -154,11 +160,7 @@ def diff(
     settings: SettingFlags,
     checkpoint: ModelFlags,
     compare: CompareFlags,
-    backend: EngineFlags,
-    precision: PrecisionOpt = 4,
-    output_format: ReportFormatOpt = ReportFormat.table,
-    display: ViewFlags,
-    caps: CapFlags,
+    report: ReportFlags,
 ) -> None:
     """Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.
 
@@ -184,11 +186,11 @@ def diff(
         if a == b == "-":
             raise UsageError("only one of A and B can be - (stdin)")
         assert a is not None  # typer fills A before B
-        compare_two((a, b), described, overrides, backend, compare, caps, display, precision, output_format)
+        compare_two((a, b), described, overrides, compare, report)
         return
     sweeps = {name: values for name, values in lists.items() if len(values) > 1}
     if len(sweeps) != 1:
-        listed = ", ".join(f"--{name.replace('_', '-')}" for name in sweeps) or "none"
+        listed = ", ".join(SWEEPS[name].flag for name in sweeps) or "none"
         raise UsageError(
             "give exactly one of --heads, --scale, --layout, --kv-heads as a comma list of two values or more "
             f"(the others may fix one value), or two inputs A B; lists given: {listed}"
@@ -199,13 +201,14 @@ def diff(
         raise UsageError("--rtol and --atol apply to two inputs A B, not to a sweep")
     from attnx.cli.inputs import load_input_with
 
-    base = load_input_with(a, described, overrides, checkpoint, caps, backend, quiet=display.quiet, config_name="A")
-    sweep_one(base, *next(iter(sweeps.items())), backend, display, precision, output_format)
+    base = load_input_with(a, described, overrides, checkpoint, caps=report, backend=report, quiet=report.quiet,
+                           config_name="A")  # fmt: skip
+    sweep_one(base, *next(iter(sweeps.items())), report)
 
 
 def compare_two(
-    sources: tuple[str, str], described: InputOverrides, settings: SettingOverrides, backend: EngineFlags,
-    compare: CompareFlags, caps: CapFlags, display: ViewFlags, precision: int, output_format: ReportFormat,
+    sources: tuple[str, str], described: InputOverrides, settings: SettingOverrides, compare: CompareFlags,
+    report: ReportFlags,
 ) -> None:  # fmt: skip
     """`diff A B`: both sides tensor by tensor; exit 1 beyond tolerance."""
     from attnx.analysis.diff import compare_sides
@@ -215,30 +218,29 @@ def compare_two(
 
     check_tensor_names(compare.tensor)
     with flag_worded("{} with --array-layout", AmbiguousError):
-        sides = load_sides(sources, described, settings, caps, backend, compare, display.quiet)
+        sides = load_sides(sources, described, settings, caps=report, backend=report, compare=compare,
+                           quiet=report.quiet)  # fmt: skip
     comparison = compare_sides(*sides, rtol=compare.rtol, atol=compare.atol, names=compare.tensor)
 
     def compared(colour: bool) -> RenderableType:
-        return render.comparison_view(comparison, precision, heatmap=display.heatmap, colour=colour,
-                                      max_rows=display.max_rows)  # fmt: skip
+        return render.comparison_view(comparison, report.precision, heatmap=report.heatmap, colour=colour,
+                                      max_rows=report.max_rows)  # fmt: skip
 
-    display.emit(output_format, {OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared)
+    report.show({OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, compared)
     if not comparison.passed:
         raise typer.Exit(ExitCode.FAILURE)
 
 
-def sweep_one(
-    base: AttentionSpec, varied: str, values: list[int | str | float], backend: EngineFlags, display: ViewFlags,
-    precision: int, output_format: ReportFormat,
-) -> None:  # fmt: skip
+def sweep_one(base: AttentionSpec, varied: str, values: list[int | str | float], report: ReportFlags) -> None:
     """`diff --heads 1,2,4` (or --scale, --layout, --kv-heads): the input once per value, side by side."""
     from attnx.analysis.diff import sweep
     from attnx.render import diff_sweep as render
     from attnx.render.serialize import dumps
 
-    result = sweep(base, varied, values, **backend.options())
+    result = sweep(base, varied, values, **report.options())
 
     def swept(colour: bool) -> RenderableType:
-        return render.sweep_view(result, precision, heatmap=display.heatmap, colour=colour, max_rows=display.max_rows)
+        return render.sweep_view(result, report.precision, heatmap=report.heatmap, colour=colour,
+                                 max_rows=report.max_rows)  # fmt: skip
 
-    display.emit(output_format, {OutputFormat.json: lambda: dumps(render.sweep_to_dict(result))}, swept)
+    report.show({OutputFormat.json: lambda: dumps(render.sweep_to_dict(result))}, swept)

@@ -28,8 +28,10 @@ from attnx.cli.options import (
     NoColorOpt,
     OutputFormat,
     OutputOpt,
+    PrecisionOpt,
     QuietOpt,
     ReportFormat,
+    ReportFormatOpt,
     RopePairs,
     RowFormat,
     View,
@@ -38,7 +40,7 @@ from attnx.cli.options import (
     parse_scale,
 )
 from attnx.cli.output import Producer, emit, emit_view
-from attnx.limits import Limits
+from attnx.limits import CAPS, Limits
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
@@ -122,19 +124,14 @@ class RandomFlags(FlagGroup):
     """--seed, --tokens, --d-model: random Q, K and V in place of an input."""
 
     seed: Annotated[
-        int | None,
-        typer.Option("--seed", min=0, help="Draw Q, K, V from a standard normal with this seed.", show_default=False),
+        int | None, typer.Option("--seed", min=0, help="Draw Q, K, V from a standard normal with this seed.")
     ] = None
     tokens: Annotated[
-        str | None,
-        typer.Option("--tokens", help='Token labels separated by spaces, e.g. "the quick brown fox".',
-                     show_default=False),
-    ] = None  # fmt: skip
+        str | None, typer.Option("--tokens", help='Token labels separated by spaces, e.g. "the quick brown fox".')
+    ] = None
     d_model: Annotated[
-        int | None,
-        typer.Option("--d-model", min=1, help="Width of the random Q, K, V (with --seed; default 8).",
-                     show_default=False),
-    ] = None  # fmt: skip
+        int | None, typer.Option("--d-model", min=1, help="Width of the random Q, K, V (with --seed; default 8).")
+    ] = None
 
     def input_overrides(self, heads: int | None = None, kv_heads: int | None = None) -> InputOverrides:
         """What these flags say the input is, split into ``heads`` of which ``kv_heads`` K/V heads (for random
@@ -158,22 +155,22 @@ class SettingFlags(FlagGroup):
     ] = False
     window: Annotated[
         int | None,
-        typer.Option("--window", min=1, metavar="W", show_default=False,
+        typer.Option("--window", min=1, metavar="W",
                      help="Sliding window: each query sees itself and the W - 1 keys before it (causal)."),
     ] = None  # fmt: skip
     softcap: Annotated[
         float | None,
-        typer.Option("--softcap", metavar="C", show_default=False,
+        typer.Option("--softcap", metavar="C",
                      help="Soft-cap the scaled scores: C·tanh(s/C) before the mask (Gemma 2 uses 50)."),
     ] = None  # fmt: skip
     rope_theta: Annotated[
         float | None,
-        typer.Option("--rope-theta", metavar="THETA", show_default=False,
+        typer.Option("--rope-theta", metavar="THETA",
                      help="Turn Q and K by rotary positions (RoPE) with this base, e.g. 10000."),
     ] = None  # fmt: skip
     rope_pairs: Annotated[
         RopePairs | None,
-        typer.Option("--rope-pairs", show_default=False,
+        typer.Option("--rope-pairs",
                      help="RoPE column pairs: half (i, i + d/2, Hugging Face) or interleaved (2i, 2i + 1)."),
     ] = None  # fmt: skip
 
@@ -191,24 +188,20 @@ class HeadFlags(FlagGroup):
     """-H, --kv-heads, --scale, --layout: how the heads split the input and scale their scores."""
 
     heads: Annotated[
-        int | None,
-        typer.Option("--heads", "-H", min=1, help="Number of heads (overrides the input).", show_default=False),
+        int | None, typer.Option("--heads", "-H", min=1, help="Number of heads (overrides the input).")
     ] = None
     kv_heads: Annotated[
         int | None,
         typer.Option("--kv-heads", min=1, help="K/V heads for GQA/MQA (divides --heads); fewer than the input "
-                     "has are mean-pooled within each group.", show_default=False),
+                     "has are mean-pooled within each group."),
     ] = None  # fmt: skip
     scale: Annotated[
-        str | None,
-        typer.Option("--scale", help="Score multiplier: sqrt_dk (1/√d_k), sqrt_d_model, none, or a number.",
-                     show_default=False),
-    ] = None  # fmt: skip
+        str | None, typer.Option("--scale", help="Score multiplier: sqrt_dk (1/√d_k), sqrt_d_model, none, or a number.")
+    ] = None
     layout: Annotated[
         Layout | None,
-        typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H).",
-                     show_default=False),
-    ] = None  # fmt: skip
+        typer.Option("--layout", help="Head columns: contiguous blocks, or interleaved (column j → head j mod H)."),
+    ] = None
 
     def changes(self) -> dict[str, Any]:
         """The head settings given (name -> value); --scale is checked here."""
@@ -243,26 +236,26 @@ class CompareFlags(FlagGroup):
     tensor: Annotated[
         list[str] | None,
         typer.Option("--tensor", metavar="NAME", help="Compare only this tensor (repeatable; named as the JSON "
-                     "keys). Default: every tensor both sides hold.", show_default=False),
+                     "keys). Default: every tensor both sides hold."),
     ] = None  # fmt: skip
     array_layout: ArrayLayoutOpt = None
     rtol: Annotated[
         float | None,
-        typer.Option("--rtol", min=0.0, help="Relative tolerance (default: 1e-7 float64, 1.3e-6 float32).",
-                     show_default=False),
-    ] = None  # fmt: skip
+        typer.Option("--rtol", min=0.0, help="Relative tolerance (default: 1e-7 float64, 1.3e-6 float32)."),
+    ] = None
     atol: Annotated[
         float | None,
-        typer.Option("--atol", min=0.0, help="Absolute tolerance (default: 1e-7 float64, 1e-5 × max(1, max|ref|) "
-                     "float32).", show_default=False),
-    ] = None  # fmt: skip
+        typer.Option(
+            "--atol", min=0.0, help="Absolute tolerance (default: 1e-7 float64, 1e-5 × max(1, max|ref|) float32)."
+        ),
+    ] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointFlags(FlagGroup):
     """--model: a local checkpoint."""
 
-    model: Annotated[str | None, typer.Option("--model", metavar="DIR", help=MODEL_HELP, show_default=False)] = None
+    model: Annotated[str | None, typer.Option("--model", metavar="DIR", help=MODEL_HELP)] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,8 +263,7 @@ class TextFlags(CheckpointFlags):
     """--model, --text: a local checkpoint and the text it reads."""
 
     text: Annotated[
-        str | None,
-        typer.Option("--text", help="With --model: the text the model reads, or - for stdin.", show_default=False),
+        str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.")
     ] = None
 
     @property
@@ -285,10 +277,8 @@ class ModelFlags(TextFlags):
     """--model, --text, --layer: one layer of a local checkpoint as the input."""
 
     layer: Annotated[
-        str | None,
-        typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).",
-                     show_default=False),
-    ] = None  # fmt: skip
+        str | None, typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).")
+    ] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,8 +292,7 @@ class EngineFlags(FlagGroup):
         Device.auto
     )
     dtype: Annotated[
-        Dtype | None,
-        typer.Option("--dtype", help="Floating-point type (default: float64; float32 on mps).", show_default=False),
+        Dtype | None, typer.Option("--dtype", help="Floating-point type (default: float64; float32 on mps).")
     ] = None
 
     def options(self) -> dict[str, Any]:
@@ -323,15 +312,16 @@ class CapFlags(FlagGroup):
 
     def limits(self) -> Limits:
         """The caps: defaults, replaced by ``ATTNX_MAX_*``, replaced by these flags."""
-        return Limits.from_env(**dataclasses.asdict(self))
+        return Limits.from_env(**{cap: getattr(self, cap) for cap in CAPS})
 
 
-@dataclasses.dataclass(frozen=True)
-class OutputFlags(FlagGroup):
-    """--output, --no-color: where the result goes, and whether a terminal sees colour."""
+class Destination:
+    """How the groups that say where a result goes (``OutputFlags``, ``ViewFlags``) write it: to stdout or
+    ``--output``, in colour unless ``--no-color``, and a table also to ``--export`` where the group offers it."""
 
-    output: OutputOpt = None
-    no_color: NoColorOpt = False
+    output: str | None
+    no_color: bool
+    export: str | None = None
 
     def write(
         self, output_format: OutputFormat | RowFormat | ReportFormat, producers: Mapping[OutputFormat, Producer]
@@ -345,12 +335,21 @@ class OutputFlags(FlagGroup):
         producers: Mapping[OutputFormat, Producer],
         table: Callable[[bool], RenderableType],
     ) -> None:
-        """Write the result in ``output_format`` to stdout or ``--output`` (``table(colour)`` draws it)."""
-        emit_view(output_format, producers, table, output=self.output, no_color=self.no_color)
+        """Write the result in ``output_format`` to stdout or ``--output``; a table also to ``--export``
+        (``table(colour)`` draws it; see ``emit_view``)."""
+        emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
 
 
 @dataclasses.dataclass(frozen=True)
-class ViewFlags(FlagGroup):
+class OutputFlags(Destination, FlagGroup):
+    """--output, --no-color: where the result goes, and whether a terminal sees colour."""
+
+    output: OutputOpt = None
+    no_color: NoColorOpt = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewFlags(Destination, FlagGroup):
     """--output, --view, --rows, --export, --quiet, --no-color: where the result goes and how it looks.
 
     A bad --rows is refused when the group is made, before any input is read.
@@ -368,9 +367,8 @@ class ViewFlags(FlagGroup):
     ] = "40"  # fmt: skip
     export: Annotated[
         str | None,
-        typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or "
-                     "text.", show_default=False),
-    ] = None  # fmt: skip
+        typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or text."),
+    ] = None
     quiet: QuietOpt = False
     no_color: NoColorOpt = False
 
@@ -387,12 +385,22 @@ class ViewFlags(FlagGroup):
         """--rows as a number of rows, or None for all (parsed once)."""
         return parse_limit(self.rows, "--rows")
 
-    def emit(
-        self,
-        output_format: OutputFormat | RowFormat | ReportFormat,
-        producers: Mapping[OutputFormat, Producer],
-        table: Callable[[bool], RenderableType],
-    ) -> None:
-        """Write the result in ``output_format`` to stdout or ``--output``; a table also to ``--export``
-        (``table(colour)`` draws it; see ``emit_view``)."""
-        emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
+
+@dataclasses.dataclass(frozen=True)
+class ShownFlags(FlagGroup):
+    """--precision, --format: the decimals tables show, and whether a report is a table or JSON."""
+
+    precision: PrecisionOpt = 4
+    output_format: ReportFormatOpt = ReportFormat.table
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportFlags(CapFlags, ViewFlags, ShownFlags, EngineFlags):
+    """The options a report command (heads, diff, rollout, ablate) ends with, in this order: the engine
+    (``EngineFlags``), the decimals and the format, where the report goes and how it looks (``ViewFlags``), and
+    the input caps (``CapFlags``). Being each of those groups, it goes wherever one of them is asked for.
+    """
+
+    def show(self, producers: Mapping[OutputFormat, Producer], table: Callable[[bool], RenderableType]) -> None:
+        """Write the report in its ``--format`` to stdout or ``--output`` (see ``Destination.emit``)."""
+        self.emit(self.output_format, producers, table)

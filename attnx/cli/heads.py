@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, grouped
+from attnx.cli.flags import InputFlags, ModelFlags, ReportFlags, grouped
 from attnx.cli.inputs import load_input, model_session, refuse
-from attnx.cli.options import ConfigArg, OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, TextsOpt
+from attnx.cli.options import ConfigArg, OutputFormat, ReportFormat, TextsOpt
 from attnx.cli.output import warn_fully_masked
 from attnx.errors import UsageError
 
@@ -31,7 +31,7 @@ class LayerOrAllFlags(ModelFlags):
     layer: Annotated[
         str | None,
         typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 0 (default 0); "
-                     "all: the model view, a layer × head grid of labels and entropy.", show_default=False),
+                     "all: the model view, a layer × head grid of labels and entropy."),
     ] = None  # fmt: skip
 
 
@@ -44,11 +44,7 @@ def heads(
     checkpoint: LayerOrAllFlags,
     texts: TextsOpt = None,
     value_weighted: ValueWeightedOpt = False,
-    backend: EngineFlags,
-    precision: PrecisionOpt = 4,
-    output_format: ReportFormatOpt = ReportFormat.table,
-    display: ViewFlags,
-    caps: CapFlags,
+    report: ReportFlags,
 ) -> None:
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
 
@@ -61,19 +57,19 @@ def heads(
     from attnx.engines import compute
 
     layer = checkpoint.layer
-    if value_weighted and output_format is ReportFormat.table and not display.heatmap:
+    if value_weighted and report.output_format is ReportFormat.table and not report.heatmap:
         raise UsageError("--value-weighted draws heatmaps beside the weights: add --view heatmap (or -f json)")
     if texts is not None:
-        over_texts(texts, checkpoint, backend, display, caps, output_format=output_format, input_flags=inputs.given())
+        over_texts(texts, checkpoint, report, input_flags=inputs.given())
         return
     if layer is not None and layer.strip().lower() == "all":
-        if display.heatmap:
+        if report.heatmap:
             raise UsageError("--layer all shows a grid of labels; --view heatmap draws one layer's weights")
-        model_view(config, checkpoint, backend, display, caps, output_format=output_format, input_flags=inputs.given())
+        model_view(config, checkpoint, report, input_flags=inputs.given())
         return
-    spec = load_input(config, inputs, checkpoint, caps, backend, quiet=display.quiet)
-    result = compute(spec, **backend.options())
-    warn_fully_masked(result.fully_masked_rows, display.quiet)
+    spec = load_input(config, inputs, checkpoint, caps=report, backend=report, quiet=report.quiet)
+    result = compute(spec, **report.options())
+    warn_fully_masked(result.fully_masked_rows, report.quiet)
     stats = head_stats(result)
     w_o = None if spec.w_o is None else spec.w_o.weight
     measures = head_measures(result, w_o, spec.sinks)
@@ -87,51 +83,32 @@ def heads(
 
         from attnx.render.tables import summary_line
 
-        shown = render.heads_view(stats, result, precision, measures=measures, shares=shares, heatmap=display.heatmap,
-                                  colour=colour, max_rows=display.max_rows)  # fmt: skip
+        shown = render.heads_view(stats, result, report.precision, measures=measures, shares=shares,
+                                  heatmap=report.heatmap, colour=colour, max_rows=report.max_rows)  # fmt: skip
         return Group(summary_line(result, spec.source), shown)
 
-    display.emit(
-        output_format, {OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures, shares))}, table
-    )
+    report.show({OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures, shares))}, table)
 
 
 def model_view(
-    config: str | None,
-    checkpoint: ModelFlags,
-    backend: EngineFlags,
-    display: ViewFlags,
-    caps: CapFlags,
-    *,
-    output_format: OutputFormat | ReportFormat,
-    input_flags: dict[str, object],
+    config: str | None, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]
 ) -> None:
     """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
     from attnx.models import runs
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
-    with model_session(config, checkpoint, backend, caps, "layers", quiet=display.quiet) as run:
+    with model_session(config, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
         view = runs.model_view(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 
-    display.emit(
-        output_format,
+    report.show(
         {OutputFormat.json: lambda: dumps(render.model_view_to_dict(view))},
         lambda colour: render.model_view_table(view, colour=colour),
     )
 
 
-def over_texts(
-    texts: str,
-    checkpoint: ModelFlags,
-    backend: EngineFlags,
-    display: ViewFlags,
-    caps: CapFlags,
-    *,
-    output_format: OutputFormat | ReportFormat,
-    input_flags: dict[str, object],
-) -> None:
+def over_texts(texts: str, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]) -> None:
     """`attnx heads --model DIR --texts FILE`: every layer's heads over the texts (as `attnx detect --texts`)."""
     from attnx.cli.detect import detection
 
@@ -139,15 +116,14 @@ def over_texts(
         raise UsageError("--texts replaces --text: give one or the other")
     if checkpoint.layer is not None and checkpoint.layer.strip().lower() != "all":
         raise UsageError("--texts shows every layer; leave out --layer")
-    if display.heatmap:
+    if report.heatmap:
         raise UsageError("--texts shows a grid of labels; --view heatmap draws one text's weights")
     refuse(input_flags, "changes one layer's input; --texts shows the model as it is")
-    found, _ = detection(checkpoint.model, texts, backend, caps, quiet=display.quiet)
+    found, _ = detection(checkpoint.model, texts, backend=report, caps=report, quiet=report.quiet)
     from attnx.render import detect as render
     from attnx.render.serialize import dumps
 
-    display.emit(
-        output_format,
+    report.show(
         {OutputFormat.json: lambda: dumps(render.detection_to_dict(found))},
-        lambda colour: render.detection_view(found, "entropy", 2, colour=colour, max_rows=display.max_rows),
+        lambda colour: render.detection_view(found, "entropy", 2, colour=colour, max_rows=report.max_rows),
     )

@@ -192,41 +192,12 @@ def model_session(
         yield Session(model, words, options["engine"], options["device"], progress)
 
 
-def model_spec(
-    config: str | None,
-    checkpoint: ModelFlags,
-    backend: EngineFlags,
-    caps: CapFlags,
-    inputs: InputOverrides,
-    settings: SettingOverrides,
-    *,
-    quiet: bool = False,
-    config_name: str = "CONFIG",
-) -> AttentionSpec:
-    """Layer ``--layer`` (from 0) of ``--model`` on ``--text`` as a spec, as the model has it (``settings`` only
-    say the head count it will be split into).
-
-    The caps hold for the text, the checkpoint's files and every array the forward pass builds, checked
-    before the first layer runs; flags that describe random inputs are refused.
-    """
-    from attnx.models.runs import layer_spec
-
-    random = {"--seed": inputs.seed, "--tokens": inputs.tokens, "--d-model": inputs.d_model}
-    refuse(random, "describes random inputs; with --model the input is the model's layer")
-    index = parse_layer(checkpoint.layer)
-    assert index is not None  # parse_layer without allow_all never returns None
-    task = f"running layers before {index}"
-    with model_session(config, checkpoint, backend, caps, task, quiet=quiet, config_name=config_name) as run:
-        return layer_spec(run.model, run.text, index, engine=run.engine, device=run.device,
-                          heads=settings.get("heads"), progress=run.progress)  # fmt: skip
-
-
 def load_input(
     config: str | None,
     inputs: InputFlags,
     checkpoint: ModelFlags,
     caps: CapFlags,
-    backend: EngineFlags | None = None,
+    backend: EngineFlags,
     *,
     drop_heads: list[int] | None = None,
     quiet: bool = False,
@@ -243,7 +214,7 @@ def load_input_with(
     settings: SettingOverrides,
     checkpoint: ModelFlags,
     caps: CapFlags,
-    backend: EngineFlags | None = None,
+    backend: EngineFlags,
     *,
     quiet: bool = False,
     config_name: str = "CONFIG",
@@ -251,17 +222,24 @@ def load_input_with(
     """The spec named by CONFIG (``described`` by the flags of random inputs), or ``--model``'s layer, with
     ``settings`` in place of its own: one way for files and models alike.
 
-    With ``--model``, the layers before ``--layer`` run on ``backend`` (default: NumPy, float64, CPU). The caps
-    are read first, so a bad cap value is refused whatever the input; they travel with the spec, and
-    ``attnx.engines.compute`` checks what it builds against them.
+    Layer ``--layer`` (from 0) of ``--model`` on ``--text`` is the layer as the model has it (``settings`` only
+    say the head count it will be split into), the layers before it run on ``backend``; flags that describe
+    random inputs are refused. The caps are read first, so a bad cap value is refused whatever the input; they
+    hold for the text, the checkpoint's files and every array the forward pass builds (checked before the first
+    layer runs), and travel with the spec: ``attnx.engines.compute`` checks what it builds against them.
     """
-    from attnx.cli.flags import EngineFlags
-
-    if checkpoint.wanted:
-        spec = model_spec(config, checkpoint, backend or EngineFlags(), caps, described, settings, quiet=quiet,
-                          config_name=config_name)  # fmt: skip
-    else:
+    if not checkpoint.wanted:
         from attnx.io import load_spec
 
-        spec = load_spec(config, described, caps.limits())
+        return settings.apply(load_spec(config, described, caps.limits()))
+    from attnx.models.runs import layer_spec
+
+    random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
+    refuse(random, "describes random inputs; with --model the input is the model's layer")
+    index = parse_layer(checkpoint.layer)
+    assert index is not None  # parse_layer without allow_all never returns None
+    task = f"running layers before {index}"
+    with model_session(config, checkpoint, backend, caps, task, quiet=quiet, config_name=config_name) as run:
+        spec = layer_spec(run.model, run.text, index, engine=run.engine, device=run.device,
+                          heads=settings.get("heads"), progress=run.progress)  # fmt: skip
     return settings.apply(spec)  # one way for both

@@ -12,9 +12,8 @@ from attnx.cli.options import OutputFormat, ReportFormat, ReportFormatOpt
 
 DirArg = Annotated[
     str,
-    typer.Argument(metavar="DIR", help="A local checkpoint folder: config.json, model.safetensors, tokenizer.json.",
-                   show_default=False),
-]  # fmt: skip
+    typer.Argument(metavar="DIR", help="A local checkpoint folder: config.json, model.safetensors, tokenizer.json."),
+]
 
 
 @guarded

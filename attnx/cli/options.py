@@ -83,7 +83,6 @@ ConfigArg = Annotated[
     typer.Argument(
         metavar="[CONFIG|-]",
         help="Input file (YAML, JSON or .npz), or - for stdin. Default: the built-in worked example.",
-        show_default=False,
     ),
 ]
 
@@ -105,7 +104,7 @@ ArrayLayoutOpt = Annotated[
     ArrayLayout | None,
     typer.Option("--array-layout", help="How a bare .npy array is laid out: nd [query, H·d], hnd [head, query, d], "
                  "nhd [query, head, d], hnm [head, query, key] weights; b...: with a batch axis of 1 first (bhnd: "
-                 "SDPA's). Default: told from the shape.", show_default=False),
+                 "SDPA's). Default: told from the shape."),
 ]  # fmt: skip
 MODEL_HELP = (
     "A local checkpoint folder (config.json, model.safetensors, tokenizer.json): explore one of its layers on --text."
@@ -123,9 +122,10 @@ class KernelDtype(str, Enum):
 
 DropHeadOpt = Annotated[
     list[int] | None,
-    typer.Option("--drop-head", min=0, metavar="N", help="Zero head N (counted from 0) before concatenation; "
-                 "repeatable.", show_default=False),
-]  # fmt: skip
+    typer.Option(
+        "--drop-head", min=0, metavar="N", help="Zero head N (counted from 0) before concatenation; repeatable."
+    ),
+]
 FORMAT_HELP = "Output format (stdout or --output)."
 # Each command offers only the formats it can write: run all six (FormatOpt); trace, check and engines
 # tables of rows (RowFormatOpt); bench, diff, heads and model a table or JSON (ReportFormatOpt).
@@ -134,25 +134,11 @@ RowFormatOpt = Annotated[RowFormat, typer.Option("--format", "-f", help=FORMAT_H
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
 TensorOpt = Annotated[
     list[str] | None,
-    typer.Option("--tensor", metavar="NAME", help="Tensors for csv/npy/npz (repeatable; named as the JSON keys).",
-                 show_default=False),
-]  # fmt: skip
-AgainstOpt = Annotated[
-    str | None,
-    typer.Option("--against", metavar="FILE", help="Check a kernel's saved result against attnx's float64 "
-                 "reference: a result (json, jsonl, npz, a folder of npy) or one .npy array (its output, head "
-                 "outputs or weights).", show_default=False),
-]  # fmt: skip
-KernelDtypeOpt = Annotated[
-    KernelDtype | None,
-    typer.Option("--kernel-dtype", help="What the kernel computed in; sets the tolerances (default: the file's "
-                 "dtype).", show_default=False),
-]  # fmt: skip
+    typer.Option("--tensor", metavar="NAME", help="Tensors for csv/npy/npz (repeatable; named as the JSON keys)."),
+]
 OutputOpt = Annotated[
-    str | None,
-    typer.Option("--output", "-o", metavar="FILE", help="Write to FILE atomically instead of stdout.",
-                 show_default=False),
-]  # fmt: skip
+    str | None, typer.Option("--output", "-o", metavar="FILE", help="Write to FILE atomically instead of stdout.")
+]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour or styles, even on a terminal.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No warnings on stderr.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=12, help="Decimals shown in tables.")]
@@ -164,7 +150,7 @@ def cap_option(cap: str, what: str) -> Any:
     shown = size_text(value) if CAPS[cap][1] == "bytes" else f"{value:,}"
     suffixes = "" if cap == "max_depth" else "; K, M, G suffixes multiply by 1024"
     return typer.Option(
-        flag_name(cap), metavar="N", rich_help_panel="Input limits", show_default=False,
+        flag_name(cap), metavar="N", rich_help_panel="Input limits",
         help=f"{what} (default {shown}; or {env_name(cap)}){suffixes}.",
     )  # fmt: skip
 
@@ -207,6 +193,5 @@ class View(str, Enum):
 TextsOpt = Annotated[
     str | None,
     typer.Option("--texts", metavar="FILE", help="With --model: texts to run, one per line (or JSON Lines with a "
-                 "\"text\"); - reads stdin.",
-                 show_default=False),
+                 "\"text\"); - reads stdin."),
 ]  # fmt: skip

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, TextFlags, ViewFlags, grouped
+from attnx.cli.flags import ReportFlags, TextFlags, grouped
 from attnx.cli.inputs import model_session
-from attnx.cli.options import OutputFormat, PrecisionOpt, ReportFormat, ReportFormatOpt, View
+from attnx.cli.options import OutputFormat, View
 from attnx.cli.trace import QueryOpt, TokenOpt, query_row
+
+DEFAULTS = ReportFlags(precision=2, view=View.heatmap)  # each layer's rollout as a heatmap, 2 decimals
 
 
 @guarded
 @grouped
 def rollout(
-    *,
-    checkpoint: TextFlags,
-    token: TokenOpt = None,
-    query: QueryOpt = None,
-    backend: EngineFlags,
-    precision: PrecisionOpt = 2,
-    output_format: ReportFormatOpt = ReportFormat.table,
-    display: ViewFlags = ViewFlags(view=View.heatmap),
-    caps: CapFlags,
+    *, checkpoint: TextFlags, token: TokenOpt = None, query: QueryOpt = None, report: ReportFlags = DEFAULTS
 ) -> None:
     """Attention rollout: how much each token reaches a query through every layer, residual stream included.
 
@@ -30,14 +24,13 @@ def rollout(
     """
     from attnx.models import runs
 
-    with model_session(None, checkpoint, backend, caps, "layers", quiet=display.quiet) as run:
+    with model_session(None, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
         found = runs.rollout(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
     row = query_row(found.tokens, token, query)
     from attnx.render import rollout as render
     from attnx.render.serialize import dumps
 
-    display.emit(
-        output_format,
+    report.show(
         {OutputFormat.json: lambda: dumps(render.rollout_to_dict(found, row))},
-        lambda colour: render.rollout_view(found, row, precision, colour=colour, max_rows=display.max_rows),
+        lambda colour: render.rollout_view(found, row, report.precision, colour=colour, max_rows=report.max_rows),
     )

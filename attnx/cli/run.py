@@ -29,7 +29,6 @@ ShowOpt = Annotated[
         metavar="SECTIONS",
         help=f"Sections to print, comma-separated or repeated: {', '.join(SECTIONS)}, or all. q, k, v: each "
         "head's slice of Q, K and V. Default: all but q, k, v.",
-        show_default=False,
     ),
 ]
 

@@ -32,19 +32,14 @@ TokenOpt = Annotated[
         "--token",
         "-t",
         help="The query token to trace, as tables show it (must appear once; cat also finds ' cat').",
-        show_default=False,
     ),
 ]
-QueryOpt = Annotated[
-    int | None,
-    typer.Option("--query", help="The query to trace by position, counted from 0.", show_default=False),
-]
+QueryOpt = Annotated[int | None, typer.Option("--query", help="The query to trace by position, counted from 0.")]
 HeadOpt = Annotated[
     int | None,
     typer.Option(
         "--head",
         help="Trace only head N, counted from 0 as in the tables (0..H-1). Default: every head.",
-        show_default=False,
     ),
 ]
 TermsOpt = Annotated[

@@ -22,7 +22,7 @@ SCALE_FROM = 16
 
 
 class Backend(Protocol):
-    """The primitives an engine supplies; everything else is shared arithmetic (``@``, ``*``, ...)."""
+    """The primitives an engine supplies; everything else is shared arithmetic (``@``, ``*``, ``.mean(0)``, ...)."""
 
     def array(self, values: np.ndarray) -> Array:
         """``values`` in the engine's dtype and device (booleans stay boolean)."""
@@ -38,9 +38,6 @@ class Backend(Protocol):
 
     def tanh(self, x: Array) -> Array:
         """Hyperbolic tangent, element by element."""
-
-    def mean0(self, x: Array) -> Array:
-        """Mean over the first axis."""
 
     def to_numpy(self, x: Array) -> np.ndarray:
         """A NumPy array on the host."""
@@ -117,7 +114,7 @@ def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep:
     head_outputs = (weights.reshape(h_kv, g * n, m) @ v).reshape(h, n, d_k)  # (H, N, d_k)
     out = {"scores": scores, "scaled": scaled, "weights": weights, "head_outputs": head_outputs}
     if "average_weights" in keep:
-        out["average_weights"] = ops.mean0(weights)  # (N, M)
+        out["average_weights"] = weights.mean(0)  # (N, M)
     return {name: array for name, array in out.items() if name in keep or name == "head_outputs"}
 
 

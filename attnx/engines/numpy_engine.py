@@ -38,10 +38,6 @@ class NumpyBackend:
         """Hyperbolic tangent."""
         return np.tanh(x)
 
-    def mean0(self, x: np.ndarray) -> np.ndarray:
-        """Mean over the first axis."""
-        return x.mean(axis=0)
-
     def attend(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
     ) -> dict[str, np.ndarray]:

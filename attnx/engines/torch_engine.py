@@ -55,10 +55,6 @@ class TorchBackend:
         """Hyperbolic tangent."""
         return torch.tanh(x)
 
-    def mean0(self, x: torch.Tensor) -> torch.Tensor:
-        """Mean over the first dimension."""
-        return x.mean(dim=0)
-
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[str]
     ) -> dict[str, torch.Tensor]:

@@ -59,14 +59,26 @@ class ModelInfo:
     weight_files: int = 1
 
 
+# Where config.json usually keeps each size (Hugging Face's names); a family names others in ``read_sizes``.
+SIZE_KEYS = {
+    "layers": ("num_hidden_layers",),
+    "heads": ("num_attention_heads",),
+    "d_model": ("hidden_size",),
+    "d_ff": ("intermediate_size",),
+    "vocab_size": ("vocab_size",),
+    "max_length": ("max_position_embeddings",),
+}
+
+
 class Architecture:
     """One model family: its tensor names, and the forward pass around attention, in NumPy.
 
     A subclass names its weights' prefixes and a tensor that proves the family (``probe``), reads
-    its sizes from config.json, and supplies ``embed``, ``attention_spec`` (the spec of one layer,
-    built from the residual stream entering it) and ``after_attention`` (the rest of that layer,
-    given the attention's projected output). Weights are read from the checkpoint when a layer
-    needs them, never before.
+    its sizes from config.json (``read_sizes``: ``layers``, ``heads``, ``kv_heads``, ``head_dim``,
+    ``d_model``, ``d_ff``, ``vocab_size``, ``max_length``), and supplies ``embed``, ``attention_spec``
+    (the spec of one layer, built from the residual stream entering it) and ``after_attention`` (the
+    rest of that layer, given the attention's projected output). Weights are read from the checkpoint
+    when a layer needs them, never before.
     """
 
     name: str
@@ -76,14 +88,6 @@ class Architecture:
     probe: ClassVar[str]
     causal: ClassVar[bool]
 
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    d_model: int
-    d_ff: int
-    vocab_size: int
-    max_length: int
     activation_name: str
     rotary: Rotary | None = None
     windows: tuple[int | None, ...] = ()
@@ -105,15 +109,29 @@ class Architecture:
         checkpoint.use_prefix(self.prefixes, self.probe, self.family)
 
     def check_heads(self) -> None:
-        """Split hidden_size into the heads (``head_dim``, one K/V head per head); ModelError where it cannot."""
+        """hidden_size must split into the heads (``head_dim`` wide each); ModelError where it cannot."""
         if self.d_model % self.heads:
             where = self.checkpoint.path / CONFIG
             raise ModelError(f"{where}: hidden size {self.d_model} is not divisible by {self.heads} heads")
-        self.kv_heads, self.head_dim = self.heads, self.d_model // self.heads
 
     def read_config(self) -> None:
         """Set the sizes from config.json (ModelError for what this family cannot run)."""
         raise NotImplementedError
+
+    def read_sizes(self, keys: Mapping[str, tuple[str, ...]], *, mlp_ratio: int | None, max_length: int) -> None:
+        """The sizes from config.json, each under the first of its ``keys`` present (Hugging Face's usual name
+        where ``keys`` gives none): layers, heads, K/V heads and head width (read only where ``keys`` names them,
+        else one K/V head per head, hidden_size / heads wide), d_model, d_ff (absent: ``mlp_ratio`` × d_model,
+        or missing when ``mlp_ratio`` is None), vocabulary and maximum length (absent: ``max_length``)."""
+        ckpt, keys = self.checkpoint, {**SIZE_KEYS, **keys}
+        self.layers = ckpt.integer(*keys["layers"])
+        self.heads = ckpt.integer(*keys["heads"])
+        self.kv_heads = ckpt.integer(*keys.get("kv_heads", ()), default=self.heads)
+        self.d_model = ckpt.integer(*keys["d_model"])
+        self.head_dim = ckpt.integer(*keys.get("head_dim", ()), default=self.d_model // self.heads)
+        self.d_ff = ckpt.integer(*keys["d_ff"], default=None if mlp_ratio is None else mlp_ratio * self.d_model)
+        self.vocab_size = ckpt.integer(*keys["vocab_size"])
+        self.max_length = ckpt.integer(*keys["max_length"], default=max_length)
 
     def activation(
         self, key: str, default: str, *, aliases: Mapping[str, str] | None = None

@@ -27,12 +27,7 @@ class Bert(Architecture):
     def read_config(self) -> None:
         """Sizes from config.json; relative position embeddings and decoder BERTs are refused."""
         ckpt = self.checkpoint
-        self.layers = ckpt.integer("num_hidden_layers")
-        self.heads = ckpt.integer("num_attention_heads")
-        self.d_model = ckpt.integer("hidden_size")
-        self.d_ff = ckpt.integer("intermediate_size", default=4 * self.d_model)
-        self.vocab_size = ckpt.integer("vocab_size")
-        self.max_length = ckpt.integer("max_position_embeddings", default=512)
+        self.read_sizes({}, mlp_ratio=4, max_length=512)
         self.eps = ckpt.number("layer_norm_eps", 1e-12, low=0, high=1)
         self.act = self.activation("hidden_act", "gelu")
         kind = ckpt.text("position_embedding_type", "absolute")

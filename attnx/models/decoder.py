@@ -98,14 +98,8 @@ class Decoder(Architecture):
     def read_config(self) -> None:
         """Sizes, rotary positions, windows, scale and soft cap from config.json."""
         ckpt, kind = self.checkpoint, self.kind
-        self.layers = ckpt.integer("num_hidden_layers")
-        self.heads = ckpt.integer("num_attention_heads")
-        self.kv_heads = ckpt.integer("num_key_value_heads", default=self.heads)
-        self.d_model = ckpt.integer("hidden_size")
-        self.head_dim = ckpt.integer("head_dim", default=self.d_model // self.heads)
-        self.d_ff = ckpt.integer("intermediate_size")
-        self.vocab_size = ckpt.integer("vocab_size")
-        self.max_length = ckpt.integer("max_position_embeddings", default=2048)
+        own = {"kv_heads": ("num_key_value_heads",), "head_dim": ("head_dim",)}  # beside the usual names
+        self.read_sizes(own, mlp_ratio=None, max_length=2048)
         self.eps = ckpt.number("rms_norm_eps", 1e-6, low=0, high=1)
         self.act = self.activation(kind.activation_key, kind.activation_default, aliases=dict(kind.activation_aliases))
         if self.heads % self.kv_heads:

@@ -12,6 +12,15 @@ from attnx.models.architecture import Architecture
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
 
+# GPT-2's own names for its sizes in config.json (newer files may use the usual ones too).
+CONFIG_KEYS = {
+    "layers": ("n_layer", "num_hidden_layers"),
+    "heads": ("n_head", "num_attention_heads"),
+    "d_model": ("n_embd", "hidden_size"),
+    "d_ff": ("n_inner",),
+    "max_length": ("n_positions", "max_position_embeddings"),
+}
+
 
 class Gpt2(Architecture):
     """GPT-2: token + position embeddings; per layer, x = ln_1(h), h += attention(x), h += MLP(ln_2(h)).
@@ -30,12 +39,7 @@ class Gpt2(Architecture):
     def read_config(self) -> None:
         """Sizes and the attention scale from config.json."""
         ckpt = self.checkpoint
-        self.layers = ckpt.integer("n_layer", "num_hidden_layers")
-        self.heads = ckpt.integer("n_head", "num_attention_heads")
-        self.d_model = ckpt.integer("n_embd", "hidden_size")
-        self.d_ff = ckpt.integer("n_inner", default=4 * self.d_model)
-        self.vocab_size = ckpt.integer("vocab_size")
-        self.max_length = ckpt.integer("n_positions", "max_position_embeddings", default=1024)
+        self.read_sizes(CONFIG_KEYS, mlp_ratio=4, max_length=1024)
         self.eps = ckpt.number("layer_norm_epsilon", 1e-5, low=0, high=1)
         self.act = self.activation("activation_function", "gelu_new")
         self.scaled = ckpt.flag("scale_attn_weights", True)

@@ -13,7 +13,7 @@ from attnx.core.measures import DETECT, MEASURES
 from attnx.render.heads import NONE, cell, plain_number
 from attnx.render.heatmap import HeatScale, legend
 from attnx.render.layout import add_columns, compact_table
-from attnx.render.model import CODES, coded_cell, codes_line, head_grid
+from attnx.render.model import CODES, coded_cell, codes_line, head_grid, model_keys
 from attnx.render.serialize import FORMAT_VERSION, dumps
 
 MEANINGS = {name: MEASURES[name].description for name in DETECT.measures}
@@ -75,14 +75,8 @@ def _tally(view: Detection, layer: int, h: int, name: str) -> dict[str, Any]:
 def detection_to_dict(view: Detection) -> dict[str, Any]:
     """The JSON object of `attnx detect` (``format_version`` first; layers and heads from 0)."""
     return {
-        "format_version": FORMAT_VERSION,
-        "model": view.model,
-        "architecture": view.architecture,
-        "source": view.source,
-        "sequences": view.sequences,
-        "tokens": view.tokens,
-        "n_layers": view.layers,
-        "n_heads": view.heads,
+        **model_keys(view.model, view.architecture, view.layers, view.heads, source=view.source,
+                     sequences=view.sequences, tokens=view.tokens),
         "thresholds": DETECT.thresholds(),
         "layers": [
             {

@@ -12,9 +12,9 @@ from attnx.analysis.effects import Ablations, Effect, Head
 from attnx.render.heads import cell
 from attnx.render.heatmap import HeatScale, cell_style, legend
 from attnx.render.layout import add_columns, compact_table
-from attnx.render.model import head_grid, tokens_line
+from attnx.render.model import head_grid, model_keys, tokens_line
 from attnx.render.numbers import fmt
-from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.render.serialize import to_plain
 
 LARGEST = 8  # heads the sweep lists, largest effect first
 CHANGED = "≠"  # marks a token whose most likely next token changed
@@ -141,12 +141,7 @@ def _effect_to_dict(view: Ablations, effect: Effect) -> dict[str, Any]:
 def ablations_to_dict(view: Ablations) -> dict[str, Any]:
     """The JSON object of `attnx ablate` (``format_version`` first; layers, heads and tokens from 0)."""
     return {
-        "format_version": FORMAT_VERSION,
-        "model": view.model,
-        "architecture": view.architecture,
-        "tokens": list(view.tokens),
-        "n_layers": view.layers,
-        "n_heads": view.heads,
+        **model_keys(view.model, view.architecture, view.layers, view.heads, tokens=list(view.tokens)),
         "lm_head": view.lm_head,
         "sweep": view.sweep,
         "ablations": [_effect_to_dict(view, effect) for effect in view.effects],

@@ -213,6 +213,14 @@ def counts_line(view: ModelView) -> str:
     return f"queries behind each label: {base}" + (f" ({', '.join(fewer)})" if fewer else "")
 
 
+def model_keys(model: str, architecture: str, layers: int, heads: int, **read: Any) -> dict[str, Any]:
+    """The keys a JSON object about a whole model opens with: ``format_version``, the checkpoint and its family,
+    what the model read (``read``, in order: its tokens, or the sequences and where they came from), then its
+    layer and head counts (``n_layers``, ``n_heads``)."""
+    return {"format_version": FORMAT_VERSION, "model": model, "architecture": architecture, **read,
+            "n_layers": layers, "n_heads": heads}  # fmt: skip
+
+
 def _summary(s: HeadStats) -> dict[str, Any]:
     summary = head_summary(s)
     summary["mean_normalized_entropy"] = summary["scores"][ENTROPY.key]
@@ -222,12 +230,7 @@ def _summary(s: HeadStats) -> dict[str, Any]:
 def model_view_to_dict(view: ModelView) -> dict[str, Any]:
     """The JSON object of `attnx heads --layer all --format json` (layers and heads 0-based)."""
     return {
-        "format_version": FORMAT_VERSION,
-        "model": view.model,
-        "architecture": view.architecture,
-        "tokens": list(view.tokens),
-        "n_layers": len(view.layers),
-        "n_heads": view.heads,
+        **model_keys(view.model, view.architecture, len(view.layers), view.heads, tokens=list(view.tokens)),
         "d_k": view.d_k,
         "scale": view.scale,
         "scale_mode": view.scale_mode,

@@ -326,3 +326,17 @@ class TestRefused:
             assert "query 10 't10'" in shown(app, "status")
 
         drive(Explorer(lambda _layer: spec, 1, "big", {}), session)
+
+
+class TestCaps:
+    """The explorer computes through attnx.compute, the one checked entry, under the caps the command was given."""
+
+    def test_a_block_over_the_cap_is_refused(self) -> None:
+        """--max-elements 20 on the worked example: a block's 2 × 5 × 5 weights (50 elements) are refused."""
+        from attnx.errors import LimitError
+
+        state = explorer(None, InputFlags(), ModelFlags(), EngineFlags(), CapFlags(max_elements="20"))
+        with pytest.raises(LimitError, match=r"the scores: an array of 2 × 5 × 5 \(50 elements\) exceeds the element"):
+            state.block(0)
+        within = explorer(None, InputFlags(), ModelFlags(), EngineFlags(), CapFlags(max_elements="50")).block(0)
+        assert within.weights is not None and within.weights.shape == (2, 5, 5)
