@@ -48,7 +48,7 @@ def heads(
 ) -> None:
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
 
-    Labels: self, previous-token, first-token, induction, uniform, focused (thresholds in the README).
+    Labels: self, previous-token, sink, induction, uniform, focused (thresholds in docs/commands.md).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
     --model DIR --texts FILE: every layer's heads over many texts, means with their spread and counts.
     """
@@ -70,7 +70,7 @@ def heads(
     spec = load_input(config, inputs, checkpoint, caps=report, backend=report, quiet=report.quiet)
     result = compute(spec, **report.options())
     warn_fully_masked(result.fully_masked_rows, report.quiet)
-    stats = head_stats(result)
+    stats = head_stats(result, spec.sinks)
     w_o = None if spec.w_o is None else spec.w_o.weight
     measures = head_measures(result, w_o, spec.sinks)
     shares = value_shares(result, w_o) if value_weighted else None

@@ -54,7 +54,7 @@ def layer_spec(
 
 def layer_results(
     model: Model,
-    text: str,
+    text: str | Encoded,
     *,
     engine: str = "numpy",
     device: str = "auto",
@@ -110,11 +110,14 @@ def layer_attention(
 def model_view(
     model: Model, text: str, *, engine: str = "numpy", device: str = "auto", progress: Progress | None = None
 ) -> ModelView:
-    """Every layer's heads on ``text``: their labels and entropy, each layer computed once."""
+    """Every layer's heads on ``text``: their labels and entropy, each layer computed once; the sinks are key 0
+    and the special tokens the tokenizer added, as everywhere."""
     from attnx.analysis.model_view import model_view as build
 
-    results = layer_results(model, text, engine=engine, device=device, progress=progress)
-    return build(results, model=model.checkpoint.name, architecture=model.architecture.name)
+    encoded = model.encode(text)
+    sinks = (0, *(i for i, special in enumerate(encoded.special) if special))
+    results = layer_results(model, encoded, engine=engine, device=device, progress=progress)
+    return build(results, model=model.checkpoint.name, architecture=model.architecture.name, sinks=sinks)
 
 
 def rollout(
