@@ -39,6 +39,10 @@ class NumericError(AttnxError):
     """The numbers do not fit the chosen dtype: a score or an output overflowed to infinity or NaN."""
 
 
+class NotComputedError(AttnxError):
+    """A result was asked for a tensor it does not hold: ``compute(needs=...)`` left it out, or the input has none."""
+
+
 class OutputError(AttnxError):
     """The output file cannot be written."""
 

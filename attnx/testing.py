@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, TensorName
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
@@ -143,17 +145,17 @@ def reference(
     return compute(specs[0], "numpy", dtype="float64", limits=limits)
 
 
-def _actual(actual: np.ndarray, batch: int, spec: AttentionSpec) -> list[dict[str, np.ndarray]]:
+def _actual(actual: np.ndarray, batch: int, spec: AttentionSpec) -> list[dict[TensorName, np.ndarray]]:
     """The kernel's output per batch element, named as attnx names it (``head_outputs`` or ``output``)."""
     h, n, d = spec.settings.heads, spec.n_queries, spec.d_k
     if actual.ndim == 2:
         actual = actual[None]
     if actual.shape == (batch, h, n, d):
-        return [{"head_outputs": actual[b]} for b in range(batch)]
+        return [{HEAD_OUTPUTS: actual[b]} for b in range(batch)]
     if actual.shape == (batch, n, h, d) and (n != h or h == 1):
-        return [{"head_outputs": actual[b].transpose(1, 0, 2)} for b in range(batch)]
+        return [{HEAD_OUTPUTS: actual[b].transpose(1, 0, 2)} for b in range(batch)]
     if actual.shape == (batch, n, h * d):
-        return [{"output": actual[b]} for b in range(batch)]
+        return [{OUTPUT: actual[b]} for b in range(batch)]
     raise ValueError(
         f"actual has shape {actual.shape}; for this input expected [B, H, N, d] = {(batch, h, n, d)}, "
         f"[B, N, H·d] = {(batch, n, h * d)} or, without a batch axis, {(n, h * d)}"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnx.core.result import AttentionResult
+from attnx.core.tensors import OUTPUT, PROJECTED, TensorName
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class Ablation:
     """
 
     dropped_heads: tuple[int, ...]
-    compared: str
+    compared: TensorName
     per_token: np.ndarray
     overall: float
 
@@ -26,9 +27,10 @@ def ablation(result: AttentionResult) -> Ablation | None:
     """The ablation shift of ``result``, or None when no head was dropped."""
     if not result.dropped_heads or result.intact_output is None:
         return None
+    compared: TensorName
     if result.projected is not None and result.intact_projected is not None:
-        compared, final, intact = "projected", result.projected, result.intact_projected
+        compared, final, intact = PROJECTED, result.projected, result.intact_projected
     else:
-        compared, final, intact = "output", result.output, result.intact_output
+        compared, final, intact = OUTPUT, result.output, result.intact_output
     shift = np.asarray(final, dtype=np.float64) - np.asarray(intact, dtype=np.float64)
     return Ablation(result.dropped_heads, compared, np.linalg.norm(shift, axis=1), float(np.linalg.norm(shift)))

@@ -6,31 +6,30 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from attnx.core.tensors import TENSORS
+from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, TENSORS, WEIGHTS, TensorName
 from attnx.errors import AmbiguousError, ConfigError
 
 # How a bare array may lay out what a kernel computed: the tensor it holds, and its axes in terms of
 # N (queries), M (keys), H (heads), D (one head's width) and C (all heads' width, H·D).
-ARRAY_LAYOUTS: dict[str, tuple[str, str]] = {
-    "nd": ("output", "N C"),
-    "bnd": ("output", "1 N C"),
-    "hnd": ("head_outputs", "H N D"),
-    "bhnd": ("head_outputs", "1 H N D"),
-    "nhd": ("head_outputs", "N H D"),
-    "bnhd": ("head_outputs", "1 N H D"),
-    "hnm": ("weights", "H N M"),
-    "bhnm": ("weights", "1 H N M"),
+ARRAY_LAYOUTS: dict[str, tuple[TensorName, str]] = {
+    "nd": (OUTPUT, "N C"),
+    "bnd": (OUTPUT, "1 N C"),
+    "hnd": (HEAD_OUTPUTS, "H N D"),
+    "bhnd": (HEAD_OUTPUTS, "1 H N D"),
+    "nhd": (HEAD_OUTPUTS, "N H D"),
+    "bnhd": (HEAD_OUTPUTS, "1 N H D"),
+    "hnm": (WEIGHTS, "H N M"),
+    "bhnm": (WEIGHTS, "1 H N M"),
 }
 
 
-def sizes_of(tensors: Mapping[str, np.ndarray]) -> dict[str, int]:
+def sizes_of(tensors: Mapping[TensorName, np.ndarray]) -> dict[str, int]:
     """The problem's sizes by axis word (``query``, ``key``, ``head``, ``d_k``, ``d_model``), read from the
     shapes of named tensors (their axes are in the tensor registry)."""
     sizes: dict[str, int] = {}
     for name, array in tensors.items():
-        if name in TENSORS:
-            for axis, size in zip(TENSORS[name].axes, np.shape(array), strict=False):
-                sizes.setdefault(axis, int(size))
+        for axis, size in zip(TENSORS[name].axes, np.shape(array), strict=False):
+            sizes.setdefault(axis, int(size))
     if "d_model" not in sizes and "head" in sizes and "d_k" in sizes:
         sizes["d_model"] = sizes["head"] * sizes["d_k"]
     return sizes
@@ -50,7 +49,7 @@ def layout_shape(layout: str, sizes: Mapping[str, int]) -> tuple[int, ...] | Non
     return tuple(shape)
 
 
-def from_layout(array: np.ndarray, layout: str) -> tuple[str, np.ndarray]:
+def from_layout(array: np.ndarray, layout: str) -> tuple[TensorName, np.ndarray]:
     """The tensor an array in ``layout`` holds, in attnx's axis order (``[head, query, d_k]``, ...)."""
     name, axes = ARRAY_LAYOUTS[layout]
     if axes.startswith("1 "):
@@ -60,7 +59,7 @@ def from_layout(array: np.ndarray, layout: str) -> tuple[str, np.ndarray]:
     return name, array
 
 
-def recognise(array: np.ndarray, sizes: Mapping[str, int], layout: str | None = None) -> tuple[str, np.ndarray]:
+def recognise(array: np.ndarray, sizes: Mapping[str, int], layout: str | None = None) -> tuple[TensorName, np.ndarray]:
     """What a bare array holds, from its shape (or ``layout``), as ``(tensor name, array in attnx's order)``,
     for a problem of ``sizes`` (see ``sizes_of``).
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from attnx.core.spec import AttentionSpec
+from attnx.core.tensors import OUTPUT, WEIGHTS, TensorName
 from attnx.engines import check_caps, compute, load_engine
 from attnx.errors import EngineUnavailableError
 from attnx.io.schema import random_qkv
@@ -17,7 +18,8 @@ from attnx.limits import Limits
 
 # A side whose run takes less (in seconds) runs once untimed before each timed run (see best_times).
 SETTLE = 0.5
-PATHS = {"output": frozenset({"output"}), "weights": frozenset({"weights", "output"})}
+# Each path is named after the largest tensor it builds.
+PATHS: dict[str, frozenset[TensorName]] = {OUTPUT: frozenset({OUTPUT}), WEIGHTS: frozenset({WEIGHTS, OUTPUT})}
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class BenchSettings:
     d_model: int = 512
     engines: Sequence[str] = ("numpy",)
     dtype: str = "float32"
-    path: str = "output"
+    path: str = OUTPUT
     repeat: int = 3
 
 

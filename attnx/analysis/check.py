@@ -14,12 +14,12 @@ from attnx.analysis.check_against import KERNEL_TENSORS, Verification, verify
 from attnx.analysis.check_diagnosis import diagnose
 from attnx.analysis.tolerance import DTYPES, TensorDiff, compare, tolerance_for
 from attnx.core.spec import AttentionSpec
-from attnx.core.tensors import TENSORS
+from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, PROJECTED, SCORES, TENSORS, WEIGHTS, K, Q, TensorName, V
 from attnx.engines import EngineStatus, compute
 from attnx.errors import ConfigError
 from attnx.io.results import BareArray, SavedResult
 
-CHECKED_TENSORS = ("scores", "weights", "head_outputs", "output", "projected")
+CHECKED_TENSORS: tuple[TensorName, ...] = (SCORES, WEIGHTS, HEAD_OUTPUTS, OUTPUT, PROJECTED)
 REFERENCE = ("numpy", "cpu", "float64")
 
 
@@ -37,7 +37,7 @@ class CheckRow:
     """One tensor of one target compared with the reference."""
 
     target: Target
-    tensor: str
+    tensor: TensorName
     diff: TensorDiff
 
 
@@ -130,8 +130,8 @@ def verify_kernel(
         )
     # Only what is compared, and the heads' Q, K and V the diagnoses start from: no [head, query, key]
     # matrix unless the kernel's file holds one.
-    wanted = set(names if names is not None else tensors) & set(KERNEL_TENSORS)
-    reference = compute(spec, "numpy", dtype="float64", needs=wanted | {"q", "k", "v", "head_outputs"})
+    wanted = {name for name in KERNEL_TENSORS if name in (names if names is not None else tensors)}
+    reference = compute(spec, "numpy", dtype="float64", needs=wanted | {Q, K, V, HEAD_OUTPUTS})
     verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
                           rtol=rtol, atol=atol)  # fmt: skip
     return replace(verification, diagnoses=diagnose(spec, verification, tensors, rtol=rtol, atol=atol))

@@ -13,12 +13,25 @@ import numpy as np
 
 from attnx.analysis.tolerance import EPSILON, Tolerance, tolerance_for
 from attnx.core.result import AttentionResult
-from attnx.core.tensors import TENSORS
+from attnx.core.tensors import (
+    HEAD_OUTPUTS,
+    OUTPUT,
+    PROJECTED,
+    SCALED,
+    SCORES,
+    TENSORS,
+    WEIGHTS,
+    K,
+    Q,
+    TensorName,
+    V,
+    is_tensor_name,
+)
 from attnx.errors import ConfigError
 
 NOT_HELD = "not in the kernel's file"
 # Tensors a kernel may hand over, in the order reports list them.
-KERNEL_TENSORS = ("output", "head_outputs", "projected", "weights", "scaled", "scores", "q", "k", "v")
+KERNEL_TENSORS: tuple[TensorName, ...] = (OUTPUT, HEAD_OUTPUTS, PROJECTED, WEIGHTS, SCALED, SCORES, Q, K, V)
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,7 +46,7 @@ class TensorCheck:
     ``[query, key]`` for the ``[head, query, key]`` matrices, where a shifted mask shows as a diagonal.
     """
 
-    name: str
+    name: TensorName
     shape: tuple[int, ...]
     tolerance: Tolerance
     max_abs: float
@@ -63,7 +76,7 @@ class Diagnosis:
 
     bug: str
     detail: str
-    tensor: str
+    tensor: TensorName
     max_abs: float
 
 
@@ -96,7 +109,9 @@ def _errors(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(diff), np.inf, diff)
 
 
-def per_head(name: str, errors: np.ndarray, reference: AttentionResult) -> tuple[np.ndarray | None, np.ndarray | None]:
+def per_head(
+    name: TensorName, errors: np.ndarray, reference: AttentionResult
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The largest error per ``[head, query]``, and for ``[head, query, key]`` tensors per ``[query, key]``."""
     axes = TENSORS[name].axes
     if axes == ("head", "query", "key"):
@@ -110,10 +125,10 @@ def per_head(name: str, errors: np.ndarray, reference: AttentionResult) -> tuple
 
 
 def check_tensor(
-    name: str, actual: np.ndarray, reference: AttentionResult, tolerance: Tolerance, dtype: str
+    name: TensorName, actual: np.ndarray, reference: AttentionResult, tolerance: Tolerance, dtype: str
 ) -> TensorCheck:
     """Compare the kernel's ``name`` with the reference's (same shape) under ``tolerance``."""
-    expected = np.asarray(getattr(reference, name), dtype=np.float64)
+    expected = np.asarray(reference.tensor(name), dtype=np.float64)
     errors = _errors(actual, expected)
     worst = np.unravel_index(int(np.argmax(errors)), errors.shape) if errors.size else ()
     max_abs = float(errors.max()) if errors.size else 0.0
@@ -133,7 +148,7 @@ def check_tensor(
 
 def verify(
     reference: AttentionResult,
-    tensors: Mapping[str, np.ndarray],
+    tensors: Mapping[TensorName, np.ndarray],
     dtype: str,
     *,
     source: str = "<input>",
@@ -159,9 +174,10 @@ def verify(
             f"{kernel} and the reference hold no tensor in common: it holds {', '.join(sorted(tensors)) or 'nothing'}, "
             f"the reference {', '.join(held)}"
         )
-    checks, skipped = [], []
-    for name in wanted:
-        actual, expected = tensors[name], getattr(reference, name)
+    checks: list[TensorCheck] = []
+    skipped: list[tuple[str, str]] = []
+    for name in filter(is_tensor_name, wanted):  # each is, being held
+        actual, expected = tensors[name], reference.tensor(name)
         if tuple(actual.shape) != tuple(expected.shape):
             skipped.append((name, f"shape {tuple(actual.shape)}, the reference's {tuple(expected.shape)}"))
             continue

@@ -17,13 +17,14 @@ import numpy as np
 from attnx.analysis.check_against import Diagnosis, Verification
 from attnx.analysis.tolerance import tolerance_for
 from attnx.core.spec import AttentionSpec
+from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, PROJECTED, WEIGHTS, K, Q, TensorName, V
 from attnx.engines import compute
 from attnx.engines.core import merge_heads
 from attnx.engines.numpy_engine import NumpyBackend
 
 # The tensors a hypothesis is judged on: what a kernel usually hands over.
-JUDGED = ("output", "head_outputs", "weights", "projected")
-Tensors = dict[str, np.ndarray]
+JUDGED: tuple[TensorName, ...] = (OUTPUT, HEAD_OUTPUTS, WEIGHTS, PROJECTED)
+Tensors = dict[TensorName, np.ndarray]
 
 
 def _merge(head_outputs: np.ndarray, spec: AttentionSpec) -> np.ndarray:
@@ -70,9 +71,9 @@ def mutant(
         elif empty == "uniform":
             weights[:, none] = 1.0 / weights.shape[2]
     head_outputs = weights @ v[kv_of]  # (H, N, d_k)
-    out = {"weights": weights, "head_outputs": head_outputs, "output": _merge(head_outputs, spec)}
+    out: Tensors = {WEIGHTS: weights, HEAD_OUTPUTS: head_outputs, OUTPUT: _merge(head_outputs, spec)}
     if spec.w_o is not None:
-        out["projected"] = out["output"] @ spec.w_o.weight + (0.0 if spec.w_o.bias is None else spec.w_o.bias)
+        out[PROJECTED] = out[OUTPUT] @ spec.w_o.weight + (0.0 if spec.w_o.bias is None else spec.w_o.bias)
     return out
 
 
@@ -95,7 +96,7 @@ class _Reference:
     def of(cls, spec: AttentionSpec, verification: Verification) -> _Reference:
         """The reference's Q, K and V of ``verification``, and how its heads share K and V."""
         ref = verification.reference
-        q, k, v = (np.asarray(getattr(ref, name), dtype=np.float64) for name in ("q", "k", "v"))
+        q, k, v = (np.asarray(ref.tensor(name), dtype=np.float64) for name in (Q, K, V))
         heads, kv_heads = spec.settings.heads, spec.settings.kv_heads
         return cls(spec, q, k, v, np.arange(heads) // (heads // kv_heads), spec.allowed(), ref.d_k)
 
@@ -215,15 +216,15 @@ def _tensors(result: object) -> Tensors:
 
 
 def _explains(
-    kernel: Mapping[str, np.ndarray],
+    kernel: Mapping[TensorName, np.ndarray],
     expected: Tensors,
     verification: Verification,
     rtol: float | None = None,
     atol: float | None = None,
-) -> tuple[str, float] | None:
+) -> tuple[TensorName, float] | None:
     """The largest difference (and its tensor) when every judged tensor of the kernel is within its tolerance
     of ``expected`` (NaN matching NaN), else None."""
-    worst: tuple[str, float] | None = None
+    worst: tuple[TensorName, float] | None = None
     judged = [check.name for check in verification.checks if check.name in JUDGED and check.name in expected]
     if not judged:
         return None
@@ -247,7 +248,7 @@ def _explains(
 def diagnose(
     spec: AttentionSpec,
     verification: Verification,
-    kernel: Mapping[str, np.ndarray],
+    kernel: Mapping[TensorName, np.ndarray],
     *,
     rtol: float | None = None,
     atol: float | None = None,

@@ -25,6 +25,7 @@ import numpy as np
 from attnx.analysis.heads import query_scores, target_keys
 from attnx.core.measures import DETECT
 from attnx.core.result import AttentionResult
+from attnx.core.tensors import MASK, WEIGHTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.models import Model
@@ -171,7 +172,7 @@ def detect_heads(
     detector, records = Detector(), []
     for index, encoded in enumerate(sequences):
         forward = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
-        results = (forward.step(("weights", "mask")) for _ in range(model.layers))
+        results = (forward.step((WEIGHTS, MASK)) for _ in range(model.layers))
         own = detector.add(results, [int(i) for i in encoded.ids], (0, *forward.special_keys))
         records.append(TextRecord(index, encoded.tokens, own))
         if progress is not None:

@@ -13,6 +13,7 @@ from attnx.analysis.heads import Saturation, saturation
 from attnx.analysis.tolerance import TensorDiff, compare, loosest, tolerance_for
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
+from attnx.core.tensors import MASK, OUTPUT, PROJECTED, WEIGHTS, TensorName, is_tensor_name
 from attnx.engines import compute
 from attnx.errors import ConfigError
 from attnx.io.results import RESULT_TENSORS, BareArray, SavedResult
@@ -63,7 +64,7 @@ class Sweep:
     tokens: tuple[str, ...]
     variants: tuple[Variant, ...]
     shifts: tuple[Shift, ...]
-    compared: str
+    compared: TensorName
 
 
 def variant_spec(spec: AttentionSpec, varied: str, value: int | float | str) -> AttentionSpec:
@@ -120,7 +121,7 @@ def sweep(
         variants.append(Variant(_label(varied, value), value, result, saturation(result)))
     computed = [i for i, v in enumerate(variants) if v.result is not None]
     results = [v.result for v in variants if v.result is not None]  # those of ``computed``
-    compared = "projected" if results and all(r.projected is not None for r in results) else "output"
+    compared = PROJECTED if results and all(r.projected is not None for r in results) else OUTPUT
     pairs = list(itertools.pairwise(computed))
     pairs += [(computed[0], i) for i in computed[2:]]
     shifts = tuple(
@@ -139,7 +140,7 @@ class Side:
 
     source: str
     kind: str
-    tensors: Mapping[str, np.ndarray]
+    tensors: Mapping[TensorName, np.ndarray]
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
     dtype: str
@@ -154,7 +155,7 @@ def side_from_result(result: AttentionResult, source: str) -> Side:
 
 def _saved_mask(meta: Mapping[str, object], n: int, m: int) -> np.ndarray | None:
     """The ``mask`` a JSON result carries (``[query, key]`` booleans), or None when it has none of that shape."""
-    mask = meta.get("mask")
+    mask = meta.get(MASK)
     if not isinstance(mask, list) or len(mask) != n:
         return None
     if not all(isinstance(row, list) and len(row) == m and all(isinstance(x, bool) for x in row) for row in mask):
@@ -189,7 +190,7 @@ class TensorComparison:
     differ; then the tensor fails. ``largest`` lists the largest differences, largest first.
     """
 
-    name: str
+    name: TensorName
     shape_a: tuple[int, ...] | None
     shape_b: tuple[int, ...] | None
     diff: TensorDiff | None
@@ -247,7 +248,7 @@ def largest(a: np.ndarray, b: np.ndarray, count: int = LARGEST) -> tuple[Locatio
     return tuple(locations)
 
 
-def compare_tensor(name: str, a: np.ndarray | None, b: np.ndarray | None, dtype: str,
+def compare_tensor(name: TensorName, a: np.ndarray | None, b: np.ndarray | None, dtype: str,
                    rtol: float | None = None, atol: float | None = None) -> TensorComparison:  # fmt: skip
     """Compare one tensor of A with B's; a missing side or a shape mismatch is a failed row, not an error."""
     shape_a = None if a is None else tuple(a.shape)
@@ -281,7 +282,8 @@ def compare_sides(
         if missing:
             holds = ", ".join(missing[0].tensors) or "nothing"
             raise ConfigError(f"{missing[0].source} holds no {name!r} to compare (it holds {holds})")
-    wanted = list(names) if names else [name for name in RESULT_TENSORS if name in a.tensors and name in b.tensors]
+    chosen = [name for name in names or () if is_tensor_name(name)]  # each is, being held by both sides
+    wanted = chosen or [name for name in RESULT_TENSORS if name in a.tensors and name in b.tensors]
     if not wanted:
         raise ConfigError(
             f"{a.source} and {b.source} hold no tensor in common: A holds {', '.join(a.tensors) or 'nothing'}, "
@@ -293,7 +295,7 @@ def compare_sides(
         if (name in a.tensors) != (name in b.tensors) and not names
     )
     rows = tuple(compare_tensor(name, a.tensors.get(name), b.tensors.get(name), dtype, rtol, atol) for name in wanted)
-    wa, wb = a.tensors.get("weights"), b.tensors.get("weights")
+    wa, wb = a.tensors.get(WEIGHTS), b.tensors.get(WEIGHTS)
     delta = None
     if wa is not None and wb is not None and wa.shape == wb.shape:
         delta = np.abs(np.asarray(wa, dtype=np.float64) - np.asarray(wb, dtype=np.float64))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnx.core.settings import LAYOUTS, SCALE_MODES
+from attnx.core.tensors import MASK, SCALED, WEIGHTS, TensorName, V
 from attnx.errors import AttnxError, ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,10 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.spec import AttentionSpec
 
 # What the heatmap shows, in the order `v` cycles through them: the weights, the scaled scores, each key's
-# share of the head's output by value (Kobayashi et al.), and the rollout through the layers so far.
+# share of the head's output by value (Kobayashi et al.), and the rollout through the layers so far. They are
+# words for the user, not tensor names: the ``scores`` view draws the scaled scores.
 VIEWS = ("weights", "scores", "value", "rollout")
 BLOCK = 64  # queries computed together
-NEEDS = frozenset({"weights", "scaled", "v", "mask"})  # what a block keeps: every view is read from these
+# What a block keeps: every view is read from these.
+NEEDS: frozenset[TensorName] = frozenset({WEIGHTS, SCALED, V, MASK})
 
 Setting = tuple[tuple[str, Any], ...]  # an input's settings changed from the file's, in the order of CHANGES
 CHANGES = ("heads", "scale", "layout", "causal")  # the settings an input's keys change
@@ -156,9 +159,8 @@ class Explorer:
             if view == "value":
                 parts.append(self._value_shares(b, layer)[:, rows])
             else:
-                result = self.block(b, layer=layer)
-                array = result.weights if view == "weights" else result.scaled
-                assert array is not None  # a block keeps both
+                shown = WEIGHTS if view == "weights" else SCALED  # a block keeps both
+                array = self.block(b, layer=layer).tensor(shown)
                 parts.append(np.asarray(array)[:, rows])
         return np.concatenate(parts, axis=1)
 
@@ -215,14 +217,14 @@ class Explorer:
 
         local = self.query % BLOCK
         before, after = self.block(self.query // BLOCK, self.previous), self.result()
-        assert before.weights is not None and after.weights is not None  # a block keeps its weights
+        weights_before, weights_after = before.tensor(WEIGHTS), after.tensor(WEIGHTS)  # a block keeps its weights
 
         def out(result: AttentionResult) -> np.ndarray:
             return np.asarray(result.projected if result.projected is not None else result.output)[[local]]
 
         moved = shift(out(before), out(after), (0, 1))
-        row = np.asarray(before.weights)[self.head, local] if self.head < before.heads else None
-        return Change(self.last_change, self.head, row, np.asarray(after.weights)[self.head, local],
+        row = np.asarray(weights_before)[self.head, local] if self.head < before.heads else None
+        return Change(self.last_change, self.head, row, np.asarray(weights_after)[self.head, local],
                       moved.l2_overall, moved.max_abs_overall)  # fmt: skip
 
     # -- moves ----------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 
 from attnx.core.measures import HEADS, MEASURES
 from attnx.core.result import AttentionResult, row_maxima
+from attnx.core.tensors import WEIGHTS
 
 # The pattern labels, their scores and thresholds live in the measure registry (attnx/core/measures.py,
 # rule HEADS). Every score is a mean over the queries that see at least two keys (a query with one
@@ -214,8 +215,7 @@ def query_scores(
     ``result``, each at the queries with a choice (and, for a target, one); ``sinks`` are the keys that count
     as sinks; ``ids`` (the key tokens' ids, for a model's whole sequence) find repeated tokens instead of the
     token strings."""
-    assert result.weights is not None  # head measures are computed from the weights
-    weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
+    weights = np.asarray(result.tensor(WEIGHTS), dtype=np.float64)  # (H, N, M): the measures read the weights
     visible = visible_keys(result).sum(axis=1)  # (N,)
     chosen = visible >= 2
     nats = np.where(visible > 0, entropy(weights), np.nan)  # (H, N)
@@ -255,10 +255,10 @@ def head_stats(result: AttentionResult, sinks: Sequence[int] = (0,)) -> tuple[He
     scored = query_scores(result, HEADS.measures, sinks=sinks)
     spread = saturation(result)
     counts = MappingProxyType({MEASURES[name].key: scored.scored[name].count for name in HEADS.measures})
-    assert result.weights is not None  # head statistics are computed from the weights
+    every = result.tensor(WEIGHTS)  # head statistics are computed from the weights
     stats = []
     for h in range(result.heads):
-        weights = np.asarray(result.weights[h], dtype=np.float64)  # (N, M)
+        weights = np.asarray(every[h], dtype=np.float64)  # (N, M)
         scores = {MEASURES[name].key: scored.scored[name].mean(h) for name in HEADS.measures}
         label, score = pick_label(scores)
         visible = scored.visible

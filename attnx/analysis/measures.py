@@ -27,6 +27,7 @@ import numpy as np
 from attnx.analysis.heads import chosen_queries, on_sinks, sink_keys
 from attnx.core.measures import MEASURES
 from attnx.core.result import AttentionResult
+from attnx.core.tensors import HEAD_OUTPUTS, WEIGHTS, V
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,12 +64,12 @@ def rollout(averages: Iterable[np.ndarray], tokens: tuple[str, ...]) -> Rollout:
 def value_contributions(result: AttentionResult, w_o: np.ndarray | None = None) -> np.ndarray:
     """``[head, query, key]``: ‖α_ij · v_j W_O^h‖ (W_O^h: the rows of ``w_o`` ``[d_model, d_out]`` that read
     head h's columns), or ‖α_ij · v_j‖ without ``w_o``, in float64."""
-    assert result.weights is not None and result.v is not None  # computed with weights and V
-    weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
+    weights = np.asarray(result.tensor(WEIGHTS), dtype=np.float64)  # (H, N, M)
+    values = result.tensor(V)  # (H_kv, M, d_k)
     out = np.empty_like(weights)
     w_o = None if w_o is None else np.asarray(w_o, dtype=np.float64)
     for h in range(result.heads):
-        v = np.asarray(result.v[result.kv_head(h)], dtype=np.float64)  # (M, d_k)
+        v = np.asarray(values[result.kv_head(h)], dtype=np.float64)  # (M, d_k)
         moved = v @ w_o[list(result.head_columns(h))] if w_o is not None else v  # (M, d_out)
         out[h] = weights[h] * np.linalg.norm(moved, axis=1)[None, :]  # ‖α_ij v_j W‖ = α_ij ‖v_j W‖
     return out
@@ -114,20 +115,18 @@ def head_measures(result: AttentionResult, w_o: np.ndarray | None = None, sinks:
     """Sink mass, value-weighted sink mass, write and share of every head (``w_o``: ``[d_model, d_out]``, or None
     to measure ``‖α_ij v_j‖``; ``sinks``: the keys that count as sinks, key 0 by default). Sink masses are means
     over the queries with a choice, as every score of `attnx heads` is (a causal query 0 sees key 0 alone)."""
-    assert result.weights is not None and result.v is not None  # computed with weights and V
     keys = sink_keys(sinks, len(result.key_tokens))
     rows = np.flatnonzero(chosen_queries(result))
-    weights = np.asarray(result.weights, dtype=np.float64)  # (H, N, M)
+    weights = np.asarray(result.tensor(WEIGHTS), dtype=np.float64)  # (H, N, M)
     shares = value_shares(result, w_o)  # (H, N, M): each key's share of its row, by value
     none = np.full(result.heads, np.nan)  # no query with a choice: no sink mass
     sink = on_sinks(weights, rows, keys).mean(axis=1) if rows.size else none
     sink_value = on_sinks(shares, rows, keys).mean(axis=1) if rows.size else none
-    result.require("head_outputs")
-    assert result.head_outputs is not None  # for type checkers: require raised otherwise
+    head_outputs = result.tensor(HEAD_OUTPUTS)
     w = None if w_o is None else np.asarray(w_o, dtype=np.float64)
     write = np.empty(result.heads)
     for h in range(result.heads):
-        written = np.asarray(result.head_outputs[h], dtype=np.float64)  # (N, d_k): α·V, before any drop
+        written = np.asarray(head_outputs[h], dtype=np.float64)  # (N, d_k): α·V, before any drop
         if w is not None:
             written = written @ w[list(result.head_columns(h))]  # (N, d_out)
         write[h] = np.linalg.norm(written, axis=1).mean()

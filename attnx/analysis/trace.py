@@ -10,6 +10,7 @@ import numpy as np
 
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.settings import AttentionSettings
+from attnx.core.tensors import HEAD_OUTPUTS, SCALED, SCORES, WEIGHTS, K, Q, V
 from attnx.errors import AmbiguousError, ChoiceError
 
 DEFAULT_TERMS = 8
@@ -206,16 +207,13 @@ def softmax_terms(scaled: np.ndarray, masked: np.ndarray) -> tuple[np.ndarray, f
 
 def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None, keys: int | None) -> HeadTrace:
     # A trace reads every intermediate, so the result was computed with all of them.
-    assert result.q is not None and result.k is not None and result.v is not None
-    assert result.scores is not None and result.scaled is not None and result.weights is not None
-    assert result.head_outputs is not None
-    q = result.q[head, row]  # (d_k,)
+    q = result.tensor(Q)[head, row]  # (d_k,)
     kv = result.kv_head(head)
-    k, v = result.k[kv], result.v[kv]  # (M, d_k)
-    weights = result.weights[head, row]  # (M,)
+    k, v = result.tensor(K)[kv], result.tensor(V)[kv]  # (M, d_k)
+    raw, scaled, weights = (result.tensor(name)[head, row] for name in (SCORES, SCALED, WEIGHTS))  # (M,) each
     masked = masked_keys(result, row)
     top = row_maxima(weights)
-    exps, exp_max, exp_sum = softmax_terms(result.scaled[head, row], masked)
+    exps, exp_max, exp_sum = softmax_terms(scaled, masked)
     shown = select_keys(weights, keys)
     rotary = result.settings.rotary
     if rotary is not None:  # the slices before rotary positions turned them, each from its own position
@@ -234,8 +232,8 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
                 products=products,
                 terms=picked,
                 remainder=remainder,
-                raw=float(result.scores[head, row, j]),
-                scaled=float(result.scaled[head, row, j]),
+                raw=float(raw[j]),
+                scaled=float(scaled[j]),
                 exp=float(exps[j]),
                 weight=float(weights[j]),
                 contribution=weights[j] * v[j],
@@ -267,7 +265,7 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
         query=q,
         keys=tuple(lines),
         rest=rest,
-        output=result.head_outputs[head, row],
+        output=result.tensor(HEAD_OUTPUTS)[head, row],
         exp_max=exp_max,
         exp_sum=exp_sum,
         query_unturned=None if rotary is None else q_unturned,

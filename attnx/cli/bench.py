@@ -10,6 +10,7 @@ from attnx.cli.errors import guarded
 from attnx.cli.flags import CapFlags, OutputFlags, grouped
 from attnx.cli.options import Dtype, OutputFormat, ReportFormat, ReportFormatOpt
 from attnx.cli.output import colour_allowed
+from attnx.core.tensors import OUTPUT
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +58,7 @@ def bench(
     d_model: BenchDModelOpt = 512,
     engines: EnginesOpt = None,
     dtype: BenchDtypeOpt = Dtype.float32,
-    path: PathOpt = "output",
+    path: PathOpt = OUTPUT,
     repeat: RepeatOpt = 3,
     output_format: ReportFormatOpt = ReportFormat.table,
     outputs: OutputFlags,

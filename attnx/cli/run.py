@@ -11,7 +11,7 @@ from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewF
 from attnx.cli.inputs import load_input
 from attnx.cli.options import ConfigArg, DropHeadOpt, FormatOpt, OutputFormat, PrecisionOpt, TensorOpt
 from attnx.cli.output import check_destination, warn_fully_masked
-from attnx.core.tensors import SECTIONS, section_tensor
+from attnx.core.tensors import MASK, OUTPUT, SECTIONS, K, Q, TensorName, V, is_tensor_name, section_tensor
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 # Printed when --show is not given; `--show all` prints every section, the Q, K and V slices too.
-DEFAULT_SECTIONS = tuple(section for section in SECTIONS if section not in ("q", "k", "v"))
+DEFAULT_SECTIONS = tuple(section for section in SECTIONS if section_tensor(section) not in (Q, K, V))
 
 ShowOpt = Annotated[
     list[str] | None,
@@ -34,18 +34,18 @@ ShowOpt = Annotated[
 
 
 # What each table section reads from the result (``ablation`` reads the output): the engine computes nothing else.
-SECTION_NEEDS = {section: {section_tensor(section) or "output"} for section in SECTIONS}
+SECTION_NEEDS: dict[str, set[TensorName]] = {section: {section_tensor(section) or OUTPUT} for section in SECTIONS}
 
 
-def needs_for(output_format: OutputFormat, sections: list[str], tensors: list[str] | None) -> set[str] | None:
+def needs_for(output_format: OutputFormat, sections: list[str], tensors: list[str] | None) -> set[TensorName] | None:
     """The result arrays a run must compute for this output (None: all of them).
 
     ``--format npy --tensor output`` needs no H × N × M matrix, so the engine never builds one.
     """
     if output_format is OutputFormat.table:
-        return {"mask", "output"}.union(*(SECTION_NEEDS[name] for name in sections))
+        return {MASK, OUTPUT, *(tensor for name in sections for tensor in SECTION_NEEDS[name])}
     if output_format in (OutputFormat.csv, OutputFormat.npy, OutputFormat.npz) and tensors:
-        return {"output", *tensors}
+        return {OUTPUT, *filter(is_tensor_name, tensors)}  # each is, once checked
     return None
 
 

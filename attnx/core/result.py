@@ -10,7 +10,8 @@ import numpy as np
 
 from attnx.core.settings import AttentionSettings
 from attnx.core.spec import columns_of
-from attnx.core.tensors import COMPUTED, TENSORS
+from attnx.core.tensors import COMPUTED, MASK, TENSORS, TensorName
+from attnx.errors import NotComputedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.spec import AttentionSpec
@@ -95,13 +96,13 @@ class AttentionResult:
     def assemble(
         cls,
         spec: AttentionSpec,
-        arrays: dict[str, np.ndarray],
+        arrays: dict[TensorName, np.ndarray],
         *,
         scale: float,
         engine: str,
         device: str,
         dtype: str,
-        needs: Collection[str] | None = None,
+        needs: Collection[TensorName] | None = None,
     ) -> AttentionResult:
         """A result for ``spec`` from an engine's arrays (names from ``attnx.core.tensors.COMPUTED``).
 
@@ -109,7 +110,7 @@ class AttentionResult:
         the fully masked rows are then read from it, else found block by block.
         """
         settings = spec.settings
-        mask = spec.allowed() if needs is None or "mask" in needs else None
+        mask = spec.allowed() if needs is None or MASK in needs else None
         if mask is None:
             fully_masked, blocked = spec.mask_census()
         else:
@@ -166,11 +167,14 @@ class AttentionResult:
         """Where query row ``row`` is in the H × N × M matrices (and ``mask``), which may hold some rows only."""
         return row if self.matrix_rows is None else self.matrix_rows.index(row)
 
-    def require(self, *names: str) -> None:
-        """Raise ValueError when an array a caller relies on was not computed."""
-        missing = [name for name in names if getattr(self, name) is None]
-        if missing:
-            raise ValueError(f"this result was computed without {', '.join(missing)}")
+    def tensor(self, name: TensorName) -> np.ndarray:
+        """The array ``name``; NotComputedError when this result does not hold it."""
+        array: np.ndarray | None = getattr(self, name)
+        if array is None:
+            present, left_out = TENSORS[name].present, "compute(..., needs=...) left it out"
+            why = left_out if present == "always" else f"a result holds it when {present}, unless {left_out}"
+            raise NotComputedError(f"this result was computed without {name} ({why})")
+        return array
 
 
 # How close to its row's maximum a cell must be to count as tied with it, in units of the dtype's

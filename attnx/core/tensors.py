@@ -13,6 +13,27 @@ Machine formats that need one word for a width (CSV's columns) call all three ``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, TypeGuard, TypeVar
+
+# Every tensor's name, as a type (a typo in ``needs`` is a type error) and as constants (no module spells a
+# tensor's name as a string but this one; tests/core/test_tensors.py checks it).
+TensorName = Literal[
+    "q", "k", "v", "scores", "scaled", "weights", "head_outputs", "output", "average_weights", "projected", "mask",
+    "intact_output", "intact_projected",
+]  # fmt: skip
+_Name = TypeVar("_Name", bound=TensorName)
+
+
+def _named(name: _Name) -> _Name:
+    """``name`` unchanged, typed as its own literal (a name that ``TensorName`` lacks is a type error)."""
+    return name
+
+
+# The constants, in TensorName's order: mypy sees each as its literal (``WEIGHTS`` is ``Literal["weights"]``).
+Q, K, V = _named("q"), _named("k"), _named("v")
+SCORES, SCALED, WEIGHTS, HEAD_OUTPUTS = _named("scores"), _named("scaled"), _named("weights"), _named("head_outputs")
+OUTPUT, AVERAGE_WEIGHTS, PROJECTED = _named("output"), _named("average_weights"), _named("projected")
+MASK, INTACT_OUTPUT, INTACT_PROJECTED = _named("mask"), _named("intact_output"), _named("intact_projected")
 
 WIDTH_AXES = frozenset({"d_k", "d_model", "d_out"})
 
@@ -28,7 +49,7 @@ class Tensor:
     that added it.
     """
 
-    name: str
+    name: TensorName
     axes: tuple[str, ...]
     description: str
     section: str | None = None
@@ -52,42 +73,42 @@ class Tensor:
 
 _ALL = (
     Tensor(
-        "q",
+        Q,
         ("head", "query", "d_k"),
         "the slice of Q each head reads (projected, if W_q exists)",
         section="q",
         since="1.1",
     ),
     Tensor(
-        "k",
+        K,
         ("kv_head", "key", "d_k"),
         "the slice of K each K/V head holds (projected, if W_k exists)",
         section="k",
         since="1.1",
     ),
     Tensor(
-        "v",
+        V,
         ("kv_head", "key", "d_k"),
         "the slice of V each K/V head holds (projected, if W_v exists)",
         section="v",
         since="1.1",
     ),
-    Tensor("scores", ("head", "query", "key"), "raw dot products Q_h·K_hᵀ", section="scores", matrix=True),
+    Tensor(SCORES, ("head", "query", "key"), "raw dot products Q_h·K_hᵀ", section="scores", matrix=True),
     Tensor(
-        "scaled",
+        SCALED,
         ("head", "query", "key"),
         "scores × scale (then soft-capped, with a cap), before any mask",
         section="scaled",
         matrix=True,
     ),
     Tensor(
-        "weights", ("head", "query", "key"), "softmax of scaled over the allowed keys", section="weights", matrix=True
+        WEIGHTS, ("head", "query", "key"), "softmax of scaled over the allowed keys", section="weights", matrix=True
     ),
-    Tensor("head_outputs", ("head", "query", "d_k"), "weights · V, per head", section="heads"),
-    Tensor("output", ("query", "d_model"), "head outputs concatenated (dropped heads zeroed)", section="output"),
-    Tensor("average_weights", ("query", "key"), "weights averaged over heads", section="average", matrix=True),
+    Tensor(HEAD_OUTPUTS, ("head", "query", "d_k"), "weights · V, per head", section="heads"),
+    Tensor(OUTPUT, ("query", "d_model"), "head outputs concatenated (dropped heads zeroed)", section="output"),
+    Tensor(AVERAGE_WEIGHTS, ("query", "key"), "weights averaged over heads", section="average", matrix=True),
     Tensor(
-        "projected",
+        PROJECTED,
         ("query", "d_out"),
         "output · W_o + b_o",
         section="projected",
@@ -95,7 +116,7 @@ _ALL = (
         absent="the input has no w_o",
     ),
     Tensor(
-        "mask",
+        MASK,
         ("query", "key"),
         "true where a query may attend a key",
         matrix=True,
@@ -104,14 +125,14 @@ _ALL = (
         absent="the input has no mask or padding",
     ),
     Tensor(
-        "intact_output",
+        INTACT_OUTPUT,
         ("query", "d_model"),
         "output with no head dropped",
         present="heads were dropped",
         exported=False,
     ),
     Tensor(
-        "intact_projected",
+        INTACT_PROJECTED,
         ("query", "d_out"),
         "projected with no head dropped",
         present="heads were dropped and the input has w_o",
@@ -119,11 +140,11 @@ _ALL = (
     ),
 )
 
-TENSORS: dict[str, Tensor] = {tensor.name: tensor for tensor in _ALL}
+TENSORS: dict[TensorName, Tensor] = {tensor.name: tensor for tensor in _ALL}
 # Arrays an engine computes (``needs`` names these); ``mask`` comes from the spec, not the engine.
-COMPUTED = tuple(name for name in TENSORS if name != "mask")
+COMPUTED = tuple(name for name in TENSORS if name != MASK)
 # The arrays that grow with N·M and that the engines build only when asked.
-MATRICES = frozenset(name for name, tensor in TENSORS.items() if tensor.matrix and name != "mask")
+MATRICES = frozenset(name for name, tensor in TENSORS.items() if tensor.matrix and name != MASK)
 # What the machine formats write, in the order they list tensors: those of format 1.0, then later ones.
 EXPORTED = tuple(
     name
@@ -131,16 +152,31 @@ EXPORTED = tuple(
         ((name, tensor) for name, tensor in TENSORS.items() if tensor.exported), key=lambda item: item[1].since
     )
 )
+# The fields of `attnx run -f jsonl`'s records, each with the tensor it holds a row of: one record per head and
+# query, then one per query (``projected`` when present). A field is named as its tensor, but ``head_output``.
+JSONL_HEAD_FIELDS: dict[str, TensorName] = {
+    Q: Q,
+    SCORES: SCORES,
+    SCALED: SCALED,
+    WEIGHTS: WEIGHTS,
+    "head_output": HEAD_OUTPUTS,
+}
+JSONL_QUERY_FIELDS: dict[str, TensorName] = {OUTPUT: OUTPUT, AVERAGE_WEIGHTS: AVERAGE_WEIGHTS, PROJECTED: PROJECTED}
 # Run's table sections, in the order the tables print: each tensor's, and ``ablation`` after ``projected``.
 SECTIONS = (*(t.section for t in _ALL if t.section and t.section not in ("average",)), "ablation", "average")
 
 
-def axes_of(name: str) -> tuple[str, ...]:
+def is_tensor_name(name: str) -> TypeGuard[TensorName]:
+    """True when ``name`` names a tensor: a string read from a user or a file, narrowed to ``TensorName``."""
+    return name in TENSORS
+
+
+def axes_of(name: TensorName) -> tuple[str, ...]:
     """The axes of tensor ``name``."""
     return TENSORS[name].axes
 
 
-def section_tensor(section: str) -> str | None:
+def section_tensor(section: str) -> TensorName | None:
     """The tensor a ``--show`` section prints (None for ``ablation``, which reads ``output``)."""
     return next((t.name for t in _ALL if t.section == section), None)
 

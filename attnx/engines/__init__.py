@@ -11,7 +11,7 @@ import numpy as np
 from attnx.core.result import AttentionResult
 from attnx.core.rows import Rows
 from attnx.core.spec import AttentionSpec
-from attnx.core.tensors import COMPUTED, MATRICES
+from attnx.core.tensors import COMPUTED, MASK, MATRICES, TensorName
 from attnx.engines import guards
 from attnx.errors import EngineUnavailableError
 from attnx.limits import Limits
@@ -40,7 +40,9 @@ class Engine(Protocol):
     def resolve_device(self, requested: str) -> str:
         """The device ``requested`` (``auto`` or a name) resolves to; EngineUnavailableError when it is absent."""
 
-    def attend(self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[str] | None) -> AttentionResult:
+    def attend(
+        self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
+    ) -> AttentionResult:
         """Attention for ``spec`` in ``dtype`` on the resolved ``device``: the arrays in ``needs`` (None: all)."""
 
 
@@ -100,7 +102,7 @@ def compute(
     *,
     dtype: str | None = None,
     device: str = "auto",
-    needs: Collection[str] | None = None,
+    needs: Collection[TensorName] | None = None,
     strict: bool = True,
     rows: Rows | None = None,
     limits: Limits | None = None,
@@ -127,9 +129,9 @@ def compute(
     shown = rows.shown if rows is not None and not rows.complete else None
     if shown is not None and MATRICES & wanted:
         options: dict[str, Any] = {"engine": engine, "dtype": dtype, "device": device, "strict": strict}
-        whole = compute(spec, **options, needs=wanted - MATRICES - {"mask"}, limits=limits)
-        part = compute(spec.select_queries(shown), **options, needs=(MATRICES & wanted) | {"mask"}, limits=limits)
-        held = {name: getattr(part, name) for name in (*MATRICES, "mask")}
+        whole = compute(spec, **options, needs=wanted - MATRICES - {MASK}, limits=limits)
+        part = compute(spec.select_queries(shown), **options, needs=(MATRICES & wanted) | {MASK}, limits=limits)
+        held = {name: getattr(part, name) for name in (*MATRICES, MASK)}
         return replace(whole, **held, matrix_rows=shown)
     chosen = load_engine(engine)
     resolved = chosen.resolve_device(device)
@@ -146,7 +148,7 @@ def compute(
 def check_caps(
     spec: AttentionSpec,
     *,
-    needs: Collection[str] | None = None,
+    needs: Collection[TensorName] | None = None,
     rows: Rows | None = None,
     limits: Limits | None = None,
 ) -> None:

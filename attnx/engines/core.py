@@ -10,7 +10,22 @@ import numpy as np
 
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec, DirectInputs, HeadNorm, Inputs, Linear, ProjectedInputs
-from attnx.core.tensors import COMPUTED
+from attnx.core.tensors import (
+    AVERAGE_WEIGHTS,
+    COMPUTED,
+    HEAD_OUTPUTS,
+    INTACT_OUTPUT,
+    INTACT_PROJECTED,
+    OUTPUT,
+    PROJECTED,
+    SCALED,
+    SCORES,
+    WEIGHTS,
+    K,
+    Q,
+    TensorName,
+    V,
+)
 
 Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the backend
 
@@ -42,7 +57,9 @@ class Backend(Protocol):
     def to_numpy(self, x: Array) -> np.ndarray:
         """A NumPy array on the host."""
 
-    def attend(self, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[str]) -> dict[str, Array]:
+    def attend(
+        self, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[TensorName]
+    ) -> dict[TensorName, Array]:
         """Head outputs (and the matrices in ``keep``) from split heads; ``dense`` is always correct."""
 
 
@@ -89,7 +106,9 @@ def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray) ->
     return heads * ops.array(cos) + (heads @ ops.array(turn)) * ops.array(sin)  # (H, n, d_k)
 
 
-def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[str]) -> dict[str, Array]:
+def dense(
+    ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[TensorName]
+) -> dict[TensorName, Array]:
     """The textbook computation on whole matrices: every intermediate, as arrays of the backend.
 
     With grouped K/V heads (GQA/MQA) the ``g = H / H_kv`` query heads of a group are stacked along
@@ -100,7 +119,7 @@ def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep:
     (h, n, d_k), h_kv, m = q.shape, k.shape[0], k.shape[1]
     g = h // h_kv
     scores = (q.reshape(h_kv, g * n, d_k) @ ops.permute(k, (0, 2, 1))).reshape(h, n, m)  # (H, N, M)
-    if "scores" in keep:
+    if SCORES in keep:
         scaled = scores * spec.multiplier  # (H, N, M); a Python float keeps the array's dtype
     else:
         scaled = scores
@@ -110,15 +129,17 @@ def dense(ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep:
         scaled = ops.tanh(scaled * (1.0 / cap)) * cap
     allowed = spec.allowed()
     mask = None if allowed is None else ops.array(allowed)
-    weights = ops.softmax_masked(scaled, mask, reuse="scaled" not in keep)  # (H, N, M)
+    weights = ops.softmax_masked(scaled, mask, reuse=SCALED not in keep)  # (H, N, M)
     head_outputs = (weights.reshape(h_kv, g * n, m) @ v).reshape(h, n, d_k)  # (H, N, d_k)
-    out = {"scores": scores, "scaled": scaled, "weights": weights, "head_outputs": head_outputs}
-    if "average_weights" in keep:
-        out["average_weights"] = weights.mean(0)  # (N, M)
-    return {name: array for name, array in out.items() if name in keep or name == "head_outputs"}
+    out = {SCORES: scores, SCALED: scaled, WEIGHTS: weights, HEAD_OUTPUTS: head_outputs}
+    if AVERAGE_WEIGHTS in keep:
+        out[AVERAGE_WEIGHTS] = weights.mean(0)  # (N, M)
+    return {name: array for name, array in out.items() if name in keep or name == HEAD_OUTPUTS}
 
 
-def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None = None) -> dict[str, Array]:
+def attention(
+    ops: Backend, spec: AttentionSpec, needs: Collection[TensorName] | None = None
+) -> dict[TensorName, Array]:
     """The arrays named in ``needs`` (None: every one) for ``spec``, as backend arrays.
 
     Keys match ``AttentionResult`` fields. ``output`` and ``projected`` are always computed (they
@@ -143,23 +164,23 @@ def attention(ops: Backend, spec: AttentionSpec, needs: Collection[str] | None =
         k_heads = rotate(ops, k_heads, settings.rotary, np.arange(spec.n_keys))  # (H_kv, M, d_k)
     # 3. Attend: scores, softmax over the allowed keys, weighted values.
     out = ops.attend(q_heads, k_heads, v_heads, spec, keep)
-    for name, heads in (("q", q_heads), ("k", k_heads), ("v", v_heads)):
+    for name, heads in ((Q, q_heads), (K, k_heads), (V, v_heads)):
         if name in keep:
             out[name] = heads
-    head_outputs = out["head_outputs"]
+    head_outputs = out[HEAD_OUTPUTS]
     kept = head_outputs
     if settings.dropped_heads:
         keep_heads = np.ones((settings.heads, 1, 1))
         keep_heads[list(settings.dropped_heads)] = 0.0
         kept = head_outputs * ops.array(keep_heads)
-        out["intact_output"] = merge_heads(ops, head_outputs, settings.layout)
+        out[INTACT_OUTPUT] = merge_heads(ops, head_outputs, settings.layout)
         if spec.w_o is not None:
-            out["intact_projected"] = linear(ops, out["intact_output"], spec.w_o)
-    out["output"] = merge_heads(ops, kept, settings.layout)  # (N, d_model)
+            out[INTACT_PROJECTED] = linear(ops, out[INTACT_OUTPUT], spec.w_o)
+    out[OUTPUT] = merge_heads(ops, kept, settings.layout)  # (N, d_model)
     if spec.w_o is not None:
-        out["projected"] = linear(ops, out["output"], spec.w_o)  # (N, d_out)
-    if "head_outputs" not in keep:
-        del out["head_outputs"]
+        out[PROJECTED] = linear(ops, out[OUTPUT], spec.w_o)  # (N, d_out)
+    if HEAD_OUTPUTS not in keep:
+        del out[HEAD_OUTPUTS]
     return out
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, ProjectedInputs, largest_abs
+from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, PROJECTED, SCALED, TensorName
 from attnx.errors import NumericError
 
 # The share of a dtype's range that a bound may reach: rounding in long sums stays far inside the rest.
@@ -64,9 +65,9 @@ def check_finite(spec: AttentionSpec, result: AttentionResult) -> None:
     The concatenated output holds the head outputs' values (or zeros, for dropped heads), so it is
     scanned only when the head outputs were not kept.
     """
-    for name in ("scaled", "head_outputs", "output", "projected"):
+    for name in (SCALED, HEAD_OUTPUTS, OUTPUT, PROJECTED):
         array = getattr(result, name)
-        if name == "output" and result.head_outputs is not None:
+        if name == OUTPUT and result.head_outputs is not None:
             continue
         if array is None or _all_finite(array):
             continue
@@ -86,15 +87,15 @@ def _all_finite(array: np.ndarray) -> bool:
     return bool(np.isfinite(array.min()) and np.isfinite(array.max()))
 
 
-def _what(name: str, index: tuple[int, ...], spec: AttentionSpec, result: AttentionResult) -> str:
-    if name == "scaled":
+def _what(name: TensorName, index: tuple[int, ...], spec: AttentionSpec, result: AttentionResult) -> str:
+    if name == SCALED:
         h, i, j = index
         raw_finite = result.scores is None or np.isfinite(result.scores[index])
         kind = "scaled score" if raw_finite else "score Q·K"
         return f"the {kind} of query {spec.tokens[i]!r} and key {spec.key_tokens[j]!r} in head {h}"
-    if name == "head_outputs":
+    if name == HEAD_OUTPUTS:
         return f"the output of head {index[0]} for query {spec.tokens[index[1]]!r}"
-    if name == "output":
+    if name == OUTPUT:
         return f"the output for query {spec.tokens[index[0]]!r}"
     return f"the projected output for query {spec.tokens[index[0]]!r}"
 

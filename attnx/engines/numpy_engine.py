@@ -8,6 +8,7 @@ import numpy as np
 
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
+from attnx.core.tensors import TensorName
 from attnx.engines.core import attention, dense
 from attnx.engines.tiled import Rules, attend_tiled, softmax_rows_
 from attnx.errors import EngineUnavailableError
@@ -39,12 +40,12 @@ class NumpyBackend:
         return np.tanh(x)
 
     def attend(
-        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[str]
-    ) -> dict[str, np.ndarray]:
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[TensorName]
+    ) -> dict[TensorName, np.ndarray]:
         """Small problems in one piece; larger ones in tiles on all CPUs (see attnx.engines.tiled), but for
         soft-capped scores, which the tiles' exp without a max pass cannot take."""
         (h, n, _), m = q.shape, k.shape[1]
-        if h * n * m <= DENSE_LIMIT or spec.settings.softcap is not None:
+        if h * n * m <= DENSE_LIMIT or spec.settings.bends_scores:
             return dense(self, q, k, v, spec, keep)
         return attend_tiled(q, k, v, tiled_rules(spec), keep)
 
@@ -58,8 +59,8 @@ def tiled_rules(spec: AttentionSpec) -> Rules:
     return Rules(
         multiplier=spec.multiplier,
         layout=spec.settings.layout,
-        causal=spec.settings.causal or spec.settings.window is not None,
-        explicit=spec.mask is not None or spec.padding is not None or spec.settings.window is not None,
+        causal=spec.future_hidden,
+        explicit=spec.masked_beyond_causal,
         positions=spec.positions,
         allowed=spec.allowed,
         key_limit=spec.key_limit,
@@ -91,7 +92,9 @@ class NumpyEngine:
             f"the numpy engine runs on the CPU only, not {requested!r}; use --engine torch for {requested}"
         )
 
-    def attend(self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[str] | None) -> AttentionResult:
+    def attend(
+        self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
+    ) -> AttentionResult:
         """Compute multi-head attention for ``spec`` in ``dtype``: the arrays in ``needs`` (None: all)."""
         arrays = attention(NumpyBackend(dtype), spec, needs)
         # The multiplier is applied as a Python float, which keeps float32 arrays float32; report it

@@ -10,7 +10,7 @@ import torch
 
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs
-from attnx.core.tensors import MATRICES
+from attnx.core.tensors import HEAD_OUTPUTS, MATRICES, TensorName
 from attnx.engines.core import attention, dense, near_one_exponent
 from attnx.errors import EngineUnavailableError
 
@@ -56,20 +56,14 @@ class TorchBackend:
         return torch.tanh(x)
 
     def attend(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[str]
-    ) -> dict[str, torch.Tensor]:
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[TensorName]
+    ) -> dict[TensorName, torch.Tensor]:
         """Output only: torch's fused scaled_dot_product_attention; with matrices or a soft cap (which SDPA
         lacks): the dense path."""
-        if keep & MATRICES or spec.settings.softcap is not None:
+        if keep & MATRICES or spec.settings.bends_scores:
             return dense(self, q, k, v, spec, keep)
-        (h, n, _), h_kv = q.shape, k.shape[0]
-        mask_is_causal_only = (
-            spec.settings.causal
-            and spec.settings.window is None
-            and spec.mask is None
-            and spec.padding is None
-            and spec.query_positions == tuple(range(n))
-        )  # the last test, which builds a tuple, only when causal
+        h, h_kv = q.shape[0], k.shape[0]
+        mask_is_causal_only = spec.causal_only()
         blocks = None if mask_is_causal_only else spec.allowed()  # None when nothing is masked
         allowed = None if blocks is None else self.array(blocks)
         # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs. The heads stay
@@ -86,7 +80,7 @@ class TorchBackend:
             empty = np.flatnonzero(~blocks.any(axis=1))  # the rows that see no key
             if len(empty):
                 out[:, torch.from_numpy(empty).to(out.device)] = 0.0
-        return {"head_outputs": out}
+        return {HEAD_OUTPUTS: out}
 
     def to_numpy(self, x: torch.Tensor) -> np.ndarray:
         """A NumPy copy on the host."""
@@ -136,7 +130,9 @@ class TorchEngine:
             )
         return requested
 
-    def attend(self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[str] | None) -> AttentionResult:
+    def attend(
+        self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
+    ) -> AttentionResult:
         """Compute multi-head attention for ``spec`` with torch: the arrays in ``needs`` (None: all)."""
         backend = TorchBackend(dtype, device)
         with torch.inference_mode():

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from attnx.core.spec import AttentionSpec
-from attnx.core.tensors import TENSORS
+from attnx.core.tensors import JSONL_HEAD_FIELDS, JSONL_QUERY_FIELDS, MASK, TENSORS, K, Q, TensorName, V
 from attnx.errors import InputError, LimitError
 from attnx.io.documents import Document
 from attnx.io.output import note_read
@@ -27,7 +27,7 @@ from attnx.limits import Limits
 # Tensors a result may carry (the numeric ones attnx exports), with their rank; comparisons work on these.
 RESULT_TENSORS = {name: tensor.rank for name, tensor in TENSORS.items() if tensor.exported and tensor.dtype == "float"}
 # Keys only a result has: an .npz or JSON object holding one of them is a result, not an input.
-RESULT_ONLY = frozenset(RESULT_TENSORS) - {"q", "k", "v"}
+RESULT_ONLY = frozenset(RESULT_TENSORS) - {Q, K, V}
 LABELS = ("tokens", "key_tokens")
 
 
@@ -38,7 +38,7 @@ class SavedResult:
 
     source: str
     meta: dict[str, Any]
-    tensors: dict[str, np.ndarray]
+    tensors: dict[TensorName, np.ndarray]
     dtype: str | None = None
 
 
@@ -66,7 +66,7 @@ def is_result_document(data: Mapping[str, Any]) -> bool:
 
 def is_result_archive(data: Mapping[str, Any]) -> bool:
     """True for an .npz holding a result's tensors (``weights``, ``output``, ... or per-head ``q``), not an input."""
-    q = data.get("q")
+    q = data.get(Q)
     return any(name in data for name in RESULT_ONLY) or (isinstance(q, np.ndarray) and q.ndim == 3)
 
 
@@ -133,7 +133,7 @@ def read_npy(path: Path, name: str, limits: Limits) -> np.ndarray:
     return array
 
 
-def _tensor(name: str, value: Any, where: str) -> np.ndarray:
+def _tensor(name: TensorName, value: Any, where: str) -> np.ndarray:
     """``value`` as tensor ``name``: numbers (null: NaN) with the tensor's rank."""
     try:
         array = np.array(value, dtype=np.float64)
@@ -159,7 +159,7 @@ def result_from_document(doc: Document) -> SavedResult:
 def _archive_result(doc: Document) -> SavedResult:
     """An .npz of tensors under their names (as `attnx run -f npz` writes), with ``tokens`` and ``key_tokens``."""
     data = doc.data
-    unknown = sorted(set(data) - set(RESULT_TENSORS) - set(LABELS) - {"mask"})
+    unknown = sorted(set(data) - set(RESULT_TENSORS) - set(LABELS) - {MASK})
     if unknown:
         names = ", ".join(RESULT_TENSORS)
         raise InputError(f"{doc.name}: {unknown[0]!r} is not a result tensor; a result .npz holds {names}")
@@ -171,7 +171,8 @@ def _archive_result(doc: Document) -> SavedResult:
 
 def _npy_folder(path: Path, limits: Limits) -> SavedResult:
     """A folder of ``NAME.npy`` files, one per tensor (other files are left alone)."""
-    tensors, dtypes = {}, set()
+    tensors: dict[TensorName, np.ndarray] = {}
+    dtypes: set[str] = set()
     for name in RESULT_TENSORS:
         file = path / f"{name}.npy"
         if file.is_file():
@@ -183,23 +184,12 @@ def _npy_folder(path: Path, limits: Limits) -> SavedResult:
     return SavedResult(str(path), {}, tensors, dtypes.pop() if len(dtypes) == 1 else None)
 
 
-# JSON Lines records: per (head, query) and per query, the fields and the tensor each fills.
-HEAD_QUERY_FIELDS = {
-    "q": "q",
-    "scores": "scores",
-    "scaled": "scaled",
-    "weights": "weights",
-    "head_output": "head_outputs",
-}
-QUERY_FIELDS = {"output": "output", "average_weights": "average_weights", "projected": "projected"}
-
-
 def _jsonl(source: str, limits: Limits) -> SavedResult:
     """The records of `attnx run -f jsonl` put back together as tensors."""
     from attnx.io.documents import read_text
 
     text, name = read_text(source, limits)
-    cells: dict[str, dict[tuple[int, ...], Any]] = {}
+    cells: dict[TensorName, dict[tuple[int, ...], Any]] = {}
     tokens: dict[int, str] = {}
     meta: dict[str, Any] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -216,9 +206,9 @@ def _jsonl(source: str, limits: Limits) -> SavedResult:
             tokens[query] = str(record["query_token"])
         if record["record"] == "head_query":
             key: tuple[int, ...] = (_index(record, "head", name, number), query)
-            fields = HEAD_QUERY_FIELDS
+            fields = JSONL_HEAD_FIELDS
         else:
-            key, fields = (query,), QUERY_FIELDS
+            key, fields = (query,), JSONL_QUERY_FIELDS
         for field_name, tensor in fields.items():
             if field_name in record:
                 cells.setdefault(tensor, {})[key] = record[field_name]
@@ -238,7 +228,7 @@ def _index(record: Mapping[str, Any], key: str, name: str, number: int) -> int:
     return value
 
 
-def _assemble(tensor: str, found: Mapping[tuple[int, ...], Any], name: str) -> np.ndarray:
+def _assemble(tensor: TensorName, found: Mapping[tuple[int, ...], Any], name: str) -> np.ndarray:
     """One tensor from its rows, each at its (head, query) or (query,) place; a missing row is an error."""
     shape = tuple(max(index[i] for index in found) + 1 for i in range(len(next(iter(found)))))
     expected = int(np.prod(shape))

@@ -10,6 +10,7 @@ import numpy as np
 
 from attnx.core.positions import RopeScaling, Rotary
 from attnx.core.spec import LAYOUTS, SCALE_MODES, AttentionSpec, Linear
+from attnx.core.tensors import WEIGHTS
 from attnx.errors import ConfigError
 from attnx.io.cells import (
     check_shape,
@@ -94,7 +95,7 @@ def spec_from_document(doc: Document, overrides: InputOverrides | None = None) -
     """
     overrides = overrides or InputOverrides()
     if "format_version" in doc.data:
-        raise doc.error((), _OUTPUT_NOT_INPUT.format(name=doc.name) if "weights" in doc.data else _OTHER_OUTPUT)
+        raise doc.error((), _OUTPUT_NOT_INPUT.format(name=doc.name) if WEIGHTS in doc.data else _OTHER_OUTPUT)
     data = overrides.apply(doc.data)
     for key in data:
         if key not in KEYS:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from attnx.core.tensors import PROJECTED, TensorName
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
@@ -242,14 +243,14 @@ class ForwardPass:
         dropped = self.drop.get(self.layer)
         return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
 
-    def step(self, needs: Collection[str] = (), spec: AttentionSpec | None = None) -> AttentionResult:
+    def step(self, needs: Collection[TensorName] = (), spec: AttentionSpec | None = None) -> AttentionResult:
         """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer;
         ``spec``: the layer's spec, when the caller already made it with ``spec()``."""
         from attnx.engines import compute
 
         spec = spec or self.spec()
         dtype = self.model.architecture.dtype.name
-        result = compute(spec, self.engine, dtype=dtype, device=self.device, needs={"projected", *needs})
+        result = compute(spec, self.engine, dtype=dtype, device=self.device, needs={PROJECTED, *needs})
         self._pending = result.projected
         self.layer += 1
         return result

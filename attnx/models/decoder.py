@@ -217,8 +217,8 @@ class Decoder(Architecture):
             for name in ("q_norm", "k_norm")
         )
         d, q_width, kv_width = self.d_model, self.heads * hd, self.kv_heads * hd
-        w_q, w_k, w_v = (self.linear(f"{p}self_attn.{name}_proj", width, d) for name, width in
-                         (("q", q_width), ("k", kv_width), ("v", kv_width)))  # fmt: skip
+        w_q, w_k, w_v = (self.linear(f"{p}self_attn.{name}", width, d) for name, width in
+                         (("q_proj", q_width), ("k_proj", kv_width), ("v_proj", kv_width)))  # fmt: skip
         w_o = self.linear(f"{p}self_attn.o_proj", d, q_width)
         return AttentionSpec.build(
             heads=self.heads, kv_heads=self.kv_heads, tokens=tokens, key_tokens=tokens, source=source, x=x,

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from attnx.core.tensors import AVERAGE_WEIGHTS, MASK, SCALED, WEIGHTS, TensorName
 from attnx.errors import ChoiceError, ModelError, UsageError
 from attnx.models import Progress, open_model
 
@@ -58,7 +59,7 @@ def layer_results(
     *,
     engine: str = "numpy",
     device: str = "auto",
-    needs: Collection[str] = ("weights", "scaled", "mask"),
+    needs: Collection[TensorName] = (WEIGHTS, SCALED, MASK),
     progress: Progress | None = None,
 ) -> Iterator[AttentionResult]:
     """Every layer's attention on ``text``, in order, each computed once as the forward pass goes
@@ -127,7 +128,7 @@ def rollout(
     used once."""
     from attnx.analysis.measures import rollout as roll
 
-    results = layer_results(model, text, engine=engine, device=device, needs=("average_weights",), progress=progress)
+    results = layer_results(model, text, engine=engine, device=device, needs=(AVERAGE_WEIGHTS,), progress=progress)
     first = next(results)  # a model has a layer
     averages = (result.average_weights for result in itertools.chain([first], results))
     return roll((average for average in averages if average is not None), first.tokens)

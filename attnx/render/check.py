@@ -17,7 +17,7 @@ from rich.text import Text
 from attnx.analysis.check import REFERENCE, CheckReport
 from attnx.analysis.check_against import TensorCheck, Verification
 from attnx.core.result import AttentionResult
-from attnx.core.tensors import TENSORS
+from attnx.core.tensors import TENSORS, TensorName
 from attnx.render.colours import FAIL, LABEL, PASS, WARNING
 from attnx.render.formats import to_jsonl
 from attnx.render.heatmap import HeatScale, heatmap, legend
@@ -95,7 +95,7 @@ def check_csv(report: CheckReport) -> str:
 HEATMAP_PRECISION = 2
 
 
-def locate(name: str, index: Sequence[int], reference: AttentionResult) -> str:
+def locate(name: TensorName, index: Sequence[int], reference: AttentionResult) -> str:
     """Where an element sits, for people: ``head 1 · query 3 'cat' · key 0 'The'`` or ``query 2 'sat' ·
     column 5 (head 1, d 1)`` (everything from 0)."""
     parts = []

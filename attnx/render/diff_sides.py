@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.diff import Comparison, Location, Side, TensorComparison
-from attnx.core.tensors import TENSORS
+from attnx.core.tensors import TENSORS, TensorName
 from attnx.render.colours import FAIL, PASS, WARNING
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import heatmap, legend, scale_of
@@ -25,7 +25,7 @@ from attnx.render.tolerance import diff_to_dict, sci, tolerance_text
 DIFF_KEYS = ("max_abs", "max_rel", "worst_index", "rtol", "atol")  # null where a tensor could not be compared
 
 
-def locate(name: str, index: Sequence[int], side: Side) -> str:
+def locate(name: TensorName, index: Sequence[int], side: Side) -> str:
     """Where an element sits, for people: ``head 0 · cat → The`` (heads from 0, tokens by name)."""
     parts = []
     for axis, i in zip(TENSOR_AXES.get(name, ()), index, strict=False):

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from attnx.analysis.diff import Sweep, Variant
 from attnx.core.result import AttentionResult
+from attnx.core.tensors import WEIGHTS
 from attnx.render.colours import WARNING
 from attnx.render.fitted import FittedGrid
 from attnx.render.heatmap import HeatScale, legend, scale_of, weight_heatmaps
@@ -24,12 +25,6 @@ from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
 
 FLAGS = {"heads": "--heads", "scale": "--scale", "layout": "--layout", "kv_heads": "--kv-heads"}
-
-
-def _weights(result: AttentionResult) -> np.ndarray:
-    """A computed configuration's weights (a sweep computes them for every configuration)."""
-    assert result.weights is not None
-    return result.weights
 
 
 def letter(index: int) -> str:
@@ -136,7 +131,7 @@ def variant_view(
     else:
         blocked = None if r.mask is None else ~r.mask
         weights = Columns(
-            [matrix_table(head_title(r, h), _weights(r)[h], r.tokens, r.key_tokens, precision,
+            [matrix_table(head_title(r, h), r.tensor(WEIGHTS)[h], r.tokens, r.key_tokens, precision,
                           emphasise_row_max=True, blocked=blocked, max_rows=max_rows) for h in range(r.heads)],
             padding=(1, 4),
         )  # fmt: skip
@@ -245,7 +240,7 @@ def sweep_view(
     results = [v.result for v in computed if v.result is not None]
     if any(r.blocked_pairs for r in results):
         parts.append(Text(MASKED_NOTE, style="dim"))
-    scale = scale_of([_weights(r) for r in results])  # one colour scale for every configuration
+    scale = scale_of([r.tensor(WEIGHTS) for r in results])  # one colour scale for every configuration
     parts += [variant_view(v, precision, heatmap=heatmap, colour=colour, scale=scale, max_rows=max_rows)
               for v in computed]  # fmt: skip
     if heatmap and computed:
@@ -268,7 +263,7 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
                 heads=r.heads, kv_heads=r.kv_heads, d_k=r.d_k, scale=r.scale, scale_mode=r.scale_mode,
                 layout=r.layout, kv_pooled_from=r.kv_pooled_from,
                 scaled_std=to_plain(s.scaled_std), mean_max_weight=to_plain(s.mean_max_weight),
-                weights=to_plain(_weights(r)), output=to_plain(getattr(r, sweep.compared)),
+                weights=to_plain(r.tensor(WEIGHTS)), output=to_plain(r.tensor(sweep.compared)),
             )  # fmt: skip
         configs.append(entry)
     return {

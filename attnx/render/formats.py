@@ -12,15 +12,24 @@ from typing import Any
 import numpy as np
 
 from attnx.core.result import AttentionResult
-from attnx.core.tensors import COLUMN_ORDER, EXPORTED, TENSORS
+from attnx.core.tensors import (
+    COLUMN_ORDER,
+    EXPORTED,
+    JSONL_HEAD_FIELDS,
+    JSONL_QUERY_FIELDS,
+    PROJECTED,
+    TENSORS,
+    TensorName,
+    is_tensor_name,
+)
 from attnx.errors import UsageError
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 
 # The axes of every tensor a run can export, as CSV columns name them, in the order the formats list them.
-TENSOR_AXES: dict[str, tuple[str, ...]] = {name: TENSORS[name].column_axes for name in EXPORTED}
+TENSOR_AXES: dict[TensorName, tuple[str, ...]] = {name: TENSORS[name].column_axes for name in EXPORTED}
 
 
-def result_tensors(result: AttentionResult) -> dict[str, np.ndarray]:
+def result_tensors(result: AttentionResult) -> dict[TensorName, np.ndarray]:
     """Every tensor the result holds, named as its JSON key (``projected`` and ``mask`` when present)."""
     out = {name: getattr(result, name) for name in TENSOR_AXES if getattr(result, name) is not None}
     return out
@@ -33,17 +42,18 @@ def check_tensor_names(names: Sequence[str] | None) -> None:
         raise UsageError(f"unknown tensor {unknown[0]!r} for --tensor; choose from {', '.join(TENSOR_AXES)}")
 
 
-def pick(result: AttentionResult, names: Sequence[str] | None) -> dict[str, np.ndarray]:
+def pick(result: AttentionResult, names: Sequence[str] | None) -> dict[TensorName, np.ndarray]:
     """The tensors named (all when ``names`` is empty), checked against what the result holds."""
     check_tensor_names(names)
     available = result_tensors(result)
     if not names:
         return available
-    absent = [name for name in names if name not in available]
+    chosen = [name for name in dict.fromkeys(names) if is_tensor_name(name)]  # each one is, once checked
+    absent = [name for name in chosen if name not in available]
     if absent:
         reason = TENSORS[absent[0]].absent
         raise UsageError(f"this result has no {absent[0]!r} ({reason})")
-    return {name: available[name] for name in dict.fromkeys(names)}
+    return {name: available[name] for name in chosen}
 
 
 CSV_ROWS = 65_536  # rows per chunk of streamed CSV: the first bytes leave at once, memory stays flat
@@ -66,7 +76,7 @@ def to_csv(result: AttentionResult, names: Sequence[str] | None = None) -> Itera
 
 
 def _csv_rows(
-    tensors: dict[str, np.ndarray], axes: list[str], labels: list[str], tokens: dict[str, tuple[str, ...]]
+    tensors: dict[TensorName, np.ndarray], axes: list[str], labels: list[str], tokens: dict[str, tuple[str, ...]]
 ) -> Iterator[str]:
     """The rows of every tensor, ``CSV_ROWS`` at a time, each chunk made column by column."""
     for name, array in tensors.items():
@@ -99,36 +109,24 @@ def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
     A head-query record carries the query's slice ``q`` too; K and V, which belong to keys, are in
     the JSON, CSV, NPY and NPZ formats.
     """
-    q, scores, scaled, weights = result.q, result.scores, result.scaled, result.weights
-    head_outputs, average_weights = result.head_outputs, result.average_weights
-    assert q is not None and scores is not None and scaled is not None and weights is not None  # all computed
-    assert head_outputs is not None and average_weights is not None  # (the JSONL format asks for everything)
+    per_head = {field: result.tensor(name) for field, name in JSONL_HEAD_FIELDS.items()}  # the format asks for all
+    per_query = {
+        field: result.tensor(name)
+        for field, name in JSONL_QUERY_FIELDS.items()
+        if name != PROJECTED or result.projected is not None
+    }
     for h in range(result.heads):
         for i, token in enumerate(result.tokens):
-            yield {
-                "format_version": FORMAT_VERSION,
-                "record": "head_query",
-                "head": h,
-                "query": i,
-                "query_token": token,
-                "q": to_plain(q[h, i]),
-                "scores": to_plain(scores[h, i]),
-                "scaled": to_plain(scaled[h, i]),
-                "weights": to_plain(weights[h, i]),
-                "head_output": to_plain(head_outputs[h, i]),
-            }
+            yield _record("head_query", {"head": h, "query": i}, token, {f: a[h, i] for f, a in per_head.items()})
     for i, token in enumerate(result.tokens):
-        record = {
-            "format_version": FORMAT_VERSION,
-            "record": "query",
-            "query": i,
-            "query_token": token,
-            "output": to_plain(result.output[i]),
-            "average_weights": to_plain(average_weights[i]),
-        }
-        if result.projected is not None:
-            record["projected"] = to_plain(result.projected[i])
-        yield record
+        yield _record("query", {"query": i}, token, {f: a[i] for f, a in per_query.items()})
+
+
+def _record(kind: str, place: dict[str, int], token: str, rows: dict[str, np.ndarray]) -> dict[str, Any]:
+    """One JSON Lines record: its kind, its place (``head`` and ``query``, or ``query``), the query's token and
+    each field's row."""
+    fields = {field: to_plain(row) for field, row in rows.items()}
+    return {"format_version": FORMAT_VERSION, "record": kind, **place, "query_token": token, **fields}
 
 
 def to_jsonl(records: Iterable[dict[str, Any]]) -> str:
@@ -148,9 +146,7 @@ def to_npy(result: AttentionResult, names: Sequence[str] | None) -> bytes:
 
 def to_npz(result: AttentionResult, names: Sequence[str] | None = None) -> bytes:
     """The chosen tensors (default all) as ``.npz`` bytes, plus ``tokens`` and ``key_tokens``."""
-    arrays = dict(pick(result, names))
-    arrays["tokens"] = np.array(result.tokens, dtype=str)
-    arrays["key_tokens"] = np.array(result.key_tokens, dtype=str)
+    tokens, key_tokens = np.array(result.tokens, dtype=str), np.array(result.key_tokens, dtype=str)
     buffer = io.BytesIO()
-    np.savez(buffer, allow_pickle=False, **arrays)
+    np.savez(buffer, allow_pickle=False, **pick(result, names), tokens=tokens, key_tokens=key_tokens)
     return buffer.getvalue()

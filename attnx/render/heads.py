@@ -16,6 +16,7 @@ from attnx.analysis.measures import HeadMeasures
 from attnx.core.measures import FORMER_KEYS, HEADS, MEASURES, NOTES, WRITES, Measure
 from attnx.core.result import AttentionResult
 from attnx.core.rows import Rows, after_gap
+from attnx.core.tensors import WEIGHTS
 from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.fitted import ROW_GAP, left_out
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
@@ -190,8 +191,8 @@ def heads_view(
     if measures is not None:
         parts += [writes_table(stats, measures, precision), writes_lines(measures)]
     if heatmap:
-        assert result.weights is not None  # computed: the heads view always asks for the weights
-        scale = scale_of([result.weights] if shares is None else [result.weights, shares])
+        weights = result.tensor(WEIGHTS)  # computed: the heads view always asks for the weights
+        scale = scale_of([weights] if shares is None else [weights, shares])
         parts += [Rule(style="dim"), weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)]
         if shares is not None:
             parts += [Rule("by value: each key's share of ‖α·v·W_O‖ in the row (Kobayashi et al., 2020)", style="dim"),

@@ -14,6 +14,7 @@ from rich.style import Style
 from rich.text import Text
 
 from attnx.core.result import AttentionResult
+from attnx.core.tensors import WEIGHTS
 from attnx.render.colours import Rgb, hex_of, text_on
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
@@ -158,13 +159,6 @@ def legend(scale: HeatScale, precision: int, colour: bool) -> Text:
     return text
 
 
-def _weights(result: AttentionResult) -> np.ndarray:
-    """The result's weights (a ValueError, not a drawing of nothing, when they were not computed)."""
-    result.require("weights")
-    assert result.weights is not None  # for type checkers: require raised otherwise
-    return result.weights
-
-
 def weight_heatmaps(
     result: AttentionResult,
     precision: int,
@@ -179,7 +173,7 @@ def weight_heatmaps(
     grid titled as in the tables, side by side where they fit (the rows the result's matrices hold, when it holds
     some only)."""
     held, matrix_rows = result, result.matrix_rows
-    weights = _weights(held) if matrices is None else matrices
+    weights = held.tensor(WEIGHTS) if matrices is None else matrices  # NotComputedError, not a drawing of nothing
     scale = scale or scale_of([weights])
     blocked = None if held.mask is None else ~held.mask
     grids = [
@@ -198,6 +192,6 @@ def weights_view(
     max_rows: int | None = None,
 ) -> RenderableType:
     """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
-    scale = scale_of([_weights(result)])
+    scale = scale_of([result.tensor(WEIGHTS)])
     grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)
     return Group(grids, legend(scale, precision, colour))

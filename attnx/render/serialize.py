@@ -11,7 +11,7 @@ from attnx.core.result import AttentionResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.ablation import Ablation
-from attnx.core.tensors import TENSORS
+from attnx.core.tensors import MASK, PROJECTED, TENSORS
 
 # 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s;
 # 1.2 added `rope`, `window` and `softcap` to `run`'s JSON.
@@ -59,9 +59,9 @@ def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> di
     for name in ALWAYS:
         out[name] = to_plain(getattr(result, name))
     if result.projected is not None:
-        out["projected"] = to_plain(result.projected)
+        out[PROJECTED] = to_plain(result.projected)
     if result.mask is not None:
-        out["mask"] = result.mask.tolist()
+        out[MASK] = result.mask.tolist()
     out["fully_masked_rows"] = list(result.fully_masked_rows)
     if shift is not None:
         out["ablation"] = {

@@ -14,6 +14,7 @@ from rich.text import Text
 from attnx.analysis.ablation import Ablation
 from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult, row_maxima
+from attnx.core.tensors import AVERAGE_WEIGHTS, HEAD_OUTPUTS, SCALED, SCORES, WEIGHTS, K, Q, V
 from attnx.render.colours import EMPHASIS
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import MASKED, MASKED_NOTE, MASKED_STYLE, fmt
@@ -94,8 +95,7 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
     if Section.q in sections:
         cols = result.head_columns(head)
         title = f"Q_h (columns {describe_columns(cols)} of Q)"
-        assert result.q is not None  # computed: `--show q` asks for it
-        tables.append(matrix_table(title, result.q[head], result.tokens, [f"d{c}" for c in cols], precision,
+        tables.append(matrix_table(title, result.tensor(Q)[head], result.tokens, [f"d{c}" for c in cols], precision,
                                    max_rows=max_rows))  # fmt: skip
     kv = result.kv_head(head)
     wanted = [(name, letter) for name, letter in ((Section.k, "K"), (Section.v, "V")) if name in sections]
@@ -108,9 +108,7 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
     owner = f" of K/V head {kv}" if result.kv_heads != result.heads else ""
     for _, letter in wanted:
         title = f"{letter}_h{owner} (columns {describe_columns(cols)} of {letter})"
-        source = result.k if letter == "K" else result.v
-        assert source is not None  # computed: `--show k` (or v) asks for it
-        matrix = source[kv]
+        matrix = result.tensor(K if letter == "K" else V)[kv]
         tables.append(matrix_table(title, matrix, result.key_tokens, [f"d{c}" for c in cols], precision,
                                    max_rows=max_rows))  # fmt: skip
     return tables
@@ -136,26 +134,22 @@ def _head_sections(
     where = _Rows(max_rows=max_rows, matrix_rows=matrix_rows)
     tables = _slice_tables(result, head, sections, precision, max_rows)
     if Section.scores in sections:
-        assert held.scores is not None  # computed: `--show scores` asks for it
-        tables.append(matrix_table("raw scores Q·Kᵀ", held.scores[head], rows, keys, precision, blocked=blocked,
+        tables.append(matrix_table("raw scores Q·Kᵀ", held.tensor(SCORES)[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.scaled in sections:
-        assert held.scaled is not None  # as above
         title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
         if result.settings.softcap is not None:
             cap = result.settings.softcap
             title = f"scaled scores (× {fmt(result.scale, max(precision, 4))}, soft-capped at {cap:g})"
-        tables.append(matrix_table(title, held.scaled[head], rows, keys, precision, blocked=blocked,
+        tables.append(matrix_table(title, held.tensor(SCALED)[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.weights in sections:
-        assert held.weights is not None  # as above
-        tables.append(matrix_table("weights (softmax)", held.weights[head], rows, keys, precision,
+        tables.append(matrix_table("weights (softmax)", held.tensor(WEIGHTS)[head], rows, keys, precision,
                                    emphasise_row_max=True, blocked=blocked, **where))  # fmt: skip
     if Section.heads in sections:
-        assert result.head_outputs is not None  # as above
         cols = [f"d{c}" for c in result.head_columns(head)]
-        tables.append(matrix_table("head output (weights · V)", result.head_outputs[head], rows, cols, precision,
-                                   max_rows=max_rows))  # fmt: skip
+        outputs = result.tensor(HEAD_OUTPUTS)[head]
+        tables.append(matrix_table("head output (weights · V)", outputs, rows, cols, precision, max_rows=max_rows))
     return tables
 
 
@@ -230,8 +224,7 @@ def run_view(
         parts.append(Rule(style="dim"))
         held, matrix_rows = result, result.matrix_rows
         blocked = None if held.mask is None else ~held.mask
-        assert held.average_weights is not None  # computed: `--show average` asks for it
-        parts.append(matrix_table(title, held.average_weights, result.tokens, result.key_tokens, precision,
+        parts.append(matrix_table(title, held.tensor(AVERAGE_WEIGHTS), result.tokens, result.key_tokens, precision,
                                   emphasise_row_max=True, blocked=blocked, max_rows=max_rows,
                                   matrix_rows=matrix_rows))  # fmt: skip
     return Group(*parts)

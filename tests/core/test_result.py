@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from attnx.core.result import TIE_ULPS, row_maxima
+from attnx.core.tensors import OUTPUT, PROJECTED, WEIGHTS
 from attnx.engines import compute
+from attnx.errors import AttnxError, NotComputedError
 from attnx.io import load_spec
 
 GQA = str(Path(__file__).parents[2] / "configs" / "gqa.yaml")
@@ -55,3 +57,31 @@ class TestColumns:
         assert result.kv_columns(1) == range(2, 4) and result.group_of(1) == range(2, 4)
         assert [result.kv_head(h) for h in range(4)] == [0, 0, 1, 1]
         np.testing.assert_array_equal(result.k[1], load_spec(GQA).inputs.k[:, 2:4])
+
+
+class TestTensor:
+    """``AttentionResult.tensor``: an array by its registry name, or a domain error for one not computed."""
+
+    def test_returns_the_array(self) -> None:
+        """The worked example's weights are the result's own array."""
+        result = compute(load_spec())
+        assert result.tensor(WEIGHTS) is result.weights
+
+    def test_left_out_by_needs(self) -> None:
+        """An array ``needs`` left out is a NotComputedError (an AttnxError) that says so."""
+        result = compute(load_spec(), needs={OUTPUT})
+        with pytest.raises(
+            NotComputedError,
+            match=r"^this result was computed without weights \(compute\(\.\.\., "
+            r"needs=\.\.\.\) left it out\)$",
+        ):
+            result.tensor(WEIGHTS)
+        assert issubclass(NotComputedError, AttnxError)
+
+    def test_absent_from_the_input(self) -> None:
+        """An array the input gives no way to compute says when a result holds it."""
+        with pytest.raises(
+            NotComputedError,
+            match=r"without projected \(a result holds it when the input has w_o, unless compute\(\.\.\., needs=\.\.\.\) left",
+        ):
+            compute(load_spec()).tensor(PROJECTED)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnx.core.tensors import MATRICES
+from attnx.core.tensors import HEAD_OUTPUTS, MATRICES, SCALED, SCORES, TensorName
 from attnx.engines.tiled.kernel import output_path, weights_path
 from attnx.engines.tiled.operands import Operands, Rules
 from attnx.engines.tiled.plan import Plan, current_plan, using
@@ -44,12 +44,12 @@ __all__ = ["Plan", "Rules", "attend_tiled", "current_plan", "softmax_rows_", "us
 
 
 def attend_tiled(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, rules: Rules, keep: frozenset[str]
-) -> dict[str, np.ndarray]:
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, rules: Rules, keep: frozenset[TensorName]
+) -> dict[TensorName, np.ndarray]:
     """Head outputs, plus the matrices in ``keep``, from split heads ``q`` (H,N,d_k), ``k``/``v`` (H_kv,M,d_k)."""
     wanted = keep & MATRICES
     plan = current_plan()
-    operands = Operands(q, k, v, rules, exp_paths=not {"scores", "scaled"} & wanted, exp2=plan.exp2)
+    operands = Operands(q, k, v, rules, exp_paths=not {SCORES, SCALED} & wanted, exp2=plan.exp2)
     if wanted:
         return weights_path(operands, plan, wanted)
-    return {"head_outputs": output_path(operands, plan)}
+    return {HEAD_OUTPUTS: output_path(operands, plan)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnx.core.tensors import AVERAGE_WEIGHTS, HEAD_OUTPUTS, SCALED, SCORES, WEIGHTS, TensorName
 from attnx.engines.tiled.operands import Blocked, Operands, Scratch
 from attnx.engines.tiled.plan import Plan, block_rows, key_tile, output_rows, row_blocks, weight_rows
 from attnx.engines.tiled.rows import by_row, softmax_rows_
@@ -71,17 +72,17 @@ def output_path(ops: Operands, plan: Plan) -> np.ndarray:
     return head_outputs
 
 
-def weights_path(ops: Operands, plan: Plan, wanted: frozenset[str]) -> dict[str, np.ndarray]:
+def weights_path(ops: Operands, plan: Plan, wanted: frozenset[TensorName]) -> dict[TensorName, np.ndarray]:
     """Head outputs and the matrices in ``wanted``, one ``rows × M`` tile per head at a time.
 
     The tile stays in cache; only the final weights go to memory, written once. A task walks every
     head of its rows: it owns its rows of the head average.
     """
     rules, (h, n, d_k), m = ops.rules, ops.q.shape, ops.k.shape[1]
-    out: dict[str, np.ndarray] = {
-        name: np.empty((h, n, m), ops.dtype) for name in ("scores", "scaled", "weights") if name in wanted
+    out: dict[TensorName, np.ndarray] = {
+        name: np.empty((h, n, m), ops.dtype) for name in (SCORES, SCALED, WEIGHTS) if name in wanted
     }
-    average = np.empty((n, m), ops.dtype) if "average_weights" in wanted else None
+    average = np.empty((n, m), ops.dtype) if AVERAGE_WEIGHTS in wanted else None
     head_outputs = ops.head_outputs()
     rows_per_task = block_rows(plan, weight_rows(plan, m, ops.dtype.itemsize), n)
     scratch = per_thread(lambda: Scratch(rows_per_task, m, d_k, ops.dtype))  # a tile as wide as the keys
@@ -94,7 +95,7 @@ def weights_path(ops: Operands, plan: Plan, wanted: frozenset[str]) -> dict[str,
         if average is not None:
             average[rows] = 0
         for head in range(h):
-            w = out["weights"][head, rows] if "weights" in out else buffers.tile[:b]  # (b, M): this head's weights
+            w = out[WEIGHTS][head, rows] if WEIGHTS in out else buffers.tile[:b]  # (b, M): this head's weights
             if ops.exp_paths:
                 _exp_rows(ops, w, head, (rows, limit), blocked, buffers, head_outputs[head, rows])
             else:
@@ -106,8 +107,8 @@ def weights_path(ops: Operands, plan: Plan, wanted: frozenset[str]) -> dict[str,
 
     run_tasks(work, row_blocks(n, rows_per_task), plan.cpus)
     if average is not None:
-        out["average_weights"] = average
-    return {**out, "head_outputs": head_outputs}
+        out[AVERAGE_WEIGHTS] = average
+    return {**out, HEAD_OUTPUTS: head_outputs}
 
 
 def _exp_rows(
@@ -129,14 +130,14 @@ def _exp_rows(
 
 
 def _exact_rows(
-    ops: Operands, out: dict[str, np.ndarray], w: np.ndarray, head: int, rows: slice, allowed: np.ndarray | None
+    ops: Operands, out: dict[TensorName, np.ndarray], w: np.ndarray, head: int, rows: slice, allowed: np.ndarray | None
 ) -> np.ndarray:
     """Raw and scaled scores of ``head`` for ``rows`` (kept where asked for) and their softmax in ``w``.
 
     Returns the head's output rows.
     """
-    raw = out["scores"][head, rows] if "scores" in out else w
-    scaled = out["scaled"][head, rows] if "scaled" in out else w
+    raw = out[SCORES][head, rows] if SCORES in out else w
+    scaled = out[SCALED][head, rows] if SCALED in out else w
     np.matmul(ops.q[head, rows], ops.keys(head).T, out=raw)  # (b, M)
     np.multiply(raw, ops.multiplier, out=scaled)
     if scaled is not w:
