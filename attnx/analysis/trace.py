@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.core.positions import sequence_length
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.settings import AttentionSettings
 from attnx.core.tensors import HEAD_OUTPUTS, SCALED, SCORES, WEIGHTS, K, Q, V
@@ -217,8 +218,9 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
     shown = select_keys(weights, keys)
     rotary = result.settings.rotary
     if rotary is not None:  # the slices before rotary positions turned them, each from its own position
-        q_unturned = rotary.unturn(q[None, :], np.array([result.query_positions[row]]))[0]
-        k_unturned = rotary.unturn(k[shown], np.asarray(shown))  # keys sit at positions 0 … M − 1
+        length = sequence_length(np.asarray(result.query_positions), len(result.key_tokens))  # the whole text's
+        q_unturned = rotary.unturn(q[None, :], np.array([result.query_positions[row]]), length)[0]
+        k_unturned = rotary.unturn(k[shown], np.asarray(shown), length)  # keys sit at positions 0 … M − 1
     lines = []
     for i, j in enumerate(shown):
         products = q * k[j]  # (d_k,)

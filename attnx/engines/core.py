@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from attnx.core.positions import Rotary
+from attnx.core.positions import Rotary, sequence_length
 from attnx.core.spec import AttentionSpec, DirectInputs, HeadNorm, Inputs, Linear, ProjectedInputs
 from attnx.core.tensors import (
     AVERAGE_WEIGHTS,
@@ -100,9 +100,10 @@ def normalise(ops: Backend, heads: Array, norm: HeadNorm) -> Array:
     return heads * (mean_square + norm.eps) ** -0.5 * ops.array(norm.weight)
 
 
-def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray) -> Array:
-    """``heads`` ``[head, token, d_k]`` turned by ``rotary`` at the tokens' ``positions`` (see attnx.core.positions)."""
-    cos, sin, turn = rotary.tables(positions, heads.shape[-1])  # (n, d_k), (n, d_k), (d_k, d_k)
+def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray, length: int) -> Array:
+    """``heads`` ``[head, token, d_k]`` turned by ``rotary`` at the tokens' ``positions`` in a text of ``length``
+    positions (see attnx.core.positions)."""
+    cos, sin, turn = rotary.tables(positions, heads.shape[-1], length)  # (n, d_k), (n, d_k), (d_k, d_k)
     return heads * ops.array(cos) + (heads @ ops.array(turn)) * ops.array(sin)  # (H, n, d_k)
 
 
@@ -160,8 +161,9 @@ def attention(
     if isinstance(inputs, ProjectedInputs) and inputs.k_norm is not None:
         k_heads = normalise(ops, k_heads, inputs.k_norm)
     if settings.rotary is not None:
-        q_heads = rotate(ops, q_heads, settings.rotary, spec.positions)  # (H, N, d_k)
-        k_heads = rotate(ops, k_heads, settings.rotary, np.arange(spec.n_keys))  # (H_kv, M, d_k)
+        length = sequence_length(spec.positions, spec.n_keys)  # what dynamic and longrope scaling read
+        q_heads = rotate(ops, q_heads, settings.rotary, spec.positions, length)  # (H, N, d_k)
+        k_heads = rotate(ops, k_heads, settings.rotary, np.arange(spec.n_keys), length)  # (H_kv, M, d_k)
     # 3. Attend: scores, softmax over the allowed keys, weighted values.
     out = ops.attend(q_heads, k_heads, v_heads, spec, keep)
     for name, heads in ((Q, q_heads), (K, k_heads), (V, v_heads)):

@@ -52,7 +52,8 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     b = max(w.d_in for w in projections) * a * a + a if projections else a
     normed = isinstance(inputs, ProjectedInputs) and (inputs.q_norm is not None or inputs.k_norm is not None)
     qk = max(b, math.sqrt(spec.d_k) * a) if normed else b
-    turned = 2.0 if spec.settings.rotary is not None else 1.0
+    rotary = spec.settings.rotary  # turning can double a score, and an attention factor scales q and k alike
+    turned = 1.0 if rotary is None else 2.0 * rotary.attention**2
     bounds = [turned * spec.d_k * qk * qk * max(1.0, abs(spec.multiplier)), spec.n_keys * b]
     if spec.w_o is not None:
         bounds.append(spec.d_model * b * a + a)

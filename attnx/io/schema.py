@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from typing import Any
@@ -295,7 +296,7 @@ def _softcap(doc: Document, data: dict[str, Any]) -> float | None:
 
 
 ROPE_KEYS = ("theta", "pairs", "fraction", "scaling")
-SCALING_KEYS = ("kind", "factor", "low_freq_factor", "high_freq_factor", "original_max_positions")
+SCALING_KEYS = tuple(field.name for field in dataclasses.fields(RopeScaling))  # every kind's keys
 
 
 def _rope(doc: Document, data: dict[str, Any]) -> Rotary | None:
@@ -321,8 +322,9 @@ def _rope(doc: Document, data: dict[str, Any]) -> Rotary | None:
             if key not in SCALING_KEYS:
                 known = ", ".join(SCALING_KEYS)
                 raise doc.error(("rope", "scaling", key), f"unknown key; known keys: {known}", key=True)
-        try:
-            fields["scaling"] = RopeScaling(**scaling)
+        try:  # lists (longrope's short and long factors) as the tuples the settings keep
+            values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in scaling.items()}
+            fields["scaling"] = RopeScaling(**values)
         except (ConfigError, TypeError) as exc:  # TypeError: kind or factor missing
             message = "needs kind and factor" if isinstance(exc, TypeError) else str(exc)
             raise doc.error(("rope", "scaling"), message.removeprefix("rope scaling: ")) from None

@@ -153,7 +153,7 @@ class TestScaling:
             cos, sin, turn = rotary.tables(np.arange(6), 8)
             np.testing.assert_allclose(rotary.unturn(rows * cos + (rows @ turn) * sin, np.arange(6)), rows, atol=1e-14)
 
-    @pytest.mark.parametrize("bad", [{"kind": "yarn"}, {"factor": 0.0}, {"high_freq_factor": 0.5}])
+    @pytest.mark.parametrize("bad", [{"kind": "ntk"}, {"factor": 0.0}, {"high_freq_factor": 0.5}])
     def test_bad_scaling(self, bad: dict) -> None:
         """An unknown kind, a zero factor or bands the wrong way round are ConfigErrors."""
         fields = {"kind": "llama3", "factor": 8.0} | bad

@@ -477,8 +477,9 @@ class TestRope:
                 "in.yaml:4:7: rope: expected true, false or a mapping of theta, pairs, fraction, scaling, got",
             ),
             (
-                "rope: {scaling: {kind: yarn, factor: 2}}\n",
-                "in.yaml:4:17: rope.scaling: kind must be one of linear, llama3, got 'yarn'",
+                "rope: {scaling: {kind: ntk, factor: 2}}\n",
+                "in.yaml:4:17: rope.scaling: kind must be one of linear, dynamic, yarn, longrope, llama3, proportional, "
+                "got 'ntk'",
             ),
             ("rope: {scaling: {kind: linear}}\n", "in.yaml:4:17: rope.scaling: needs kind and factor"),
             (
