@@ -26,10 +26,8 @@ from attnx.core.tensors import PROJECTED, TensorName
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
-from attnx.models.bert import Bert
 from attnx.models.checkpoint import CONFIG, TOKENIZER, Checkpoint
-from attnx.models.decoder import FAMILIES, Decoder
-from attnx.models.gpt2 import Gpt2
+from attnx.models.families import FAMILIES
 from attnx.models.tokenize import Encoded, TextTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,17 +46,14 @@ __all__ = [
     "open_model",
 ]
 
-ARCHITECTURES: dict[str, type[Architecture]] = {
-    "bert": Bert,
-    "gpt2": Gpt2,
-    **{t: Decoder.of(f) for t, f in FAMILIES.items()},
-}
+# Each family by its model_type: the registry of attnx/models/families/__init__.py.
+ARCHITECTURES: dict[str, type[Architecture]] = {family.name: family for family in FAMILIES}
 SUPPORTED = ", ".join(ARCHITECTURES)
 
 # The facts of ModelInfo that the architecture holds under the same name.
 ARCHITECTURE_FACTS = (
     "family", "design", "layers", "heads", "kv_heads", "head_dim", "d_model", "d_ff", "vocab_size", "max_length",
-    "causal", "rotary", "windows", "softcap", "qk_norm", "gated",
+    "causal", "rotary", "rotaries", "windows", "softcap", "qk_norm", "gated",
 )  # fmt: skip
 
 # Called after each layer the forward pass runs: (layers done, layers to run).
@@ -66,16 +61,23 @@ Progress = Callable[[int, int], None]
 
 
 def architecture_of(checkpoint: Checkpoint) -> type[Architecture]:
-    """The family of a checkpoint from config.json's ``model_type`` (else its ``architectures``)."""
-    model_type = checkpoint.config.get("model_type")
+    """The family of a checkpoint from config.json's ``model_type`` (else its ``architectures``). Where both are
+    given, every class ``architectures`` names must be one of that family's: one that is not is a ModelError."""
+    where = checkpoint.path / CONFIG
+    model_type, named = checkpoint.config.get("model_type"), checkpoint.texts("architectures")
     if model_type is None:
-        named = [a.lower() for a in checkpoint.texts("architectures")]
-        longest_first = sorted(ARCHITECTURES, key=len, reverse=True)  # gemma2 before gemma
-        model_type = next((key for key in longest_first for a in named if a.startswith(key)), None)
+        model_type = next((f.name for f in FAMILIES for name in named if f.names(name)), None)
     if not isinstance(model_type, str) or model_type not in ARCHITECTURES:
-        where = checkpoint.path / CONFIG
         raise ModelError(f"{where}: model_type {model_type!r} is not supported; attnx runs {SUPPORTED}")
-    return ARCHITECTURES[model_type]
+    family = ARCHITECTURES[model_type]
+    other = next((name for name in named if not family.names(name)), None)
+    if other is not None:
+        stem = family.stems[0]
+        raise ModelError(
+            f"{where}: architectures names {other}, not a {model_type} class ({stem}ForCausalLM, {stem}Model, …): "
+            "model_type and architectures disagree, and attnx does not guess which is right"
+        )
+    return family
 
 
 class Model:

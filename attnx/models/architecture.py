@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 import functools
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -22,7 +24,8 @@ class ModelInfo:
     """What a checkpoint holds: its family, sizes and weights (``parameters`` counts learned values).
 
     ``kv_heads`` is the number of K/V heads (fewer than ``heads``: grouped-query attention), ``head_dim``
-    each head's width; ``rotary`` the rotary positions (None: learned or no positions); ``windows`` each
+    each head's width; ``rotary`` the rotary positions (None: learned or no positions; where layers differ, the
+    first layer's that has any) and ``rotaries`` each layer's (empty for a family without them); ``windows`` each
     layer's sliding window (None: the whole past); ``softcap`` the scores' soft cap; ``qk_norm`` whether
     each head's q and k are normalised; ``tied_embeddings`` whether the output layer reuses the input
     embeddings (None: an encoder); ``gated`` whether the MLP is gated; ``weight_files`` how many files hold the weights.
@@ -51,6 +54,7 @@ class ModelInfo:
     tokenizer_vocab_size: int
     tokenizer_settings: tuple[str, ...]
     rotary: Rotary | None = None
+    rotaries: tuple[Rotary | None, ...] = ()
     windows: tuple[int | None, ...] = ()
     softcap: float | None = None
     qk_norm: bool = False
@@ -69,16 +73,31 @@ SIZE_KEYS = {
     "max_length": ("max_position_embeddings",),
 }
 
+# What follows a family's stem in transformers' class names: LlamaForCausalLM, LlamaModel, GPT2LMHeadModel.
+CLASS_SUFFIX = r"(?:Model|LMHeadModel|DoubleHeadsModel|PreTrainedModel|For[A-Z]\w*)"
+
+
+def weights_and_biases(*names: str) -> Iterator[str]:
+    """``name.weight`` and ``name.bias`` of each of ``names`` (torch's Linear and LayerNorm)."""
+    for name in names:
+        yield f"{name}.weight"
+        yield f"{name}.bias"
+
 
 class Architecture:
     """One model family: its tensor names, and the forward pass around attention, in NumPy.
 
-    A subclass names its weights' prefixes and a tensor that proves the family (``probe``), reads
-    its sizes from config.json (``read_sizes``: ``layers``, ``heads``, ``kv_heads``, ``head_dim``,
-    ``d_model``, ``d_ff``, ``vocab_size``, ``max_length``), and supplies ``embed``, ``attention_spec``
-    (the spec of one layer, built from the residual stream entering it) and ``after_attention`` (the
-    rest of that layer, given the attention's projected output). Weights are read from the checkpoint
-    when a layer needs them, never before.
+    A subclass names its weights' prefixes and a tensor that proves the family (``probe``), the stems of
+    transformers' class names for it (``stems``: ``Llama`` for LlamaForCausalLM and LlamaModel), reads its sizes
+    from config.json (``read_sizes``: ``layers``, ``heads``, ``kv_heads``, ``head_dim``, ``d_model``, ``d_ff``,
+    ``vocab_size``, ``max_length``), and supplies ``embed``, ``attention_spec`` (the spec of one layer, built
+    from the residual stream entering it) and ``after_attention`` (the rest of that layer, given the
+    attention's projected output). Weights are read from the checkpoint when a layer needs them, never before.
+
+    Never silently wrong: ``tensor_names`` lists every tensor the family may read (under the prefix; ``outside``
+    those beside it, such as ``lm_head.weight``), and a checkpoint holding any other is refused when it is
+    opened, unless it is a buffer (``is_buffer``) or matches one of ``unused``, the family's allow-list of
+    tensors legitimately left unused (a pooler, a tied copy of the embeddings).
     """
 
     name: str
@@ -87,9 +106,13 @@ class Architecture:
     prefixes: ClassVar[tuple[str, ...]]
     probe: ClassVar[str]
     causal: ClassVar[bool]
+    stems: ClassVar[tuple[str, ...]]
+    outside: ClassVar[tuple[str, ...]] = ()  # tensors read beside the prefix (a task model's head)
+    unused: ClassVar[tuple[str, ...]] = ()  # fnmatch patterns, on the name as stored or under the prefix
 
     activation_name: str
     rotary: Rotary | None = None
+    rotaries: tuple[Rotary | None, ...] = ()
     windows: tuple[int | None, ...] = ()
     softcap: float | None = None
     qk_norm: bool = False
@@ -107,6 +130,39 @@ class Architecture:
         self.read_config()
         self.check_heads()
         checkpoint.use_prefix(self.prefixes, self.probe, self.family)
+        self.check_tensors()
+
+    @classmethod
+    def names(cls, class_name: str) -> bool:
+        """True when ``class_name`` (an entry of config.json's ``architectures``) is one of this family's classes:
+        a stem followed by ``Model``, ``LMHeadModel`` or ``For…`` (``Qwen2MoeForCausalLM`` is not a ``Qwen2``)."""
+        return any(re.fullmatch(re.escape(stem) + CLASS_SUFFIX, class_name) for stem in cls.stems)
+
+    def tensor_names(self) -> Iterable[str]:
+        """Every tensor the family may read, under the prefix (optional ones included: a bias where it is held)."""
+        raise NotImplementedError
+
+    def check_tensors(self) -> None:
+        """Refuse a checkpoint that holds a tensor the family would not read (a ModelError naming it): attnx would
+        run the model without it. Buffers and the family's ``unused`` patterns are let through."""
+        ckpt = self.checkpoint
+        read = {ckpt.prefix + name for name in self.tensor_names()} | set(self.outside)
+        held = ckpt.keys()
+        left = sorted(name for name in held - read if not self.is_buffer(name) and not self.allowed(name))
+        if left:
+            kinds = sorted({re.sub(r"\.\d+\.", ".*.", name) for name in left[1:]})
+            more = (
+                f", nor {len(left) - 1} more ({', '.join(kinds[:3])}{', …' if len(kinds) > 3 else ''})" if kinds else ""
+            )
+            raise ModelError(
+                f"{ckpt.file_of(left[0])}: tensor {left[0]!r} is not used by {self.name} ({self.family}){more}: attnx "
+                "would run the model without it, so config.json and the weights disagree"
+            )
+
+    def allowed(self, name: str) -> bool:
+        """True when tensor ``name`` (as stored) is on the family's allow-list of tensors left unused."""
+        bare = name.removeprefix(self.checkpoint.prefix)
+        return any(fnmatch.fnmatchcase(n, pattern) for pattern in self.unused for n in (name, bare))
 
     def check_heads(self) -> None:
         """hidden_size must split into the heads (``head_dim`` wide each); ModelError where it cannot."""

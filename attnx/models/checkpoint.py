@@ -195,7 +195,7 @@ class Checkpoint:
         """The files that hold the weights: model.safetensors, or every shard the index names."""
         return [self.path / WEIGHTS] if self._map is None else sorted(set(self._map.values()))
 
-    def _where(self, full: str) -> Path:
+    def file_of(self, full: str) -> Path:
         """The file that holds tensor ``full`` (prefix included)."""
         return self.path / WEIGHTS if self._map is None else self._map[full]
 
@@ -249,16 +249,16 @@ class Checkpoint:
         for candidate in (name, *alternatives):
             full = prefix + candidate
             if full in held:
-                part = self._open(self._where(full)).get_slice(full)
+                part = self._open(self.file_of(full)).get_slice(full)
                 dtype, found = part.get_dtype(), tuple(part.get_shape())
                 if dtype not in FLOAT_DTYPES:
-                    raise ModelError(f"{self._where(full)}: tensor {full!r} holds {dtype} values; weights are "
+                    raise ModelError(f"{self.file_of(full)}: tensor {full!r} holds {dtype} values; weights are "
                                      f"{', '.join(FLOAT_DTYPES)}")  # fmt: skip
                 if shape is not None and not _fits(found, shape):
                     sizes = ["any" if size is None else str(size) for size in shape]
                     implied = f"({', '.join(sizes)}{',' if len(sizes) == 1 else ''})"
                     raise ModelError(
-                        f"{self._where(full)}: tensor {full!r} has shape {found}, where config.json implies {implied}"
+                        f"{self.file_of(full)}: tensor {full!r} has shape {found}, where config.json implies {implied}"
                     )
                 return part, full
         raise ModelError(f"{self.path / WEIGHTS}: missing tensor {prefix + name!r}")
@@ -276,16 +276,16 @@ class Checkpoint:
         part, full = self._slice(name, shape=shape)
         table = tuple(part.get_shape())
         if len(table) != 2:
-            raise ModelError(f"{self._where(full)}: tensor {full!r} has shape {table}; a table of rows has 2 axes")
+            raise ModelError(f"{self.file_of(full)}: tensor {full!r} has shape {table}; a table of rows has 2 axes")
         wanted = range(*index.indices(table[0])) if isinstance(index, slice) else np.asarray(index, dtype=np.intp)
         if isinstance(index, slice) and index.stop is not None and index.stop > table[0]:
-            raise ModelError(f"{self._where(full)}: tensor {full!r} has {table[0]} rows; {index.stop} are needed")
+            raise ModelError(f"{self.file_of(full)}: tensor {full!r} has {table[0]} rows; {index.stop} are needed")
         if (
             not isinstance(index, slice)
             and len(wanted)
             and (int(np.max(wanted)) >= table[0] or int(np.min(wanted)) < 0)
         ):
-            raise ModelError(f"{self._where(full)}: tensor {full!r} has {table[0]} rows; row {int(np.max(wanted))} "
+            raise ModelError(f"{self.file_of(full)}: tensor {full!r} has {table[0]} rows; row {int(np.max(wanted))} "
                              "is needed")  # fmt: skip
         self._check_shape(full, (len(wanted), *table[1:]))
         if isinstance(index, slice):
@@ -298,10 +298,10 @@ class Checkpoint:
         """Refuse to read ``shape`` of tensor ``full`` when an axis or its element count is over the caps."""
         problem = self.limits.shape_problem(shape)
         if problem:
-            raise LimitError(f"{self._where(full)}: tensor {full!r}: {problem}")
+            raise LimitError(f"{self.file_of(full)}: tensor {full!r}: {problem}")
 
     def _read(self, part: Any, full: str, index: slice) -> np.ndarray:
-        path = self._where(full)
+        path = self.file_of(full)
         try:
             if part.get_dtype() == "BF16":  # NumPy has no bfloat16: widen the raw 16 bits to float32
                 return self._bfloat16(path, full, index)
@@ -329,7 +329,7 @@ class Checkpoint:
         """Every tensor's shape and safetensors dtype name (``F32``, ``F16``, ``BF16``, ``I64``), from the headers."""
         out = {}
         for name in sorted(self.keys()):
-            part = self._open(self._where(name)).get_slice(name)
+            part = self._open(self.file_of(name)).get_slice(name)
             out[name] = (tuple(part.get_shape()), part.get_dtype())
         return out
 

@@ -1,3 +1,5 @@
+"""Checkpoint folders: what describe() reads, and the one-line errors for missing or wrong files and settings."""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,5 @@
+"""BERT and GPT-2 against transformers: every layer's weights, the forward pass, and overrides on a layer."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,3 +1,5 @@
+"""The NumPy parts of a transformer block besides attention: LayerNorm, erf and the GELUs."""
+
 from __future__ import annotations
 
 import math

@@ -1,3 +1,5 @@
+"""Tokenizing a text for a model: labels, special tokens, limits, and what tokenizer.json would pad or cut."""
+
 from __future__ import annotations
 
 from pathlib import Path

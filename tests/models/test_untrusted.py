@@ -54,7 +54,7 @@ class TestConfigSchema:
         [
             ({"rms_norm_eps": float("nan")}, "rms_norm_eps must be a finite number"),
             ({"rope_parameters": [1]}, "rope_parameters must be an object"),
-            ({"rope_parameters": {"rope_type": "default", "rope_theta": "big"}}, "rope theta must be a finite number"),
+            ({"rope_parameters": {"rope_type": "default", "rope_theta": "big"}}, r"rope.theta must be a .*number"),
             ({"tie_word_embeddings": 1}, "tie_word_embeddings must be true or false"),
             ({"num_key_value_heads": 3}, "4 attention heads cannot be shared among 3 K/V heads"),
         ],

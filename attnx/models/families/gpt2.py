@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
 from attnx.core.spec import AttentionSpec, Linear
-from attnx.models.architecture import Architecture
+from attnx.models.architecture import Architecture, weights_and_biases
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
 
@@ -35,6 +36,8 @@ class Gpt2(Architecture):
     prefixes = ("transformer.", "")
     probe = "wte.weight"
     causal = True
+    stems = ("GPT2",)
+    unused = ("lm_head.weight",)  # the tied output layer, when a file keeps a copy of wte
 
     def read_config(self) -> None:
         """Sizes and the attention scale from config.json."""
@@ -44,6 +47,13 @@ class Gpt2(Architecture):
         self.act = self.activation("activation_function", "gelu_new")
         self.scaled = ckpt.flag("scale_attn_weights", True)
         self.by_layer = ckpt.flag("scale_attn_by_inverse_layer_idx", False)
+
+    def tensor_names(self) -> Iterator[str]:
+        """The token and position embeddings, the final LayerNorm, and each layer's LayerNorms, attention and MLP."""
+        yield from ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias")
+        for layer in range(self.layers):
+            parts = ("ln_1", "ln_2", "attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+            yield from weights_and_biases(*(f"h.{layer}.{part}" for part in parts))
 
     def scale(self, layer: int) -> str | float:
         """1/√d_k (``scale_attn_weights``), times 1/(layer + 1) with ``scale_attn_by_inverse_layer_idx``."""
@@ -109,3 +119,6 @@ class Gpt2(Architecture):
     def is_buffer(self, name: str) -> bool:
         """Older GPT-2 checkpoints store each layer's causal mask (``attn.bias``, ``attn.masked_bias``)."""
         return name.endswith((".attn.bias", ".attn.masked_bias")) or super().is_buffer(name)
+
+
+FAMILIES = (Gpt2,)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.errors import ModelError
-from attnx.models.architecture import Architecture
+from attnx.models.architecture import Architecture, weights_and_biases
 from attnx.models.checkpoint import CONFIG
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
@@ -23,6 +25,8 @@ class Bert(Architecture):
     prefixes = ("bert.", "")
     probe = "embeddings.word_embeddings.weight"
     causal = False
+    stems = ("Bert",)
+    unused = ("pooler.*", "cls.*")  # the pooler and a masked-LM head: after the last layer, never read
 
     def read_config(self) -> None:
         """Sizes from config.json; relative position embeddings and decoder BERTs are refused."""
@@ -35,6 +39,22 @@ class Bert(Architecture):
             raise ModelError(f"{ckpt.path / CONFIG}: position_embedding_type {kind!r} is not supported (only absolute)")
         if ckpt.flag("is_decoder", False) or ckpt.flag("add_cross_attention", False):
             raise ModelError(f"{ckpt.path / CONFIG}: BERT as a decoder is not supported, only the encoder")
+
+    def tensor_names(self) -> Iterator[str]:
+        """The embeddings and their LayerNorm, then each layer's attention, MLP and two LayerNorms (a LayerNorm's
+        weight and bias may be called gamma and beta)."""
+        yield from (f"embeddings.{kind}_embeddings.weight" for kind in ("word", "position", "token_type"))
+        yield from self.norm_names("embeddings.LayerNorm")
+        for layer in range(self.layers):
+            p = f"encoder.layer.{layer}."
+            yield from weights_and_biases(*(p + "attention.self." + name for name in ("query", "key", "value")))
+            yield from weights_and_biases(p + "attention.output.dense", p + "intermediate.dense", p + "output.dense")
+            yield from (*self.norm_names(p + "attention.output.LayerNorm"), *self.norm_names(p + "output.LayerNorm"))
+
+    @staticmethod
+    def norm_names(name: str) -> tuple[str, ...]:
+        """The names a LayerNorm's weight and bias may have."""
+        return tuple(f"{name}.{part}" for part in ("weight", "bias", "gamma", "beta"))
 
     def norm(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A LayerNorm's weight and bias (older checkpoints call them gamma and beta)."""
@@ -85,3 +105,6 @@ class Bert(Architecture):
         inner = self.act(self.dense(h, p + "intermediate.dense", self.d_ff, self.d_model))  # (N, d_ff)
         out = self.dense(inner, p + "output.dense", self.d_model, self.d_ff)
         return layer_norm(h + out, *self.norm(p + "output.LayerNorm"), self.eps)
+
+
+FAMILIES = (Bert,)

@@ -1,0 +1,21 @@
+"""The model families attnx runs, one module each; a family is registered by one line in ``FAMILIES`` below.
+
+A family is an ``Architecture`` (attnx/models/architecture.py): BERT and GPT-2 are their own designs; the
+decoders of the Llama line are ``Decoder`` (attnx/models/decoder.py) with its hooks set, or, where only the
+reading of config.json differs, a ``Row`` of a table (families/llama.py). docs/architecture.md says how to add
+one and which test it needs.
+"""
+
+from __future__ import annotations
+
+from attnx.models.architecture import Architecture
+from attnx.models.families import bert, gemma, gpt2, llama, qwen3
+
+# Every family, in the order attnx lists them (config.json's model_type is each one's ``name``).
+FAMILIES: tuple[type[Architecture], ...] = (
+    *bert.FAMILIES,
+    *gpt2.FAMILIES,
+    *llama.FAMILIES,
+    *qwen3.FAMILIES,
+    *gemma.FAMILIES,
+)
