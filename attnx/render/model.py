@@ -41,7 +41,7 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         group = info.heads // info.kv_heads
         kind = "multi-query" if info.kv_heads == 1 else "grouped-query"
         heads += f", {info.kv_heads} K/V heads ({kind}: groups of {group})"
-    attention = [("heads", heads), ("positions", rope_text(info.rotary) if info.rotary else "learned embeddings")]
+    attention = [("heads", heads), ("positions", positions_text(info))]
     if info.qk_norm:
         attention.append(("QK-norm", "RMSNorm on each head's q and k before rotary positions"))
     attention += [("window", text) for text in [windows_text(info.windows)] if text]
@@ -67,6 +67,33 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
 def tied_of(info: ModelInfo) -> list[bool]:
     """Whether the output layer reuses the embeddings, as a list of none (encoders) or one."""
     return [] if info.tied_embeddings is None else [info.tied_embeddings]
+
+
+def positions_text(info: ModelInfo) -> str:
+    """Each layer's positions, grouped where layers agree: ``RoPE θ 1e+06 (half pairs, linear ×8) on layers 5, 11;
+    RoPE θ 10000 (half pairs) on layers 0-4, 6-10``; ``none (NoPE)`` for a layer without; one text when all
+    agree; ``learned embeddings`` for a family without rotary positions."""
+    if not info.rotaries:
+        return rope_text(info.rotary) if info.rotary else "learned embeddings"
+    groups: dict[str, list[int]] = {}
+    for layer, rotary in enumerate(info.rotaries):
+        groups.setdefault(rope_text(rotary) if rotary else "none (NoPE)", []).append(layer)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(
+        f"{text} on layer{'s' if len(layers) > 1 else ''} {layer_ranges(layers)}" for text, layers in groups.items()
+    )
+
+
+def layer_ranges(layers: list[int]) -> str:
+    """``[0, 1, 2, 4, 6, 7]`` -> ``0-2, 4, 6-7``."""
+    runs: list[list[int]] = []
+    for layer in layers:
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def windows_text(windows: tuple[int | None, ...]) -> str:
@@ -111,6 +138,7 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
         "activation": info.activation,
         "gated_mlp": info.gated,
         "rope": None if info.rotary is None else dataclasses.asdict(info.rotary),
+        "rope_layers": [None if rotary is None else dataclasses.asdict(rotary) for rotary in info.rotaries],
         "qk_norm": info.qk_norm,
         "windows": list(info.windows),
         "softcap": info.softcap,

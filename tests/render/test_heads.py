@@ -163,3 +163,24 @@ class TestDetection:
         assert "Heads found: each head's label over its sink (mean weight on key 0 and the special tokens)" in out
         assert "labels: the best detector reaching its threshold, else sink (previous-token ≥ 0.5 · " in out
         assert "L0H0  sink   1.00    0.00          6          2" in out
+
+
+class TestModelPositions:
+    """`attnx model` says each layer's positions, grouped where layers agree."""
+
+    def test_layers_that_differ_are_grouped(self) -> None:
+        """Two bases and a layer without positions read as three groups of layer ranges."""
+        from types import SimpleNamespace
+
+        from attnx.core.positions import Rotary
+        from attnx.render.model import layer_ranges, positions_text
+
+        local, full = Rotary(theta=10000.0), Rotary(theta=1e6)
+        info = SimpleNamespace(rotaries=(local, local, None, local, full, full), rotary=local)
+        assert positions_text(info) == (  # type: ignore[arg-type]
+            "RoPE θ 10000 (half pairs) on layers 0-1, 3; none (NoPE) on layer 2; RoPE θ 1e+06 (half pairs) on "
+            "layers 4-5"
+        )
+        assert positions_text(SimpleNamespace(rotaries=(full, full), rotary=full)) == "RoPE θ 1e+06 (half pairs)"  # type: ignore[arg-type]
+        assert positions_text(SimpleNamespace(rotaries=(), rotary=None)) == "learned embeddings"  # type: ignore[arg-type]
+        assert layer_ranges([0, 1, 2, 4, 6, 7]) == "0-2, 4, 6-7"
