@@ -22,6 +22,8 @@ hook                        decides (default)
 ``layer_types()``           each layer's attention, full or sliding, from ``layer_types`` or the rule ``sliding``
 ``rotary_of(layer)``        the layer's rotary positions (its layer type's, from ``flat_rope`` and the rope
                             object; None: a layer without positions)
+``rope_mapping(mapping)``   a rope object as the family's transformers config rewrites it before reading it
+                            (Phi-3: a legacy ``su`` or ``yarn`` type is ``longrope``) (as config.json has it)
 ``embed_scale()``           what the embeddings are multiplied by (None: nothing; Gemma: √hidden)
 ``read_config()``           the rest read from config.json: ``scale``, ``softcap``, ``final_softcap``
 ==========================  ===============================================================================
@@ -35,7 +37,7 @@ is refused when it is set: it would change what the model computes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, ClassVar
@@ -266,7 +268,7 @@ class Decoder(Architecture):
         for kind, mapping in rope_mappings(self.checkpoint, sorted(set(self.types)), self.local_rope).items():
             try:
                 rotary = Rotary.from_config(
-                    mapping, head_dim=self.head_dim, max_position_embeddings=self.max_length,
+                    self.rope_mapping(mapping), head_dim=self.head_dim, max_position_embeddings=self.max_length,
                     rope_theta=flat.get("rope_theta", self.default_theta),
                     partial_rotary_factor=flat.get("partial_rotary_factor", 1.0),
                     original_max_position_embeddings=flat.get("original_max_position_embeddings"),
@@ -280,6 +282,11 @@ class Decoder(Architecture):
                 )
             rotaries[kind] = rotary
         return rotaries
+
+    def rope_mapping(self, mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Hook: a layer type's rope object (``rope_mappings``) as the family's transformers config rewrites it
+        before reading it; by default as config.json has it."""
+        return mapping
 
     def rotary_of(self, layer: int) -> Rotary | None:
         """Hook: layer ``layer``'s rotary positions: its layer type's (None: a layer without positions)."""

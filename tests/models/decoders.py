@@ -16,6 +16,7 @@ is float64. (Loading the weights needs the real names: safetensors sizes its rea
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ import pytest
 from tests.models.checkpoints import SENTENCES, TEXT, gpt2_tokenizer
 
 SIZES = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3, "max_position_embeddings": 64}
+PHI3_TOKENS = {"pad_token_id": None, "eos_token_id": None}  # Phi-3's defaults (32000) lie past a tiny vocabulary
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Variant:
     shard: str | None = None  # save_pretrained's max_shard_size: sharded with an index
     tokenizer: str = "byte-level"  # or "metaspace" (SentencePiece style, "▁" for spaces)
     facts: dict[str, Any] = field(default_factory=dict)  # what attnx must read from the config
+    rewritten: dict[str, Any] = field(default_factory=dict)  # config.json keys set after saving (None removes one)
 
 
 VARIANTS = {
@@ -77,6 +80,56 @@ VARIANTS = {
             "gemma2", "gemma2",
             {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 4,
              "attn_logit_softcapping": 2.0, "query_pre_attn_scalar": 24, "final_logit_softcapping": 30.0},
+        ),
+        Variant(  # Gemma 3: QK-norm; layer_types given (full first: no pattern makes it); rope_parameters by layer
+            # type, linear ×8 on the full layer only; windows of 4 (10 tokens); biases; logits capped; untied
+            "gemma3", "gemma3_text",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 4,
+             "query_pre_attn_scalar": 24, "final_logit_softcapping": 30.0, "attention_bias": True,
+             "tie_word_embeddings": False, "layer_types": ["full_attention", "sliding_attention", "sliding_attention"],
+             "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+        ),
+        Variant(  # Gemma 3 as older configs have it: flat rope keys (rope_scaling on the full layer only, its own base
+            # for the sliding ones), layer_types only as sliding_window_pattern 3, query_pre_attn_scalar by default
+            "gemma3_flat", "gemma3_text",
+            {"num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "sliding_window": 4,
+             "sliding_window_pattern": 3},
+            stored="bfloat16",
+            rewritten={"layer_types": None, "_sliding_window_pattern": None, "query_pre_attn_scalar": None,
+                       "rope_parameters": None, "rope_theta": 2e5, "rope_local_base_freq": 100.0,
+                       "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+        ),
+        Variant(  # SmolLM3: a NoPE layer between rotary ones, which slides (use_sliding_window: layer_types derived)
+            "smollm3", "smollm3",
+            {"num_attention_heads": 4, "num_key_value_heads": 1, "no_rope_layers": [1, 0, 1], "sliding_window": 4,
+             "use_sliding_window": True, "rope_parameters": {"rope_type": "default", "rope_theta": 100.0},
+             "pad_token_id": None, "bos_token_id": None, "eos_token_id": None},
+        ),
+        Variant(  # Phi-3: fused qkv_proj and gate_up_proj, GQA, 0.75 of d_k 8 turned, longrope past its 8 positions
+            "phi3", "phi3",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "partial_rotary_factor": 0.75, "sliding_window": 5,
+             "original_max_position_embeddings": 8, "tie_word_embeddings": False, **PHI3_TOKENS,
+             "rope_parameters": {"rope_type": "longrope", "rope_theta": 100.0, "short_factor": [1.0, 1.5, 2.0],
+                                 "long_factor": [4.0, 6.0, 12.0]}},
+        ),
+        Variant(  # Phi-3.5: every column turned, one K/V head, longrope within its 32 positions (the short factors)
+            "phi3_short", "phi3",
+            {"num_attention_heads": 4, "num_key_value_heads": 1, "original_max_position_embeddings": 32,
+             "tie_word_embeddings": False, **PHI3_TOKENS,
+             "rope_parameters": {"rope_type": "longrope", "rope_theta": 100.0, "short_factor": [2.0, 1.5, 3.0, 1.0],
+                                 "long_factor": [8.0, 6.0, 12.0, 4.0]}},
+        ),
+        Variant(
+            "gpt_neox", "gpt_neox",
+            {"num_attention_heads": 2, "rotary_pct": 0.25, "rotary_emb_base": 500.0, "use_parallel_residual": True,
+             "layer_norm_eps": 1e-4},
+        ),
+        Variant(
+            "gpt_neox_sequential", "gpt_neox",
+            {"num_attention_heads": 4, "rotary_pct": 0.5, "use_parallel_residual": False, "attention_bias": False,
+             "hidden_act": "gelu_new", "tie_word_embeddings": True},
+            stored="float16",
         ),
     )
 }  # fmt: skip
@@ -148,18 +201,26 @@ def run_reference(path: Path, ids: list[int], dtype: str) -> tuple[list[np.ndarr
     model.eval()
     with float64_everywhere() if wide else contextlib.nullcontext():
         if wide:
-            model.model.rotary_emb = type(model.model.rotary_emb)(model.config)
+            model.base_model.rotary_emb = type(model.base_model.rotary_emb)(model.config)
         outputs: list[np.ndarray] = []
         hooks = [
             layer.register_forward_hook(lambda _m, _i, out: outputs.append(
                 (out[0] if isinstance(out, tuple) else out)[0].numpy().copy()))
-            for layer in model.model.layers
+            for layer in model.base_model.layers  # model.model, or GPT-NeoX's gpt_neox
         ]  # fmt: skip
         with torch.no_grad():
             out = model(torch.tensor([ids]), output_attentions=True)
         for hook in hooks:
             hook.remove()
     return [a[0].numpy() for a in out.attentions], outputs
+
+
+def rewrite_config(path: Path, changes: dict[str, Any]) -> None:
+    """Set keys of the saved config.json (None removes one): the forms transformers reads but does not write."""
+    if changes:
+        config = json.loads((path / "config.json").read_text())
+        config = {key: value for key, value in (config | changes).items() if key not in changes or value is not None}
+        (path / "config.json").write_text(json.dumps(config))
 
 
 def build(path: Path, variant: Variant) -> DecoderReference:
@@ -177,6 +238,7 @@ def build(path: Path, variant: Variant) -> DecoderReference:
     model.to(getattr(torch, variant.stored))
     model.save_pretrained(path, **({"max_shard_size": variant.shard} if variant.shard else {}))
     tokenizer.save(str(path / "tokenizer.json"))
+    rewrite_config(path, variant.rewritten)
     encoding = tokenizer.encode(TEXT)
     attentions, hidden = {}, {}
     for dtype in ("float32", "float64"):

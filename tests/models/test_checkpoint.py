@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnx.errors import ModelError
-from attnx.models import describe, open_model
+from attnx.models import ARCHITECTURES, describe, open_model
 from attnx.models.runs import layer_results, load_model_spec
 from tests.models.checkpoints import TEXT, Reference, build_bert
 
@@ -80,7 +80,8 @@ class TestErrors:
         """An unknown model_type is refused, naming what is supported."""
         path = copy_of(bert, tmp_path)
         edit_config(path, model_type="falcon", architectures=["FalconForCausalLM"])
-        supported = "bert, gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2"
+        supported = ", ".join(ARCHITECTURES)
+        assert {"gpt_neox", "phi3", "gemma3_text", "smollm3", "gemma2"} <= set(ARCHITECTURES)
         with pytest.raises(ModelError, match=rf"model_type 'falcon' is not supported; attnx runs {supported}$"):
             describe(path)
 

@@ -9,7 +9,7 @@ one and which test it needs.
 from __future__ import annotations
 
 from attnx.models.architecture import Architecture
-from attnx.models.families import bert, gemma, gpt2, llama, qwen3
+from attnx.models.families import bert, gemma, gemma3, gpt2, gpt_neox, llama, phi3, qwen3, smollm3
 
 # Every family, in the order attnx lists them (config.json's model_type is each one's ``name``).
 FAMILIES: tuple[type[Architecture], ...] = (
@@ -17,5 +17,9 @@ FAMILIES: tuple[type[Architecture], ...] = (
     *gpt2.FAMILIES,
     *llama.FAMILIES,
     *qwen3.FAMILIES,
+    *smollm3.FAMILIES,
     *gemma.FAMILIES,
+    *gemma3.FAMILIES,
+    *phi3.FAMILIES,
+    *gpt_neox.FAMILIES,
 )

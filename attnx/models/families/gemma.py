@@ -18,7 +18,7 @@ class Gemma(Decoder):
 
     name = "gemma"
     family = "Gemma"
-    stems = ("Gemma",)
+    stems: ClassVar[tuple[str, ...]] = ("Gemma",)  # typed as declared, not tuple[str]: Gemma 3 names two
     norm_offset = True
     ties_by_default = True
     activation_default = "gelu_pytorch_tanh"
@@ -35,7 +35,7 @@ class Gemma2(Gemma):
 
     name = "gemma2"
     family = "Gemma 2"
-    stems = ("Gemma2",)
+    stems: ClassVar[tuple[str, ...]] = ("Gemma2",)
     activation_key = "hidden_activation"
     activation_aliases = ()
     norms = Norms(
@@ -46,18 +46,24 @@ class Gemma2(Gemma):
     sliding = "alternate"
     window_default = 4096
     reads = frozenset({"sliding_window", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"})
+    # What config.json means where it leaves a key out, as the family's transformers config fills it in.
+    absent: ClassVar[dict[str, float | None]] = {
+        "query_pre_attn_scalar": 256.0, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+    }  # fmt: skip
 
     def read_config(self) -> None:
         """The decoder's settings, then the scale, the scores' cap and the logits' cap."""
         super().read_config()
-        ckpt = self.checkpoint
-        self.scale = ckpt.number("query_pre_attn_scalar", float(self.head_dim), low=0) ** -0.5
+        scalar = self.cap("query_pre_attn_scalar")
+        self.scale = (scalar if scalar is not None else float(self.head_dim)) ** -0.5
         self.softcap = self.cap("attn_logit_softcapping")
         self.final_softcap = self.cap("final_logit_softcapping")
 
     def cap(self, key: str) -> float | None:
-        """A soft cap from config.json (None where it is absent or null)."""
-        return None if self.checkpoint.config.get(key) is None else self.checkpoint.number(key, 1.0, low=0)
+        """A positive number from config.json: the family's value where the key is absent, None where it is null."""
+        if key not in self.checkpoint.config:
+            return self.absent[key]
+        return None if self.checkpoint.config[key] is None else self.checkpoint.number(key, 1.0, low=0)
 
 
 FAMILIES = (Gemma, Gemma2)
