@@ -56,7 +56,9 @@ CAPS = {
     "max_depth": ("depth cap", "levels"),
     "max_dimension": ("dimension cap", "per axis"),
     "max_elements": ("element cap", "elements per array"),
+    "max_weight_bytes": ("weight cap", "bytes"),
 }
+WEIGHT_ITEMSIZE = 8  # a weight is counted as float64, the widest dtype attnx holds one in (and its default)
 _SIZE = re.compile(r"\s*(\d+)\s*(?:([kmgt])(?:i?b)?|b)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -75,6 +77,10 @@ class Limits:
     - ``max_elements``: elements of any one array, inputs and the ``[head, query, key]`` scores alike.
       16 Mi float64 elements are 128 MiB; a run keeps three such arrays, and its JSON output takes
       about 375 bytes per score (1.6 GB measured for 4 Mi), so about 6 GB at the cap.
+    - ``max_weight_bytes``: bytes of one checkpoint weight read whole, counted as float64. A weight's size is
+      the model's, not the text's, so it is counted by what it costs, not against ``max_elements``; a layer's
+      weights are read, used and released layer by layer. Llama 3 8B's largest (an MLP matrix, 14,336 ×
+      4,096) is 448 MiB; tables (embeddings, the LM head) are read by rows, each read within ``max_elements``.
     """
 
     max_bytes: int = 256 * MiB
@@ -82,6 +88,7 @@ class Limits:
     max_depth: int = 32
     max_dimension: int = 1024**2
     max_elements: int = 16 * 1024**2
+    max_weight_bytes: int = 1024**3
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **flags: str | int | None) -> Limits:
@@ -133,14 +140,29 @@ class Limits:
 
     def shape_problem(self, shape: tuple[int, ...]) -> str | None:
         """Why an array of ``shape`` must not be built (an axis or the element count over its cap), or None."""
-        for size in shape:
-            if size > self.max_dimension:
-                return self.exceeded("max_dimension", f"an axis of {size:,}")
-        total = math.prod(shape)
-        if total > self.max_elements:
+        problem, total = self._axis_problem(shape), math.prod(shape)
+        if problem is None and total > self.max_elements:
+            problem = self.exceeded("max_elements", f"an array of {' × '.join(map(str, shape))} ({total:,} elements)")
+        return problem
+
+    def weight_problem(self, shape: tuple[int, ...]) -> str | None:
+        """Why a checkpoint weight of ``shape`` must not be read whole (an axis over the dimension cap, or its bytes
+        as float64 over the weight cap), or None. A hostile header's shape is refused here, before any data."""
+        problem, total = self._axis_problem(shape), math.prod(shape)
+        if problem is None and total * WEIGHT_ITEMSIZE > self.max_weight_bytes:
             dims = " × ".join(map(str, shape))
-            return self.exceeded("max_elements", f"an array of {dims} ({total:,} elements)")
-        return None
+            found = f"a weight of {dims} ({total:,} elements, {size_text(total * WEIGHT_ITEMSIZE)} as float64)"
+            problem = self.exceeded("max_weight_bytes", found)
+        return problem
+
+    def rows_per_chunk(self, width: int) -> int:
+        """How many rows of a table ``width`` wide one read may take: as many as fit the element cap (at least 1)."""
+        return max(1, self.max_elements // max(1, width))
+
+    def _axis_problem(self, shape: tuple[int, ...]) -> str | None:
+        """An axis of ``shape`` over the dimension cap, or None."""
+        size = next((size for size in shape if size > self.max_dimension), None)
+        return None if size is None else self.exceeded("max_dimension", f"an axis of {size:,}")
 
 
 def flag_name(cap: str) -> str:

@@ -120,7 +120,7 @@ def ablations(
     todo = [tuple(sorted(s)) for s in sets] if sets is not None else [
         ((layer, head),) for layer in swept for head in range(arch.heads)
     ]  # fmt: skip
-    if lm_head:
+    if lm_head:  # the logits are the text's size; the output table is read in chunks within the same cap
         problem = model.limits.shape_problem((n, arch.vocab_size))
         if problem:
             raise LimitError(f"{model.checkpoint.name}: the next-token logits: {problem}")

@@ -309,6 +309,9 @@ class CapFlags(FlagGroup):
     max_depth: Annotated[str | None, cap_option("max_depth", "Deepest nesting of a YAML or JSON input")] = None
     max_dimension: Annotated[str | None, cap_option("max_dimension", "Longest axis of any array")] = None
     max_elements: Annotated[str | None, cap_option("max_elements", "Most elements of any array, the scores too")] = None
+    max_weight_bytes: Annotated[
+        str | None, cap_option("max_weight_bytes", "Most bytes of one checkpoint weight read whole, as float64")
+    ] = None
 
     def limits(self) -> Limits:
         """The caps: defaults, replaced by ``ATTNX_MAX_*``, replaced by these flags."""

@@ -63,24 +63,40 @@ class Linear:
         return int(self.weight.size + (0 if self.bias is None else self.bias.size))
 
 
+# Where a QK-norm applies: to each head's vector once split (Qwen 3), or to the whole projection before the split
+# (OLMo 2: one RMSNorm over all H · d_k columns of Q, another over the H_kv · d_k of K).
+NORM_OVER = ("head", "projection")
+
+
 @dataclass(frozen=True, eq=False)
 class HeadNorm:
-    """RMSNorm over each head's vector (QK-norm, as Qwen 3 applies to Q and K before rotary positions):
-    ``x / sqrt(mean(x²) + eps) * weight``, ``weight`` ``[d_k]``. Made with ``of``, its weight is a read-only copy.
+    """RMSNorm of Q or K (QK-norm), before rotary positions: ``x / sqrt(mean(x²) + eps) * weight``.
+
+    ``over`` says where: ``head``, each head's vector (Qwen 3; ``weight`` ``[d_k]``), or ``projection``, each
+    token's whole row of Q or K before the head split (OLMo 2; ``weight`` ``[H · d_k]`` for Q, ``[H_kv · d_k]``
+    for K). Made with ``of``, its weight is a read-only copy.
     """
 
     weight: np.ndarray
     eps: float
+    over: str = "head"
 
     @classmethod
-    def of(cls, weight: np.ndarray, eps: float) -> HeadNorm:
-        """A norm holding a read-only copy of ``weight`` (a vector) and a positive ``eps``."""
+    def of(cls, weight: np.ndarray, eps: float, over: str = "head") -> HeadNorm:
+        """A norm holding a read-only copy of ``weight`` (a vector), a positive ``eps`` and where it applies."""
         weight = np.asarray(weight)
         if weight.ndim != 1 or weight.size == 0:
             raise ConfigError(f"a head norm's weight must be a non-empty vector, got shape {weight.shape}")
         if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
             raise ConfigError(f"a head norm's eps must be a number in (0, 1), got {eps!r}")
-        return cls(frozen(weight), float(eps))
+        if over not in NORM_OVER:
+            raise ConfigError(f"a head norm applies over {' or '.join(NORM_OVER)}, got {over!r}")
+        return cls(frozen(weight), float(eps), over)
+
+    @property
+    def per_head(self) -> bool:
+        """Whether it normalises each head's vector (else each token's whole projection)."""
+        return self.over == "head"
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,7 +134,8 @@ class ProjectedInputs:
     """X ``[query, d_in]`` and, for cross-attention, ``x_kv`` ``[key, d_in]`` (default X), with the
     projections that make Q = X W_q + b_q, K = x_kv W_k + b_k and V = x_kv W_v + b_v (made with ``of``).
 
-    ``q_norm`` and ``k_norm``, when given, normalise each head of Q and of K once it is split (QK-norm).
+    ``q_norm`` and ``k_norm``, when given, normalise Q and K (QK-norm): each head once it is split, or each
+    token's whole projection before the split (``HeadNorm.over``; then as wide as W_q's or W_k's output).
     """
 
     x: np.ndarray
@@ -155,6 +172,12 @@ class ProjectedInputs:
                 raise ConfigError(f"{where}: b_{name[2]} must have {w.d_out} values, got {w.bias.size}")
         if w_k.d_out != w_v.d_out:
             raise ConfigError(f"{where}: w_k and w_v must have the same number of columns")
+        for name, norm, w in (("q_norm", q_norm, w_q), ("k_norm", k_norm, w_k)):
+            if norm is not None and not norm.per_head and norm.weight.shape != (w.d_out,):
+                raise ConfigError(
+                    f"{where}: {name} over the whole projection must have w_{name[0]}'s {w.d_out} values, "
+                    f"got {norm.weight.size}"
+                )
         return cls(x, None if x_kv is None else kv_source, w_q, w_k, w_v, q_norm, k_norm)
 
     @property

@@ -95,7 +95,7 @@ class AttentionSpec:
             )
         if isinstance(self.inputs, ProjectedInputs):
             for name, norm in (("q_norm", self.inputs.q_norm), ("k_norm", self.inputs.k_norm)):
-                if norm is not None and norm.weight.shape != (d_k,):
+                if norm is not None and norm.per_head and norm.weight.shape != (d_k,):
                     raise ConfigError(f"{where}: {name} must have d_k = {d_k} values, got {norm.weight.size}")
         if kv_width != settings.kv_heads * d_k:
             raise ConfigError(

@@ -94,10 +94,31 @@ def project(ops: Backend, inputs: Inputs) -> tuple[Array, Array, Array]:
 
 
 def normalise(ops: Backend, heads: Array, norm: HeadNorm) -> Array:
-    """RMSNorm of every head's vector: ``x / sqrt(mean(x²) + eps) * weight`` over d_k (QK-norm)."""
-    d_k = heads.shape[-1]
-    mean_square = (heads * heads) @ ops.array(np.full((d_k, 1), 1.0 / d_k))  # (…, n, 1)
+    """RMSNorm over the last axis: ``x / sqrt(mean(x²) + eps) * weight`` (QK-norm), of every head's vector
+    (over d_k) or of every token's whole projection (over H · d_k, before the head split)."""
+    width = heads.shape[-1]
+    mean_square = (heads * heads) @ ops.array(np.full((width, 1), 1.0 / width))  # (…, n, 1)
     return heads * (mean_square + norm.eps) ** -0.5 * ops.array(norm.weight)
+
+
+def normed_projections(ops: Backend, inputs: Inputs, q: Array, k: Array) -> tuple[Array, Array]:
+    """Q and K through the norms the inputs give over the whole projection (OLMo 2), before the head split."""
+    if isinstance(inputs, ProjectedInputs):
+        if inputs.q_norm is not None and not inputs.q_norm.per_head:
+            q = normalise(ops, q, inputs.q_norm)  # (N, H·d_k)
+        if inputs.k_norm is not None and not inputs.k_norm.per_head:
+            k = normalise(ops, k, inputs.k_norm)  # (M, H_kv·d_k)
+    return q, k
+
+
+def normed_heads(ops: Backend, inputs: Inputs, q_heads: Array, k_heads: Array) -> tuple[Array, Array]:
+    """Each head of Q and K through the norms the inputs give per head (Qwen 3), once split."""
+    if isinstance(inputs, ProjectedInputs):
+        if inputs.q_norm is not None and inputs.q_norm.per_head:
+            q_heads = normalise(ops, q_heads, inputs.q_norm)  # (H, N, d_k)
+        if inputs.k_norm is not None and inputs.k_norm.per_head:
+            k_heads = normalise(ops, k_heads, inputs.k_norm)  # (H_kv, M, d_k)
+    return q_heads, k_heads
 
 
 def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray, length: int) -> Array:
@@ -150,16 +171,13 @@ def attention(
     settings = spec.settings
     # 1. Project: Q, K and V as the input gives them, or made from X.
     q, k, v = project(ops, spec.inputs)  # (N, d_model), (M, H_kv·d_k), (M, H_kv·d_k)
-    # 2. Split into heads; normalise each head of Q and K (QK-norm) and turn them by position (rotary
-    #    positions), when the inputs and settings ask.
+    # 2. Normalise Q and K (QK-norm) over the whole projection, or split into heads and normalise each head; turn
+    #    them by position (rotary positions), when the inputs and settings ask.
+    q, k = normed_projections(ops, spec.inputs, q, k)  # (N, d_model), (M, H_kv·d_k)
     q_heads = split_heads(ops, q, settings.heads, settings.layout)  # (H, N, d_k)
     k_heads = split_heads(ops, k, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
     v_heads = split_heads(ops, v, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
-    inputs = spec.inputs
-    if isinstance(inputs, ProjectedInputs) and inputs.q_norm is not None:
-        q_heads = normalise(ops, q_heads, inputs.q_norm)
-    if isinstance(inputs, ProjectedInputs) and inputs.k_norm is not None:
-        k_heads = normalise(ops, k_heads, inputs.k_norm)
+    q_heads, k_heads = normed_heads(ops, spec.inputs, q_heads, k_heads)
     if settings.rotary is not None:
         length = sequence_length(spec.positions, spec.n_keys)  # what dynamic and longrope scaling read
         q_heads = rotate(ops, q_heads, settings.rotary, spec.positions, length)  # (H, N, d_k)

@@ -37,8 +37,9 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     a raw or scaled score within d_k·b²·max(1, |s|); a head output, a weighted mean of V's rows,
     within b, and the engines' sums of M rescaled terms within M·b; the projected output within
     d_model·b·a + a. Rotary positions turn pairs of Q's and K's numbers: each stays within √2·b, so
-    a score within 2·d_k·b². A head norm (QK-norm) leaves each number within √d_k·a (a unit-RMS
-    vector's largest is √d_k, times a weight within a), so Q and K are then within max(b, √d_k·a).
+    a score within 2·d_k·b². A head norm (QK-norm) of width w (d_k per head, H·d_k over the projection)
+    leaves each number within √w·a (a unit-RMS vector's largest is √w, times a weight within a), so Q
+    and K are then within max(b, √w·a).
     Each must stay below the dtype's largest number with room for rounding.
     Only below float64, whose range ``check_range`` has already measured a for; in float64,
     measuring the inputs would cost more than the scan of the output it spares.
@@ -50,8 +51,8 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     inputs = spec.inputs
     projections = [inputs.w_q, inputs.w_k, inputs.w_v] if isinstance(inputs, ProjectedInputs) else []
     b = max(w.d_in for w in projections) * a * a + a if projections else a
-    normed = isinstance(inputs, ProjectedInputs) and (inputs.q_norm is not None or inputs.k_norm is not None)
-    qk = max(b, math.sqrt(spec.d_k) * a) if normed else b
+    norms = [n for n in (inputs.q_norm, inputs.k_norm) if n is not None] if isinstance(inputs, ProjectedInputs) else []
+    qk = max(b, math.sqrt(max(n.weight.size for n in norms)) * a) if norms else b  # a norm's width: d_k or H · d_k
     rotary = spec.settings.rotary  # turning can double a score, and an attention factor scales q and k alike
     turned = 1.0 if rotary is None else 2.0 * rotary.attention**2
     bounds = [turned * spec.d_k * qk * qk * max(1.0, abs(spec.multiplier)), spec.n_keys * b]

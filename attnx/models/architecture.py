@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,8 +26,9 @@ class ModelInfo:
     each head's width; ``rotary`` the rotary positions (None: learned or no positions; where layers differ, the
     first layer's that has any) and ``rotaries`` each layer's (empty for a family without them); ``windows`` each
     layer's sliding window (None: the whole past); ``softcap`` the scores' soft cap; ``qk_norm`` whether
-    each head's q and k are normalised; ``tied_embeddings`` whether the output layer reuses the input
-    embeddings (None: an encoder); ``gated`` whether the MLP is gated; ``weight_files`` how many files hold the weights.
+    q and k are normalised, ``qk_norm_over`` where (``head``: each head's; ``projection``: the whole projections);
+    ``tied_embeddings`` whether the output layer reuses the input embeddings (None: an encoder); ``gated`` whether
+    the MLP is gated; ``weight_files`` how many files hold the weights.
     """
 
     path: str
@@ -58,6 +58,7 @@ class ModelInfo:
     windows: tuple[int | None, ...] = ()
     softcap: float | None = None
     qk_norm: bool = False
+    qk_norm_over: str = "none"
     tied_embeddings: bool | None = None
     gated: bool = False
     weight_files: int = 1
@@ -82,6 +83,16 @@ def weights_and_biases(*names: str) -> Iterator[str]:
     for name in names:
         yield f"{name}.weight"
         yield f"{name}.bias"
+
+
+@dataclass(frozen=True)
+class WeightRef:
+    """Which checkpoint tensor a ``weight`` call reads: its arguments."""
+
+    name: str
+    alternatives: tuple[str, ...]
+    shape: Shape
+    prefixed: bool
 
 
 class Architecture:
@@ -116,6 +127,7 @@ class Architecture:
     windows: tuple[int | None, ...] = ()
     softcap: float | None = None
     qk_norm: bool = False
+    qk_norm_over: ClassVar[str] = "none"  # where QK-norm applies (a decoder's hook): none, head or projection
     gated: bool = False
 
     @property
@@ -127,6 +139,7 @@ class Architecture:
     def __init__(self, checkpoint: Checkpoint, dtype: str = "float64") -> None:
         self.checkpoint = checkpoint
         self.dtype = np.dtype(dtype)
+        self._output: np.ndarray | None = None  # the LM head's table, kept once read whole (``logits``)
         self.read_config()
         self.check_heads()
         checkpoint.use_prefix(self.prefixes, self.probe, self.family)
@@ -231,12 +244,27 @@ class Architecture:
         return False
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """Next-token logits ``[token, vocab]`` from the last hidden state (only where ``has_lm_head``)."""
-        return hidden @ self.output_table.T
+        """Next-token logits ``[token, vocab]`` from the last hidden state (only where ``has_lm_head``):
+        ``hidden @ W.T``, the output table W (vocab × d_model: 525M elements for an 8B model) read in chunks of
+        rows, each within the element cap, one at a time; each chunk fills its columns of the logits. A table
+        within the element cap is read whole once and kept (an ablation sweep asks for logits per head)."""
+        if self._output is not None:
+            return hidden @ self._output.T
+        ref, ckpt = self.output_tensor(), self.checkpoint
+        (vocab, _), chunks = ckpt.row_chunks(ref.name, *ref.alternatives, shape=ref.shape, prefixed=ref.prefixed)
+        logits = np.empty((hidden.shape[0], vocab), dtype=np.result_type(hidden.dtype, self.dtype))
+        held = []
+        for index, rows in chunks:
+            block = rows.astype(self.dtype, copy=False)
+            logits[:, index] = hidden @ block.T
+            held.append(block)
+        if len(held) == 1:  # the whole table fit one chunk: keep it
+            self._output = held[0]
+        return logits
 
-    @functools.cached_property
-    def output_table(self) -> np.ndarray:
-        """The language-model head's ``[vocab, d_model]`` weights, read once (a family with one says where)."""
+    def output_tensor(self) -> WeightRef:
+        """Which checkpoint tensor holds the language-model head's ``[vocab, d_model]`` weights (a family with
+        one says where); ``logits`` reads it."""
         raise ModelError(f"{self.checkpoint.name}: the checkpoint has no language-model head")
 
     def is_buffer(self, name: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,10 @@ class Checkpoint:
 
     ``prefix`` is put before every tensor name: checkpoints saved from a task model carry the base
     model under a prefix (``bert.``, ``transformer.``), bare ones none (see ``use_prefix``).
-    ``limits`` bound config.json (``max_bytes``, ``max_depth``) and every tensor read, checked against
-    ``max_dimension`` and ``max_elements`` from the file's header before its data is touched (an
-    embedding table read by rows counts only the rows read).
+    ``limits`` bound config.json (``max_bytes``, ``max_depth``) and every tensor read, checked from the file's
+    header before its data is touched: a weight read whole against ``max_dimension`` and, by its bytes as
+    float64, ``max_weight_bytes`` (its size is the model's, not the text's); a table read by rows (``rows``:
+    the text's tokens; ``row_chunks``: an LM head) against ``max_dimension`` and ``max_elements`` for each read.
     """
 
     def __init__(self, path: str | Path, limits: Limits | None = None) -> None:
@@ -265,18 +266,41 @@ class Checkpoint:
 
     def tensor(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> np.ndarray:
         """Tensor ``name`` (under the prefix unless not ``prefixed``; else the first of ``alternatives`` held),
-        read now, its shape checked against ``shape`` (what config.json implies) and the caps first."""
+        read now, its shape checked against ``shape`` (what config.json implies) and the weight caps first."""
         part, full = self._slice(name, *alternatives, shape=shape, prefixed=prefixed)
-        self._check_shape(full, tuple(part.get_shape()))
+        problem = self.limits.weight_problem(tuple(part.get_shape()))
+        if problem:
+            raise LimitError(f"{self.file_of(full)}: tensor {full!r}: {problem}")
         return self._read(part, full, slice(None))
+
+    def _table(self, name: str, *alternatives: str, shape: Shape, prefixed: bool) -> tuple[Any, str, tuple[int, int]]:
+        """The lazy slice of 2-D tensor ``name``, its stored name and its shape (ModelError for other ranks)."""
+        part, full = self._slice(name, *alternatives, shape=shape, prefixed=prefixed)
+        table = tuple(part.get_shape())
+        if len(table) != 2:
+            raise ModelError(f"{self.file_of(full)}: tensor {full!r} has shape {table}; a table of rows has 2 axes")
+        return part, full, (table[0], table[1])
+
+    def row_chunks(
+        self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True
+    ) -> tuple[tuple[int, int], Iterator[tuple[slice, np.ndarray]]]:
+        """A 2-D table's shape, and its rows in order as ``(rows, values)`` chunks, each read when the iterator
+        reaches it and within the element cap (``Limits.rows_per_chunk``): the table is never held whole."""
+        part, full, table = self._table(name, *alternatives, shape=shape, prefixed=prefixed)
+        step = self.limits.rows_per_chunk(table[1])
+
+        def chunks() -> Iterator[tuple[slice, np.ndarray]]:
+            for start in range(0, table[0], step):
+                index = slice(start, min(start + step, table[0]))
+                self._check_shape(full, (index.stop - start, table[1]))
+                yield index, self._read(part, full, index)
+
+        return table, chunks()
 
     def rows(self, name: str, index: slice | Sequence[int] | np.ndarray, shape: Shape = None) -> np.ndarray:
         """Rows of a 2-D tensor: a slice, or the rows of ``index`` (each read alone: the table stays on disk).
         ``shape`` is the whole table's, as config.json implies it; a row past the table's end is a ModelError."""
-        part, full = self._slice(name, shape=shape)
-        table = tuple(part.get_shape())
-        if len(table) != 2:
-            raise ModelError(f"{self.file_of(full)}: tensor {full!r} has shape {table}; a table of rows has 2 axes")
+        part, full, table = self._table(name, shape=shape, prefixed=True)
         wanted = range(*index.indices(table[0])) if isinstance(index, slice) else np.asarray(index, dtype=np.intp)
         if isinstance(index, slice) and index.stop is not None and index.stop > table[0]:
             raise ModelError(f"{self.file_of(full)}: tensor {full!r} has {table[0]} rows; {index.stop} are needed")
@@ -295,7 +319,7 @@ class Checkpoint:
         return rows[inverse]
 
     def _check_shape(self, full: str, shape: tuple[int, ...]) -> None:
-        """Refuse to read ``shape`` of tensor ``full`` when an axis or its element count is over the caps."""
+        """Refuse to read ``shape`` rows of table ``full`` when an axis or its element count is over the caps."""
         problem = self.limits.shape_problem(shape)
         if problem:
             raise LimitError(f"{self.file_of(full)}: tensor {full!r}: {problem}")

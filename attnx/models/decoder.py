@@ -16,7 +16,7 @@ hook                        decides (default)
                             (``input_layernorm`` before attention, ``post_attention_layernorm`` before the MLP)
 ``norm(x, name)``           what a norm computes (RMSNorm; ``norm_offset``: × (1 + w), Gemma)
 ``qk_norm_over``            QK-norm: ``none``, ``head`` (RMSNorm on each head's q and k before RoPE, Qwen 3) or
-                            ``projection`` (over the whole projection, OLMo 2: not yet in the spec) (none)
+                            ``projection`` (on the whole q and k projections, before the head split, OLMo 2) (none)
 ``parallel_residual``       x + attn(ln1 x) + mlp(ln2 x), GPT-NeoX's form, instead of one after the other (False)
 ``mlp(layer, x)``           the MLP (gated: down(act(gate(x)) * up(x))); plain or routed MLPs override it
 ``layer_types()``           each layer's attention, full or sliding, from ``layer_types`` or the rule ``sliding``
@@ -36,7 +36,6 @@ is refused when it is set: it would change what the model computes.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -48,7 +47,7 @@ from attnx.core.inputs import HeadNorm
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.errors import ConfigError, ModelError
-from attnx.models.architecture import Architecture, weights_and_biases
+from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
 from attnx.models.checkpoint import CONFIG
 from attnx.models.nn import dense
 from attnx.models.rope import FULL, LAYER_TYPES, SLIDING, rope_mappings
@@ -177,8 +176,6 @@ class Decoder(Architecture):
         self.act = self.activation(self.activation_key, self.activation_default, aliases=dict(self.activation_aliases))
         if self.heads % self.kv_heads:
             raise ModelError(f"{where}: {self.heads} attention heads cannot be shared among {self.kv_heads} K/V heads")
-        if self.qk_norm_over == "projection":
-            raise ModelError(f"{where}: {self.family}'s QK-norm over whole projections is not supported yet")
         self.types = self.layer_types()
         size = self.window_size()
         self.windows = tuple(size if kind == SLIDING else None for kind in self.types)
@@ -367,17 +364,19 @@ class Decoder(Architecture):
         """The tensors of ``projections`` and ``qk_norms`` (their twin)."""
         p = self.attention_prefix(layer)
         yield from weights_and_biases(*(p + name for name in ("q_proj", "k_proj", "v_proj", "o_proj")))
-        if self.qk_norm_over == "head":
+        if self.qk_norm_over != "none":
             yield from (f"{p}q_norm.weight", f"{p}k_norm.weight")
 
     def qk_norms(self, layer: int) -> tuple[HeadNorm | None, HeadNorm | None]:
-        """Hook: the norms of each head's q and k before rotary positions: with ``qk_norm_over`` ``head``, the
-        RMSNorms ``q_norm`` and ``k_norm`` (d_k wide; × (1 + w) under ``norm_offset``); else none."""
-        if self.qk_norm_over != "head":
+        """Hook: the norms of q and k before rotary positions, the RMSNorms ``q_norm`` and ``k_norm`` (× (1 + w) under
+        ``norm_offset``): with ``qk_norm_over`` ``head`` on each head (d_k wide), with ``projection`` on the whole
+        projections before the head split (heads × d_k and kv_heads × d_k wide); else none."""
+        if self.qk_norm_over == "none":
             return None, None
-        p = self.attention_prefix(layer)
-        return (HeadNorm.of(self.norm_weight(p + "q_norm", self.head_dim), self.eps),
-                HeadNorm.of(self.norm_weight(p + "k_norm", self.head_dim), self.eps))  # fmt: skip
+        p, over = self.attention_prefix(layer), self.qk_norm_over
+        heads, kv_heads = (self.heads, self.kv_heads) if over == "projection" else (1, 1)
+        return (HeadNorm.of(self.norm_weight(p + "q_norm", heads * self.head_dim), self.eps, over),
+                HeadNorm.of(self.norm_weight(p + "k_norm", kv_heads * self.head_dim), self.eps, over))  # fmt: skip
 
     def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
         """Hook: layer ``layer``'s MLP on ``x`` ``[token, d_model]``: gated, down(act(gate(x)) * up(x))."""
@@ -433,16 +432,13 @@ class Decoder(Architecture):
         """Tied embeddings, or an ``lm_head.weight`` beside the model's tensors."""
         return self.tied or self.checkpoint.has(LM_HEAD, prefixed=False)
 
-    @functools.cached_property
-    def output_table(self) -> np.ndarray:
+    def output_tensor(self) -> WeightRef:
         """The tied embeddings, or ``lm_head`` beside the model's tensors."""
         shape = (self.vocab_size, self.d_model)
-        if self.tied:
-            return self.weight(self.probe, shape=shape)
-        return self.weight(LM_HEAD, shape=shape, prefixed=False)
+        return WeightRef(self.probe, (), shape, True) if self.tied else WeightRef(LM_HEAD, (), shape, False)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """``hidden @ W.T`` (``output_table``), soft-capped by ``final_softcap`` where the family reads one."""
+        """``hidden @ W.T`` (``output_tensor``), soft-capped by ``final_softcap`` where the family reads one."""
         logits = super().logits(hidden)
         if self.final_softcap is not None:
             cap = np.asarray(self.final_softcap, dtype=logits.dtype)

@@ -43,7 +43,10 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         heads += f", {info.kv_heads} K/V heads ({kind}: groups of {group})"
     attention = [("heads", heads), ("positions", positions_text(info))]
     if info.qk_norm:
-        attention.append(("QK-norm", "RMSNorm on each head's q and k before rotary positions"))
+        where = "on each head's q and k before"
+        if info.qk_norm_over == "projection":  # OLMo 2's
+            where = "over the whole projection of q and of k, before the head split and"
+        attention.append(("QK-norm", f"RMSNorm {where} rotary positions"))
     attention += [("window", text) for text in [windows_text(info.windows)] if text]
     if info.softcap is not None:
         attention.append(("soft cap", f"scores capped at {info.softcap:g} (cap · tanh(s / cap))"))

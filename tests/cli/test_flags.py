@@ -64,7 +64,8 @@ class TestGrouped:
             seen.extend([config, engine, caps])
 
         grouped(command)(config="x.yaml", engine=Engine.torch, device=Device.cpu, dtype=None, max_bytes="1K",
-                         max_yaml_bytes=None, max_depth=None, max_dimension=None, max_elements=None)  # fmt: skip
+                         max_yaml_bytes=None, max_depth=None, max_dimension=None, max_elements=None,
+                         max_weight_bytes=None)  # fmt: skip
         assert seen == ["x.yaml", EngineFlags(engine=Engine.torch, device=Device.cpu), CapFlags(max_bytes="1K")]
 
     def test_flags_arrive_in_the_groups(self) -> None:

@@ -120,6 +120,12 @@ VARIANTS = {
              "rope_parameters": {"rope_type": "longrope", "rope_theta": 100.0, "short_factor": [2.0, 1.5, 3.0, 1.0],
                                  "long_factor": [8.0, 6.0, 12.0, 4.0]}},
         ),
+        Variant(  # OLMo 2: QK-norm over the whole projections (q 32 wide, k 16: GQA), norms after each sublayer
+            "olmo2", "olmo2",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False, "eos_token_id": None,
+             "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}},
+            rewritten={"rms_norm_eps": None},  # Olmo2Config's default, 10⁻⁵, where config.json has none
+        ),
         Variant(
             "gpt_neox", "gpt_neox",
             {"num_attention_heads": 2, "rotary_pct": 0.25, "rotary_emb_base": 500.0, "use_parallel_residual": True,
@@ -130,6 +136,23 @@ VARIANTS = {
             {"num_attention_heads": 4, "rotary_pct": 0.5, "use_parallel_residual": False, "attention_bias": False,
              "hidden_act": "gelu_new", "tie_word_embeddings": True},
             stored="float16",
+        ),
+        Variant(  # Mixtral: 4 experts (w1/w3/w2), top-2 always renormalised, on every layer; Mistral's window of 4
+            "mixtral", "mixtral",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+             "sliding_window": 4, "tie_word_embeddings": False},
+        ),
+        Variant(  # Qwen 2 MoE: 4 experts, top-2 not renormalised, a gated shared expert; layer 1 dense; q/k/v biases
+            "qwen2_moe", "qwen2_moe",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+             "moe_intermediate_size": 24, "shared_expert_intermediate_size": 40, "norm_topk_prob": False,
+             "mlp_only_layers": [1], "tie_word_embeddings": False},
+        ),
+        Variant(  # Qwen 3 MoE: QK-norm, 4 experts, top-2 renormalised, decoder_sparse_step 2 (layers 0 and 2 dense)
+            "qwen3_moe", "qwen3_moe",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 12, "num_experts": 4,
+             "num_experts_per_tok": 2, "moe_intermediate_size": 24, "norm_topk_prob": True,
+             "decoder_sparse_step": 2, "tie_word_embeddings": True},
         ),
     )
 }  # fmt: skip
@@ -196,7 +219,10 @@ def run_reference(path: Path, ids: list[int], dtype: str) -> tuple[list[np.ndarr
 
     wide = dtype == "float64"
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        path, attn_implementation="eager", dtype=torch.float64 if wide else torch.float32
+        path,
+        attn_implementation="eager",
+        dtype=torch.float64 if wide else torch.float32,
+        experts_implementation="eager",  # MoE experts one by one (grouped_mm refuses float64)
     )
     model.eval()
     with float64_everywhere() if wide else contextlib.nullcontext():

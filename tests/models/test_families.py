@@ -378,17 +378,17 @@ class TestHooks:
             expected = x + attended + arch.mlp(0, arch.norm(x, "layers.0.post_attention_layernorm"))
             assert np.abs(run.stream() - expected).max() == 0 and type(arch) is Parallel
 
-    def test_whole_projection_qk_norm_is_refused(
+    def test_whole_projection_qk_norm_needs_its_tensors(
         self, llama: DecoderReference, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """QK-norm over the whole projection (OLMo 2) cannot be handed to the spec yet: refused, not approximated."""
+        """QK-norm over the whole projection (OLMo 2) on a checkpoint without q_norm: refused, naming the tensor."""
 
         class Olmo(Llama):
             qk_norm_over = "projection"
 
         monkeypatch.setitem(ARCHITECTURES, "llama", Olmo)
-        with pytest.raises(ModelError, match="QK-norm over whole projections is not supported yet"):
-            open_model(llama.path)
+        with pytest.raises(ModelError, match=r"q_norm\.weight"), open_model(llama.path) as model:
+            model.run(TEXT, layer=0).step()
 
     def test_misspelt_hook_values_fail_on_definition(self) -> None:
         """A family whose ``sliding`` names no rule attnx has fails when its class is made, not when a model opens."""

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from attnx.errors import LimitError
@@ -121,19 +123,89 @@ class TestArraysOfTheForwardPass:
 
 
 class TestTensors:
-    def test_tensor_over_max_elements_is_not_read(self, gpt2: Reference) -> None:
-        """A weight over max_elements (c_attn: 32 × 96) is refused from the file's header, naming the tensor."""
-        with pytest.raises(LimitError) as caught:
-            load_model_spec(gpt2.path, TEXT, 0, limits=Limits(max_elements=3000))
-        assert str(caught.value) == (
-            f"{gpt2.path / 'model.safetensors'}: tensor 'transformer.h.0.attn.c_attn.weight': an array of "
-            "32 × 96 (3,072 elements) exceeds the element cap of 3,000 elements per array; "
-            "raise it with --max-elements or ATTNX_MAX_ELEMENTS"
-        )
-
     def test_embedding_table_counts_the_rows_read(self, gpt2: Reference) -> None:
         """The token embedding table (vocabulary × 32, over the cap whole) is read by rows: only those count."""
         vocabulary = describe(gpt2.path).vocab_size
         assert vocabulary * 32 > 5000
         spec = load_model_spec(gpt2.path, TEXT, 0, limits=Limits(max_elements=5000))
         assert spec.n_queries == len(gpt2.ids)
+
+
+class TestWeights:
+    """Weights are the model's sizes, not the text's: a weight read whole is counted by its bytes against the weight
+    cap, a table is read by rows, and what a text controls (its rows, the logits) stays under the element cap."""
+
+    def test_mlp_weight_over_max_elements_is_read_by_its_bytes(self, gpt2: Reference) -> None:
+        """c_fc (32 × 128 = 4,096 elements) is read under an element cap of 4,000; 32 KiB as float64 is what counts."""
+        load_model_spec(gpt2.path, TEXT, 1, limits=Limits(max_elements=4000))
+        with pytest.raises(LimitError) as caught:
+            load_model_spec(gpt2.path, TEXT, 1, limits=Limits(max_elements=4000, max_weight_bytes=4096 * 8 - 1))
+        assert str(caught.value) == (
+            f"{gpt2.path / 'model.safetensors'}: tensor 'transformer.h.0.mlp.c_fc.weight': a weight of 32 × 128 "
+            "(4,096 elements, 32 KiB as float64) exceeds the weight cap of 32 KiB; raise it with --max-weight-bytes or ATTNX_MAX_WEIGHT_BYTES"
+        )
+
+    def test_lm_head_over_max_elements_gives_exact_logits_in_chunks(self, gpt2: Reference) -> None:
+        """The tied output table (vocabulary × 32, over a cap of 4,000 whole) is read in three chunks of up to 125 rows: the
+        logits equal one whole-table product, and ablate's next-token effects those under the default caps."""
+        from safetensors.numpy import load_file
+
+        from attnx.analysis.effects import ablations
+
+        table = load_file(gpt2.path / "model.safetensors")["transformer.wte.weight"].astype(np.float64)
+        assert table.size > 2 * 4000
+        effects = []
+        for limits in (Limits(max_elements=4000), Limits()):
+            with open_model(gpt2.path, limits=limits) as model:
+                encoded = model.encode(TEXT)
+                hidden = model.run(encoded, layer=model.layers - 1).finish()
+                np.testing.assert_array_equal(model.architecture.logits(hidden), hidden @ table.T)
+                effects.append(ablations(model, encoded, [((0, 1),)]).effects[0])
+        assert effects[0].kl is not None
+        np.testing.assert_array_equal(effects[0].kl, effects[1].kl)
+
+    @pytest.mark.parametrize(
+        ("shape", "refusal"),
+        [
+            (
+                (16384, 16384),
+                "a weight of 16384 × 16384 (268,435,456 elements, 2 GiB as float64) exceeds the weight cap",
+            ),
+            ((2_000_000, 1), "an axis of 2,000,000 exceeds the dimension cap"),
+        ],
+    )
+    def test_header_claiming_a_huge_weight_is_refused_unread(
+        self, tmp_path: Path, shape: tuple[int, int], refusal: str
+    ) -> None:
+        """A header whose data is all there (a sparse file) but claims a huge weight is refused by the weight caps
+        from the header; one whose data is missing is refused by safetensors when the file is opened."""
+        from attnx.errors import ModelError
+        from attnx.models.checkpoint import Checkpoint
+
+        for name in ("config.json", "tokenizer.json"):
+            (tmp_path / name).write_text("{}")
+        size = 2 * shape[0] * shape[1]
+        header = json.dumps({"w": {"dtype": "F16", "shape": list(shape), "data_offsets": [0, size]}}).encode()
+        path = tmp_path / "model.safetensors"
+        path.write_bytes(len(header).to_bytes(8, "little") + header)
+        with Checkpoint(tmp_path) as checkpoint, pytest.raises(ModelError, match="not a readable safetensors file"):
+            checkpoint.tensor("w")
+        with path.open("r+b") as handle:
+            handle.truncate(8 + len(header) + size)  # sparse: nothing is written
+        with Checkpoint(tmp_path) as checkpoint, pytest.raises(LimitError, match=re.escape(f"tensor 'w': {refusal}")):
+            checkpoint.tensor("w")
+
+    def test_llama_3_8b_fits_the_default_caps(self) -> None:
+        """Llama 3 8B's shapes (numbers, not a file): every weight read whole fits the weight cap (the largest, an
+        MLP matrix, is 448 MiB as float64), the 128,256 × 4,096 tables are read in chunks of 4,096 rows within
+        the element cap, and 128 tokens' logits fit it."""
+        hidden, kv, mlp, vocab = 4096, 8 * 128, 14336, 128256
+        limits = Limits()
+        whole = [(hidden, hidden), (kv, hidden), (kv, hidden), (hidden, hidden), (mlp, hidden), (mlp, hidden)]
+        for shape in [*whole, (hidden, mlp), (hidden,)]:
+            assert limits.weight_problem(shape) is None
+        assert size_text(mlp * hidden * 8) == "448 MiB"
+        assert limits.weight_problem((vocab, hidden)) is not None  # never read whole: by rows or in chunks
+        assert limits.rows_per_chunk(hidden) == 4096
+        assert limits.shape_problem((limits.rows_per_chunk(hidden), hidden)) is None
+        assert limits.shape_problem((128, vocab)) is None

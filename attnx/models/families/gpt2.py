@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterator
 
 import numpy as np
 
 from attnx.core.spec import AttentionSpec, Linear
-from attnx.models.architecture import Architecture, weights_and_biases
+from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
 
@@ -111,10 +110,9 @@ class Gpt2(Architecture):
         """GPT-2's output layer is its token embeddings (tied), so every checkpoint has one."""
         return True
 
-    @functools.cached_property
-    def output_table(self) -> np.ndarray:
+    def output_tensor(self) -> WeightRef:
         """``wte``: GPT-2 ties its output layer to the token embeddings."""
-        return self.weight("wte.weight", shape=(self.vocab_size, self.d_model))
+        return WeightRef("wte.weight", (), (self.vocab_size, self.d_model), True)
 
     def is_buffer(self, name: str) -> bool:
         """Older GPT-2 checkpoints store each layer's causal mask (``attn.bias``, ``attn.masked_bias``)."""

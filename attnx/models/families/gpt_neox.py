@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +9,7 @@ import numpy as np
 
 from attnx.core.spec import Linear
 from attnx.errors import ModelError
-from attnx.models.architecture import Architecture, weights_and_biases
+from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
 from attnx.models.checkpoint import CONFIG
 from attnx.models.decoder import Decoder, Norms
 from attnx.models.nn import layer_norm
@@ -110,11 +109,10 @@ class GptNeox(Decoder):
         """Tied embeddings, or ``embed_out`` beside the model's tensors."""
         return self.tied or self.checkpoint.has(EMBED_OUT, prefixed=False)
 
-    @functools.cached_property
-    def output_table(self) -> np.ndarray:
+    def output_tensor(self) -> WeightRef:
         """The tied embeddings, or ``embed_out``."""
         name, prefixed = (self.probe, True) if self.tied else (EMBED_OUT, False)
-        return self.weight(name, shape=(self.vocab_size, self.d_model), prefixed=prefixed)
+        return WeightRef(name, (), (self.vocab_size, self.d_model), prefixed)
 
     def is_buffer(self, name: str) -> bool:
         """Older checkpoints also store each layer's causal mask (``attention.bias``, ``attention.masked_bias``)."""

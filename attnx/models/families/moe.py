@@ -1,0 +1,195 @@
+"""Mixtral, Qwen 2 MoE and Qwen 3 MoE: decoders of the Llama line whose MLP is a routed mixture of gated experts.
+
+Per MoE layer, on the normed stream x ``[token, d_model]``: router logits x·W_routerᵀ (``[token, expert]``), a
+softmax over the experts, the ``num_experts_per_tok`` most probable experts (renormalised to sum 1: always in
+Mixtral, where ``norm_topk_prob`` in Qwen), and the sum of each chosen expert's SwiGLU MLP, down(act(gate(x)) *
+up(x)), times its weight; Qwen 2 MoE adds a shared expert times sigmoid(x·w_sharedᵀ). Qwen MoE layers listed in
+``mlp_only_layers``, or off the ``decoder_sparse_step`` rule, have one dense SwiGLU MLP instead.
+
+The experts are read as ``save_pretrained`` writes them (one 2-D weight per expert and projection: Mixtral's
+``w1``/``w3``/``w2``, Qwen's ``gate_proj``/``up_proj``/``down_proj``), not transformers 5's fused 3-D
+``experts.gate_up_proj`` in memory. Every expert's weights are read on every layer, chosen or not, so a forward
+pass reads exactly the tensors the family names.
+
+Ties: the chosen experts are the top ``k`` of a stable descending sort (the lower expert index first among equal
+probabilities). torch.topk leaves the order of exact ties unspecified (on CPU its selection may return either of
+two equal experts), so where two experts' router probabilities are exactly equal at the k-th place the expert chosen
+may differ from transformers'; otherwise the experts, and their sum (taken in ascending expert order, as
+transformers' ``index_add_`` loop does), are transformers'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+import numpy as np
+
+from attnx.errors import ModelError
+from attnx.models.checkpoint import CONFIG
+from attnx.models.decoder import Decoder
+from attnx.models.nn import dense
+
+QWEN_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")  # gate, up, down
+MIXTRAL_PROJECTIONS = ("w1", "w3", "w2")  # gate, up, down
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """The softmax over the last axis, in ``logits``' dtype."""
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def top_k(probabilities: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` largest probabilities ``[token, k]`` and their expert indices, the lower index first among
+    equal values (a stable sort; see the module's docstring on torch.topk's ties)."""
+    chosen = np.argsort(-probabilities, axis=-1, kind="stable")[:, :k]
+    return np.take_along_axis(probabilities, chosen, axis=-1), chosen
+
+
+class Routed(Decoder):
+    """A decoder whose MLP is a routed mixture of SwiGLU experts (see the module's docstring); each family below sets
+    where the mixture lives, its experts' names and widths, and whether it renormalises or has a shared expert."""
+
+    moe: ClassVar[str] = "mlp."  # the mixture's tensors, under the layer
+    projections_of_expert: ClassVar[tuple[str, str, str]] = QWEN_PROJECTIONS
+    expert_width_key: ClassVar[str] = "moe_intermediate_size"
+    expert_keys: ClassVar[tuple[str, ...]] = ("num_experts", "num_local_experts")
+    defaults: ClassVar[tuple[int, int]] = (8, 2)  # transformers' num_experts and num_experts_per_tok
+    always_renormalises: ClassVar[bool] = False  # else as ``norm_topk_prob`` says (absent: False)
+    shared_expert: ClassVar[bool] = False
+    dense_layers: ClassVar[bool] = True  # whether mlp_only_layers and decoder_sparse_step are read
+
+    def read_config(self) -> None:
+        """The decoder's settings, then the mixture's: experts, top-k, renormalisation, widths, sparse layers."""
+        super().read_config()
+        ckpt, where = self.checkpoint, self.checkpoint.path / CONFIG
+        self.experts = ckpt.integer(*self.expert_keys, default=self.defaults[0])
+        self.top_k = ckpt.integer("num_experts_per_tok", default=self.defaults[1])
+        if self.top_k > self.experts:
+            raise ModelError(f"{where}: num_experts_per_tok {self.top_k} exceeds the {self.experts} experts")
+        self.renormalise = self.always_renormalises or ckpt.flag("norm_topk_prob", False)
+        self.expert_width = ckpt.integer(self.expert_width_key)
+        self.shared_width = ckpt.integer("shared_expert_intermediate_size") if self.shared_expert else None
+        self.sparse = tuple(self.is_sparse(layer) for layer in range(self.layers))
+        self.design = f"{Decoder.design}, {self.mixture_words()}"
+
+    def mixture_words(self) -> str:
+        """The mixture in words, for ``attnx model``'s design (ModelInfo has no field for experts): experts × width,
+        top-k, renormalised or not, the shared expert, the dense layers."""
+        words = f"MoE {self.experts} experts × {self.expert_width}, top-{self.top_k}"
+        words += " renormalised" if self.renormalise else " not renormalised"
+        if self.shared_width is not None:
+            words += f", shared expert × {self.shared_width}"
+        dense = [str(layer) for layer, sparse in enumerate(self.sparse) if not sparse]
+        return words + (f", dense MLP on layer {', '.join(dense)}" if dense else "")
+
+    def is_sparse(self, layer: int) -> bool:
+        """Whether layer ``layer``'s MLP is the mixture: not in ``mlp_only_layers`` and ``decoder_sparse_step``
+        dividing layer + 1 (Qwen's rule; every layer where the family has no dense layers)."""
+        if not self.dense_layers:
+            return True
+        listed = self.checkpoint.config.get("mlp_only_layers") or []
+        if not isinstance(listed, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in listed):
+            raise ModelError(f"{self.checkpoint.path / CONFIG}: mlp_only_layers must list layer numbers")
+        return layer not in listed and (layer + 1) % self.checkpoint.integer("decoder_sparse_step", default=1) == 0
+
+    def swiglu(self, x: np.ndarray, prefix: str, names: tuple[str, str, str], width: int) -> np.ndarray:
+        """down(act(gate(x)) * up(x)) with the bias-free torch Linears ``prefix`` + each of ``names``."""
+        gate, up, down = (prefix + name + ".weight" for name in names)
+        hidden = self.act(dense(x, self.weight(gate, shape=(width, self.d_model)).T, None))
+        hidden = hidden * dense(x, self.weight(up, shape=(width, self.d_model)).T, None)
+        return dense(hidden, self.weight(down, shape=(self.d_model, width)).T, None)
+
+    def route(self, layer: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each token's chosen experts ``[token, k]`` and their weights: the top-k of the router's softmax,
+        renormalised where the family does."""
+        router = self.weight(f"{self.mixture(layer)}gate.weight", shape=(self.experts, self.d_model))
+        weights, chosen = top_k(softmax(dense(x, router.T, None)), self.top_k)
+        if self.renormalise:
+            weights = weights / weights.sum(axis=-1, keepdims=True)
+        return chosen, weights
+
+    def mixture(self, layer: int) -> str:
+        """Where layer ``layer``'s mixture (its router, experts and shared expert) is."""
+        return self.layer_prefix(layer) + self.moe
+
+    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+        """The routed mixture (plus the gated shared expert), or the dense SwiGLU MLP on a dense layer."""
+        p = self.mixture(layer)
+        if not self.sparse[layer]:
+            return self.swiglu(x, p, QWEN_PROJECTIONS, self.d_ff)
+        chosen, weights = self.route(layer, x)
+        out = np.zeros_like(x)
+        for expert in range(self.experts):  # every expert's weights are read, as ``mlp_tensors`` names them
+            rows, slot = np.nonzero(chosen == expert)  # each token picks an expert at most once
+            y = self.swiglu(x[rows], f"{p}experts.{expert}.", self.projections_of_expert, self.expert_width)
+            out[rows] += y * weights[rows, slot][:, None]
+        if self.shared_width is not None:
+            gate = dense(x, self.weight(f"{p}shared_expert_gate.weight", shape=(1, self.d_model)).T, None)
+            shared = self.swiglu(x, f"{p}shared_expert.", QWEN_PROJECTIONS, self.shared_width)
+            out = out + shared / (1 + np.exp(-gate))  # sigmoid(gate) * shared
+        return out
+
+    def mlp_tensors(self, layer: int) -> Iterator[str]:
+        """The tensors of ``mlp``: weights only (a bias transformers would leave unread is refused)."""
+        p = self.mixture(layer)
+        if not self.sparse[layer]:
+            yield from (f"{p}{name}.weight" for name in QWEN_PROJECTIONS)
+            return
+        yield f"{p}gate.weight"
+        for expert in range(self.experts):
+            yield from (f"{p}experts.{expert}.{name}.weight" for name in self.projections_of_expert)
+        if self.shared_expert:
+            yield f"{p}shared_expert_gate.weight"
+            yield from (f"{p}shared_expert.{name}.weight" for name in QWEN_PROJECTIONS)
+
+
+class Mixtral(Routed):
+    """Mixtral: Mistral's attention (``sliding_window`` on every layer, where set) and on every layer
+    ``block_sparse_moe``: router ``gate``, experts ``w1`` (gate), ``w3`` (up), ``w2`` (down), intermediate_size
+    wide; the top-k weights always renormalised."""
+
+    name = "mixtral"
+    family = "Mixtral"
+    stems = ("Mixtral",)
+    sliding = "all"
+    reads = frozenset({"sliding_window", "num_local_experts"})
+    moe = "block_sparse_moe."
+    projections_of_expert = MIXTRAL_PROJECTIONS
+    expert_width_key = "intermediate_size"
+    expert_keys = ("num_local_experts",)
+    always_renormalises = True
+    dense_layers = False
+
+
+class Qwen2Moe(Routed):
+    """Qwen 2 MoE (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen 2's attention (biases on q, k and v; sliding windows, which
+    its layer rule places otherwise, are refused) and a mixture of moe_intermediate_size experts plus a shared
+    expert (shared_expert_intermediate_size) gated by sigmoid(``shared_expert_gate``)."""
+
+    name = "qwen2_moe"
+    family = "Qwen 2 MoE"
+    stems = ("Qwen2Moe",)
+    sliding = "upper"
+    window_default = 4096
+    reads = frozenset({"sliding_window", "num_experts", "num_local_experts"})
+    defaults = (60, 4)
+    shared_expert = True
+
+
+class Qwen3Moe(Routed):
+    """Qwen 3 MoE (Qwen3-30B-A3B, 235B-A22B): Qwen 3's attention (QK-norm on each head; sliding windows refused)
+    and a mixture of moe_intermediate_size experts, renormalised where ``norm_topk_prob``."""
+
+    name = "qwen3_moe"
+    family = "Qwen 3 MoE"
+    stems = ("Qwen3Moe",)
+    qk_norm_over = "head"
+    sliding = "upper"
+    window_default = 4096
+    reads = frozenset({"sliding_window", "num_experts", "num_local_experts"})
+    defaults = (128, 8)
+
+
+FAMILIES = (Mixtral, Qwen2Moe, Qwen3Moe)
