@@ -22,13 +22,13 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from processes import ATTNX, measure  # benchmarks/ is the script's folder, first on sys.path
 
 SHAPE = {
     "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 896, "intermediate_size": 4864,
@@ -38,8 +38,6 @@ SHAPE = {
     "sliding_window": None, "max_window_layers": 21, "bos_token_id": 151643, "eos_token_id": 151643,
     "dtype": "bfloat16",
 }  # fmt: skip
-_SCRIPT = shutil.which("attnx", path=str(Path(sys.executable).parent)) or shutil.which("attnx")
-ATTNX = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "attnx"]
 
 TRANSFORMERS = """
 import sys, torch, transformers
@@ -105,19 +103,6 @@ def write_checkpoint(folder: Path) -> None:
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(folder / "tokenizer.json"))
-
-
-def measure(command: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    if status != 0:
-        raise SystemExit(
-            f"failed: {' '.join(command[:6])}...\n{process.stderr.read().decode() if process.stderr else ''}"
-        )
-    return seconds, usage.ru_maxrss / 1024
 
 
 def main() -> None:

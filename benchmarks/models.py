@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from processes import ATTNX, measure  # benchmarks/ is the script's folder, first on sys.path
+
 WORDS = 2000  # the tokenizer's vocabulary: w0 ... w1999 (ids below every model's vocabulary)
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -60,8 +62,6 @@ SHAPES: dict[str, dict[str, Any]] = {
     },
 }  # fmt: skip
 
-_SCRIPT = shutil.which("attnx", path=str(Path(sys.executable).parent)) or shutil.which("attnx")
-ATTNX = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "attnx"]
 
 TRANSFORMERS = """
 import sys, torch, transformers
@@ -95,19 +95,6 @@ def write_checkpoint(folder: Path, name: str) -> None:
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(partial / "tokenizer.json"))
     partial.rename(folder)
-
-
-def measure(command: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
-    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: progress bars cannot fill it and block the child
-        start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        if status != 0:
-            stderr.seek(0)
-            raise SystemExit(f"failed: {' '.join(command[:6])} ...\n{stderr.read().decode(errors='replace')}")
-    return seconds, usage.ru_maxrss / 1024
 
 
 def commands(folder: Path, name: str, tokens: int, threads: int) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ import typer
 
 from attnx.cli.errors import guarded
 from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags, ViewFlags, grouped
-from attnx.cli.inputs import STDIN, flag_worded, progress_for
+from attnx.cli.inputs import STDIN, flag_worded, open_checkpoint, progress_for
 from attnx.cli.options import OutputFormat, PrecisionOpt, RowFormat, TextsOpt
 from attnx.errors import UsageError
 
@@ -89,9 +89,8 @@ def detection(
 ) -> tuple[Detection, list[TextRecord]]:
     """Head detection on ``--model`` over the texts of ``--texts`` or, without it, over ``samples`` random
     sequences of ``length`` tokens repeated; with each sequence's own record."""
-    from attnx.engines import resolve_dtype
     from attnx.io.texts import read_texts
-    from attnx.models import open_model, runs
+    from attnx.models import runs
 
     if model is None:
         raise UsageError(f"{'--texts' if texts is not None else 'attnx detect'} runs a checkpoint: give --model DIR")
@@ -99,8 +98,7 @@ def detection(
     lines = read_texts(texts, limits) if texts is not None else None
     source = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
     unit = "texts" if lines is not None else "sequences"
-    dtype = resolve_dtype(options["engine"], options["device"], options["dtype"])
     progress = progress_for("detecting", quiet, unit=unit)
-    with open_model(model, dtype, limits) as opened, progress as bar, flag_worded(f"--length {length}: {{}}"):
+    with open_checkpoint(model, backend, limits) as opened, progress as bar, flag_worded(f"--length {length}: {{}}"):
         return runs.detect(opened, lines, samples=samples, length=length, seed=seed, source=source,
                            engine=options["engine"], device=options["device"], progress=bar)  # fmt: skip

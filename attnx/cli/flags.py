@@ -55,10 +55,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 class FlagGroup:
     """A group of flags: a frozen dataclass whose fields are options (see ``grouped``)."""
 
-    # Each field as typed on the command line (its first flag), for messages that name what was given.
     def given(self) -> dict[str, object]:
-        """Each flag of the group (``--seed``) -> its value (None or False when not given)."""
-        return {_flag_of(type(self), field.name): getattr(self, field.name) for field in dataclasses.fields(self)}  # type: ignore[arg-type]
+        """Each flag of the group as typed on the command line (``-H/--heads``, ``--seed``) -> its value (None or
+        False when not given), for messages that name the first one given."""
+        fields = dataclasses.fields(typing.cast(Any, self))  # every group is a dataclass
+        return {_flag_of(type(self), field.name): getattr(self, field.name) for field in fields}
 
 
 @functools.cache
@@ -302,7 +303,7 @@ class EngineFlags(FlagGroup):
 
 @dataclasses.dataclass(frozen=True)
 class CapFlags(FlagGroup):
-    """--max-bytes, --max-yaml-bytes, --max-depth, --max-dimension, --max-elements: the input caps."""
+    """--max-bytes, --max-yaml-bytes, --max-depth, --max-dimension, --max-elements, --max-weight-bytes: the caps."""
 
     max_bytes: Annotated[str | None, cap_option("max_bytes", "Most bytes one input may have")] = None
     max_yaml_bytes: Annotated[str | None, cap_option("max_yaml_bytes", "Most bytes of YAML text")] = None

@@ -151,14 +151,19 @@ def open_with_text(
 ) -> tuple[Model, str]:
     """``--model``'s checkpoint, opened in the engine's dtype under the caps, and ``--text`` (read from stdin
     for ``-``), once the options fit together; the caller closes the model."""
-    from attnx.engines import resolve_dtype
-    from attnx.models import open_model
-
     limits = caps.limits()
     path, given = check_model_options(config, model=checkpoint.model, text=checkpoint.text, config_name=config_name)
     words = read_text(given, limits)  # stdin is read once every option is known to be right
+    return open_checkpoint(path, backend, limits), words
+
+
+def open_checkpoint(path: str, backend: EngineFlags, limits: Limits) -> Model:
+    """The checkpoint folder ``path``, opened in the dtype the engine computes in, under ``limits``."""
+    from attnx.engines import resolve_dtype
+    from attnx.models import open_model
+
     options = backend.options()
-    return open_model(path, resolve_dtype(options["engine"], options["device"], options["dtype"]), limits), words
+    return open_model(path, resolve_dtype(options["engine"], options["device"], options["dtype"]), limits)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ class SettingOverrides:
     ``AttentionSettings`` as it is put in. A setting that is new needs no change here.
     """
 
-    changes: Mapping[str, Any] = field(default_factory=dict)
+    changes: Mapping[str, Any]
 
     def __init__(self, **changes: Any) -> None:
         object.__setattr__(self, "changes", MappingProxyType(dict(changes)))

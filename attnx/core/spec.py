@@ -299,8 +299,11 @@ class AttentionSpec:
     def causal_only(self) -> bool:
         """True when the only mask is causal, on queries in their original order: a fused causal kernel's (the
         positions, a tuple to build, are compared only when the rest holds)."""
-        settings, n = self.settings, self.n_queries
-        return settings.causal and not self.masked_beyond_causal and self.query_positions == tuple(range(n))
+        return (
+            self.settings.causal
+            and not self.masked_beyond_causal
+            and self.query_positions == tuple(range(self.n_queries))
+        )
 
     def allowed(self, rows: slice = slice(None)) -> np.ndarray | None:
         """``[query, key]`` booleans for query ``rows``, True where a query may attend a key; None when all may.

@@ -253,13 +253,12 @@ class Architecture:
         ref, ckpt = self.output_tensor(), self.checkpoint
         (vocab, _), chunks = ckpt.row_chunks(ref.name, *ref.alternatives, shape=ref.shape, prefixed=ref.prefixed)
         logits = np.empty((hidden.shape[0], vocab), dtype=np.result_type(hidden.dtype, self.dtype))
-        held = []
-        for index, rows in chunks:
-            block = rows.astype(self.dtype, copy=False)
+        block, count = None, 0
+        for index, rows in chunks:  # one chunk held at a time
+            block, count = rows.astype(self.dtype, copy=False), count + 1
             logits[:, index] = hidden @ block.T
-            held.append(block)
-        if len(held) == 1:  # the whole table fit one chunk: keep it
-            self._output = held[0]
+        if count == 1:  # the whole table fit one chunk: keep it
+            self._output = block
         return logits
 
     def output_tensor(self) -> WeightRef:

@@ -21,7 +21,6 @@ from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
 from attnx.render.serialize import FORMAT_VERSION
-from attnx.render.tables import rope_text
 
 # CODES (the measure registry's): each label's code in the grids, five characters at most, so twelve heads fit
 # 80 columns.
@@ -77,10 +76,10 @@ def positions_text(info: ModelInfo) -> str:
     RoPE θ 10000 (half pairs) on layers 0-4, 6-10``; ``none (NoPE)`` for a layer without; one text when all
     agree; ``learned embeddings`` for a family without rotary positions."""
     if not info.rotaries:
-        return rope_text(info.rotary) if info.rotary else "learned embeddings"
+        return info.rotary.describe() if info.rotary else "learned embeddings"
     groups: dict[str, list[int]] = {}
     for layer, rotary in enumerate(info.rotaries):
-        groups.setdefault(rope_text(rotary) if rotary else "none (NoPE)", []).append(layer)
+        groups.setdefault(rotary.describe() if rotary else "none (NoPE)", []).append(layer)
     if len(groups) == 1:
         return next(iter(groups))
     return "; ".join(

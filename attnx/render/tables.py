@@ -12,7 +12,6 @@ from rich.rule import Rule
 from rich.text import Text
 
 from attnx.analysis.ablation import Ablation
-from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.tensors import AVERAGE_WEIGHTS, HEAD_OUTPUTS, SCALED, SCORES, WEIGHTS, K, Q, V
 from attnx.render.colours import EMPHASIS
@@ -281,8 +280,3 @@ def summary_line(result: AttentionResult, source: str) -> Text:
     if result.blocked_pairs:
         lines.append(MASKED_NOTE)
     return Text("\n".join(lines), style="dim")
-
-
-def rope_text(rotary: Rotary) -> str:
-    """``RoPE θ 10000 (half pairs, 0.5 of d_k, llama3 ×8)``: rotary settings in words."""
-    return rotary.describe()
