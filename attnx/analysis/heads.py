@@ -171,6 +171,15 @@ def on_sinks(weights: np.ndarray, rows: np.ndarray, keys: Sequence[int]) -> np.n
     return np.asarray(weights[:, rows][:, :, list(keys)].sum(axis=2))
 
 
+def sink_mass(result: AttentionResult, weights: np.ndarray, rows: np.ndarray, keys: Sequence[int]) -> np.ndarray:
+    """``[head, rows]``: the weight each head's rows ``rows`` put on the sink keys ``keys`` and on the head's learned
+    sink, where the result has one (the sink measure)."""
+    mass = on_sinks(weights, rows, keys)
+    if result.sink_weights is not None:
+        mass = mass + np.asarray(result.sink_weights, dtype=np.float64)[:, rows]
+    return mass
+
+
 @dataclass(frozen=True, eq=False)
 class Scored:
     """One measure at the queries it scores: ``rows`` (their indices) and ``values`` ``[head, rows]``."""
@@ -194,7 +203,8 @@ class QueryScores:
     measure name, at the queries it scores (``scored``).
 
     ``entropy`` is in nats (NaN where no key is visible); ``normalized`` divides it by log(visible keys)
-    (NaN where fewer than two are visible); ``max_weight`` is each row's largest weight.
+    (NaN where fewer than two are visible); a learned sink counts in both as one more key; ``max_weight`` is each
+    row's largest weight.
     """
 
     visible: np.ndarray
@@ -219,7 +229,11 @@ def query_scores(
     visible = visible_keys(result).sum(axis=1)  # (N,)
     chosen = visible >= 2
     nats = np.where(visible > 0, entropy(weights), np.nan)  # (H, N)
-    normalized = normalized_entropy(nats, visible)
+    outcomes = visible
+    if result.sink_weights is not None:  # a learned sink is one more outcome of each row's softmax
+        nats = nats + entropy(np.asarray(result.sink_weights, dtype=np.float64)[..., None])
+        outcomes = visible + 1
+    normalized = normalized_entropy(nats, outcomes)
     max_weight = weights.max(axis=2)  # (H, N)
     if ids is None:
         targets = target_keys(result.tokens, result.key_tokens, result.query_positions)
@@ -233,7 +247,7 @@ def query_scores(
             rows = np.flatnonzero(chosen & (keys >= 0) & (keys < weights.shape[2]))
             scored[name] = Scored(rows, weights[:, rows, keys[rows]])  # (H, scored)
         elif name == "sink":
-            scored[name] = Scored(every, on_sinks(weights, every, sink_keys(sinks, weights.shape[2])))
+            scored[name] = Scored(every, sink_mass(result, weights, every, sink_keys(sinks, weights.shape[2])))
         elif name == "entropy":
             scored[name] = Scored(every, normalized[:, every])
         elif name == "max-weight":

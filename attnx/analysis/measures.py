@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.analysis.heads import chosen_queries, on_sinks, sink_keys
+from attnx.analysis.heads import chosen_queries, on_sinks, sink_keys, sink_mass
 from attnx.core.measures import MEASURES
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import HEAD_OUTPUTS, WEIGHTS, V
@@ -120,7 +120,7 @@ def head_measures(result: AttentionResult, w_o: np.ndarray | None = None, sinks:
     weights = np.asarray(result.tensor(WEIGHTS), dtype=np.float64)  # (H, N, M)
     shares = value_shares(result, w_o)  # (H, N, M): each key's share of its row, by value
     none = np.full(result.heads, np.nan)  # no query with a choice: no sink mass
-    sink = on_sinks(weights, rows, keys).mean(axis=1) if rows.size else none
+    sink = sink_mass(result, weights, rows, keys).mean(axis=1) if rows.size else none
     sink_value = on_sinks(shares, rows, keys).mean(axis=1) if rows.size else none
     head_outputs = result.tensor(HEAD_OUTPUTS)
     w = None if w_o is None else np.asarray(w_o, dtype=np.float64)

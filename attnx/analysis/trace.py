@@ -11,7 +11,7 @@ import numpy as np
 from attnx.core.positions import sequence_length
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.settings import AttentionSettings
-from attnx.core.tensors import HEAD_OUTPUTS, SCALED, SCORES, WEIGHTS, K, Q, V
+from attnx.core.tensors import HEAD_OUTPUTS, SCALED, SCORES, SINK_WEIGHTS, WEIGHTS, K, Q, V
 from attnx.errors import AmbiguousError, ChoiceError
 
 DEFAULT_TERMS = 8
@@ -71,6 +71,16 @@ class KeySummary:
 
 
 @dataclass(frozen=True, eq=False)
+class SinkTerm:
+    """A head's learned sink in the softmax of the row: its ``logit``, its numerator ``exp(logit − max)`` and the
+    ``weight`` it takes (the result's ``sink_weights``); it has no value, so it adds nothing to the output."""
+
+    logit: float
+    exp: float
+    weight: float
+
+
+@dataclass(frozen=True, eq=False)
 class HeadTrace:
     """One head's part of a trace: the key lines shown, the rest summed up, and the head output.
 
@@ -79,7 +89,8 @@ class HeadTrace:
     says the head was zeroed before concatenation (ablation). The softmax of the row: ``exp_max``
     is the largest scaled score of the keys the query may attend (NaN when it may attend none),
     ``exp_sum`` the sum of ``exp(scaled − exp_max)`` over those keys (0.0 when none). With rotary
-    positions, ``query_unturned`` is the query's slice before they turned it (``query`` is after).
+    positions, ``query_unturned`` is the query's slice before they turned it (``query`` is after). With a
+    learned sink, ``sink`` is its term: the max and the sum then take its logit in too.
     """
 
     head: int
@@ -95,6 +106,7 @@ class HeadTrace:
     exp_max: float = float("nan")
     exp_sum: float = 0.0
     query_unturned: np.ndarray | None = None
+    sink: SinkTerm | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,19 +203,21 @@ def masked_keys(result: AttentionResult, row: int) -> np.ndarray:
     return ~result.mask[row]
 
 
-def softmax_terms(scaled: np.ndarray, masked: np.ndarray) -> tuple[np.ndarray, float, float]:
+def softmax_terms(scaled: np.ndarray, masked: np.ndarray, sink: float | None = None) -> tuple[np.ndarray, float, float]:
     """The softmax of one row written out: each key's ``exp(scaled − max)`` (0 where masked), the max, the sum.
 
-    The max is over the keys the query may attend (NaN, and the sum 0, when it may attend none);
-    the weights are then ``exp / sum``. In float64, whatever dtype the engine used.
+    The max is over the keys the query may attend and the learned ``sink`` logit, when there is one (NaN, and
+    the sum 0, when there is nothing to attend); the sum takes the sink's term in too, so the weights are
+    ``exp / sum``. In float64, whatever dtype the engine used.
     """
     row = np.asarray(scaled, dtype=np.float64)
-    if masked.all():
+    logits = [] if sink is None else [sink]
+    if masked.all() and sink is None:
         return np.zeros(len(row)), float("nan"), 0.0
-    top = float(row[~masked].max())
+    top = max([*row[~masked].tolist(), *logits])
     with np.errstate(invalid="ignore", over="ignore"):
         terms = np.where(masked, 0.0, np.exp(row - top))
-    return terms, top, float(terms.sum())
+    return terms, top, float(terms.sum()) + sum(float(np.exp(x - top)) for x in logits)
 
 
 def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None, keys: int | None) -> HeadTrace:
@@ -214,7 +228,9 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
     raw, scaled, weights = (result.tensor(name)[head, row] for name in (SCORES, SCALED, WEIGHTS))  # (M,) each
     masked = masked_keys(result, row)
     top = row_maxima(weights)
-    exps, exp_max, exp_sum = softmax_terms(scaled, masked)
+    logits = result.settings.sink_logits
+    logit = None if logits is None else logits[head]
+    exps, exp_max, exp_sum = softmax_terms(scaled, masked, logit)
     shown = select_keys(weights, keys)
     rotary = result.settings.rotary
     if rotary is not None:  # the slices before rotary positions turned them, each from its own position
@@ -271,7 +287,13 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
         exp_max=exp_max,
         exp_sum=exp_sum,
         query_unturned=None if rotary is None else q_unturned,
+        sink=None if logit is None else sink_term(result, head, row, logit, exp_max),
     )
+
+
+def sink_term(result: AttentionResult, head: int, row: int, logit: float, exp_max: float) -> SinkTerm:
+    """Head ``head``'s learned sink in the softmax of query ``row`` (see ``SinkTerm``)."""
+    return SinkTerm(logit, float(np.exp(logit - exp_max)), float(result.tensor(SINK_WEIGHTS)[head, row]))
 
 
 def build_trace(

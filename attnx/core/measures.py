@@ -100,7 +100,7 @@ _ALL = (
         "sink",
         "sink",
         "the weight on the sinks: key 0 and a model's special tokens",
-        "mean weight on key 0 and the special tokens",
+        "mean weight on key 0, the special tokens and a learned sink",
         threshold=0.5,
         label="sink",
         header="sink",

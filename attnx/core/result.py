@@ -35,6 +35,8 @@ class AttentionResult:
     - ``projected``        ``[query, d_out]``        ``output @ W_o + b_o``, when W_o exists
     - ``mask``             ``[query, key]``          True where attending is allowed; None = all (or not asked for)
     - ``intact_output``/``intact_projected``         the same without ablation, when heads were dropped
+    - ``sink_weights``     ``[head, query]``         the weight a learned sink takes (rows of ``weights`` sum to the
+                                                     rest), when the settings have ``sink_logits``
 
     Arrays are read-only and keep the dtype the engine computed in. An array that was not asked
     for (``compute(..., needs=...)``) is None: ``output`` alone never builds an H×N×M matrix.
@@ -75,6 +77,7 @@ class AttentionResult:
     projected: np.ndarray | None = None
     intact_output: np.ndarray | None = None
     intact_projected: np.ndarray | None = None
+    sink_weights: np.ndarray | None = None
     dropped_heads: tuple[int, ...] = ()
     parameters: int = 0
     fully_masked_rows: tuple[int, ...] = ()

@@ -33,6 +33,7 @@ OPTIONAL = (
     Optional("rotary", "rope", Rotary.describe, dataclasses.asdict),
     Optional("window", "window", lambda window: f"sliding window {window}"),
     Optional("softcap", "softcap", lambda cap: f"scores soft-capped at {cap:g}"),
+    Optional("sink_logits", "sink_logits", lambda logits: "a learned sink per head", list),
 )
 
 
@@ -43,7 +44,9 @@ class AttentionSettings:
     a causal mask, the heads zeroed before concatenation (0-based), and the rotary positions that turn
     each head's Q and K before the scores (None: none), and a sliding ``window``: query i sees keys
     i − window < j ≤ i, itself and the window − 1 before it (None: no window), and ``softcap``, which
-    bends scaled scores s into softcap · tanh(s / softcap) before the mask (None: none). Checked when made."""
+    bends scaled scores s into softcap · tanh(s / softcap) before the mask (None: none), and ``sink_logits``, one
+    learned logit per query head that joins each row's softmax as a key with no value (gpt-oss): it takes a share
+    of the weight, so a row's weights over the keys sum to less than 1 (None: no sinks). Checked when made."""
 
     heads: int
     kv_heads: int
@@ -54,6 +57,7 @@ class AttentionSettings:
     rotary: Rotary | None = None
     window: int | None = None
     softcap: float | None = None
+    sink_logits: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("heads", "kv_heads"):
@@ -78,6 +82,13 @@ class AttentionSettings:
         cap = self.softcap
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < math.inf):
             raise ConfigError(f"softcap must be a positive finite number, got {cap!r}")
+        sinks = self.sink_logits
+        if sinks is not None and (
+            not isinstance(sinks, tuple)
+            or len(sinks) != self.heads
+            or not all(isinstance(x, float) and math.isfinite(x) for x in sinks)
+        ):
+            raise ConfigError(f"sink_logits must be {self.heads} finite numbers, one per head, got {sinks!r:.80}")
         bad = [h for h in self.dropped_heads if not 0 <= h < self.heads]
         if bad:
             raise ConfigError(f"cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")
@@ -103,10 +114,10 @@ class AttentionSettings:
             raise ConfigError(f"{where}: {exc}") from None
 
     @property
-    def bends_scores(self) -> bool:
-        """True when the scaled scores pass a function before the softmax (a soft cap), which fused kernels and
-        the tiles' exp without a max pass cannot take."""
-        return self.softcap is not None
+    def dense_only(self) -> bool:
+        """True when the softmax is more than one over the scaled scores: a soft cap bends the scores first, or
+        learned sinks join it. Fused kernels and the tiles' exp without a max pass take neither."""
+        return self.softcap is not None or self.sink_logits is not None
 
     def described(self) -> list[str]:
         """The optional settings that are on, in words (``sliding window 3``, ``RoPE θ 10000 (half pairs)``)."""

@@ -176,6 +176,7 @@ class AttentionSpec:
         rotary: Rotary | None = None,
         window: int | None = None,
         softcap: float | None = None,
+        sink_logits: tuple[float, ...] | None = None,
         **rest: Any,
     ) -> AttentionSpec:
         """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
@@ -207,6 +208,7 @@ class AttentionSpec:
             rotary=rotary,
             window=window,
             softcap=softcap,
+            sink_logits=sink_logits,
             where=source,
         )
         return cls.of(inputs, settings, tokens, key_tokens, source=source, **rest)

@@ -19,7 +19,7 @@ from typing import Literal, TypeGuard, TypeVar
 # tensor's name as a string but this one; tests/core/test_tensors.py checks it).
 TensorName = Literal[
     "q", "k", "v", "scores", "scaled", "weights", "head_outputs", "output", "average_weights", "projected", "mask",
-    "intact_output", "intact_projected",
+    "intact_output", "intact_projected", "sink_weights",
 ]  # fmt: skip
 _Name = TypeVar("_Name", bound=TensorName)
 
@@ -34,6 +34,7 @@ Q, K, V = _named("q"), _named("k"), _named("v")
 SCORES, SCALED, WEIGHTS, HEAD_OUTPUTS = _named("scores"), _named("scaled"), _named("weights"), _named("head_outputs")
 OUTPUT, AVERAGE_WEIGHTS, PROJECTED = _named("output"), _named("average_weights"), _named("projected")
 MASK, INTACT_OUTPUT, INTACT_PROJECTED = _named("mask"), _named("intact_output"), _named("intact_projected")
+SINK_WEIGHTS = _named("sink_weights")
 
 WIDTH_AXES = frozenset({"d_k", "d_model", "d_out"})
 
@@ -138,6 +139,14 @@ _ALL = (
         present="heads were dropped and the input has w_o",
         exported=False,
     ),
+    Tensor(
+        SINK_WEIGHTS,
+        ("head", "query"),
+        "the weight each head's learned sink takes from the query (1 − the row's weights)",
+        present="the attention has learned sinks",
+        absent="the attention has no learned sinks",
+        since="1.5",
+    ),
 )
 
 TENSORS: dict[TensorName, Tensor] = {tensor.name: tensor for tensor in _ALL}
@@ -161,6 +170,8 @@ JSONL_HEAD_FIELDS: dict[str, TensorName] = {
     WEIGHTS: WEIGHTS,
     "head_output": HEAD_OUTPUTS,
 }
+# Beside them where the result holds it: the share of the query's weight the head's learned sink takes.
+JSONL_SINK_FIELD = ("sink_weight", SINK_WEIGHTS)
 JSONL_QUERY_FIELDS: dict[str, TensorName] = {OUTPUT: OUTPUT, AVERAGE_WEIGHTS: AVERAGE_WEIGHTS, PROJECTED: PROJECTED}
 # Run's table sections, in the order the tables print: each tensor's, and ``ablation`` after ``projected``.
 SECTIONS = (*(t.section for t in _ALL if t.section and t.section not in ("average",)), "ablation", "average")

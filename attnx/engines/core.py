@@ -20,6 +20,7 @@ from attnx.core.tensors import (
     PROJECTED,
     SCALED,
     SCORES,
+    SINK_WEIGHTS,
     WEIGHTS,
     K,
     Q,
@@ -53,6 +54,9 @@ class Backend(Protocol):
 
     def tanh(self, x: Array) -> Array:
         """Hyperbolic tangent, element by element."""
+
+    def join(self, x: Array, column: Array) -> Array:
+        """``x`` with ``column`` (the same shape but 1 on the last axis) appended on its last axis."""
 
     def to_numpy(self, x: Array) -> np.ndarray:
         """A NumPy array on the host."""
@@ -150,13 +154,34 @@ def dense(
     if cap is not None:  # soft-capped logits (Gemma 2): cap · tanh(s / cap), before the mask
         scaled = ops.tanh(scaled * (1.0 / cap)) * cap
     allowed = spec.allowed()
-    mask = None if allowed is None else ops.array(allowed)
-    weights = ops.softmax_masked(scaled, mask, reuse=SCALED not in keep)  # (H, N, M)
+    out: dict[TensorName, Array] = {SCORES: scores, SCALED: scaled}
+    if spec.settings.sink_logits is None:
+        mask = None if allowed is None else ops.array(allowed)
+        weights = ops.softmax_masked(scaled, mask, reuse=SCALED not in keep)  # (H, N, M)
+    else:
+        weights, out[SINK_WEIGHTS] = softmax_with_sinks(ops, scaled, allowed, spec.settings.sink_logits)
     head_outputs = (weights.reshape(h_kv, g * n, m) @ v).reshape(h, n, d_k)  # (H, N, d_k)
-    out = {SCORES: scores, SCALED: scaled, WEIGHTS: weights, HEAD_OUTPUTS: head_outputs}
+    out |= {WEIGHTS: weights, HEAD_OUTPUTS: head_outputs}
     if AVERAGE_WEIGHTS in keep:
         out[AVERAGE_WEIGHTS] = weights.mean(0)  # (N, M)
-    return {name: array for name, array in out.items() if name in keep or name == HEAD_OUTPUTS}
+    return {name: array for name, array in out.items() if name in keep or name in (HEAD_OUTPUTS, SINK_WEIGHTS)}
+
+
+def softmax_with_sinks(
+    ops: Backend, scaled: Array, allowed: np.ndarray | None, sinks: tuple[float, ...]
+) -> tuple[Array, Array]:
+    """The weights ``[head, query, key]`` and the sinks' shares ``[head, query]`` of a softmax over each row's
+    allowed keys and its head's learned sink logit, which is always allowed: a row whose keys are all masked
+    gives its sink everything (and its keys nothing, as without sinks)."""
+    h, n, m = scaled.shape
+    logits = np.broadcast_to(np.asarray(sinks, dtype=np.float64)[:, None, None], (h, n, 1))
+    joined = ops.join(scaled, ops.array(np.ascontiguousarray(logits)))  # (H, N, M + 1)
+    mask = None
+    if allowed is not None:
+        rows = np.broadcast_to(allowed, (n, m))
+        mask = ops.array(np.concatenate([rows, np.ones((n, 1), dtype=bool)], axis=1))  # (N, M + 1)
+    shares = ops.softmax_masked(joined, mask, reuse=True)  # (H, N, M + 1)
+    return shares[..., :m], shares[..., m]
 
 
 def attention(

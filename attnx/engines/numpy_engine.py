@@ -39,13 +39,17 @@ class NumpyBackend:
         """Hyperbolic tangent."""
         return np.tanh(x)
 
+    def join(self, x: np.ndarray, column: np.ndarray) -> np.ndarray:
+        """``x`` and ``column`` side by side on the last axis (a new array)."""
+        return np.concatenate([x, column], axis=-1)
+
     def attend(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[TensorName]
     ) -> dict[TensorName, np.ndarray]:
-        """Small problems in one piece; larger ones in tiles on all CPUs (see attnx.engines.tiled), but for
-        soft-capped scores, which the tiles' exp without a max pass cannot take."""
+        """Small problems in one piece; larger ones in tiles on all CPUs (see attnx.engines.tiled), but for a soft
+        cap or learned sinks, which the tiles' exp without a max pass cannot take."""
         (h, n, _), m = q.shape, k.shape[1]
-        if h * n * m <= DENSE_LIMIT or spec.settings.bends_scores:
+        if h * n * m <= DENSE_LIMIT or spec.settings.dense_only:
             return dense(self, q, k, v, spec, keep)
         return attend_tiled(q, k, v, tiled_rules(spec), keep)
 

@@ -55,12 +55,16 @@ class TorchBackend:
         """Hyperbolic tangent."""
         return torch.tanh(x)
 
+    def join(self, x: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+        """``x`` and ``column`` side by side on the last dimension (a new tensor)."""
+        return torch.cat([x, column], dim=-1)
+
     def attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[TensorName]
     ) -> dict[TensorName, torch.Tensor]:
-        """Output only: torch's fused scaled_dot_product_attention; with matrices or a soft cap (which SDPA
-        lacks): the dense path."""
-        if keep & MATRICES or spec.settings.bends_scores:
+        """Output only: torch's fused scaled_dot_product_attention; with matrices, a soft cap or learned sinks
+        (which SDPA lacks): the dense path."""
+        if keep & MATRICES or spec.settings.dense_only:
             return dense(self, q, k, v, spec, keep)
         h, h_kv = q.shape[0], k.shape[0]
         mask_is_causal_only = spec.causal_only()

@@ -19,6 +19,29 @@ from attnx.models.tokenize import Encoded
 
 
 @dataclass(frozen=True)
+class Mixture:
+    """A routed MLP: ``experts`` experts ``width`` wide, the ``top_k`` a token's router chooses, whether their
+    weights are ``renormalised`` to sum 1, a shared expert's width (None: none), and the layers whose MLP is
+    dense instead (``dense_layers``, from 0)."""
+
+    experts: int
+    top_k: int
+    width: int
+    renormalised: bool
+    shared_width: int | None = None
+    dense_layers: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        """``4 experts × 48, top-2 renormalised, shared expert × 40, dense MLP on layer 1``."""
+        words = f"{self.experts} experts × {self.width}, top-{self.top_k} "
+        words += "renormalised" if self.renormalised else "not renormalised"
+        if self.shared_width is not None:
+            words += f", shared expert × {self.shared_width}"
+        dense = ", ".join(map(str, self.dense_layers))
+        return words + (f", dense MLP on layer{'s' if len(self.dense_layers) > 1 else ''} {dense}" if dense else "")
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What a checkpoint holds: its family, sizes and weights (``parameters`` counts learned values).
 
@@ -28,7 +51,8 @@ class ModelInfo:
     layer's sliding window (None: the whole past); ``softcap`` the scores' soft cap; ``qk_norm`` whether
     q and k are normalised, ``qk_norm_over`` where (``head``: each head's; ``projection``: the whole projections);
     ``tied_embeddings`` whether the output layer reuses the input embeddings (None: an encoder); ``gated`` whether
-    the MLP is gated; ``weight_files`` how many files hold the weights.
+    the MLP is gated; ``mixture`` its routed experts (None: a dense MLP); ``sinks`` whether each head has a learned
+    sink; ``weight_files`` how many files hold the weights.
     """
 
     path: str
@@ -61,6 +85,8 @@ class ModelInfo:
     qk_norm_over: str = "none"
     tied_embeddings: bool | None = None
     gated: bool = False
+    mixture: Mixture | None = None
+    sinks: bool = False
     weight_files: int = 1
 
 
@@ -129,6 +155,8 @@ class Architecture:
     qk_norm: bool = False
     qk_norm_over: ClassVar[str] = "none"  # where QK-norm applies (a decoder's hook): none, head or projection
     gated: bool = False
+    mixture: Mixture | None = None  # the routed MLP's experts (None: dense)
+    sinks: ClassVar[bool] = False  # whether each head has a learned sink logit
 
     @property
     def tied(self) -> bool | None:

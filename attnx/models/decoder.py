@@ -24,6 +24,8 @@ hook                        decides (default)
                             object; None: a layer without positions)
 ``rope_mapping(mapping)``   a rope object as the family's transformers config rewrites it before reading it
                             (Phi-3: a legacy ``su`` or ``yarn`` type is ``longrope``) (as config.json has it)
+``sink_logits(layer)``      a learned logit per head that joins each row's softmax as a key without a value
+                            (gpt-oss's ``self_attn.sinks``) (None: none)
 ``embed_scale()``           what the embeddings are multiplied by (None: nothing; Gemma: √hidden)
 ``read_config()``           the rest read from config.json: ``scale``, ``softcap``, ``final_softcap``
 ==========================  ===============================================================================
@@ -413,7 +415,12 @@ class Decoder(Architecture):
             heads=self.heads, kv_heads=self.kv_heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
             w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, q_norm=q_norm, k_norm=k_norm, causal=True, scale=self.scale,
             rotary=self.rotaries[layer], window=self.windows[layer], softcap=self.softcap,
+            sink_logits=self.sink_logits(layer),
         )  # fmt: skip
+
+    def sink_logits(self, layer: int) -> tuple[float, ...] | None:
+        """Hook: layer ``layer``'s learned sink logit per head, which joins each row's softmax (None: no sinks)."""
+        return None
 
     def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
         """The residual add of the attention's output (normed where ``norms.after_attention``), then of the MLP of

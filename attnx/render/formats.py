@@ -17,6 +17,7 @@ from attnx.core.tensors import (
     EXPORTED,
     JSONL_HEAD_FIELDS,
     JSONL_QUERY_FIELDS,
+    JSONL_SINK_FIELD,
     PROJECTED,
     TENSORS,
     TensorName,
@@ -104,12 +105,16 @@ def _number(value: Any) -> str:
 
 
 def jsonl_records(result: AttentionResult) -> Iterable[dict[str, Any]]:
-    """One record per head and query, then one per query (outputs and averaged weights).
+    """One record per head and query, then one per query (outputs and averaged weights); with learned sinks, a
+    head-query record carries its sink's share too.
 
     A head-query record carries the query's slice ``q`` too; K and V, which belong to keys, are in
     the JSON, CSV, NPY and NPZ formats.
     """
     per_head = {field: result.tensor(name) for field, name in JSONL_HEAD_FIELDS.items()}  # the format asks for all
+    field, name = JSONL_SINK_FIELD
+    if getattr(result, name) is not None:
+        per_head[field] = result.tensor(name)
     per_query = {
         field: result.tensor(name)
         for field, name in JSONL_QUERY_FIELDS.items()

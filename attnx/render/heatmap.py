@@ -18,7 +18,7 @@ from attnx.core.tensors import WEIGHTS
 from attnx.render.colours import Rgb, hex_of, text_on
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
-from attnx.render.tables import head_title
+from attnx.render.tables import head_title, with_sink
 
 SHADES = " ░▒▓█"  # level k of 0..4 stands for a value near k/4 of the scale's top
 # Viridis at five stops: ordered in lightness, readable by the colour-blind, and in print.
@@ -171,16 +171,20 @@ def weight_heatmaps(
 ) -> RenderableType:
     """Every head's weights (or ``matrices`` ``[head, query, key]`` instead, ``what`` added to each title) as a
     grid titled as in the tables, side by side where they fit (the rows the result's matrices hold, when it holds
-    some only)."""
+    some only); a learned sink's share is a column of its own after the keys."""
     held, matrix_rows = result, result.matrix_rows
     weights = held.tensor(WEIGHTS) if matrices is None else matrices  # NotComputedError, not a drawing of nothing
     scale = scale or scale_of([weights])
     blocked = None if held.mask is None else ~held.mask
-    grids = [
-        heatmap(head_title(result, h) + what, weights[h], result.tokens, result.key_tokens, precision,
-                scale=scale, colour=colour, blocked=blocked, max_rows=max_rows, matrix_rows=matrix_rows)
-        for h in range(result.heads)
-    ]  # fmt: skip
+    grids = []
+    for h in range(result.heads):
+        shown, keys, hidden = (
+            (weights[h], result.key_tokens, blocked)
+            if matrices is not None
+            else with_sink(result, h, weights[h], result.key_tokens, blocked)
+        )
+        grids.append(heatmap(head_title(result, h) + what, shown, result.tokens, keys, precision, scale=scale,
+                             colour=colour, blocked=hidden, max_rows=max_rows, matrix_rows=matrix_rows))  # fmt: skip
     return Columns(grids, padding=(1, 4))
 
 
@@ -191,7 +195,8 @@ def weights_view(
     colour: bool,
     max_rows: int | None = None,
 ) -> RenderableType:
-    """`attnx run --view heatmap`: every head's weights as a heatmap, then the legend."""
-    scale = scale_of([result.tensor(WEIGHTS)])
+    """`attnx run --view heatmap`: every head's weights (and learned sinks' shares) as a heatmap, then the legend."""
+    sinks = [] if result.sink_weights is None else [result.sink_weights]
+    scale = scale_of([result.tensor(WEIGHTS), *sinks])
     grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)
     return Group(grids, legend(scale, precision, colour))

@@ -49,6 +49,9 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
     attention += [("window", text) for text in [windows_text(info.windows)] if text]
     if info.softcap is not None:
         attention.append(("soft cap", f"scores capped at {info.softcap:g} (cap · tanh(s / cap))"))
+    if info.sinks:
+        attention.append(("sinks", "a learned logit per head joins each row's softmax (a key without a value)"))
+    experts = [] if info.mixture is None else [("experts", info.mixture.describe())]
     files = "model.safetensors" if info.weight_files == 1 else f"{info.weight_files} safetensors shards"
     return [
         ("family", f"{info.family} ({info.design})"),
@@ -56,6 +59,7 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         ("layers", str(info.layers)),
         *attention,
         ("d_model", f"{info.d_model} · MLP {info.d_ff} · {info.activation}{', gated' if info.gated else ''}"),
+        *experts,
         ("vocabulary", f"{info.vocab_size:,} tokens"),
         *[("embeddings", "tied: the output layer reuses them" if tied else "untied") for tied in tied_of(info)],
         ("max length", f"{info.max_length} tokens (special tokens included)"),
@@ -144,6 +148,8 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
         "qk_norm": info.qk_norm,
         "windows": list(info.windows),
         "softcap": info.softcap,
+        "sinks": info.sinks,
+        "mixture": None if info.mixture is None else dataclasses.asdict(info.mixture),
         "tied_embeddings": info.tied_embeddings,
         "causal": info.causal,
         "vocab_size": info.vocab_size,

@@ -11,11 +11,11 @@ from attnx.core.result import AttentionResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.ablation import Ablation
-from attnx.core.tensors import MASK, PROJECTED, TENSORS
+from attnx.core.tensors import MASK, PROJECTED, SINK_WEIGHTS, TENSORS
 
 # 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s;
-# 1.2 added `rope`, `window` and `softcap` to `run`'s JSON.
-FORMAT_VERSION = "1.4"
+# 1.2 added `rope`, `window` and `softcap` to `run`'s JSON; 1.5 `sink_logits` and, with them, `sink_weights`.
+FORMAT_VERSION = "1.5"
 # The tensors every JSON result carries (null where not computed); ``projected`` and ``mask`` follow when held.
 ALWAYS = tuple(name for name, tensor in TENSORS.items() if tensor.exported and tensor.present == "always")
 
@@ -33,7 +33,8 @@ def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> di
     """The JSON object of `attnx run --format json` (``format_version`` first).
 
     ``q`` is ``[head, query, d_k]``, ``k`` and ``v`` ``[kv_head, key, d_k]``: the slices each head
-    reads. ``projected`` appears when W_o exists, ``mask`` when a mask or padding applies,
+    reads. ``projected`` appears when W_o exists, ``mask`` when a mask or padding applies, ``sink_weights``
+    ``[head, query]`` with learned sinks,
     ``ablation`` when heads were dropped (``shift``, measured by ``attnx.analysis.ablation``);
     ``fully_masked_rows`` is always present (often empty), and ``kv_pooled_from`` (null unless a
     ``--kv-heads`` override mean-pooled the K/V heads).
@@ -62,6 +63,8 @@ def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> di
         out[PROJECTED] = to_plain(result.projected)
     if result.mask is not None:
         out[MASK] = result.mask.tolist()
+    if result.sink_weights is not None:
+        out[SINK_WEIGHTS] = to_plain(result.sink_weights)
     out["fully_masked_rows"] = list(result.fully_masked_rows)
     if shift is not None:
         out["ablation"] = {

@@ -19,6 +19,7 @@ from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import MASKED, MASKED_NOTE, MASKED_STYLE, fmt
 
 TOP_STYLE = EMPHASIS  # every cell that is its row's maximum, ties included (``row_maxima``)
+SINK_LABEL = "sink"  # the column of a learned sink's share, after the keys
 
 
 class Section(str, Enum):
@@ -143,13 +144,29 @@ def _head_sections(
         tables.append(matrix_table(title, held.tensor(SCALED)[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.weights in sections:
-        tables.append(matrix_table("weights (softmax)", held.tensor(WEIGHTS)[head], rows, keys, precision,
-                                   emphasise_row_max=True, blocked=blocked, **where))  # fmt: skip
+        weights, labels, hidden = with_sink(result, head, held.tensor(WEIGHTS)[head], keys, blocked)
+        title = "weights (softmax)" if labels is keys else "weights (softmax over the keys and the head's sink)"
+        tables.append(matrix_table(title, weights, rows, labels, precision, emphasise_row_max=True, blocked=hidden,
+                                   **where))  # fmt: skip
     if Section.heads in sections:
         cols = [f"d{c}" for c in result.head_columns(head)]
         outputs = result.tensor(HEAD_OUTPUTS)[head]
         tables.append(matrix_table("head output (weights · V)", outputs, rows, cols, precision, max_rows=max_rows))
     return tables
+
+
+def with_sink(
+    result: AttentionResult, head: int, weights: np.ndarray, keys: Sequence[str], blocked: np.ndarray | None
+) -> tuple[np.ndarray, Sequence[str], np.ndarray | None]:
+    """Head ``head``'s ``weights`` ``[query, key]`` (the rows the result's matrices hold), its key labels and
+    blocked cells, with its learned sink's share as one more column (``SINK_LABEL``) where the result has sinks;
+    as they are otherwise."""
+    if result.sink_weights is None:
+        return weights, keys, blocked
+    held = result.sink_weights[head] if result.matrix_rows is None else result.sink_weights[head][result.matrix_rows,]
+    joined = np.concatenate([weights, held[:, None]], axis=1)  # (N, M + 1)
+    open_ = None if blocked is None else np.concatenate([blocked, np.zeros((len(blocked), 1), dtype=bool)], axis=1)
+    return joined, [*keys, SINK_LABEL], open_
 
 
 def describe_columns(cols: range) -> str:

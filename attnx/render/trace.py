@@ -17,7 +17,7 @@ from attnx.core.result import AttentionResult
 from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
-from attnx.render.tables import head_heading, matrix_table
+from attnx.render.tables import SINK_LABEL, head_heading, matrix_table
 
 TOP_STYLE = EMPHASIS
 MASKED_STYLE = "dim strike"
@@ -141,6 +141,8 @@ def exp_sum_line(head: HeadTrace, precision: int) -> Text:
     rest: KeySummary | None = head.rest
     if rest is not None and rest.count > rest.masked:
         terms.append(f"{fmt(rest.exp, precision)} (… {rest.count} more)")
+    if head.sink is not None:
+        terms.append(f"{fmt(head.sink.exp, precision)} (sink)")
     return Text(f"Σe = {' + '.join(terms) or '0'} = {fmt(head.exp_sum, precision)}")
 
 
@@ -148,14 +150,16 @@ def softmax_table(head: HeadTrace, precision: int, *, stacked: bool = False) -> 
     """The softmax of the row written out: per key e = exp(scaled − max), then weight = e / Σe; then Σe.
 
     The keys are those ``keys_table`` shows, the others one row; masked keys show the ``MASKED``
-    marker (the softmax leaves them out). ``stacked`` puts each division under its exp, for narrow
-    consoles. A row whose every key is masked has no softmax: its weights are 0 (attnx's rule).
+    marker (the softmax leaves them out); a learned sink is a row of its own, its logit in place of a scaled
+    score. ``stacked`` puts each division under its exp, for narrow consoles. A row whose every key is masked
+    has no softmax (without a sink): its weights are 0 (attnx's rule).
     """
     if head.exp_sum == 0.0:
         return Text("softmax: every key is masked for this query, so no key is weighed: its weights and "
                     "head output are 0 (attnx's rule for a row with nothing to attend)", style="dim")  # fmt: skip
     some_masked = any(line.masked for line in head.keys) or (head.rest is not None and head.rest.masked > 0)
     over = " of the visible keys" if some_masked else ""
+    over += " and the sink's logit" if head.sink is not None else ""
     table = _table(f"softmax (max = {fmt(head.exp_max, precision)}, the largest scaled score{over})")
     _vectors(table, *(["e = exp(scaled − max), then e / Σe"] if stacked else ["e = exp(scaled − max)", "e / Σe"]))
     table.add_column("", no_wrap=True)
@@ -173,6 +177,11 @@ def softmax_table(head: HeadTrace, precision: int, *, stacked: bool = False) -> 
         rest = head.rest
         row = [*_rest_labels(head), *cells(fmt(rest.exp, precision), division(rest.exp, head, rest.weight, precision)),
                ""]  # fmt: skip
+        table.add_row(*map(Text, row), style="italic")
+    sink = head.sink
+    if sink is not None:  # no value: its weight leaves the output
+        exp = f"exp({fmt(sink.logit, precision)} − {_minus(head.exp_max, precision)}) = {fmt(sink.exp, precision)}"
+        row = ["", SINK_LABEL, *cells(exp, division(sink.exp, head, sink.weight, precision)), "no value"]
         table.add_row(*map(Text, row), style="italic")
     return Group(table, exp_sum_line(head, precision))
 
@@ -341,6 +350,8 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
     sizes = f"{trace.n_keys} keys · d_model {len(trace.output)} · {which}"
     if trace.settings.window is not None:
         sizes += f" · window {trace.settings.window}"
+    if trace.settings.sink_logits is not None:
+        sizes += " · learned sinks"
     title = f"Trace of {trace.token!r} (query {trace.query}) · {sizes}"
     parts: list[RenderableType] = [Text(title, style="bold")]
     parts += [head_view(head, trace, precision, entries) for head in trace.heads]

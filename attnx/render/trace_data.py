@@ -61,9 +61,17 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
         **({} if head.query_unturned is None else {"q_before_rope": to_plain(head.query_unturned)}),
         "keys": keys,
         "rest": rest,
-        "softmax": {"max": _number(head.exp_max), "sum": _number(head.exp_sum)},
+        "softmax": {"max": _number(head.exp_max), "sum": _number(head.exp_sum), **_sink(head)},
         "output": to_plain(head.output),
     }
+
+
+def _sink(head: HeadTrace) -> dict[str, Any]:
+    """``{"sink": {"logit", "exp", "weight"}}`` for a head with a learned sink, else nothing."""
+    sink = head.sink
+    if sink is None:
+        return {}
+    return {"sink": {"logit": _number(sink.logit), "exp": _number(sink.exp), "weight": _number(sink.weight)}}
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
@@ -71,7 +79,8 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
 
     Per head, ``softmax`` holds the row's ``max`` (the largest scaled score of the keys the query may
     attend; null when it may attend none) and ``sum`` (Σ exp(scaled − max)); per key, ``exp`` is
-    exp(scaled − max) (0 for a masked key), so that ``weight`` = ``exp`` / ``sum``.
+    exp(scaled − max) (0 for a masked key), so that ``weight`` = ``exp`` / ``sum``. A head with a learned sink
+    has ``softmax.sink`` too (its ``logit``, ``exp`` and ``weight``), counted in ``max`` and ``sum``.
     """
     return {
         "format_version": FORMAT_VERSION,

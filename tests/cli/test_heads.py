@@ -69,7 +69,7 @@ class TestHeadsCommand:
     def test_tied_top_keys(self) -> None:
         """The worked example's head 0: "on" weighs all five keys 0.2, so its top key is The and four more tie it."""
         out = invoke("heads").stdout
-        rows = [line.split() for line in out.splitlines() if re.match(r"(The|cat|sat|on|mat)\s", line)]
+        rows = [line.split() for line in out.splitlines() if re.match(r"(The|cat|sat|on|mat)\s+\d", line)]
         assert [row[6:] for row in rows[:5]] == [["cat", "+2", "tied"], ["The", "+1", "tied"], ["sat"],
                                                  ["The", "+4", "tied"], ["cat", "+2", "tied"]]  # fmt: skip
         data = json.loads(invoke("heads", "-f", "json").stdout)

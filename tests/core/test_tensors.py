@@ -70,8 +70,8 @@ class TestRegistry:
         assert all({"query", "key"} <= set(TENSORS[name].axes) for name in MATRICES)
 
     def test_exported_order_keeps_format_1_0_first(self) -> None:
-        """Machine formats list the tensors of format 1.0 first, the slices added in 1.1 after."""
-        assert EXPORTED[-3:] == ("q", "k", "v")
+        """Machine formats list the tensors of format 1.0 first, the slices added in 1.1 after, then 1.5's sinks."""
+        assert EXPORTED[-4:] == ("q", "k", "v", "sink_weights")
         assert "intact_output" not in EXPORTED and "mask" in EXPORTED and "mask" not in COMPUTED
 
     def test_sections_name_their_tensors(self) -> None:
@@ -86,8 +86,10 @@ class TestRegistry:
         assert TENSORS["k"].column_axes == ("kv_head", "key", "dim")
 
     def test_ranks_match_what_an_engine_returns(self) -> None:
-        """Every array a result with a mask, W_o and a dropped head holds has the rank its registry entry says."""
-        result = compute(loaded(str(ROOT / "configs" / "projections-with-wo.yaml"), causal=True, drop_heads=(0,)))
+        """Every array a result with a mask, W_o, a dropped head and learned sinks holds has the rank its registry
+        entry says."""
+        spec = loaded(str(ROOT / "configs" / "projections-with-wo.yaml"), causal=True, drop_heads=(0,))
+        result = compute(spec.with_settings(sink_logits=(0.5,) * spec.settings.heads))
         held = [name for name in TENSORS if getattr(result, name) is not None]
         assert set(held) == set(TENSORS)
         for name, tensor in TENSORS.items():

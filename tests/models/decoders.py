@@ -154,6 +154,13 @@ VARIANTS = {
              "num_experts_per_tok": 2, "moe_intermediate_size": 24, "norm_topk_prob": True,
              "decoder_sparse_step": 2, "tie_word_embeddings": True},
         ),
+        Variant(  # gpt-oss: learned sinks, windows of 3 on layers 0 and 2, YaRN (factor 4 of 16 positions, not truncated)
+            "gpt_oss", "gpt_oss",  # past its 16 positions; biases; 4 experts, top-2, a clamp of 0.5 that bites
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 4,
+             "num_experts_per_tok": 2, "sliding_window": 3, "swiglu_limit": 0.5,
+             "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000.0, "factor": 4.0, "beta_fast": 32.0,
+                                 "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 16}},
+        ),
     )
 }  # fmt: skip
 
@@ -206,7 +213,9 @@ def randomise(model: Any) -> None:
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("bias") or ("norm" in name and "gemma" in type(model).__name__.lower()):
+            if name.endswith("sinks"):  # gpt-oss's learned sinks: logits as large as the scores
+                p.copy_(torch.randn(p.shape, generator=generator))
+            elif name.endswith("bias") or ("norm" in name and "gemma" in type(model).__name__.lower()):
                 p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
             elif "norm" in name:
                 p.copy_(1 + torch.randn(p.shape, generator=generator) * 0.1)

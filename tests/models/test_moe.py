@@ -17,6 +17,7 @@ import pytest
 
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
+from attnx.models.architecture import Mixture
 from attnx.models.families.moe import top_k
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT
@@ -42,16 +43,16 @@ def test_ties_pick_the_lower_expert() -> None:
 
 
 def test_facts(mixtral: DecoderReference, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The mixture's experts, top-k, renormalisation, shared expert and dense layers, in the design's words."""
-    assert describe(mixtral.path).design == (
-        "pre-RMSNorm causal decoder, MoE 4 experts × 48, top-2 renormalised"
-    ) and describe(mixtral.path).windows == (4, 4, 4)
+    """The mixture's experts, top-k, renormalisation, shared expert and dense layers, as ModelInfo's mixture."""
+    info = describe(mixtral.path)
+    assert info.design == "pre-RMSNorm causal decoder, routed MLP" and info.windows == (4, 4, 4)
+    assert info.mixture is not None and info.mixture.describe() == "4 experts × 48, top-2 renormalised"
     qwen2 = describe(built("qwen2_moe", tmp_path_factory).path)
-    assert qwen2.family == "Qwen 2 MoE" and qwen2.design.endswith(
-        "MoE 4 experts × 24, top-2 not renormalised, shared expert × 40, dense MLP on layer 1"
-    )
+    assert qwen2.family == "Qwen 2 MoE" and qwen2.mixture == Mixture(4, 2, 24, False, 40, (1,))
+    assert qwen2.mixture.describe() == "4 experts × 24, top-2 not renormalised, shared expert × 40, dense MLP on layer 1"
     qwen3 = describe(built("qwen3_moe", tmp_path_factory).path)
-    assert qwen3.qk_norm_over == "head" and qwen3.design.endswith("top-2 renormalised, dense MLP on layer 0, 2")
+    assert qwen3.qk_norm_over == "head" and qwen3.mixture is not None
+    assert qwen3.mixture.describe().endswith("top-2 renormalised, dense MLP on layers 0, 2")
 
 
 def test_what_matters(qwen2_moe: DecoderReference, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +117,8 @@ def transformers_ablated(path: Path, ids: list[int], drop: tuple[int, int] | Non
 def test_commands(mixtral: DecoderReference) -> None:
     """model, run (layer 2's weights), heads --layer all and ablate (shift and KL) agree with transformers."""
     args = ["--model", str(mixtral.path), "--text", TEXT]
-    assert "Mixtral (pre-RMSNorm causal decoder, MoE 4 experts × 48" in invoke("model", mixtral.path).stdout
+    shown = invoke("model", mixtral.path).stdout
+    assert "Mixtral (pre-RMSNorm causal decoder, routed MLP)" in shown and "4 experts × 48, top-2 renormalised" in shown
     data = json.loads(invoke("run", *args, "--layer", "2", "-f", "json").stdout)
     assert np.abs(np.array(data["weights"]) - mixtral.attentions["float64"][2]).max() <= 1e-10
     view = json.loads(invoke("heads", *args, "--layer", "all", "-f", "json").stdout)

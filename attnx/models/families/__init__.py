@@ -9,7 +9,20 @@ one and which test it needs.
 from __future__ import annotations
 
 from attnx.models.architecture import Architecture
-from attnx.models.families import bert, gemma, gemma3, gpt2, gpt_neox, llama, moe, olmo2, phi3, qwen3, smollm3
+from attnx.models.families import (
+    bert,
+    gemma,
+    gemma3,
+    gpt2,
+    gpt_neox,
+    gpt_oss,
+    llama,
+    moe,
+    olmo2,
+    phi3,
+    qwen3,
+    smollm3,
+)
 
 # Every family, in the order attnx lists them (config.json's model_type is each one's ``name``).
 FAMILIES: tuple[type[Architecture], ...] = (
@@ -24,4 +37,5 @@ FAMILIES: tuple[type[Architecture], ...] = (
     *gpt_neox.FAMILIES,
     *olmo2.FAMILIES,
     *moe.FAMILIES,
+    *gpt_oss.FAMILIES,
 )

@@ -26,6 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from attnx.errors import ModelError
+from attnx.models.architecture import Mixture
 from attnx.models.checkpoint import CONFIG
 from attnx.models.decoder import Decoder
 from attnx.models.nn import dense
@@ -72,17 +73,9 @@ class Routed(Decoder):
         self.expert_width = ckpt.integer(self.expert_width_key)
         self.shared_width = ckpt.integer("shared_expert_intermediate_size") if self.shared_expert else None
         self.sparse = tuple(self.is_sparse(layer) for layer in range(self.layers))
-        self.design = f"{Decoder.design}, {self.mixture_words()}"
-
-    def mixture_words(self) -> str:
-        """The mixture in words, for ``attnx model``'s design (ModelInfo has no field for experts): experts × width,
-        top-k, renormalised or not, the shared expert, the dense layers."""
-        words = f"MoE {self.experts} experts × {self.expert_width}, top-{self.top_k}"
-        words += " renormalised" if self.renormalise else " not renormalised"
-        if self.shared_width is not None:
-            words += f", shared expert × {self.shared_width}"
-        dense = [str(layer) for layer, sparse in enumerate(self.sparse) if not sparse]
-        return words + (f", dense MLP on layer {', '.join(dense)}" if dense else "")
+        dense = tuple(layer for layer, sparse in enumerate(self.sparse) if not sparse)
+        self.mixture = Mixture(self.experts, self.top_k, self.expert_width, self.renormalise, self.shared_width, dense)
+        self.design = f"{Decoder.design}, routed MLP"
 
     def is_sparse(self, layer: int) -> bool:
         """Whether layer ``layer``'s MLP is the mixture: not in ``mlp_only_layers`` and ``decoder_sparse_step``
@@ -104,19 +97,19 @@ class Routed(Decoder):
     def route(self, layer: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each token's chosen experts ``[token, k]`` and their weights: the top-k of the router's softmax,
         renormalised where the family does."""
-        router = self.weight(f"{self.mixture(layer)}gate.weight", shape=(self.experts, self.d_model))
+        router = self.weight(f"{self.mixture_prefix(layer)}gate.weight", shape=(self.experts, self.d_model))
         weights, chosen = top_k(softmax(dense(x, router.T, None)), self.top_k)
         if self.renormalise:
             weights = weights / weights.sum(axis=-1, keepdims=True)
         return chosen, weights
 
-    def mixture(self, layer: int) -> str:
+    def mixture_prefix(self, layer: int) -> str:
         """Where layer ``layer``'s mixture (its router, experts and shared expert) is."""
         return self.layer_prefix(layer) + self.moe
 
     def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
         """The routed mixture (plus the gated shared expert), or the dense SwiGLU MLP on a dense layer."""
-        p = self.mixture(layer)
+        p = self.mixture_prefix(layer)
         if not self.sparse[layer]:
             return self.swiglu(x, p, QWEN_PROJECTIONS, self.d_ff)
         chosen, weights = self.route(layer, x)
@@ -133,7 +126,7 @@ class Routed(Decoder):
 
     def mlp_tensors(self, layer: int) -> Iterator[str]:
         """The tensors of ``mlp``: weights only (a bias transformers would leave unread is refused)."""
-        p = self.mixture(layer)
+        p = self.mixture_prefix(layer)
         if not self.sparse[layer]:
             yield from (f"{p}{name}.weight" for name in QWEN_PROJECTIONS)
             return

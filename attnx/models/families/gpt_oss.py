@@ -1,0 +1,111 @@
+"""gpt-oss: learned attention sinks, sliding and full layers in turn, YaRN, biases everywhere, clamped SwiGLU experts.
+
+Per layer, as transformers' GptOss does it: the attention of the Llama line with biases on q, k, v and o, and one
+learned logit per head (``self_attn.sinks``) that joins each row's softmax as a key without a value, so the weights
+over the keys sum to less than 1 (attnx shows the sink's share as its own column). Layers alternate sliding
+(``sliding_window``, 128) and full attention as ``layer_types`` lists them; RoPE is YaRN (θ 150 000, factor 32 of
+4096 positions, ``truncate`` false) where config.json sets no rope object.
+
+The MLP is a routed mixture on every layer: router logits x·W_routerᵀ + b, the ``num_experts_per_tok`` largest,
+a softmax over those, and each chosen expert e computes, from ``gate_up = x·gate_up_proj[e] + b`` with gate and up
+interleaved (even and odd columns), gate clamped above at ``swiglu_limit`` and up to ±limit,
+``(up + 1) · gate · sigmoid(alpha · gate)`` · down_proj[e] + b. Experts are stored fused, one 3-D tensor per
+projection (``experts.gate_up_proj`` ``[expert, hidden, 2·ff]``, ``experts.down_proj`` ``[expert, ff, hidden]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from attnx.models.families.moe import Routed
+
+# What transformers' GptOssConfig puts in place of a rope object config.json lacks (its rope_theta read beside it).
+DEFAULT_ROPE: dict[str, Any] = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                "truncate": False, "original_max_position_embeddings": 4096}  # fmt: skip
+
+
+class GptOss(Routed):
+    """gpt-oss-20b and -120b (see the module's docstring)."""
+
+    name = "gpt_oss"
+    family = "gpt-oss"
+    stems = ("GptOss",)
+    sliding = "alternate"
+    window_default = 128
+    default_theta = 150000.0
+    reads = frozenset({"sliding_window", "num_local_experts"})
+    expert_width_key = "intermediate_size"
+    expert_keys = ("num_local_experts",)
+    defaults = (128, 4)
+    always_renormalises = True
+    dense_layers = False
+    sinks = True
+
+    def read_config(self) -> None:
+        """The routed decoder's settings, then the experts' clamp (``swiglu_limit``) and gain (``swiglu_alpha``)."""
+        super().read_config()
+        self.limit = self.checkpoint.number("swiglu_limit", 7.0, low=0)
+        self.alpha = self.checkpoint.number("swiglu_alpha", 1.702)
+
+    def rope_mapping(self, mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The rope object, or transformers' default YaRN where config.json has none."""
+        return mapping or DEFAULT_ROPE
+
+    def sink_logits(self, layer: int) -> tuple[float, ...]:
+        """The layer's learned sink logit per head (``self_attn.sinks``)."""
+        sinks = self.checkpoint.tensor(f"{self.attention_prefix(layer)}sinks", shape=(self.heads,))
+        return tuple(float(x) for x in sinks.astype(np.float64))
+
+    def attention_tensors(self, layer: int) -> Iterator[str]:
+        """The projections' weights and biases, and the sinks."""
+        yield from super().attention_tensors(layer)
+        yield f"{self.attention_prefix(layer)}sinks"
+
+    def route(self, layer: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each token's chosen experts ``[token, k]`` (the largest router logits, the lower index first among equal
+        ones) and their weights, a softmax over the chosen logits."""
+        p, experts = self.mixture_prefix(layer) + "router.", self.experts
+        weight = self.weight(f"{p}weight", shape=(experts, self.d_model))
+        logits = x @ weight.T + self.weight(f"{p}bias", shape=(experts,))  # (N, E)
+        chosen = np.argsort(-logits, axis=-1, kind="stable")[:, : self.top_k]  # (N, k)
+        top = np.take_along_axis(logits, chosen, axis=-1)
+        shares = np.exp(top - top.max(axis=-1, keepdims=True))
+        return chosen, shares / shares.sum(axis=-1, keepdims=True)
+
+    def expert(self, layer: int, expert: int, x: np.ndarray) -> np.ndarray:
+        """Expert ``expert``'s clamped SwiGLU on ``x`` ``[token, d_model]`` (see the module's docstring)."""
+        p, d, ff = self.mixture_prefix(layer) + "experts.", self.d_model, self.expert_width
+        gate_up = x @ self.expert_part(f"{p}gate_up_proj", expert, (d, 2 * ff))
+        gate_up += self.expert_part(f"{p}gate_up_proj_bias", expert, (2 * ff,))  # (n, 2·ff)
+        gate = np.minimum(gate_up[:, 0::2], self.limit)
+        up = np.clip(gate_up[:, 1::2], -self.limit, self.limit)
+        hidden = (up + 1) * (gate / (1 + np.exp(-self.alpha * gate)))  # (n, ff)
+        return hidden @ self.expert_part(f"{p}down_proj", expert, (ff, d)) + self.expert_part(
+            f"{p}down_proj_bias", expert, (d,)
+        )
+
+    def expert_part(self, name: str, expert: int, shape: tuple[int, ...]) -> np.ndarray:
+        """Expert ``expert``'s slice of the fused tensor ``name`` ``[expert, *shape]``, in the working dtype."""
+        return self.weight(name, shape=(self.experts, *shape))[expert]
+
+    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+        """The routed mixture: each chosen expert's output times its weight, summed in ascending expert order."""
+        chosen, weights = self.route(layer, x)
+        out = np.zeros_like(x)
+        for expert in np.unique(chosen):
+            rows, slot = np.nonzero(chosen == expert)  # each token picks an expert at most once
+            out[rows] += self.expert(layer, int(expert), x[rows]) * weights[rows, slot][:, None]
+        return out
+
+    def mlp_tensors(self, layer: int) -> Iterator[str]:
+        """The router's weight and bias, and the fused experts' tensors."""
+        p = self.mixture_prefix(layer)
+        yield from (f"{p}router.weight", f"{p}router.bias")
+        for name in ("gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"):
+            yield f"{p}experts.{name}"
+
+
+FAMILIES = (GptOss,)
