@@ -14,10 +14,11 @@ from attnx.cli.flags import (
     CompareFlags,
     EngineFlags,
     FlagGroup,
-    ModelFlags,
+    ModelPairFlags,
     RandomFlags,
     ReportFlags,
     SettingFlags,
+    TextFlags,
     grouped,
 )
 from attnx.cli.inputs import flag_worded
@@ -158,7 +159,7 @@ def diff(
     swept: SweepFlags,
     random: RandomFlags,
     settings: SettingFlags,
-    checkpoint: ModelFlags,
+    checkpoint: ModelPairFlags,
     compare: CompareFlags,
     report: ReportFlags,
 ) -> None:
@@ -171,15 +172,21 @@ def diff(
     per tensor both hold (or --tensor) max abs/rel difference, where the largest is, and a verdict.
     Exit 0 when within --rtol/--atol, 1 when not, 2 on bad input.
     --model DIR --text "..." --layer L: sweep layer L of a local checkpoint.
+    --model A --model B --text "...": which heads moved from checkpoint A to B (a quantization, a fine-tune).
     """
     from attnx.core.overrides import SettingOverrides
 
+    pair = checkpoint.pair
+    if pair is not None:
+        compare_checkpoints(pair, a, checkpoint, swept, settings, report)
+        return
+    one = checkpoint.single()
     lists = swept.lists()
     fixed = {name: values[0] for name, values in lists.items() if len(values) == 1}
     described = random.input_overrides(fixed.get("heads"), fixed.get("kv_heads"))  # type: ignore[arg-type]
     overrides = SettingOverrides(**(settings.changes() | fixed))
     if b is not None:
-        if checkpoint.wanted:
+        if one.wanted:
             raise UsageError("--model replaces A and B: with a model, diff sweeps one setting of its layer")
         if lists:
             raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
@@ -201,9 +208,37 @@ def diff(
         raise UsageError("--rtol and --atol apply to two inputs A B, not to a sweep")
     from attnx.cli.inputs import load_input_with
 
-    base = load_input_with(a, described, overrides, checkpoint, caps=report, backend=report, quiet=report.quiet,
+    base = load_input_with(a, described, overrides, one, caps=report, backend=report, quiet=report.quiet,
                            config_name="A")  # fmt: skip
     sweep_one(base, *next(iter(sweeps.items())), report)
+
+
+def compare_checkpoints(
+    pair: tuple[str, str], a: str | None, checkpoint: ModelPairFlags, swept: SweepFlags, settings: SettingFlags,
+    report: ReportFlags,
+) -> None:  # fmt: skip
+    """`diff --model A --model B --text T`: both checkpoints side by side, every layer and head."""
+    from attnx.analysis.model_diff import compare_models
+    from attnx.cli.inputs import open_checkpoint, open_with_text, progress_for
+    from attnx.render import model_diff as render
+    from attnx.render.serialize import dumps
+
+    extra = [flag for flag, given in (("A", a), ("--layer", checkpoint.layer)) if given is not None]
+    extra += [flag for flag, value in {**swept.given(), **settings.given()}.items() if value not in (None, False)]
+    if extra:
+        raise UsageError(f"{extra[0]} does not apply to two checkpoints: diff --model A --model B runs every layer "
+                         "of both as they are")  # fmt: skip
+    first, text = open_with_text(None, TextFlags(model=pair[0], text=checkpoint.text), report, report)
+    with first, open_checkpoint(pair[1], report, report.limits()) as second:
+        options = report.options()
+        with progress_for("comparing layers", report.quiet) as progress:
+            comparison = compare_models(first, second, text, engine=options["engine"], device=options["device"],
+                                        progress=progress)  # fmt: skip
+
+    def shown(colour: bool) -> RenderableType:
+        return render.comparison_view(comparison, report.precision, colour=colour)
+
+    report.show({OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, shown)
 
 
 def compare_two(

@@ -40,6 +40,7 @@ from attnx.cli.options import (
     parse_scale,
 )
 from attnx.cli.output import Producer, emit, emit_view
+from attnx.errors import UsageError
 from attnx.limits import CAPS, Limits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -280,6 +281,34 @@ class ModelFlags(TextFlags):
     layer: Annotated[
         str | None, typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).")
     ] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelPairFlags(FlagGroup):
+    """--model once (sweep a layer of it) or twice (compare two checkpoints head by head), --text, --layer."""
+
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", metavar="DIR", help=MODEL_HELP + " Twice: compare two checkpoints head by head."),
+    ] = None
+    text: Annotated[
+        str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.")
+    ] = None
+    layer: Annotated[
+        str | None, typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).")
+    ] = None
+
+    @property
+    def pair(self) -> tuple[str, str] | None:
+        """The two checkpoints when --model is given twice (None: fewer; more is a UsageError)."""
+        models = self.model or []
+        if len(models) > 2:
+            raise UsageError(f"--model is given {len(models)} times: once to sweep a layer, twice to compare two")
+        return (models[0], models[1]) if len(models) == 2 else None
+
+    def single(self) -> ModelFlags:
+        """The flags as one checkpoint's (--model given once, or not at all)."""
+        return ModelFlags(model=self.model[0] if self.model else None, text=self.text, layer=self.layer)
 
 
 @dataclasses.dataclass(frozen=True)

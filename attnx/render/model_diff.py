@@ -1,0 +1,112 @@
+"""`attnx diff --model A --model B`: a layer × head grid of how far attention moved, the worst heads, the layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from attnx.analysis.model_diff import HeadShift, ModelComparison
+from attnx.render.heatmap import heatmap, legend, scale_of
+from attnx.render.layout import compact_table
+from attnx.render.numbers import fmt
+from attnx.render.serialize import FORMAT_VERSION, to_plain
+
+WORST = 10  # heads listed, largest shift first
+JS_WORDS = "JS divergence of each query's weights, in bits (0 the same, 1 disjoint; a learned sink is one more key)"
+
+
+def where(shift: HeadShift, tokens: tuple[str, ...]) -> str:
+    """``query 5 'cat' → key 2 'the'`` (``→ the sink`` for a learned sink)."""
+    key = "the sink" if shift.key < 0 else f"key {shift.key} {tokens[shift.key]!r}"
+    return f"query {shift.query} {tokens[shift.query]!r} → {key}"
+
+
+def worst_table(comparison: ModelComparison, precision: int) -> Table:
+    """The heads whose attention moved most, largest mean JS divergence first."""
+    table = compact_table(f"Heads that moved most (of {sum(len(layer.heads) for layer in comparison.layers)})")
+    for header in ("head", "mean JS", "max JS", "max |Δα|"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("where")
+    for shift in comparison.worst(WORST):
+        table.add_row(f"L{shift.layer} H{shift.head}", fmt(shift.js_mean, precision), fmt(shift.js_max, precision),
+                      fmt(shift.max_delta, precision), Text(where(shift, comparison.tokens)))  # fmt: skip
+    return table
+
+
+def layers_table(comparison: ModelComparison, precision: int) -> Table:
+    """Per layer: how far its output moved (‖B − A‖ / ‖A‖ over the layer, and the largest token's)."""
+    table = compact_table("How far each layer's output moved: ‖B − A‖ / ‖A‖")
+    for header in ("layer", "whole", "worst token"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("token")
+    for layer in comparison.layers:
+        token = int(layer.output_shift.argmax())
+        worst = fmt(float(layer.output_shift[token]), precision)
+        table.add_row(
+            f"L{layer.layer}", fmt(layer.output_overall, precision), worst, Text(repr(comparison.tokens[token]))
+        )
+    return table
+
+
+def kl_line(comparison: ModelComparison, precision: int) -> Text:
+    """The next-token KL(A ‖ B): mean and largest over the tokens, or why there is none."""
+    kl = comparison.kl
+    if kl is None:
+        return Text("next-token KL: not measured (a side has no LM head)", style="dim")
+    token = int(kl.argmax())
+    return Text(f"next-token KL(A ‖ B): mean {fmt(float(kl.mean()), precision)} nats, largest "
+                f"{fmt(float(kl[token]), precision)} after {comparison.tokens[token]!r} (token {token})")  # fmt: skip
+
+
+def comparison_view(comparison: ModelComparison, precision: int, *, colour: bool) -> RenderableType:
+    """Both checkpoints named, the grid of mean JS divergence per layer and head, the worst heads, the layers."""
+    grid = comparison.grid()
+    scale = scale_of([grid], "mean JS divergence (bits)")
+    heads = [f"H{h}" for h in range(grid.shape[1])]
+    layers = [f"L{layer}" for layer in range(grid.shape[0])]
+    title = f"Mean JS divergence per layer and head · {len(comparison.tokens)} tokens"
+    return Group(
+        Text(f"A: {comparison.a}\nB: {comparison.b} · {comparison.architecture}", style="dim"),
+        heatmap(title, grid, layers, heads, precision, scale=scale, colour=colour),
+        legend(scale, precision, colour),
+        Text(JS_WORDS, style="dim"),
+        Text(""),
+        worst_table(comparison, precision),
+        Text(""),
+        layers_table(comparison, precision),
+        kl_line(comparison, precision),
+    )
+
+
+def head_to_dict(shift: HeadShift) -> dict[str, Any]:
+    """One head's shift: its mean and largest JS divergence, its largest |Δα| and where (``key`` null and
+    ``sink`` true when the learned sink moved most)."""
+    key = None if shift.key < 0 else shift.key
+    return {"head": shift.head, "js_mean": shift.js_mean, "js_max": shift.js_max, "max_delta": shift.max_delta,
+            "query": shift.query, "key": key, "sink": shift.key < 0}  # fmt: skip
+
+
+def comparison_to_dict(comparison: ModelComparison) -> dict[str, Any]:
+    """The JSON object of `attnx diff --model A --model B` (``format_version`` first; everything from 0)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "mode": "models",
+        "a": comparison.a,
+        "b": comparison.b,
+        "architecture": comparison.architecture,
+        "tokens": list(comparison.tokens),
+        "layers": [
+            {
+                "layer": layer.layer,
+                "output_shift": layer.output_overall,
+                "output_shift_per_token": to_plain(layer.output_shift),
+                "heads": [head_to_dict(h) for h in layer.heads],
+            }
+            for layer in comparison.layers
+        ],
+        "worst": [{"layer": h.layer, "head": h.head, "js_mean": h.js_mean} for h in comparison.worst(WORST)],
+        "kl": None if comparison.kl is None else to_plain(comparison.kl),
+    }

@@ -1,0 +1,97 @@
+"""Two checkpoints head by head: the JS divergence, where a head moved, the layers' outputs, next-token KL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnx.analysis.model_diff import compare_models, js_divergence
+from attnx.errors import ModelError
+from attnx.models import open_model
+from tests.cli.test_model import invoke
+from tests.models.checkpoints import TEXT
+from tests.models.decoders import DecoderReference, built
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[DecoderReference, Path]:
+    """The tiny Qwen 3 and a copy whose layer 1 W_q moved in head 2's rows only (d_k 12)."""
+    from safetensors.numpy import load_file, save_file
+
+    base = built("qwen3", tmp_path_factory)
+    moved = Path(shutil.copytree(base.path, tmp_path_factory.mktemp("moved") / "qwen3"))
+    tensors = load_file(moved / "model.safetensors")
+    name = "model.layers.1.self_attn.q_proj.weight"
+    tensors[name] = tensors[name].copy()
+    tensors[name][24:36] += np.random.default_rng(0).normal(size=(12, 32)).astype(np.float32) * 0.5
+    save_file(tensors, moved / "model.safetensors", metadata={"format": "pt"})
+    return base, moved
+
+
+class TestDivergence:
+    def test_bounds(self) -> None:
+        """0 bits for equal rows, 1 for disjoint ones, and symmetric in between."""
+        p, q = np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]), np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]])
+        assert js_divergence(p, q).tolist() == [0.0, 1.0]
+        r, s = np.array([0.2, 0.3, 0.5]), np.array([0.4, 0.4, 0.2])
+        m = (r + s) / 2
+        expected = 0.5 * (r * np.log2(r / m)).sum() + 0.5 * (s * np.log2(s / m)).sum()
+        assert js_divergence(r, s) == pytest.approx(expected, rel=1e-14) == js_divergence(s, r)
+
+
+class TestCompare:
+    def test_itself(self, pair: tuple[DecoderReference, Path]) -> None:
+        """A checkpoint against itself moves nothing."""
+        with open_model(pair[0].path) as a, open_model(pair[0].path) as b:
+            comparison = compare_models(a, b, TEXT)
+        assert not comparison.grid().any() and comparison.kl is not None and not comparison.kl.any()
+        assert all(layer.output_overall == 0 for layer in comparison.layers)
+
+    def test_the_moved_head_ranks_first(self, pair: tuple[DecoderReference, Path]) -> None:
+        """Layer 0 does not move; in layer 1 only head 2 does (its own W_q rows), and it ranks first; the layers
+        after move, and so do the next-token distributions."""
+        with open_model(pair[0].path) as a, open_model(pair[1]) as b:
+            comparison = compare_models(a, b, TEXT)
+        grid = comparison.grid()
+        assert not grid[0].any() and comparison.layers[0].output_overall == 0
+        assert grid[1, 2] > 0.01 and grid[1, [0, 1, 3]].tolist() == [0, 0, 0]
+        worst = comparison.worst(1)[0]
+        assert (worst.layer, worst.head) == (1, 2) and worst.js_max >= worst.js_mean
+        assert comparison.layers[1].output_overall > 0 and comparison.kl is not None and comparison.kl.max() > 0
+
+    def test_refused(self, pair: tuple[DecoderReference, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
+        """Another architecture is a ModelError naming both."""
+        llama = built("llama", tmp_path_factory)
+        with (
+            open_model(pair[0].path) as a,
+            open_model(llama.path) as b,
+            pytest.raises(ModelError, match=r"^the models differ in architecture: A is qwen3, B is llama$"),
+        ):
+            compare_models(a, b, TEXT)
+
+
+class TestCommand:
+    def test_table_and_json(self, pair: tuple[DecoderReference, Path]) -> None:
+        """The grid, the worst heads (L1 H2 first) and the layers; the JSON holds the same numbers."""
+        args = ["diff", "--model", str(pair[0].path), "--model", str(pair[1]), "--text", TEXT]
+        shown = invoke(*args).stdout
+        assert "Mean JS divergence per layer and head" in shown
+        assert shown.split("Heads that moved most (of 12)")[1].split("\n")[3].split()[:2] == ["L1", "H2"]
+        data = json.loads(invoke(*args, "-f", "json").stdout)
+        assert data["mode"] == "models" and data["worst"][0] == {
+            "layer": 1,
+            "head": 2,
+            "js_mean": data["layers"][1]["heads"][2]["js_mean"],
+        }
+        assert data["layers"][0]["output_shift"] == 0 and len(data["kl"]) == len(data["tokens"])
+
+    def test_usage(self, pair: tuple[DecoderReference, Path]) -> None:
+        """--layer and sweeps do not apply to two checkpoints; three --model are refused; exit 2 each."""
+        base = ["diff", "--model", str(pair[0].path), "--model", str(pair[1]), "--text", TEXT]
+        assert "--layer does not apply to two checkpoints" in invoke(*base, "--layer", "1", code=2).stderr
+        assert "--heads does not apply" in invoke(*base, "--heads", "1,2", code=2).stderr
+        assert "--model is given 3 times" in invoke(*base, "--model", str(pair[1]), code=2).stderr
