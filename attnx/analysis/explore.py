@@ -164,6 +164,18 @@ class Explorer:
                 parts.append(np.asarray(array)[:, rows])
         return np.concatenate(parts, axis=1)
 
+    def sinks(self, lo: int, hi: int) -> np.ndarray | None:
+        """``[head, query]``: the learned sinks' shares of queries ``lo … hi − 1`` in the weights view, where the
+        layer has sinks (else None)."""
+        if self.view != "weights":
+            return None
+        parts = self._block_rows(lo, hi)
+        shares = [self.block(b).sink_weights for b, _ in parts]
+        if any(share is None for share in shares):
+            return None
+        return np.concatenate([np.asarray(share)[:, rows] for share, (_, rows) in zip(shares, parts, strict=True)],
+                              axis=1)  # fmt: skip
+
     def blocked(self, lo: int, hi: int) -> np.ndarray | None:
         """``[query, key]``: True where the mask blocks a pair, for queries ``lo … hi − 1`` (None: no mask)."""
         parts = self._block_rows(lo, hi)

@@ -21,7 +21,7 @@ from rich.text import Text
 from attnx.render.fitted import FittedGrid
 from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of
 from attnx.render.numbers import fmt
-from attnx.render.tables import head_title
+from attnx.render.tables import SINK_LABEL, head_title
 from attnx.render.trace import trace_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,15 +98,21 @@ def around(state: Explorer, count: int) -> list[int]:
 
 
 def key_grid(state: Explorer, title: str, rows: np.ndarray, labels: Sequence[str], scale: HeatScale, colour: bool,
-             width: int, blocked: np.ndarray | None = None) -> FittedGrid:  # fmt: skip
-    """``rows`` (``[row, key]``) as a heatmap with as many keys around the query as ``width`` holds."""
+             width: int, blocked: np.ndarray | None = None, sink: np.ndarray | None = None) -> FittedGrid:  # fmt: skip
+    """``rows`` (``[row, key]``) as a heatmap with as many keys around the query as ``width`` holds, then a
+    learned sink's share per row (``sink``, ``[row]``) where there is one."""
     key_tokens = state.key_tokens
-    count = min(len(key_tokens), width // COLUMN)
+    extra = 0 if sink is None else 1
+    count = min(len(key_tokens), width // COLUMN - extra)
     while True:
         keys = around(state, count)
+        shown, names = rows[:, keys], [key_tokens[k] for k in keys]
         shut = None if blocked is None else blocked[:, keys]
-        grid = heatmap(title + _keys_note(keys, len(key_tokens)), rows[:, keys], labels, [key_tokens[k] for k in keys],
-                       PRECISION, scale=scale, colour=colour, blocked=shut)  # fmt: skip
+        if sink is not None:
+            shown, names = np.concatenate([shown, sink[:, None]], axis=1), [*names, SINK_LABEL]
+            shut = None if shut is None else np.concatenate([shut, np.zeros((len(shut), 1), dtype=bool)], axis=1)
+        grid = heatmap(title + _keys_note(keys, len(key_tokens)), shown, labels, names, PRECISION, scale=scale,
+                       colour=colour, blocked=shut)  # fmt: skip
         left, right = grid.shown(width)
         if not right or count <= 2:
             return grid
@@ -124,7 +130,7 @@ def _keys_note(keys: list[int], total: int) -> str:
 
 
 def _head_grid(state: Explorer, head: int, rows: tuple[int, int], matrix: np.ndarray, colour: bool, width: int,
-               scale: HeatScale) -> FittedGrid:  # fmt: skip
+               scale: HeatScale, sinks: np.ndarray | None = None) -> FittedGrid:  # fmt: skip
     """Head ``head``'s heatmap over queries ``rows``, ``matrix`` (``[row, key]``) as the view under the cursor
     shows them."""
     lo, hi = rows
@@ -136,7 +142,7 @@ def _head_grid(state: Explorer, head: int, rows: tuple[int, int], matrix: np.nda
         title = f"{head_title(state.result(), head)} · {state.view}" + (" · pinned" if head == state.pinned else "")
     if hi - lo < len(state.tokens):
         title += f" · queries {lo}-{hi - 1} of {len(state.tokens)}"
-    return key_grid(state, title, matrix, labels, scale, colour, width, blocked)
+    return key_grid(state, title, matrix, labels, scale, colour, width, blocked, None if sinks is None else sinks[head])
 
 
 def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12) -> RenderableType:
@@ -146,11 +152,12 @@ def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12
     rollout = state.view == "rollout"
     heads = [0] if rollout else [state.head] if state.pinned in (None, state.head) else [state.pinned, state.head]
     matrix = state.matrix(*window)  # (heads, rows, M)
-    scale = scale_of([matrix[heads]], SCALES[state.view])
+    sinks = state.sinks(*window)  # (heads, rows), or None
+    scale = scale_of([matrix[heads], *([] if sinks is None else [sinks[heads]])], SCALES[state.view])
     key = legend(scale, PRECISION, colour)
     if len(heads) == 1:
-        return Group(_head_grid(state, heads[0], window, matrix[heads[0]], colour, width, scale), key)
-    above, below = (_head_grid(state, h, window, matrix[h], colour, width, scale) for h in heads)
+        return Group(_head_grid(state, heads[0], window, matrix[heads[0]], colour, width, scale, sinks), key)
+    above, below = (_head_grid(state, h, window, matrix[h], colour, width, scale, sinks) for h in heads)
     if all(grid.span(len(grid.col_labels)) <= (width - GAP) // 2 for grid in (above, below)):
         table = Table.grid(padding=(0, GAP))  # both fit whole in half the width: side by side
         table.add_column(ratio=1)
@@ -164,6 +171,7 @@ def heads_panel(state: Explorer, *, colour: bool, width: int = 80) -> Renderable
     """The query's row in every head, the head under the cursor marked; in the rollout view, the query's
     rollout row after each layer so far."""
     q = state.query
+    sink = None
     if state.view == "rollout":
         rows = state.rollout().layers[:, q, :]  # (layers so far, M)
         labels = _marked([f"L{layer}" for layer in range(len(rows))], state.layer)
@@ -175,8 +183,10 @@ def heads_panel(state: Explorer, *, colour: bool, width: int = 80) -> Renderable
         mask = state.blocked(q, q + 1)
         blocked = None if mask is None else np.repeat(mask, len(rows), axis=0)
         title = f"Query {q} '{state.tokens[q]}' in every head"
-    scale = scale_of([rows], SCALES[state.view])
-    return key_grid(state, title, rows, labels, scale, colour, width, blocked)
+        sinks = state.sinks(q, q + 1)
+        sink = None if sinks is None else sinks[:, 0]  # (H,)
+    scale = scale_of([rows, *([] if sink is None else [sink])], SCALES[state.view])
+    return key_grid(state, title, rows, labels, scale, colour, width, blocked, sink)
 
 
 def change_panel(state: Explorer, *, colour: bool, width: int = 80) -> RenderableType | None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from attnx.analysis.explore import Explorer
+from attnx.render import explore as panels
 from attnx.analysis.heads import head_stats
 from attnx.cli.explore import explorer
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags
@@ -279,6 +280,31 @@ class TestViews:
             assert "  L0" in heads and "▶ L1" in heads
 
         drive(state, session)
+
+
+    def test_learned_sinks(self) -> None:
+        """With learned sinks the weights heatmaps end in a sink column holding the result's shares; the scores
+        view has none."""
+        import io
+
+        from rich.console import Console
+
+        rng = np.random.default_rng(3)
+        q, k, v = rng.standard_normal((3, 6, 8))
+        tokens = tuple(f"t{i}" for i in range(6))
+        spec = AttentionSpec.build(q=q, k=k, v=v, heads=2, tokens=tokens, key_tokens=tokens, causal=True,
+                                   sink_logits=(2.0, -1.0))  # fmt: skip
+        state = Explorer(lambda _layer: spec, 1, "sinks", {})
+        shares = compute(spec).sink_weights
+        assert shares is not None
+        np.testing.assert_allclose(state.sinks(0, 6), shares, rtol=1e-12)
+        console = Console(width=100, file=io.StringIO(), color_system=None)
+        console.print(panels.head_panel(state, colour=False, width=100))
+        console.print(panels.heads_panel(state, colour=False, width=100))
+        headers = [line.split() for line in console.file.getvalue().splitlines() if line.lstrip().startswith("t0")]
+        assert len(headers) == 2 and all(header[-1] == "sink" for header in headers)
+        state.cycle_view()
+        assert state.view == "scores" and state.sinks(0, 6) is None
 
 
 class TestLongInput:
