@@ -154,6 +154,13 @@ VARIANTS = {
              "num_experts_per_tok": 2, "moe_intermediate_size": 24, "norm_topk_prob": True,
              "decoder_sparse_step": 2, "tie_word_embeddings": True},
         ),
+        Variant(  # OLMo 3: OLMo 2 with windows of 3 on layers 0 and 2 (layer_types), rope parameters by layer type
+            "olmo3", "olmo3",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "sliding_window": 3,
+             "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+             "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 900.0},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 300.0}}},
+        ),
         Variant(  # gpt-oss: learned sinks, windows of 3 on layers 0 and 2, YaRN (factor 4 of 16 positions, not truncated)
             "gpt_oss", "gpt_oss",  # past its 16 positions; biases; 4 experts, top-2, a clamp of 0.5 that bites
             {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 4,

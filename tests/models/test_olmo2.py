@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from attnx.models.runs import load_model_spec
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import DecoderReference, built
+from tests.models.test_checkpoint import edit_config
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +62,22 @@ def test_commands(olmo2: DecoderReference) -> None:
     assert np.asarray(shown["q"]).shape == (4, len(olmo2.ids), 8)
     view = json.loads(invoke("heads", *model, "--layer", "all", "-f", "json").stdout)
     assert len(view["layers"]) == 3 and all(len(layer["heads"]) == 4 for layer in view["layers"])
+
+
+def test_olmo3_windows_and_rope_by_layer_type(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """OLMo 3: windows on the layers layer_types says slide (three sliding to one full where it is absent: all
+    three here), each layer type turned by its own rope object; without the windows the weights move off
+    transformers'."""
+    olmo3 = built("olmo3", tmp_path_factory)
+    info = describe(olmo3.path)
+    assert (info.family, info.windows) == ("OLMo 3", (3, None, 3))
+    sliding, full = info.rotaries[0], info.rotaries[1]
+    assert sliding is not None and full is not None
+    assert (sliding.theta, sliding.scaling, full.theta) == (300.0, None, 900.0)
+    assert full.scaling is not None and full.scaling.kind == "linear"
+    spec = load_model_spec(olmo3.path, TEXT, 2, dtype="float64")
+    plain = compute(spec.with_settings(window=None), "numpy", dtype="float64")
+    assert np.abs(plain.weights - olmo3.attentions["float64"][2]).max() > 1e-3
+    derived = Path(shutil.copytree(olmo3.path, tmp_path / "olmo3"))
+    edit_config(derived, layer_types=None)
+    assert describe(derived).windows == (3, 3, 3)

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from attnx.analysis.explore import Explorer
-from attnx.render import explore as panels
 from attnx.analysis.heads import head_stats
 from attnx.cli.explore import explorer
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.models.runs import load_model_spec
+from attnx.render import explore as panels
 from tests.models.checkpoints import TEXT, Reference
 from tests.runner import run_attnx
 

@@ -1,10 +1,11 @@
-"""OLMo 2: Llama's decoder with QK-norm over the whole q and k projections and its norms after each sublayer."""
+"""OLMo 2 and 3: Llama's decoder with QK-norm over the whole q and k projections and its norms after each sublayer."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 from attnx.models.decoder import Decoder, Norms
+from attnx.models.rope import FULL, SLIDING
 
 
 class Olmo2(Decoder):
@@ -31,4 +32,25 @@ class Olmo2(Decoder):
         self.eps = self.checkpoint.number("rms_norm_eps", 1e-5, low=0, high=1)
 
 
-FAMILIES = (Olmo2,)
+class Olmo3(Olmo2):
+    """OLMo 3 (``olmo3``): OLMo 2 with sliding windows (``sliding_window``, 4096) on the layers ``layer_types`` names,
+    where config.json lists none three sliding to one full (layer i full when i + 1 is a multiple of 4); RoPE θ
+    500 000 by default, per layer type where the rope object is nested, else a flat ``rope_scaling`` on the full
+    layers only (the sliding ones turn by ``rope_theta``, unscaled), as Olmo3Config reads it."""
+
+    name = "olmo3"
+    family = "OLMo 3"
+    stems = ("Olmo3",)
+    sliding = "all"
+    window_default = 4096
+    default_theta = 500000.0
+    local_rope = ("rope_theta", 500000.0)
+    reads = frozenset({"sliding_window"})
+
+    def layer_types(self) -> tuple[str, ...]:
+        """``layer_types`` where config.json lists them, else three sliding layers to one full."""
+        listed = self.listed_types()
+        return listed or tuple(FULL if (i + 1) % 4 == 0 else SLIDING for i in range(self.layers))
+
+
+FAMILIES = (Olmo2, Olmo3)
