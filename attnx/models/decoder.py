@@ -80,6 +80,7 @@ SEMANTIC_KEYS: dict[str, object] = {
     "attention_multiplier": None,
     "embedding_multiplier": None,
     "residual_multiplier": None,
+    "logits_scaling": None,
     "num_local_experts": None,
     "num_experts": None,
 }

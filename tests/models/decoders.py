@@ -161,6 +161,12 @@ VARIANTS = {
              "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 900.0},
                                  "sliding_attention": {"rope_type": "default", "rope_theta": 300.0}}},
         ),
+        Variant(  # Granite: every multiplier away from 1 (scores × 0.2 in place of 1/√8, branches × 0.5, embeddings × 3)
+            "granite", "granite",
+            {"num_attention_heads": 4, "num_key_value_heads": 2, "embedding_multiplier": 3.0,
+             "attention_multiplier": 0.2, "residual_multiplier": 0.5, "logits_scaling": 4.0,
+             "tie_word_embeddings": True},
+        ),
         Variant(  # gpt-oss: learned sinks, windows of 3 on layers 0 and 2, YaRN (factor 4 of 16 positions, not truncated)
             "gpt_oss", "gpt_oss",  # past its 16 positions; biases; 4 experts, top-2, a clamp of 0.5 that bites
             {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 4,
