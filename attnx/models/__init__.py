@@ -26,7 +26,7 @@ from attnx.core.tensors import PROJECTED, TensorName
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
-from attnx.models.checkpoint import CONFIG, TOKENIZER, Checkpoint
+from attnx.models.checkpoint import TOKENIZER, Checkpoint
 from attnx.models.families import FAMILIES
 from attnx.models.tokenize import Encoded, TextTokenizer
 
@@ -63,7 +63,7 @@ Progress = Callable[[int, int], None]
 def architecture_of(checkpoint: Checkpoint) -> type[Architecture]:
     """The family of a checkpoint from config.json's ``model_type`` (else its ``architectures``). Where both are
     given, every class ``architectures`` names must be one of that family's: one that is not is a ModelError."""
-    where = checkpoint.path / CONFIG
+    where = checkpoint.config_path
     model_type, named = checkpoint.config.get("model_type"), checkpoint.texts("architectures")
     if model_type is None:
         model_type = next((f.name for f in FAMILIES for name in named if f.names(name)), None)
@@ -88,11 +88,17 @@ class Model:
     """
 
     def __init__(self, path: str | Path, dtype: str = "float64", limits: Limits | None = None) -> None:
+        from attnx.models.gguf import GgufCheckpoint, open_checkpoint
+
         self.limits = limits or Limits.from_env()
-        self.checkpoint = Checkpoint(path, self.limits)
+        self.checkpoint: Checkpoint = open_checkpoint(path, self.limits)  # a folder, a GGUF file, ollama:NAME
         try:
             self.architecture = architecture_of(self.checkpoint)(self.checkpoint, dtype)
-            self.tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER), self.limits)
+            if isinstance(self.checkpoint, GgufCheckpoint):
+                built = self.checkpoint.tokenizer()
+                self.tokenizer = TextTokenizer(self.checkpoint.gguf, self.limits, built=built)
+            else:
+                self.tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER), self.limits)
         except BaseException:
             self.checkpoint.close()
             raise

@@ -13,7 +13,7 @@ import numpy as np
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec
 from attnx.errors import ModelError
-from attnx.models.checkpoint import CONFIG, Checkpoint, Shape
+from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.nn import ACTIVATIONS
 from attnx.models.tokenize import Encoded
 
@@ -208,7 +208,7 @@ class Architecture:
     def check_heads(self) -> None:
         """hidden_size must split into the heads (``head_dim`` wide each); ModelError where it cannot."""
         if self.d_model % self.heads:
-            where = self.checkpoint.path / CONFIG
+            where = self.checkpoint.config_path
             raise ModelError(f"{where}: hidden size {self.d_model} is not divisible by {self.heads} heads")
 
     def read_config(self) -> None:
@@ -240,7 +240,7 @@ class Architecture:
         self.activation_name = name
         if name not in ACTIVATIONS:
             raise ModelError(
-                f"{self.checkpoint.path / CONFIG}: {key} {name!r} is not supported; supported: {', '.join(ACTIVATIONS)}"
+                f"{self.checkpoint.config_path}: {key} {name!r} is not supported; supported: {', '.join(ACTIVATIONS)}"
             )
         return ACTIVATIONS[name]
 

@@ -1,5 +1,11 @@
 """A local Hugging Face checkpoint folder: config.json, and its safetensors weights (one file, or shards named by an
-index) read tensor by tensor, within the caps."""
+index) read tensor by tensor, within the caps.
+
+``Checkpoint`` is also the base of checkpoints stored otherwise (``attnx.models.gguf.GgufCheckpoint``): the config
+accessors, the prefix, the shape and cap checks and the reading by rows are shared; a subclass supplies its config
+dict and overrides the storage hooks (``keys``, ``file_of``, ``weight_files``, ``_part``, ``_readable``, ``_read``,
+``_key``, ``weights_path``, ``close``), its parts answering ``get_shape()``, ``get_dtype()`` and ``[rows]``.
+"""
 
 from __future__ import annotations
 
@@ -63,6 +69,8 @@ class Checkpoint:
     the text's tokens; ``row_chunks``: an LM head) against ``max_dimension`` and ``max_elements`` for each read.
     """
 
+    config_name = CONFIG  # what messages call the source of the config ("where config.json implies (64, 32)")
+
     def __init__(self, path: str | Path, limits: Limits | None = None) -> None:
         require_libraries()
         self.name = str(path)
@@ -118,8 +126,17 @@ class Checkpoint:
     # config.json is untrusted input: each family reads its keys through these accessors, which check the
     # value's type and range and name the key in one line when it is wrong.
 
+    @property
+    def config_path(self) -> Path:
+        """Where the config comes from, as messages name it: ``DIR/config.json``."""
+        return self.path / CONFIG
+
+    def _key(self, key: str) -> str:
+        """Where config key ``key`` comes from, as messages name it: ``DIR/config.json: hidden_size``."""
+        return f"{self.config_path}: {key}"
+
     def _wrong(self, key: str, expected: str, value: Any) -> ModelError:
-        return ModelError(f"{self.path / CONFIG}: {key} must be {expected}, got {value!r}")
+        return ModelError(f"{self._key(key)} must be {expected}, got {value!r}")
 
     def integer(self, *keys: str, default: int | None = None) -> int:
         """The first of ``keys`` present in config.json, a whole number from 1 to 2^40 (or ``default``)."""
@@ -131,7 +148,7 @@ class Checkpoint:
                 raise self._wrong(key, f"a whole number from 1 to {MAX_SIZE:,}", value)
             return value
         if default is None:
-            raise ModelError(f"{self.path / CONFIG}: {keys[0]} is missing")
+            raise ModelError(f"{self._key(keys[0])} is missing")
         return default
 
     def number(self, key: str, default: float, *, low: float = -math.inf, high: float = math.inf) -> float:
@@ -196,6 +213,11 @@ class Checkpoint:
         """The files that hold the weights: model.safetensors, or every shard the index names."""
         return [self.path / WEIGHTS] if self._map is None else sorted(set(self._map.values()))
 
+    @property
+    def weights_path(self) -> Path:
+        """What messages about the weights as a whole name: model.safetensors (of a sharded checkpoint too)."""
+        return self.path / WEIGHTS
+
     def file_of(self, full: str) -> Path:
         """The file that holds tensor ``full`` (prefix included)."""
         return self.path / WEIGHTS if self._map is None else self._map[full]
@@ -239,7 +261,7 @@ class Checkpoint:
                 self.prefix = prefix
                 return
         looked = " or ".join(repr(p + probe) for p in prefixes)
-        raise ModelError(f"{self.path / WEIGHTS}: no tensor {looked}: not a {family} checkpoint")
+        raise ModelError(f"{self.weights_path}: no tensor {looked}: not a {family} checkpoint")
 
     def _slice(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> tuple[Any, str]:
         """The lazy slice of tensor ``name`` (or the first alternative held), once its dtype is a float and its
@@ -250,19 +272,26 @@ class Checkpoint:
         for candidate in (name, *alternatives):
             full = prefix + candidate
             if full in held:
-                part = self._open(self.file_of(full)).get_slice(full)
+                part = self._part(full)
                 dtype, found = part.get_dtype(), tuple(part.get_shape())
-                if dtype not in FLOAT_DTYPES:
+                if not self._readable(dtype):
                     raise ModelError(f"{self.file_of(full)}: tensor {full!r} holds {dtype} values; weights are "
                                      f"{', '.join(FLOAT_DTYPES)}")  # fmt: skip
                 if shape is not None and not _fits(found, shape):
                     sizes = ["any" if size is None else str(size) for size in shape]
                     implied = f"({', '.join(sizes)}{',' if len(sizes) == 1 else ''})"
-                    raise ModelError(
-                        f"{self.file_of(full)}: tensor {full!r} has shape {found}, where config.json implies {implied}"
-                    )
+                    where = f"{self.file_of(full)}: tensor {full!r}"
+                    raise ModelError(f"{where} has shape {found}, where {self.config_name} implies {implied}")
                 return part, full
-        raise ModelError(f"{self.path / WEIGHTS}: missing tensor {prefix + name!r}")
+        raise ModelError(f"{self.weights_path}: missing tensor {prefix + name!r}")
+
+    def _part(self, full: str) -> Any:
+        """The lazy slice of stored tensor ``full`` (its file opened on first use)."""
+        return self._open(self.file_of(full)).get_slice(full)
+
+    def _readable(self, dtype: str) -> bool:
+        """Whether a tensor stored as ``dtype`` can be read as a weight."""
+        return dtype in FLOAT_DTYPES
 
     def tensor(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> np.ndarray:
         """Tensor ``name`` (under the prefix unless not ``prefixed``; else the first of ``alternatives`` held),
@@ -353,7 +382,7 @@ class Checkpoint:
         """Every tensor's shape and safetensors dtype name (``F32``, ``F16``, ``BF16``, ``I64``), from the headers."""
         out = {}
         for name in sorted(self.keys()):
-            part = self._open(self.file_of(name)).get_slice(name)
+            part = self._part(name)
             out[name] = (tuple(part.get_shape()), part.get_dtype())
         return out
 

@@ -50,7 +50,6 @@ from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.errors import ConfigError, ModelError
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
-from attnx.models.checkpoint import CONFIG
 from attnx.models.nn import dense
 from attnx.models.rope import FULL, LAYER_TYPES, SLIDING, rope_mappings
 from attnx.models.tokenize import Encoded
@@ -172,7 +171,7 @@ class Decoder(Architecture):
     def read_config(self) -> None:
         """Sizes, layer types, windows, rotary positions per layer and the norms' eps from config.json; a key that
         would change the model and that the family does not read is a ModelError."""
-        ckpt, where = self.checkpoint, self.checkpoint.path / CONFIG
+        ckpt, where = self.checkpoint, self.checkpoint.config_path
         own = {"kv_heads": ("num_key_value_heads",), "head_dim": ("head_dim",)}  # beside the usual names
         self.read_sizes(own, mlp_ratio=None, max_length=2048)
         self.eps = ckpt.number("rms_norm_eps", 1e-6, low=0, high=1)
@@ -195,7 +194,7 @@ class Decoder(Architecture):
             value = self.checkpoint.config.get(key)
             if key not in self.reads and value is not None and value != neutral:
                 raise ModelError(
-                    f"{self.checkpoint.path / CONFIG}: {key} {value!r:.40} is not read by {self.name} "
+                    f"{self.checkpoint.config_path}: {key} {value!r:.40} is not read by {self.name} "
                     f"({self.family}), and it would change what the model computes"
                 )
 
@@ -211,7 +210,7 @@ class Decoder(Architecture):
 
     def listed_types(self) -> tuple[str, ...] | None:
         """config.json's ``layer_types`` (None: absent), each one attnx runs, one per layer."""
-        where, listed = self.checkpoint.path / CONFIG, self.checkpoint.config.get("layer_types")
+        where, listed = self.checkpoint.config_path, self.checkpoint.config.get("layer_types")
         if listed is None:
             return None
         if not isinstance(listed, list) or len(listed) != self.layers:
@@ -249,7 +248,7 @@ class Decoder(Architecture):
             return listed or derived
         if listed != derived:
             raise ModelError(
-                f"{self.checkpoint.path / CONFIG}: layer_types disagrees with {self.family}'s layers "
+                f"{self.checkpoint.config_path}: layer_types disagrees with {self.family}'s layers "
                 f"({'sliding' if sliding else 'full'} attention on each), and transformers ignores it there"
             )
         return derived
@@ -263,7 +262,7 @@ class Decoder(Architecture):
 
     def read_rotaries(self) -> dict[str, Rotary]:
         """The rotary positions of each layer type the layers use."""
-        where, flat = self.checkpoint.path / CONFIG, self.flat_rope()
+        where, flat = self.checkpoint.config_path, self.flat_rope()
         rotaries = {}
         for kind, mapping in rope_mappings(self.checkpoint, sorted(set(self.types)), self.local_rope).items():
             try:

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from attnx.errors import ModelError
-from attnx.models.checkpoint import CONFIG, Checkpoint
+from attnx.models.checkpoint import Checkpoint
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 LAYER_TYPES = (FULL, SLIDING)  # the layer types attnx runs (``layer_types`` in config.json)
@@ -26,7 +26,7 @@ def rope_source(checkpoint: Checkpoint) -> dict[str, Any]:
     scaling, parameters = checkpoint.mapping("rope_scaling"), checkpoint.mapping("rope_parameters")
     if scaling and parameters and scaling != parameters:
         raise ModelError(
-            f"{checkpoint.path / CONFIG}: rope_scaling and rope_parameters are both set and differ; keep one"
+            f"{checkpoint.config_path}: rope_scaling and rope_parameters are both set and differ; keep one"
         )
     return dict(scaling or parameters or {})
 
@@ -41,7 +41,7 @@ def rope_mappings(
     ``rope_local_base_freq`` and 10 000), the sliding layers, which turn by that base, unscaled, as
     transformers reads such configs.
     """
-    where = checkpoint.path / CONFIG
+    where = checkpoint.config_path
     source = rope_source(checkpoint)
     if not any(key in LAYER_TYPES for key in source):
         mappings: dict[str, Mapping[str, Any]] = dict.fromkeys(types, source)

@@ -119,6 +119,8 @@ def native(what: str) -> Iterator[None]:
     try:
         with _quiet_native_stderr():
             yield
+    except ModelError:  # already one line that says what
+        raise
     except Exception as exc:
         raise ModelError(f"{what}: {exc}") from None
     except BaseException as exc:
@@ -133,12 +135,25 @@ class TextTokenizer:
     Some tokenizer.json files pad every input to a fixed length or cut it short (all-MiniLM-L6-v2's
     pads to 128): attnx never does either to a single text. ``stored`` says what the file asked for.
     The file is parsed by the native ``tokenizers`` library only once its size is within ``max_bytes``.
+    ``built``: a ``tokenizers.Tokenizer`` already built (a GGUF file's, from its metadata), used instead of
+    reading ``path``, which messages then name.
     """
 
-    def __init__(self, path: Path, limits: Limits | None = None) -> None:
+    def __init__(self, path: Path, limits: Limits | None = None, *, built: Any = None) -> None:
+        self.path = path
+        self._tokenizer = self._read(path, limits) if built is None else built
+        with native(f"{path}: not a readable tokenizer.json"):
+            self.stored = _stored_settings(self._tokenizer)
+            self.spelling = _spelling(self._tokenizer)
+            self._added = frozenset(self._tokenizer.get_added_tokens_decoder())
+            self._tokenizer.no_padding()
+            self._tokenizer.no_truncation()
+
+    @staticmethod
+    def _read(path: Path, limits: Limits | None) -> Any:
+        """tokenizer.json parsed, once its size is within the caps."""
         from tokenizers import Tokenizer
 
-        self.path = path
         try:
             size = path.stat().st_size
         except OSError as exc:
@@ -146,12 +161,7 @@ class TextTokenizer:
         (limits or Limits.from_env()).check_bytes(size, str(path))
         note_read(path)
         with native(f"{path}: not a readable tokenizer.json"):
-            self._tokenizer = Tokenizer.from_file(str(path))
-            self.stored = _stored_settings(self._tokenizer)
-            self.spelling = _spelling(self._tokenizer)
-            self._added = frozenset(self._tokenizer.get_added_tokens_decoder())
-            self._tokenizer.no_padding()
-            self._tokenizer.no_truncation()
+            return Tokenizer.from_file(str(path))
 
     @property
     def kind(self) -> str:

@@ -55,6 +55,9 @@ NOT_TENSORS: dict[str, set[str]] = {
     "attnx/render/model.py": {"scores", "weights"},
     # The size suffix k (1K = 1024).
     "attnx/limits.py": {"k"},
+    # GGUF's own names: the output layer's tensor (``output.weight``) and a SentencePiece vocabulary's scores.
+    "attnx/models/gguf_names.py": {"output"},
+    "attnx/models/gguf_tokenizer.py": {"scores"},
 }
 
 

@@ -9,7 +9,6 @@ import numpy as np
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.errors import ModelError
 from attnx.models.architecture import Architecture, weights_and_biases
-from attnx.models.checkpoint import CONFIG
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
 
@@ -36,9 +35,9 @@ class Bert(Architecture):
         self.act = self.activation("hidden_act", "gelu")
         kind = ckpt.text("position_embedding_type", "absolute")
         if kind != "absolute":
-            raise ModelError(f"{ckpt.path / CONFIG}: position_embedding_type {kind!r} is not supported (only absolute)")
+            raise ModelError(f"{ckpt.config_path}: position_embedding_type {kind!r} is not supported (only absolute)")
         if ckpt.flag("is_decoder", False) or ckpt.flag("add_cross_attention", False):
-            raise ModelError(f"{ckpt.path / CONFIG}: BERT as a decoder is not supported, only the encoder")
+            raise ModelError(f"{ckpt.config_path}: BERT as a decoder is not supported, only the encoder")
 
     def tensor_names(self) -> Iterator[str]:
         """The embeddings and their LayerNorm, then each layer's attention, MLP and two LayerNorms (a LayerNorm's

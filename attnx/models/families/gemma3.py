@@ -7,7 +7,6 @@ from typing import ClassVar
 
 from attnx.core.positions import Rotary
 from attnx.errors import ModelError
-from attnx.models.checkpoint import CONFIG
 from attnx.models.families.gemma import Gemma2
 from attnx.models.rope import FULL, LAYER_TYPES, SLIDING
 
@@ -40,7 +39,7 @@ class Gemma3(Gemma2):
         self.scale = self.checkpoint.number("query_pre_attn_scalar", 256.0, low=0) ** -0.5
         if SLIDING in self.types and self.window_size() is None:
             raise ModelError(
-                f"{self.checkpoint.path / CONFIG}: sliding_window is null, but layer_types has sliding layers"
+                f"{self.checkpoint.config_path}: sliding_window is null, but layer_types has sliding layers"
             )
 
     def layer_types(self) -> tuple[str, ...]:
@@ -61,7 +60,7 @@ class Gemma3(Gemma2):
         nested = any(key in LAYER_TYPES for key in parameters)
         if parameters and not nested:
             raise ModelError(
-                f"{ckpt.path / CONFIG}: rope_parameters must be keyed by layer type ({FULL}, {SLIDING}) for "
+                f"{ckpt.config_path}: rope_parameters must be keyed by layer type ({FULL}, {SLIDING}) for "
                 f"{self.name}: transformers ignores a flat one (or give rope_theta, rope_scaling, {LOCAL_BASE[0]})"
             )
         rotaries = super().read_rotaries()

@@ -10,7 +10,6 @@ import numpy as np
 from attnx.core.spec import Linear
 from attnx.errors import ModelError
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
-from attnx.models.checkpoint import CONFIG
 from attnx.models.decoder import Decoder, Norms
 from attnx.models.nn import layer_norm
 
@@ -48,7 +47,7 @@ class GptNeox(Decoder):
         Architecture.check_heads(self)
         if (self.head_dim, self.kv_heads) != (self.d_model // self.heads, self.heads):
             raise ModelError(
-                f"{self.checkpoint.path / CONFIG}: head_dim {self.head_dim} or num_key_value_heads {self.kv_heads} "
+                f"{self.checkpoint.config_path}: head_dim {self.head_dim} or num_key_value_heads {self.kv_heads} "
                 f"is not read by {self.name} ({self.family}): each of its {self.heads} heads is "
                 f"{self.d_model // self.heads} wide with its own K and V"
             )

@@ -27,7 +27,6 @@ import numpy as np
 
 from attnx.errors import ModelError
 from attnx.models.architecture import Mixture
-from attnx.models.checkpoint import CONFIG
 from attnx.models.decoder import Decoder
 from attnx.models.nn import dense
 
@@ -64,7 +63,7 @@ class Routed(Decoder):
     def read_config(self) -> None:
         """The decoder's settings, then the mixture's: experts, top-k, renormalisation, widths, sparse layers."""
         super().read_config()
-        ckpt, where = self.checkpoint, self.checkpoint.path / CONFIG
+        ckpt, where = self.checkpoint, self.checkpoint.config_path
         self.experts = ckpt.integer(*self.expert_keys, default=self.defaults[0])
         self.top_k = ckpt.integer("num_experts_per_tok", default=self.defaults[1])
         if self.top_k > self.experts:
@@ -84,7 +83,7 @@ class Routed(Decoder):
             return True
         listed = self.checkpoint.config.get("mlp_only_layers") or []
         if not isinstance(listed, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in listed):
-            raise ModelError(f"{self.checkpoint.path / CONFIG}: mlp_only_layers must list layer numbers")
+            raise ModelError(f"{self.checkpoint.config_path}: mlp_only_layers must list layer numbers")
         return layer not in listed and (layer + 1) % self.checkpoint.integer("decoder_sparse_step", default=1) == 0
 
     def swiglu(self, x: np.ndarray, prefix: str, names: tuple[str, str, str], width: int) -> np.ndarray:

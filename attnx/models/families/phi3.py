@@ -10,7 +10,6 @@ import numpy as np
 from attnx.core.positions import SCALINGS
 from attnx.core.spec import Linear
 from attnx.errors import ModelError
-from attnx.models.checkpoint import CONFIG
 from attnx.models.decoder import Decoder
 
 # transformers' Phi3Config: its defaults where config.json leaves a key out, and the rope types it accepts.
@@ -57,7 +56,7 @@ class Phi3(Decoder):
             return {**mapping, "rope_type": SCALED_ROPE}
         if kind in SCALINGS and kind != SCALED_ROPE:
             raise ModelError(
-                f"{self.checkpoint.path / CONFIG}: rope type {kind!r} is not one {self.family} runs "
+                f"{self.checkpoint.config_path}: rope type {kind!r} is not one {self.family} runs "
                 f"(default or {SCALED_ROPE}, as in transformers)"
             )
         return mapping

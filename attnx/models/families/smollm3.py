@@ -6,7 +6,6 @@ import functools
 
 from attnx.core.positions import Rotary
 from attnx.errors import ModelError
-from attnx.models.checkpoint import CONFIG
 from attnx.models.decoder import Decoder
 from attnx.models.rope import FULL, SLIDING
 
@@ -35,7 +34,7 @@ class SmolLM3(Decoder):
             return tuple((layer + 1) % interval != 0 for layer in range(self.layers))
         if not isinstance(listed, list) or len(listed) < self.layers or any(flag not in (0, 1) for flag in listed):
             raise ModelError(
-                f"{ckpt.path / CONFIG}: no_rope_layers must list 1 (RoPE) or 0 (none) for each of the {self.layers} "
+                f"{ckpt.config_path}: no_rope_layers must list 1 (RoPE) or 0 (none) for each of the {self.layers} "
                 f"layers, got {listed!r:.60}"
             )
         return tuple(bool(flag) for flag in listed[: self.layers])
@@ -54,7 +53,7 @@ class SmolLM3(Decoder):
             slides = window is not None and self.checkpoint.flag("use_sliding_window", False)
             return tuple(SLIDING if slides and not turns else FULL for turns in self.turned)
         if SLIDING in listed and window is None:
-            raise ModelError(f"{self.checkpoint.path / CONFIG}: layer_types has sliding layers, but no sliding_window")
+            raise ModelError(f"{self.checkpoint.config_path}: layer_types has sliding layers, but no sliding_window")
         return listed
 
     def rotary_of(self, layer: int) -> Rotary | None:

@@ -1,0 +1,249 @@
+"""A GGUF file's tokenizer rebuilt from its metadata as a ``tokenizers.Tokenizer``, as transformers' GGUF loader
+builds it (``AutoTokenizer.from_pretrained(folder, gguf_file=name)``), so both give the same tokens.
+
+``tokenizer.ggml.model`` says which: ``gpt2`` is byte-level BPE over the token list and ``tokenizer.ggml.merges``,
+split before merging by the regular expression ``tokenizer.ggml.pre`` names (GPT-2's own where it names none
+transformers knows); ``llama`` is SentencePiece-style BPE with byte fallback, its merges given or rebuilt from the
+tokens' scores (Gemma's from their order, Phi-3 marking spaces by a normalizer). Tokens the file marks as control
+(type 3) are special, user-defined ones (type 4) whole; BOS and EOS are added as ``tokenizer.ggml.add_bos_token``
+and ``add_eos_token`` say (a SentencePiece vocabulary adds BOS unless it says not to, as llama.cpp does).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attnx.errors import ModelError
+from attnx.models.tokenize import METASPACE, byte_decoder, native
+
+CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+
+# The pre-tokenizers of tokenizer.ggml.pre that transformers knows, as the regular expressions that split text.
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN35_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+TEKKEN_SPLIT = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+GPT4O_SPLIT = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SPLITS = {
+    **dict.fromkeys(("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                     "jina-v5-nano", "dbrx", "smaug-bpe"), LLAMA3_SPLIT),
+    **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez"), QWEN2_SPLIT),
+    "qwen35": QWEN35_SPLIT,
+    "tekken": TEKKEN_SPLIT,
+    **dict.fromkeys(("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"), GPT4O_SPLIT),
+}  # fmt: skip
+
+
+@functools.cache
+def byte_encoder() -> dict[int, str]:
+    """GPT-2's byte alphabet: the printable character that stands for each byte."""
+    return {byte: char for char, byte in byte_decoder().items()}
+
+
+class Vocabulary:
+    """The ``tokenizer.ggml.*`` keys of a GGUF file, checked: tokens, their types and scores, merges, special ids."""
+
+    def __init__(self, metadata: Mapping[str, Any], path: Path) -> None:
+        self.path, self.metadata = path, metadata
+        self.model = self.text("tokenizer.ggml.model")
+        self.tokens: list[str] = self.strings("tokenizer.ggml.tokens", required=True)
+        self.types: list[int] = self.numbers("tokenizer.ggml.token_type", int)
+        self.scores: list[float] = self.numbers("tokenizer.ggml.scores", (int, float))
+        self.merges: list[str] = self.strings("tokenizer.ggml.merges")
+        for key, values in (("token_type", self.types), ("scores", self.scores)):
+            if values and len(values) != len(self.tokens):
+                found = f"{len(values)} entries for {len(self.tokens)} tokens"
+                raise ModelError(f"{path}: tokenizer.ggml.{key} has {found}")
+
+    def text(self, key: str) -> str:
+        """A string key (absent: empty)."""
+        value = self.metadata.get(key, "")
+        if not isinstance(value, str):
+            raise ModelError(f"{self.path}: {key} must be a string, got {value!r:.40}")
+        return value
+
+    def strings(self, key: str, *, required: bool = False) -> list[str]:
+        """A list of strings (absent: empty, unless ``required``)."""
+        value = self.metadata.get(key)
+        if value is None and not required:
+            return []
+        if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
+            raise ModelError(f"{self.path}: {key} must be a non-empty list of strings")
+        return value
+
+    def numbers(self, key: str, kinds: type | tuple[type, ...]) -> list[Any]:
+        """A list of numbers (absent: empty)."""
+        value = self.metadata.get(key) or []
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, kinds) for v in value):
+            raise ModelError(f"{self.path}: {key} must be a list of numbers")
+        return value
+
+    def token(self, name: str) -> str | None:
+        """The token of special id ``tokenizer.ggml.{name}_token_id`` (None: absent)."""
+        key = f"tokenizer.ggml.{name}_token_id"
+        index = self.metadata.get(key)
+        if index is None:
+            return None
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tokens):
+            raise ModelError(f"{self.path}: {key} {index!r:.40} is not one of the {len(self.tokens)} tokens")
+        return self.tokens[index]
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A true-or-false key (absent: ``default``)."""
+        value = self.metadata.get(key, default)
+        if not isinstance(value, bool):
+            raise ModelError(f"{self.path}: {key} must be true or false, got {value!r:.40}")
+        return value
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """``tokenizer.ggml.merges``, each two tokens separated by one space."""
+        pairs = []
+        for merge in self.merges:
+            left, space, right = merge.partition(" ")
+            if not space or " " in right:
+                raise ModelError(f"{self.path}: tokenizer.ggml.merges holds {merge!r:.40}, not two tokens and a space")
+            pairs.append((left, right))
+        return pairs
+
+
+def rebuilt_merges(vocab: Mapping[str, int], scores: Mapping[str, float]) -> list[tuple[str, str]]:
+    """The merges a SentencePiece vocabulary implies: every split of a token into two tokens of the vocabulary,
+    best-scored token first, ties by the lengths of the two parts (as transformers' ``generate_merges``)."""
+    found = []
+    for merge, score in scores.items():
+        splits = ((merge[:i], merge[i:]) for i in range(1, len(merge)))
+        local = [(left, right, score) for left, right in splits if left in vocab and right in vocab]
+        local.sort(key=lambda item: (vocab[item[0]], vocab[item[1]]))
+        found.extend(local)
+    found.sort(key=lambda item: (item[2], len(item[0]), len(item[1])), reverse=True)
+    return [(left, right) for left, right, _ in found]
+
+
+def byte_level(vocabulary: Vocabulary) -> Any:
+    """GPT-2-style byte-level BPE: tokens in the byte alphabet (a token outside it respelled from its UTF-8 bytes),
+    the file's merges, split by ``tokenizer.ggml.pre``'s expression where transformers knows it."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    spelling = byte_encoder()
+    alphabet = set(spelling.values())
+    vocab = {
+        token if set(token) <= alphabet else "".join(spelling[byte] for byte in token.encode("utf-8")): index
+        for index, token in enumerate(vocabulary.tokens)
+    }
+    bpe = models.BPE(vocab, vocabulary.pairs(), dropout=None, continuing_subword_prefix="", end_of_word_suffix="",
+                     fuse_unk=False)  # fmt: skip
+    tokenizer = Tokenizer(bpe)
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    split = SPLITS.get(vocabulary.text("tokenizer.ggml.pre"))
+    if split is not None:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])  # fmt: skip
+    return tokenizer
+
+
+def sentencepiece(vocabulary: Vocabulary, architecture: str) -> Any:
+    """SentencePiece-style BPE with byte fallback: ``▁`` for spaces, prepended to the first word (Gemma: spaces
+    replaced, none prepended; Phi-3: by a normalizer), merges given or rebuilt from the scores (Gemma's order)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    gemma = architecture in ("gemma", "gemma2", "gemma3")
+    tokens = vocabulary.tokens
+    if gemma:  # a token of spaces only is stored as spaces; the tokenizer spells it with ▁
+        tokens = [METASPACE * len(t) if " " in t and not t.strip() else t for t in tokens]
+    vocab = {token: index for index, token in enumerate(tokens)}
+    if vocabulary.merges:
+        merges = vocabulary.pairs()
+    elif gemma:
+        merges = rebuilt_merges(vocab, {token: -index for index, token in enumerate(tokens)})
+    else:
+        if not vocabulary.scores:
+            raise ModelError(f"{vocabulary.path}: a SentencePiece vocabulary needs tokenizer.ggml.scores or merges")
+        merges = rebuilt_merges(vocab, dict(zip(tokens, vocabulary.scores, strict=True)))
+    unk = {"unk_token": "<unk>"} if gemma else {}
+    tokenizer = Tokenizer(models.BPE(vocab, merges, fuse_unk=True, byte_fallback=True, dropout=None, **unk))
+    steps = [decoders.Replace(METASPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
+    if gemma:
+        tokenizer.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="merged_with_previous", invert=False)
+        tokenizer.normalizer = normalizers.Replace(" ", METASPACE)
+    elif architecture == "phi3":
+        tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend(METASPACE),
+                                                     normalizers.Replace(" ", METASPACE)])  # fmt: skip
+        steps.append(decoders.Strip(content=" ", left=1))
+    else:
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="first", split=False)
+        steps.append(decoders.Strip(content=" ", left=1))
+    tokenizer.decoder = decoders.Sequence(steps)
+    return tokenizer
+
+
+def add_specials(tokenizer: Any, vocabulary: Vocabulary, byte_level: bool, named: Sequence[str]) -> None:
+    """Control tokens (in the byte alphabet, for a byte-level vocabulary) as special tokens, user-defined ones as
+    whole tokens, then the named special tokens (BOS, EOS, UNK, PAD) not added yet."""
+    from tokenizers import AddedToken
+
+    alphabet = set(byte_encoder().values()) if byte_level else None
+    types = vocabulary.types or [0] * len(vocabulary.tokens)
+    control = [token for token, kind in zip(vocabulary.tokens, types, strict=True)
+               if kind == CONTROL and (alphabet is None or set(token) <= alphabet)]  # fmt: skip
+    tokenizer.add_special_tokens([AddedToken(token, normalized=False, special=True) for token in control])
+    vocab = tokenizer.get_vocab()
+    user = [token for token, kind in zip(vocabulary.tokens, types, strict=True)
+            if kind == USER_DEFINED and token in vocab]  # fmt: skip
+    tokenizer.add_tokens([AddedToken(token, normalized=False, special=False) for token in user])
+    added = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
+    rest = [token for token in dict.fromkeys(named) if token not in added]
+    tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in rest])
+
+
+def build_tokenizer(metadata: Mapping[str, Any], path: Path) -> Any:
+    """The tokenizer of GGUF file ``path`` from its metadata, a ``tokenizers.Tokenizer``; what the native library
+    refuses (a merge of tokens not in the vocabulary) is one ModelError line."""
+    vocabulary = Vocabulary(metadata, path)
+    with native(f"{path}: the tokenizer its metadata describes cannot be built"):
+        return from_vocabulary(vocabulary, str(metadata.get("general.architecture", "")))
+
+
+def from_vocabulary(vocabulary: Vocabulary, architecture: str) -> Any:
+    """The tokenizer ``vocabulary`` describes, with its special tokens and BOS/EOS template."""
+    from tokenizers import processors
+
+    path = vocabulary.path
+    if vocabulary.model == "gpt2":
+        tokenizer = byte_level(vocabulary)
+    elif vocabulary.model == "llama":
+        tokenizer = sentencepiece(vocabulary, architecture)
+    else:
+        raise ModelError(f"{path}: tokenizer.ggml.model {vocabulary.model!r:.40} is not supported (gpt2: byte-level "
+                         "BPE, llama: SentencePiece-style BPE)")  # fmt: skip
+    bos, eos = vocabulary.token("bos"), vocabulary.token("eos")
+    named = [token for token in (bos, eos, vocabulary.token("unknown"), vocabulary.token("padding")) if token]
+    add_specials(tokenizer, vocabulary, vocabulary.model == "gpt2", named)
+    add_bos = vocabulary.flag("tokenizer.ggml.add_bos_token", vocabulary.model == "llama") and bos is not None
+    add_eos = vocabulary.flag("tokenizer.ggml.add_eos_token", False) and eos is not None
+    single = " ".join([*([f"{bos}:0"] if add_bos else []), "$A:0", *([f"{eos}:0"] if add_eos else [])])
+    pair = " ".join([single, *([f"{bos}:1"] if add_bos else []), "$B:1", *([f"{eos}:1"] if add_eos else [])])
+    specials = [(token, tokenizer.token_to_id(token)) for token, used in ((bos, add_bos), (eos, add_eos)) if used]
+    tokenizer.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=specials)
+    return tokenizer
