@@ -22,6 +22,7 @@ from attnx.io.output import note_read
 from attnx.limits import Limits
 
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # what a weight may be stored as
+PACKED = "U8"  # what a quantized weight's packed values and scales are stored as (MXFP4 blocks and scales)
 Shape = tuple[int | None, ...] | None  # a tensor's shape as config.json implies it (None: any size there)
 MAX_SIZE = 1 << 40  # no size in a config is larger (a 5,000-digit integer is refused, not computed with)
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
@@ -263,10 +264,12 @@ class Checkpoint:
         looked = " or ".join(repr(p + probe) for p in prefixes)
         raise ModelError(f"{self.weights_path}: no tensor {looked}: not a {family} checkpoint")
 
-    def _slice(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> tuple[Any, str]:
-        """The lazy slice of tensor ``name`` (or the first alternative held), once its dtype is a float and its
-        shape the one config.json implies (``shape``: None checks nothing; an axis of None any size). Names are
-        under the prefix unless not ``prefixed`` (a task model's head, such as ``lm_head.weight``)."""
+    def _slice(
+        self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True, packed: bool = False
+    ) -> tuple[Any, str]:
+        """The lazy slice of tensor ``name`` (or the first alternative held), once its dtype is a float (``packed``:
+        bytes, ``U8``) and its shape the one config.json implies (``shape``: None checks nothing; an axis of None
+        any size). Names are under the prefix unless not ``prefixed`` (a task model's head: ``lm_head.weight``)."""
         held = self.keys()
         prefix = self.prefix if prefixed else ""
         for candidate in (name, *alternatives):
@@ -274,9 +277,10 @@ class Checkpoint:
             if full in held:
                 part = self._part(full)
                 dtype, found = part.get_dtype(), tuple(part.get_shape())
-                if not self._readable(dtype):
-                    raise ModelError(f"{self.file_of(full)}: tensor {full!r} holds {dtype} values; weights are "
-                                     f"{', '.join(FLOAT_DTYPES)}")  # fmt: skip
+                if (dtype != PACKED) if packed else not self._readable(dtype):
+                    kinds = PACKED if packed else ", ".join(FLOAT_DTYPES)
+                    raise ModelError(f"{self.file_of(full)}: tensor {full!r} holds {dtype} values; it should hold "
+                                     f"{kinds}")  # fmt: skip
                 if shape is not None and not _fits(found, shape):
                     sizes = ["any" if size is None else str(size) for size in shape]
                     implied = f"({', '.join(sizes)}{',' if len(sizes) == 1 else ''})"
@@ -284,6 +288,20 @@ class Checkpoint:
                     raise ModelError(f"{where} has shape {found}, where {self.config_name} implies {implied}")
                 return part, full
         raise ModelError(f"{self.weights_path}: missing tensor {prefix + name!r}")
+
+    def slab(self, name: str, index: int, shape: tuple[int, ...], *, packed: bool = False) -> np.ndarray:
+        """Entry ``index`` of the first axis of tensor ``name`` (one expert of a fused ``[expert, …]`` tensor), read
+        alone: its shape checked against ``shape`` (the whole tensor's, as config.json implies it) and the entry's
+        against the weight caps. ``packed``: a tensor of bytes holding packed values (MXFP4 blocks and scales),
+        read as stored."""
+        part, full = self._slice(name, shape=shape, packed=packed)
+        found = tuple(part.get_shape())
+        if not 0 <= index < found[0]:
+            raise ModelError(f"{self.file_of(full)}: tensor {full!r} has {found[0]} entries; entry {index} is needed")
+        problem = self.limits.weight_problem(found[1:])
+        if problem:
+            raise LimitError(f"{self.file_of(full)}: tensor {full!r}: {problem}")
+        return self._read(part, full, slice(index, index + 1))[0]
 
     def _part(self, full: str) -> Any:
         """The lazy slice of stored tensor ``full`` (its file opened on first use)."""

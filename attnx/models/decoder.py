@@ -80,6 +80,7 @@ SEMANTIC_KEYS: dict[str, object] = {
     "embedding_multiplier": None,
     "residual_multiplier": None,
     "logits_scaling": None,
+    "quantization_config": None,
     "num_local_experts": None,
     "num_experts": None,
 }

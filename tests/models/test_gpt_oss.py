@@ -8,20 +8,23 @@ The tiny checkpoint is ``gpt_oss`` of tests/models/decoders.py: 4 heads on 2 K/V
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from attnx.engines import compute
-from attnx.models import describe
+from attnx.errors import ModelError
+from attnx.models import describe, open_model
 from attnx.models.architecture import Mixture
-from attnx.models.families.gpt_oss import GptOss
+from attnx.models.families.gpt_oss import FP4, GptOss, mxfp4
 from attnx.models.runs import load_model_spec
 from tests.cli.test_model import invoke
-from tests.models.checkpoints import TEXT
-from tests.models.decoders import DecoderReference, built
-from tests.models.test_decoders import forward
+from tests.models.checkpoints import TEXT, gpt2_tokenizer
+from tests.models.decoders import DecoderReference, built, randomise, run_reference
+from tests.models.test_checkpoint import edit_config
+from tests.models.test_decoders import assert_close, forward
 from tests.models.test_moe import changed
 
 
@@ -123,3 +126,76 @@ class TestShown:
         assert "L2" in invoke("detect", "--model", str(oss.path), "--samples", "2", "--length", "6").stdout
         assert "after all 3 layers" in invoke("rollout", *args(oss, "--token", "tired")).stdout
         invoke("diff", *args(oss, "--layer", "1", "--heads", "1,2,4"))
+
+
+def quantized(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``w`` ``[expert, out, in]`` as MXFP4 blocks and scales, each block of 32 scaled by the power of two that brings
+    its largest magnitude within FP4's 6, each value rounded to the nearest FP4 code (as OpenAI's release stores the
+    experts)."""
+    e, out, n = w.shape
+    groups = w.reshape(e, out, n // 32, 32)
+    power = np.ceil(np.log2(np.maximum(np.abs(groups).max(axis=-1), 1e-30) / 6.0)).astype(np.int32)
+    codes = np.abs((groups / np.ldexp(1.0, power)[..., None])[..., None] - FP4).argmin(axis=-1).astype(np.uint8)
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8), (power + 127).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int], dict[str, list[np.ndarray]]]:
+    """A tiny gpt-oss stored as OpenAI released theirs (experts as MXFP4, ff 32: whole blocks), and transformers'
+    hidden states on it (it dequantizes the experts on the CPU)."""
+    import torch
+    import transformers
+    from safetensors.numpy import load_file, save_file
+
+    torch.manual_seed(0)
+    tokenizer = gpt2_tokenizer()
+    config = transformers.GptOssConfig(
+        vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=3, initializer_range=0.2,
+    )  # fmt: skip
+    model = transformers.GptOssForCausalLM(config)
+    randomise(model)
+    path = tmp_path_factory.mktemp("released")
+    model.save_pretrained(path)
+    tokenizer.save(str(path / "tokenizer.json"))
+    tensors = load_file(path / "model.safetensors")
+    for name in [n for n in tensors if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        tensors[name + "_blocks"], tensors[name + "_scales"] = quantized(tensors.pop(name).transpose(0, 2, 1))
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+    edit_config(path, quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]})
+    ids = tokenizer.encode(TEXT).ids
+    return path, ids, {"float32": run_reference(path, ids, "float32")[1]}
+
+
+class TestReleasedCheckpoints:
+    def test_mxfp4_values(self) -> None:
+        """The dequantized values are transformers' own (its conversion of OpenAI's packed experts)."""
+        torch = pytest.importorskip("torch")
+        from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+        rng = np.random.default_rng(2)
+        blocks = rng.integers(0, 256, (3, 5, 2, 16), dtype=np.uint8)
+        scales = rng.integers(110, 140, (3, 5, 2), dtype=np.uint8)
+        theirs = convert_moe_packed_tensors(torch.from_numpy(blocks), torch.from_numpy(scales), dtype=torch.float32)
+        ours = np.stack([mxfp4(blocks[e], scales[e]).T for e in range(3)])  # (E, in, out), as transformers keeps it
+        np.testing.assert_array_equal(ours, theirs.numpy())
+
+    def test_hidden_states(self, released: tuple[Path, list[int], dict[str, list[np.ndarray]]]) -> None:
+        """Every layer's output on the MXFP4 checkpoint equals transformers' (1e-5 in float32)."""
+        path, _, hidden = released
+        assert describe(path).mixture == Mixture(4, 2, 32, True)
+        for ours, theirs in zip(forward(path, "float32")[1], hidden["float32"], strict=True):
+            assert_close(ours, theirs, "float32")
+
+    def test_refused(self, released: tuple[Path, list[int], dict[str, list[np.ndarray]]], tmp_path: Path) -> None:
+        """Another quantization is refused naming it; so is quantization_config on a family that reads none."""
+        import shutil
+
+        copy = Path(shutil.copytree(released[0], tmp_path / "copy"))
+        edit_config(copy, quantization_config={"quant_method": "gptq"})
+        with pytest.raises(ModelError, match=r"quant_method 'gptq' is not one gpt-oss reads \(mxfp4\)"):
+            open_model(copy)
+        edit_config(copy, model_type="llama", architectures=None, layer_types=None, sliding_window=None)
+        with pytest.raises(ModelError, match=r"quantization_config .* is not read by llama"):
+            open_model(copy)

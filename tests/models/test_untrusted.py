@@ -99,7 +99,7 @@ class TestTensorShapes:
     def test_integer_weights(self, gpt2: Reference, tmp_path: Path) -> None:
         path = copy_of(gpt2, tmp_path)
         rewrite_tensor(path, "transformer.h.0.ln_1.weight", np.ones(32, dtype=np.int64))
-        with pytest.raises(ModelError, match=r"'transformer\.h\.0\.ln_1\.weight' holds I64 values; weights are F16"):
+        with pytest.raises(ModelError, match=r"'transformer\.h\.0\.ln_1\.weight' holds I64 values; it should hold F16"):
             load_model_spec(path, TEXT, 0)
 
     def test_decoder_projection_of_the_wrong_width(self, llama: object, tmp_path: Path) -> None:

@@ -10,7 +10,11 @@ The MLP is a routed mixture on every layer: router logits x·W_routerᵀ + b, th
 a softmax over those, and each chosen expert e computes, from ``gate_up = x·gate_up_proj[e] + b`` with gate and up
 interleaved (even and odd columns), gate clamped above at ``swiglu_limit`` and up to ±limit,
 ``(up + 1) · gate · sigmoid(alpha · gate)`` · down_proj[e] + b. Experts are stored fused, one 3-D tensor per
-projection (``experts.gate_up_proj`` ``[expert, hidden, 2·ff]``, ``experts.down_proj`` ``[expert, ff, hidden]``).
+projection (``experts.gate_up_proj`` ``[expert, hidden, 2·ff]``, ``experts.down_proj`` ``[expert, ff, hidden]``),
+each expert read alone when a token chooses it. The checkpoints OpenAI released quantize the experts' two matrices
+as MXFP4 (``quantization_config`` ``quant_method`` ``mxfp4``): ``{name}_blocks`` ``[expert, out, in / 32, 16]``
+bytes, each holding two FP4 (E2M1) values, low nibble first, and ``{name}_scales`` ``[expert, out, in / 32]``, a
+power of two 2^(s − 127) per block of 32; they are dequantized exactly (every value is a float) when read.
 """
 
 from __future__ import annotations
@@ -20,9 +24,26 @@ from typing import Any
 
 import numpy as np
 
+from attnx.errors import LimitError, ModelError
 from attnx.models.families.moe import Routed
 
 # What transformers' GptOssConfig puts in place of a rope object config.json lacks (its rope_theta read beside it).
+# The sixteen values of an FP4 (E2M1) code: sign, two exponent bits, one mantissa bit.
+FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+BLOCK = 32  # values per MXFP4 block, which share one scale
+QUANTIZED = ("gate_up_proj", "down_proj")  # the experts' matrices an MXFP4 checkpoint stores packed
+
+
+def mxfp4(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``[rows, groups, 16]`` bytes and ``[rows, groups]`` scales as ``[rows, groups · 32]`` float64 values: each
+    byte's low nibble, then its high one, an FP4 code, times 2^(scale − 127) for its block."""
+    values = np.empty((*blocks.shape[:-1], 2 * blocks.shape[-1]))  # (rows, groups, 32)
+    values[..., 0::2] = FP4[blocks & 0x0F]
+    values[..., 1::2] = FP4[blocks >> 4]
+    values = np.ldexp(values, scales.astype(np.int32)[..., None] - 127)
+    return values.reshape(*blocks.shape[:-2], -1)
+
+
 DEFAULT_ROPE: dict[str, Any] = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                 "truncate": False, "original_max_position_embeddings": 4096}  # fmt: skip
 
@@ -36,7 +57,7 @@ class GptOss(Routed):
     sliding = "alternate"
     window_default = 128
     default_theta = 150000.0
-    reads = frozenset({"sliding_window", "num_local_experts"})
+    reads = frozenset({"sliding_window", "num_local_experts", "quantization_config"})
     expert_width_key = "intermediate_size"
     expert_keys = ("num_local_experts",)
     defaults = (128, 4)
@@ -45,10 +66,17 @@ class GptOss(Routed):
     sinks = True
 
     def read_config(self) -> None:
-        """The routed decoder's settings, then the experts' clamp (``swiglu_limit``) and gain (``swiglu_alpha``)."""
+        """The routed decoder's settings, then the experts' clamp (``swiglu_limit``), gain (``swiglu_alpha``) and
+        quantization (MXFP4, or none)."""
         super().read_config()
         self.limit = self.checkpoint.number("swiglu_limit", 7.0, low=0)
         self.alpha = self.checkpoint.number("swiglu_alpha", 1.702)
+        quantized = self.checkpoint.mapping("quantization_config")
+        method = None if quantized is None else quantized.get("quant_method")
+        if quantized is not None and method != "mxfp4":
+            raise ModelError(f"{self.checkpoint.config_path}: quantization_config quant_method {method!r:.40} is "
+                             f"not one {self.family} reads (mxfp4)")  # fmt: skip
+        self.mxfp4 = quantized is not None
 
     def rope_mapping(self, mapping: Mapping[str, Any]) -> Mapping[str, Any]:
         """The rope object, or transformers' default YaRN where config.json has none."""
@@ -78,18 +106,30 @@ class GptOss(Routed):
     def expert(self, layer: int, expert: int, x: np.ndarray) -> np.ndarray:
         """Expert ``expert``'s clamped SwiGLU on ``x`` ``[token, d_model]`` (see the module's docstring)."""
         p, d, ff = self.mixture_prefix(layer) + "experts.", self.d_model, self.expert_width
-        gate_up = x @ self.expert_part(f"{p}gate_up_proj", expert, (d, 2 * ff))
+        gate_up = x @ self.matrix(f"{p}gate_up_proj", expert, d, 2 * ff)
         gate_up += self.expert_part(f"{p}gate_up_proj_bias", expert, (2 * ff,))  # (n, 2·ff)
         gate = np.minimum(gate_up[:, 0::2], self.limit)
         up = np.clip(gate_up[:, 1::2], -self.limit, self.limit)
         hidden = (up + 1) * (gate / (1 + np.exp(-self.alpha * gate)))  # (n, ff)
-        return hidden @ self.expert_part(f"{p}down_proj", expert, (ff, d)) + self.expert_part(
-            f"{p}down_proj_bias", expert, (d,)
-        )
+        return hidden @ self.matrix(f"{p}down_proj", expert, ff, d) + self.expert_part(f"{p}down_proj_bias", expert,
+                                                                                        (d,))  # fmt: skip
 
     def expert_part(self, name: str, expert: int, shape: tuple[int, ...]) -> np.ndarray:
-        """Expert ``expert``'s slice of the fused tensor ``name`` ``[expert, *shape]``, in the working dtype."""
-        return self.weight(name, shape=(self.experts, *shape))[expert]
+        """Expert ``expert``'s entry of the fused tensor ``name`` ``[expert, *shape]``, in the working dtype."""
+        return self.checkpoint.slab(name, expert, (self.experts, *shape)).astype(self.dtype, copy=False)
+
+    def matrix(self, name: str, expert: int, reads: int, writes: int) -> np.ndarray:
+        """Expert ``expert``'s matrix ``name`` as ``x @ W`` takes it, ``[reads, writes]``: stored so, or as MXFP4
+        (``[writes, reads / 32, 16]`` blocks and ``[writes, reads / 32]`` scales), dequantized."""
+        if not self.mxfp4:
+            return self.expert_part(name, expert, (reads, writes))
+        problem = self.checkpoint.limits.weight_problem((writes, reads))
+        if problem:
+            raise LimitError(f"{self.checkpoint.weights_path}: tensor {name!r}: {problem}")
+        groups = -(-reads // BLOCK)
+        blocks = self.checkpoint.slab(f"{name}_blocks", expert, (self.experts, writes, groups, 16), packed=True)
+        scales = self.checkpoint.slab(f"{name}_scales", expert, (self.experts, writes, groups), packed=True)
+        return mxfp4(blocks, scales)[:, :reads].T.astype(self.dtype)  # (reads, writes)
 
     def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
         """The routed mixture: each chosen expert's output times its weight, summed in ascending expert order."""
@@ -104,8 +144,9 @@ class GptOss(Routed):
         """The router's weight and bias, and the fused experts' tensors."""
         p = self.mixture_prefix(layer)
         yield from (f"{p}router.weight", f"{p}router.bias")
-        for name in ("gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"):
-            yield f"{p}experts.{name}"
+        for name in QUANTIZED:
+            stored = (f"{name}_blocks", f"{name}_scales") if self.mxfp4 else (name,)
+            yield from (f"{p}experts.{part}" for part in (*stored, f"{name}_bias"))
 
 
 FAMILIES = (GptOss,)
