@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -18,6 +19,18 @@ WORST = 10  # heads listed, largest shift first
 JS_WORDS = "JS divergence of each query's weights, in bits (0 the same, 1 disjoint; a learned sink is one more key)"
 
 
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def unit_of(top: float) -> tuple[float, str]:
+    """A power of ten that shows divergences up to ``top`` with leading digits (quantization moves heads by 10⁻⁴
+    bits), and its words: ``(1.0, "")`` from 0.01 up (and for 0), else ``(10⁴, " ×10⁻⁴")``."""
+    if not top > 0 or top >= 0.01:
+        return 1.0, ""
+    power = math.floor(math.log10(top))
+    return 10.0**-power, f" ×10{str(power).translate(SUPERSCRIPTS)}"
+
+
 def where(shift: HeadShift, tokens: tuple[str, ...]) -> str:
     """``query 5 'cat' → key 2 'the'`` (``→ the sink`` for a learned sink)."""
     key = "the sink" if shift.key < 0 else f"key {shift.key} {tokens[shift.key]!r}"
@@ -26,19 +39,24 @@ def where(shift: HeadShift, tokens: tuple[str, ...]) -> str:
 
 def worst_table(comparison: ModelComparison, precision: int) -> Table:
     """The heads whose attention moved most, largest mean JS divergence first."""
-    table = compact_table(f"Heads that moved most (of {sum(len(layer.heads) for layer in comparison.layers)})")
-    for header in ("head", "mean JS", "max JS", "max |Δα|"):
+    title = f"Heads that moved most (of {sum(len(layer.heads) for layer in comparison.layers)})"
+    table = compact_table(title, min_width=len(title))
+    worst = comparison.worst(WORST)
+    factor, unit = unit_of(max((shift.js_max for shift in worst), default=0.0))
+    for header in ("head", f"mean JS{unit}", f"max JS{unit}", "max |Δα|"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("where")
-    for shift in comparison.worst(WORST):
-        table.add_row(f"L{shift.layer} H{shift.head}", fmt(shift.js_mean, precision), fmt(shift.js_max, precision),
-                      fmt(shift.max_delta, precision), Text(where(shift, comparison.tokens)))  # fmt: skip
+    for shift in worst:
+        table.add_row(f"L{shift.layer} H{shift.head}", fmt(shift.js_mean * factor, precision),
+                      fmt(shift.js_max * factor, precision), fmt(shift.max_delta, precision),
+                      Text(where(shift, comparison.tokens)))  # fmt: skip
     return table
 
 
 def layers_table(comparison: ModelComparison, precision: int) -> Table:
     """Per layer: how far its output moved (‖B − A‖ / ‖A‖ over the layer, and the largest token's)."""
-    table = compact_table("How far each layer's output moved: ‖B − A‖ / ‖A‖")
+    title = "How far each layer's output moved: ‖B − A‖ / ‖A‖"
+    table = compact_table(title, min_width=len(title))
     for header in ("layer", "whole", "worst token"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("token")
@@ -63,11 +81,12 @@ def kl_line(comparison: ModelComparison, precision: int) -> Text:
 
 def comparison_view(comparison: ModelComparison, precision: int, *, colour: bool) -> RenderableType:
     """Both checkpoints named, the grid of mean JS divergence per layer and head, the worst heads, the layers."""
-    grid = comparison.grid()
-    scale = scale_of([grid], "mean JS divergence (bits)")
+    factor, unit = unit_of(float(comparison.grid().max(initial=0.0)))
+    grid = comparison.grid() * factor
+    scale = scale_of([grid], f"mean JS divergence ({unit.strip() + ' ' if unit else ''}bits)")
     heads = [f"H{h}" for h in range(grid.shape[1])]
     layers = [f"L{layer}" for layer in range(grid.shape[0])]
-    title = f"Mean JS divergence per layer and head · {len(comparison.tokens)} tokens"
+    title = f"Mean JS divergence per layer and head{unit} · {len(comparison.tokens)} tokens"
     return Group(
         Text(f"A: {comparison.a}\nB: {comparison.b} · {comparison.architecture}", style="dim"),
         heatmap(title, grid, layers, heads, precision, scale=scale, colour=colour),

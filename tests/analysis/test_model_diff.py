@@ -74,6 +74,34 @@ class TestCompare:
             compare_models(a, b, TEXT)
 
 
+class TestQuantization:
+    def test_q4_against_q8(self, tmp_path: Path) -> None:
+        """One random Qwen 2 written as GGUF twice, Q8_0 and Q4_0: every head moves (Q4_0 moves each weight), more
+        than the float16 copy does, and the grid's scale says its power of ten."""
+        import dataclasses
+
+        from tests.models.ggufs import VARIANTS, random_model, write_gguf
+
+        variant = VARIANTS["qwen2"]
+        model = random_model(variant)
+        files = {kind: write_gguf(tmp_path / f"{kind}.gguf", model, dataclasses.replace(variant, quant=kind))
+                 for kind in ("Q8_0", "Q4_0", "F16")}  # fmt: skip
+        shifts = {}
+        for kind in ("Q4_0", "F16"):
+            with open_model(files["Q8_0"]) as a, open_model(files[kind]) as b:
+                shifts[kind] = compare_models(a, b, TEXT)
+        assert shifts["Q4_0"].grid().min() > 0 and shifts["Q4_0"].grid().mean() > 10 * shifts["F16"].grid().mean()
+        shown = invoke("diff", "--model", files["Q8_0"], "--model", files["Q4_0"], "--text", TEXT).stdout
+        assert "Mean JS divergence per layer and head" in shown and "qwen2" in shown
+
+    @pytest.mark.parametrize(("top", "factor", "unit"), [(0.0003, 1e4, " ×10⁻⁴"), (0.05, 1.0, ""), (0.0, 1.0, "")])
+    def test_unit(self, top: float, factor: float, unit: str) -> None:
+        """Divergences under 0.01 bits are shown in a power of ten that gives them leading digits."""
+        from attnx.render.model_diff import unit_of
+
+        assert unit_of(top) == (factor, unit)
+
+
 class TestCommand:
     def test_table_and_json(self, pair: tuple[DecoderReference, Path]) -> None:
         """The grid, the worst heads (L1 H2 first) and the layers; the JSON holds the same numbers."""
