@@ -102,7 +102,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 }
 # What the examples of a command need that the repository does not hold, said above them.
 NOTES = {
-    "model": f"{CHECKPOINT} is a checkpoint folder you downloaded: config.json, model.safetensors, tokenizer.json",
+    "model": f"{CHECKPOINT} is a checkpoint folder you downloaded (config.json, model.safetensors, tokenizer.json) "
+    "or a GGUF file",
     "rollout": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
     "ablate": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
     "detect": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",

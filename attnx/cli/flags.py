@@ -257,7 +257,7 @@ class CompareFlags(FlagGroup):
 class CheckpointFlags(FlagGroup):
     """--model: a local checkpoint."""
 
-    model: Annotated[str | None, typer.Option("--model", metavar="DIR", help=MODEL_HELP)] = None
+    model: Annotated[str | None, typer.Option("--model", metavar="PATH", help=MODEL_HELP)] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,7 +289,7 @@ class ModelPairFlags(FlagGroup):
 
     model: Annotated[
         list[str] | None,
-        typer.Option("--model", metavar="DIR", help=MODEL_HELP + " Twice: compare two checkpoints head by head."),
+        typer.Option("--model", metavar="PATH", help=MODEL_HELP + " Twice: compare two checkpoints head by head."),
     ] = None
     text: Annotated[
         str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.")

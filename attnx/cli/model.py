@@ -1,4 +1,5 @@
-"""`attnx model`: what a local checkpoint holds (family, layers, heads, sizes, vocabulary, maximum length)."""
+"""`attnx model`: what a local checkpoint holds (family, layers, heads, sizes, vocabulary, maximum length; for a GGUF
+file, its quantization too)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from attnx.cli.options import OutputFormat, ReportFormat, ReportFormatOpt
 
 DirArg = Annotated[
     str,
-    typer.Argument(metavar="DIR", help="A local checkpoint folder: config.json, model.safetensors, tokenizer.json."),
+    typer.Argument(
+        metavar="PATH",
+        help="A local checkpoint folder (config.json, model.safetensors, tokenizer.json), a GGUF file (or a folder "
+        "holding one) or ollama:NAME[:TAG].",
+    ),
 ]
 
 
@@ -25,9 +30,10 @@ def model(
     outputs: OutputFlags,
     caps: CapFlags,
 ) -> None:
-    """Describe a local Hugging Face style checkpoint: family, layers, heads, d_model, vocabulary, max length.
+    """Describe a local checkpoint folder or GGUF file: family, layers, heads, d_model, vocabulary, max length.
 
     Only config.json, the weights' header and tokenizer.json are read (within the input limits).
+    Of a GGUF file, its metadata and each tensor's type and size: the quantization, in bits per weight.
     Explore its heads with --model DIR --text "..." on run, trace, diff, heads and check.
     Layers and heads count from 0; heads --layer all shows every layer's heads (the model view).
     """

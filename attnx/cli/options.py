@@ -107,7 +107,8 @@ ArrayLayoutOpt = Annotated[
                  "SDPA's). Default: told from the shape."),
 ]  # fmt: skip
 MODEL_HELP = (
-    "A local checkpoint folder (config.json, model.safetensors, tokenizer.json): explore one of its layers on --text."
+    "A local checkpoint folder (config.json, model.safetensors, tokenizer.json), a GGUF file (or a folder holding "
+    "one) or ollama:NAME[:TAG]: explore one of its layers on --text."
 )
 
 

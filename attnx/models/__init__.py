@@ -158,7 +158,10 @@ class Model:
         return ForwardPass(self, encoded, engine=engine, device=device)
 
     def info(self) -> ModelInfo:
-        """What the checkpoint holds (read from config.json and the weights' header only)."""
+        """What the checkpoint holds (read from config.json and the weights' header only; a GGUF file's from its
+        header: its metadata and how each tensor is stored)."""
+        from attnx.models.gguf import GgufCheckpoint
+
         arch, ckpt = self.architecture, self.checkpoint
         shapes = ckpt.shapes()
         learned = {name: shape for name, (shape, _) in shapes.items() if not arch.is_buffer(name)}
@@ -176,6 +179,7 @@ class Model:
             tokenizer_vocab_size=self.tokenizer.vocab_size,
             tokenizer_settings=self.tokenizer.stored,
             tied_embeddings=arch.tied,
+            gguf=ckpt.summary() if isinstance(ckpt, GgufCheckpoint) else None,
             **{name: getattr(arch, name) for name in ARCHITECTURE_FACTS},
         )
 

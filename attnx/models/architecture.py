@@ -6,7 +6,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from attnx.errors import ModelError
 from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.nn import ACTIVATIONS
 from attnx.models.tokenize import Encoded
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.models.gguf import GgufSummary
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,8 @@ class ModelInfo:
     q and k are normalised, ``qk_norm_over`` where (``head``: each head's; ``projection``: the whole projections);
     ``tied_embeddings`` whether the output layer reuses the input embeddings (None: an encoder); ``gated`` whether
     the MLP is gated; ``mixture`` its routed experts (None: a dense MLP); ``sinks`` whether each head has a learned
-    sink; ``weight_files`` how many files hold the weights.
+    sink; ``weight_files`` how many files hold the weights; ``gguf`` how a GGUF file stores them (its quantization,
+    tokenizer and what attnx does not read; None: a safetensors checkpoint).
     """
 
     path: str
@@ -88,6 +92,7 @@ class ModelInfo:
     mixture: Mixture | None = None
     sinks: bool = False
     weight_files: int = 1
+    gguf: GgufSummary | None = None
 
 
 # Where config.json usually keeps each size (Hugging Face's names); a family names others in ``read_sizes``.

@@ -185,9 +185,10 @@ class GgufType:
 
 @dataclass(frozen=True)
 class GgufSummary:
-    """A GGUF file at a glance, as plain data: its architecture and name (``general.*``), format version, files and
-    bytes, tensors and values per ggml type (most values first), bits per weight over all tensors, its tokenizer
-    (``tokenizer.ggml.model`` and ``pre``), and the tensors attnx does not pass to the family, with why."""
+    """A GGUF file at a glance, as plain data: its architecture and name (``general.*``), format version, files
+    (``paths``: each file of a split model) and bytes, tensors and values per ggml type (most values first), bits per
+    weight over all tensors, its tokenizer (``tokenizer.ggml.model`` and ``pre``), the tensors attnx does not pass to
+    the family, with what it reads them as, and whether it holds a chat template (which attnx never applies)."""
 
     path: str
     architecture: str
@@ -202,6 +203,8 @@ class GgufSummary:
     tokenizer: str
     pre_tokenizer: str | None
     unread: tuple[tuple[str, str], ...]
+    paths: tuple[str, ...] = ()
+    chat_template: bool = False
 
 
 def summarize(checkpoint: GgufCheckpoint) -> GgufSummary:
@@ -224,7 +227,8 @@ def summarize(checkpoint: GgufCheckpoint) -> GgufSummary:
         size_bytes=model.size, tensors=len(infos), parameters=total, types=types,
         bits_per_weight=8 * sum(sizes.values()) / max(total, 1),
         tokenizer=str(metadata.get("tokenizer.ggml.model", "")), pre_tokenizer=pre if isinstance(pre, str) else None,
-        unread=tuple(sorted(checkpoint.consumed.items())),
+        unread=tuple(sorted(checkpoint.consumed.items())), paths=tuple(map(str, checkpoint.weight_files())),
+        chat_template=any(key.startswith("tokenizer.chat_template") for key in metadata),  # named ones too
     )  # fmt: skip
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich import box
@@ -21,6 +22,9 @@ from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
 from attnx.render.serialize import FORMAT_VERSION
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.models.gguf import GgufSummary
 
 # CODES (the measure registry's): each label's code in the grids, five characters at most, so twelve heads fit
 # 80 columns.
@@ -52,10 +56,9 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
     if info.sinks:
         attention.append(("sinks", "a learned logit per head joins each row's softmax (a key without a value)"))
     experts = [] if info.mixture is None else [("experts", info.mixture.describe())]
-    files = "model.safetensors" if info.weight_files == 1 else f"{info.weight_files} safetensors shards"
     return [
         ("family", f"{info.family} ({info.design})"),
-        ("model_type", f"{info.model_type}{named}"),
+        *([("model_type", f"{info.model_type}{named}")] if info.gguf is None else gguf_names(info.gguf, info)),
         ("layers", str(info.layers)),
         *attention,
         ("d_model", f"{info.d_model} · MLP {info.d_ff} · {info.activation}{', gated' if info.gated else ''}"),
@@ -63,10 +66,50 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         ("vocabulary", f"{info.vocab_size:,} tokens"),
         *[("embeddings", "tied: the output layer reuses them" if tied else "untied") for tied in tied_of(info)],
         ("max length", f"{info.max_length} tokens (special tokens included)"),
+        *(safetensors_rows(info) if info.gguf is None else gguf_rows(info.gguf, info)),
+        *ignored,
+    ]
+
+
+def safetensors_rows(info: ModelInfo) -> list[tuple[str, str]]:
+    """A safetensors checkpoint's parameters (and their dtypes), weight files and tokenizer."""
+    files = "model.safetensors" if info.weight_files == 1 else f"{info.weight_files} safetensors shards"
+    return [
         ("parameters", f"{info.parameters:,} ({', '.join(info.dtypes)})"),
         ("weights", f"{files}, {size_text(info.size_bytes, decimal=True)}"),
         ("tokenizer", f"{info.tokenizer}, {info.tokenizer_vocab_size:,} tokens"),
-        *ignored,
+    ]
+
+
+def gguf_names(gguf: GgufSummary, info: ModelInfo) -> list[tuple[str, str]]:
+    """The model_type attnx runs a GGUF file as, beside the file's ``general.architecture``, and its
+    ``general.name``."""
+    named = [("name", gguf.name)] if gguf.name else []
+    return [("model_type", f"{info.model_type} (general.architecture {gguf.architecture})"), *named]
+
+
+def gguf_rows(gguf: GgufSummary, info: ModelInfo) -> list[tuple[str, str]]:
+    """A GGUF file's parameters, file and size, its quantization (bits per weight, then tensors, values and bytes
+    per ggml type, one row each), its tokenizer, and what attnx does not read of it: the chat template, and the
+    tensors it reads as settings instead of weights."""
+    first = PurePath(gguf.paths[0]).name if gguf.paths else gguf.path
+    files = first if gguf.files == 1 else f"{first} and {gguf.files - 1} more"
+    types = [
+        (f"  {kind.name}", f"{kind.tensors:,} tensor{'s' if kind.tensors != 1 else ''} · {kind.elements:,} values · "
+                           f"{size_text(kind.size_bytes, decimal=True)}")
+        for kind in gguf.types
+    ]  # fmt: skip
+    pre = f", pre-tokenizer {gguf.pre_tokenizer}" if gguf.pre_tokenizer else ""
+    stored = f" (GGUF {gguf.tokenizer}{pre})" if gguf.tokenizer else ""
+    unread = [("not read", "the chat template: attnx tokenizes a text as given")] if gguf.chat_template else []
+    unread += [("not a weight", f"{name}: read as {what}") for name, what in gguf.unread]
+    return [
+        ("parameters", f"{info.parameters:,}"),
+        ("weights", f"{files} (GGUF v{gguf.version}), {size_text(gguf.size_bytes, decimal=True)}"),
+        ("quantization", f"{gguf.bits_per_weight:.2f} bits per weight over {gguf.tensors:,} tensors"),
+        *types,
+        ("tokenizer", f"{info.tokenizer}, {info.tokenizer_vocab_size:,} tokens{stored}"),
+        *unread,
     ]
 
 
@@ -163,6 +206,28 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
             "vocab_size": info.tokenizer_vocab_size,
             "stored_settings": list(info.tokenizer_settings),
         },
+        "gguf": None if info.gguf is None else gguf_to_dict(info.gguf),
+    }
+
+
+def gguf_to_dict(gguf: GgufSummary) -> dict[str, Any]:
+    """The ``gguf`` object of `attnx model --format json`: a GGUF file's storage, quantization and tokenizer."""
+    return {
+        "files": list(gguf.paths),
+        "version": gguf.version,
+        "architecture": gguf.architecture,
+        "name": gguf.name,
+        "size_bytes": gguf.size_bytes,
+        "tensors": gguf.tensors,
+        "elements": gguf.parameters,
+        "types": [
+            {"type": kind.name, "tensors": kind.tensors, "elements": kind.elements, "size_bytes": kind.size_bytes}
+            for kind in gguf.types
+        ],
+        "bits_per_weight": gguf.bits_per_weight,
+        "tokenizer": {"model": gguf.tokenizer, "pre": gguf.pre_tokenizer},
+        "chat_template": gguf.chat_template,
+        "unread": [{"tensor": name, "read_as": what} for name, what in gguf.unread],
     }
 
 
