@@ -5,7 +5,8 @@ The layout (GGUF v2 and v3, little-endian): ``GGUF``, the version, the tensor an
 (a string, a value type and a value each), then one entry per tensor (name, dimensions fastest-first, ggml type,
 offset into the data), then the data from the next ``general.alignment`` boundary (32 bytes by default).
 ``gguf.GGUFReader`` builds a NumPy view per metadata element (4 s for a 49,152-token vocabulary), so the header
-is parsed here with ``struct``; dequantizing is the package's (``gguf.quants.dequantize``).
+is parsed here with ``struct``; dequantizing is the package's (each type's ``dequantize_rows``, on larger groups of
+rows than ``gguf.quants.dequantize`` gives it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 import mmap
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,12 @@ STRING, ARRAY = 8, 9  # the two metadata value types that are not fixed-size
 SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 SPLIT = re.compile(r"(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf")
 SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
+_LENGTH = struct.Struct("<Q")  # a string's length prefix
+# Values per call of a type's row dequantizer. gguf.quants.dequantize calls it on 16 rows at a time, and on rows of
+# 576 values its Python overhead took most of the time; blocks are independent, so any grouping gives the same values.
+# 2^16 keeps each temporary array (256 KiB in float32) in L2: on SmolLM2 Q4_1 every layer took 0.39 s at 2^16, 0.34 s
+# at 2^17 and 0.82 s at 2^18 (the package: 1.1 s), on an AVX2 EPYC with 1 MiB of L2 per core.
+CHUNK = 1 << 16
 
 
 def install_hint() -> str:
@@ -87,6 +94,23 @@ def dequantizable(kind: int) -> bool:
     except Exception:  # any other failure on zeros: the type cannot be trusted either
         return False
     return True
+
+
+@functools.cache
+def row_dequantizer(kind: int) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The gguf package's dequantizer of whole rows of ggml type ``kind`` (``[rows, bytes]`` uint8 to ``[rows,
+    values]`` float32, what ``gguf.quants.dequantize`` applies to 16 rows at a time), or None where the package
+    has no such class for the type (F32 and F16, which it views or casts whole)."""
+    from gguf import quants
+
+    trait = getattr(quants, type_name(kind), None)
+    if not isinstance(trait, type) or getattr(trait, "qtype", None) != kind:
+        return None
+    kernel, grid = getattr(trait, "dequantize_rows", None), getattr(trait, "init_grid", None)
+    if not callable(kernel) or not callable(grid):
+        return None
+    grid()  # the IQ types' lookup grids, as gguf.quants.dequantize builds them first
+    return kernel
 
 
 def readable_types() -> tuple[str, ...]:
@@ -182,7 +206,29 @@ class Cursor:
             start = self.take(count * struct.calcsize(form), what)
             return np.frombuffer(self.data, dtype=np.dtype(form), count=count, offset=start).tolist()
         self.need(count * 8, what)  # each string or array takes 8 bytes or more: a false count fails here
+        if item == STRING:
+            return self.texts(count, what)
         return [self.value(item, what, depth + 1) for _ in range(count)]
+
+    def texts(self, count: int, what: str) -> list[str]:
+        """``count`` length-prefixed UTF-8 strings (a vocabulary, its merges) in one loop; the first that runs past
+        the end or is not UTF-8 is read again by ``text``, which says what is wrong with it."""
+        data, end, at, out = self.data, self.end, self.at, []
+        length = _LENGTH.unpack_from
+        try:
+            for _ in range(count):
+                if at + 8 > end:
+                    break
+                size = length(data, at)[0]
+                if at + 8 + size > end:
+                    break
+                out.append(data[at + 8 : at + 8 + size].decode("utf-8"))
+                at += 8 + size
+        except UnicodeDecodeError:
+            pass
+        self.at = at
+        out.extend(self.text(what) for _ in range(count - len(out)))  # raises at the string that stopped the loop
+        return out
 
 
 def _header(cursor: Cursor) -> tuple[int, int, int]:
@@ -352,12 +398,20 @@ class GgufModel:
         if not dequantizable(info.kind):
             raise ModelError(f"{info.path}: tensor {info.name!r} is stored as {info.type_name}, which the gguf "
                              f"package cannot dequantize (it reads {', '.join(readable_types())})")  # fmt: skip
+        kernel = row_dequantizer(info.kind)
         try:
+            raw = self.raw(info, start, stop)
             with np.errstate(all="ignore"):  # a non-finite block reads as stored; the forward pass reports its result
-                values = dequantize(self.raw(info, start, stop), GGMLQuantizationType(info.kind))
+                if kernel is None:
+                    values = np.array(dequantize(raw, GGMLQuantizationType(info.kind)), dtype=np.float32)
+                else:  # the same dequantizer on chunks of rows: far fewer calls than the package's 16 rows at a time
+                    values = np.empty((stop - start, info.width), dtype=np.float32)
+                    step = max(1, CHUNK // info.width)
+                    for at in range(0, stop - start, step):
+                        values[at : at + step] = kernel(raw[at : at + step])
         except Exception as exc:  # the dequantizers report bad blocks as assorted exceptions
             raise ModelError(f"{info.path}: tensor {info.name!r} ({info.type_name}) cannot be read: {exc}") from None
-        return np.array(values, dtype=np.float32).reshape(stop - start, info.width)
+        return values.reshape(stop - start, info.width)
 
     def close(self) -> None:
         """Let go of the mapped files."""

@@ -131,8 +131,12 @@ class TestTypes:
     """Every ggml type the gguf package dequantizes is read, by rows, as the package dequantizes the whole tensor."""
 
     @pytest.mark.parametrize("name", readable_types())
-    def test_rows(self, name: str, tmp_path: Path) -> None:
-        """Rows 1 and 2 of a 4 × 256 tensor of random blocks (of every type, K-quants and IQ types included)."""
+    def test_rows(self, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Rows 1 and 2, and all 4 rows, of a 4 × 256 tensor of random blocks (of every type, K-quants and IQ types
+        included), read in chunks of one row (the rows are dequantized a chunk at a time)."""
+        import attnx.models.gguf_file
+
+        monkeypatch.setattr(attnx.models.gguf_file, "CHUNK", 256)
         import gguf
 
         kind = gguf.GGMLQuantizationType[name]
@@ -148,6 +152,7 @@ class TestTypes:
         with np.errstate(all="ignore"):  # random bytes make some scales NaN
             whole = gguf.quants.dequantize(raw, kind)
         np.testing.assert_array_equal(model.rows(model.tensors["t"], 1, 3), whole[1:3])
+        np.testing.assert_array_equal(model.rows(model.tensors["t"], 0, 4), whole)
 
 
 class TestFiles:

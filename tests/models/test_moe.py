@@ -49,7 +49,9 @@ def test_facts(mixtral: DecoderReference, tmp_path_factory: pytest.TempPathFacto
     assert info.mixture is not None and info.mixture.describe() == "4 experts × 48, top-2 renormalised"
     qwen2 = describe(built("qwen2_moe", tmp_path_factory).path)
     assert qwen2.family == "Qwen 2 MoE" and qwen2.mixture == Mixture(4, 2, 24, False, 40, (1,))
-    assert qwen2.mixture.describe() == "4 experts × 24, top-2 not renormalised, shared expert × 40, dense MLP on layer 1"
+    assert (
+        qwen2.mixture.describe() == "4 experts × 24, top-2 not renormalised, shared expert × 40, dense MLP on layer 1"
+    )
     qwen3 = describe(built("qwen3_moe", tmp_path_factory).path)
     assert qwen3.qk_norm_over == "head" and qwen3.mixture is not None
     assert qwen3.mixture.describe().endswith("top-2 renormalised, dense MLP on layers 0, 2")

@@ -160,7 +160,10 @@ class TestDetection:
     def test_view_words_from_the_registry(self) -> None:
         """The grid's title and the label rules read the registry's descriptions and thresholds."""
         out = plain(detection_view(self.found().done(model="m", architecture="a", source="s"), "sink", 2, colour=False))
-        assert "Heads found: each head's label over its sink (mean weight on key 0, the special tokens and a learned sink)" in out
+        assert (
+            "Heads found: each head's label over its sink (mean weight on key 0, the special tokens and a learned sink)"
+            in out
+        )
         assert "labels: the best detector reaching its threshold, else sink (previous-token ≥ 0.5 · " in out
         assert "L0H0  sink   1.00    0.00          6          2" in out
 
