@@ -96,7 +96,7 @@ class Checkpoint:
         if path.is_file():
             return path
         hint = next((why for other, why in ALTERNATIVES.get(name, ()) if (self.path / other).is_file()), None)
-        held = "; " + hint if hint else f" (a checkpoint folder holds {', '.join(FILES)})"
+        held = "; " + hint if hint else f" (a checkpoint folder holds {', '.join(FILES)}, or one model's .gguf file)"
         raise ModelError(f"{path}: missing{held}")
 
     def _read_json(self, path: Path) -> dict[str, Any]:

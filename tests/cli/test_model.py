@@ -190,7 +190,7 @@ class TestUsageErrors:
         result = invoke("model", path, code=2)
         assert (
             result.stderr == f"attnx: error: {path / 'tokenizer.json'}: missing (a checkpoint folder holds "
-            "config.json, model.safetensors, tokenizer.json)\n"
+            "config.json, model.safetensors, tokenizer.json, or one model's .gguf file)\n"
         )
 
     def test_unsupported_architecture(self, bert: Reference, tmp_path: Path) -> None:
