@@ -24,10 +24,12 @@ never: a tensor is read through its own methods.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, TensorName
+from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, TENSORS, TensorName
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -38,6 +40,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.limits import Limits
 
 __all__ = ["assert_attention_close", "reference"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# pytest leaves this module's frames out of a failing test's traceback: the test's own line and the report
+# are what the reader needs (an error of attnx's own, raised deeper, is raised again from here).
+__tracebackhide__ = True
 
 
 def _is_torch(x: Any) -> bool:
@@ -113,12 +121,28 @@ def _specs(q: Any, k: Any, v: Any, settings: _Settings) -> list[AttentionSpec]:
         AttentionSpec.build(
             q=qb[b], k=kb[b], v=vb[b], heads=settings.heads, kv_heads=settings.kv_heads, tokens=queries,
             key_tokens=keys, causal=settings.causal, mask=allowed, scale=scale, window=settings.window,
-            source="reference" if len(qb) == 1 else f"reference, batch element {b}",
+            source="q, k and v" if len(qb) == 1 else f"q, k and v (batch element {b})",
         )
         for b, allowed in enumerate(_masks(settings.mask, len(qb), n, m))
     ]  # fmt: skip
 
 
+def _raised_here(function: F) -> F:
+    """``function``, where an error of attnx's own (an ``AttnxError``) raised deeper is raised again from this
+    module, without the frames below it: pytest then shows the caller's line and the message, nothing of attnx."""
+    from attnx.errors import AttnxError
+
+    @functools.wraps(function)
+    def raising_here(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except AttnxError as exc:
+            raise exc.with_traceback(None) from None
+
+    return cast(F, raising_here)
+
+
+@_raised_here
 def reference(
     q: Any,
     k: Any,
@@ -166,16 +190,26 @@ def _verifications(actual: Any, q: Any, k: Any, v: Any, settings: _Settings, rto
                    atol: float | None) -> list[Verification]:  # fmt: skip
     """One verification per batch element: ``actual`` against the float64 reference of q, k and v."""
     from attnx.analysis.check import verify_kernel
+    from attnx.analysis.tolerance import DTYPES
     from attnx.io.results import SavedResult
 
     specs = _specs(q, k, v, settings)
     values, dtype = _array(actual, "actual")
+    if dtype not in DTYPES:
+        kinds = f"{', '.join(DTYPES[:-1])} or {DTYPES[-1]}"
+        raise TypeError(f"actual must hold {kinds} numbers (its dtype sets the tolerance), got {dtype}")
     return [
-        verify_kernel(spec, SavedResult("actual", {}, tensors, dtype), rtol=rtol, atol=atol)
+        verify_kernel(spec, SavedResult(_read_as(tensors), {}, tensors, dtype), rtol=rtol, atol=atol)
         for spec, tensors in zip(specs, _actual(values, len(specs), specs[0]), strict=True)
     ]
 
 
+def _read_as(tensors: dict[TensorName, np.ndarray]) -> str:
+    """What ``actual`` was read as, for the report: ``head_outputs [head, query, d_k]``."""
+    return ", ".join(f"{name} [{', '.join(TENSORS[name].axes)}]" for name in tensors)
+
+
+@_raised_here
 def assert_attention_close(
     actual: Any,
     q: Any,
@@ -192,7 +226,8 @@ def assert_attention_close(
     atol: float | None = None,
 ) -> None:
     """Raise AssertionError, with a located report and the known bug that explains it, when ``actual`` is not
-    attention of q, k and v within the tolerance of its dtype (``rtol``, ``atol`` replace it).
+    attention of q, k and v within the tolerance of its dtype (``rtol``, ``atol`` replace it). The report names
+    the arguments (``actual``, ``q``, ``k`` and ``v``); pytest shows none of attnx's frames.
 
     ``scale`` None is 1/√d; ``kv_heads`` (default ``heads``) groups query heads over fewer K/V heads as
     ``repeat_interleave`` does; ``causal`` aligns the mask top-left, as SDPA's ``is_causal``; ``window``

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -121,6 +122,12 @@ TRACES = {
         ),
     ),
 }
+
+
+def trace_terms(short: str) -> str:
+    """The tutorial's dot product terms (``0.0×0.0 + 2.0×1.0``) as a trace writes them, at its 4 decimals."""
+    return re.sub(r"\d+\.\d+", lambda number: f"{float(number[0]):.4f}", short)
+
 
 # Four decimals as printed: a value is right when it rounds to the printed figure.
 DECIMALS_4 = 0.5e-4 + 1e-12

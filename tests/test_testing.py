@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import attnx
 from attnx.engines import compute
-from attnx.errors import LimitError
+from attnx.errors import ConfigError, LimitError
 from attnx.limits import Limits
 from attnx.testing import assert_attention_close, reference
 from tests.analysis import kernels
@@ -70,7 +71,7 @@ class TestWrongKernelsRaise:
             assert_attention_close(wrong[None], q[:1], k[:1], v[:1], heads=4, kv_heads=2, causal=True)
         message = str(caught.value)
         assert message.startswith("attention differs from attnx's float64 reference in 1 of 1 batch elements")
-        assert "head_outputs: worst at head" in message and "largest |kernel − reference| per head and query" in message
+        assert "head_outputs: worst at head" in message and "largest |actual − reference| per head and query" in message
         assert f"diagnosis: scale 1/√d_model: scores × 1/√d_model = {1 / math.sqrt(32):.4g}" in message
         assert "\x1b[" not in message  # plain text
 
@@ -85,6 +86,51 @@ class TestWrongKernelsRaise:
         actual = torch.from_numpy(values[None] if name == "head_outputs" else values).to(torch.bfloat16)
         with pytest.raises(AssertionError, match=f"diagnosis: {bug}"):
             assert_attention_close(actual, q, k, v, heads=4, kv_heads=2, causal=True)
+
+
+class TestInsidePytest:
+    """The report speaks pytest's language: the arguments' names, no flag, and no frame of attnx's own."""
+
+    @staticmethod
+    def wrong(n: int = 40) -> tuple[np.ndarray, ...]:
+        """Head outputs [1, H, N, d] 10% too large, for n queries over 4 heads, with their q, k and v."""
+        q, k, v = np.random.default_rng(0).standard_normal((3, 1, 4, n, 8)).astype(np.float32)
+        return (reference(q, k, v, heads=4).head_outputs[None] * 1.1).astype(np.float32), q, k, v
+
+    def test_the_report_names_the_arguments(self) -> None:
+        """actual and q, k, v name the sides; a heatmap too wide for 100 columns says how to see it all from Python."""
+        with pytest.raises(AssertionError) as caught:
+            assert_attention_close(*self.wrong(), heads=4)
+        message = str(caught.value)
+        for line in (
+            "reference: q, k and v, computed in float64",
+            "actual: head_outputs [head, query, d_k] (float32)",
+            "tolerance (float32): |actual − reference| ≤ atol + rtol·|reference|, rtol 1.3e-06, atol 1.5e-05",
+            "not compared: output, q, k, v (not in actual)",
+            "head_outputs: worst at head 1 · query 10 · d 2: actual 1.66057, reference 1.50961",
+            "head_outputs: largest |actual − reference| per head and query, ×1e-1",
+            "actual differs: 1 of 1 beyond tolerance",
+        ):
+            assert line in message.splitlines()
+        assert "28 of 40 columns left out (…) to fit the width; to see them all, compare actual with" in message
+        assert "kernel" not in message and "--" not in message and " \n" not in message
+
+    def test_no_frame_of_attnx_in_the_traceback(self) -> None:
+        """pytest hides every attnx frame: of the AssertionError, and of an attnx error raised deep inside."""
+        package = Path(attnx.__file__).parent
+        actual, q, k, v = self.wrong(n=6)
+        with pytest.raises(AssertionError) as failed:
+            assert_attention_close(actual, q, k, v, heads=4)
+        with pytest.raises(ConfigError, match=r"^q, k and v: heads 4 is not divisible by kv_heads 3") as refused:
+            assert_attention_close(actual, q, k, v, heads=4, kv_heads=3)
+        for caught in (failed, refused):
+            shown = [Path(entry.path) for entry in caught.traceback.filter(caught)]
+            assert shown and [path for path in shown if path.is_relative_to(package)] == []
+
+    def test_an_actual_of_integers_is_a_type_error(self) -> None:
+        actual, q, k, v = self.wrong(n=3)
+        with pytest.raises(TypeError, match=r"^actual must hold float64, float32, float16 or bfloat16 numbers"):
+            assert_attention_close(actual.astype(int), q, k, v, heads=4)
 
 
 class TestReference:
@@ -136,7 +182,7 @@ class TestCaps:
         with pytest.raises(LimitError) as info:
             reference(*qkv, heads=2)
         assert str(info.value) == (
-            "reference: the scores: an array of 2 × 16 × 16 (512 elements) exceeds the element cap of 200 elements "
+            "q, k and v: the scores: an array of 2 × 16 × 16 (512 elements) exceeds the element cap of 200 elements "
             "per array; raise it with --max-elements or ATTNX_MAX_ELEMENTS"
         )
 
@@ -145,7 +191,7 @@ class TestCaps:
         monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "200")
         result = reference(*qkv, heads=2, limits=Limits(max_elements=512))
         np.testing.assert_allclose(result.weights.sum(axis=-1), np.ones((2, 16)), rtol=1e-12)
-        with pytest.raises(LimitError, match=r"^reference: the scores: an array of 2 × 16 × 16 \(512 elements\)"):
+        with pytest.raises(LimitError, match=r"^q, k and v: the scores: an array of 2 × 16 × 16 \(512 elements\)"):
             reference(*qkv, heads=2, limits=Limits(max_elements=511))
 
     def test_assert_close_is_checked(self, qkv: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,7 +202,7 @@ class TestCaps:
         assert_attention_close(output, q, k, v, heads=2)
         monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "32")
         with pytest.raises(
-            LimitError, match=r"^reference: Q: an array of 16 × 4 \(64 elements\) exceeds the element cap"
+            LimitError, match=r"^q, k and v: Q: an array of 16 × 4 \(64 elements\) exceeds the element cap"
         ):
             assert_attention_close(output, q, k, v, heads=2)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,25 +60,44 @@ def from_layout(array: np.ndarray, layout: str) -> tuple[TensorName, np.ndarray]
     return name, array
 
 
-def recognise(array: np.ndarray, sizes: Mapping[str, int], layout: str | None = None) -> tuple[TensorName, np.ndarray]:
-    """What a bare array holds, from its shape (or ``layout``), as ``(tensor name, array in attnx's order)``,
-    for a problem of ``sizes`` (see ``sizes_of``).
+class Reading(NamedTuple):
+    """What a bare array was read as: the tensor, in attnx's axis order; ``weights_too`` names the weights layouts
+    its shape fits as well (N = M = d), set aside for the output (``recognise``)."""
 
-    A shape that fits no layout, or two that read it differently, is a ConfigError that lists the layouts
-    this problem's arrays would have.
+    name: TensorName
+    array: np.ndarray
+    weights_too: tuple[str, ...] = ()
+
+
+def recognise(
+    array: np.ndarray, sizes: Mapping[str, int], layout: str | None = None, *, output_first: bool = False
+) -> Reading:
+    """What a bare array holds, from its shape (or ``layout``), for a problem of ``sizes`` (see ``sizes_of``).
+
+    A shape that fits no layout is a ConfigError that lists the layouts this problem's arrays would have; one
+    that two layouts read differently is an AmbiguousError, unless ``output_first`` (a kernel's file: most
+    often its output) and every layout but weights' reads it one way: it is then read so, and the reading
+    names the weights layouts it set aside.
     """
     shape = tuple(array.shape)
     if layout is not None:
         expected = layout_shape(layout, sizes)
         if shape != expected:
             raise ConfigError(f"an array in layout {layout} has shape {expected} here, got {shape}")
-        return from_layout(array, layout)
+        return Reading(*from_layout(array, layout))
     fits = [name for name in ARRAY_LAYOUTS if shape == layout_shape(name, sizes)]
     if not fits:
         known = ", ".join(f"{name} {layout_shape(name, sizes)}" for name in ARRAY_LAYOUTS if layout_shape(name, sizes))
         raise ConfigError(f"an array of shape {shape} fits none of the layouts for this input: {known}")
-    readings = [from_layout(array, name) for name in fits]
-    first = readings[0]
-    if any(name != first[0] or not np.array_equal(held, first[1], equal_nan=True) for name, held in readings[1:]):
-        raise AmbiguousError(f"an array of shape {shape} could be {' or '.join(fits)}: name its layout")
-    return first
+    if _one_reading(array, fits):
+        return Reading(*from_layout(array, fits[0]))
+    outputs = [name for name in fits if ARRAY_LAYOUTS[name][0] != WEIGHTS]
+    if output_first and outputs and _one_reading(array, outputs):
+        return Reading(*from_layout(array, outputs[0]), tuple(name for name in fits if name not in outputs))
+    raise AmbiguousError(f"an array of shape {shape} could be {' or '.join(fits)}: name its layout")
+
+
+def _one_reading(array: np.ndarray, layouts: list[str]) -> bool:
+    """True when every one of ``layouts`` reads ``array`` as the same tensor, with the same values in place."""
+    first, *others = (from_layout(array, name) for name in layouts)
+    return all(name == first[0] and np.array_equal(held, first[1], equal_nan=True) for name, held in others)

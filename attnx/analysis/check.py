@@ -105,23 +105,24 @@ def verify_kernel(
     rtol: float | None = None,
     atol: float | None = None,
 ) -> Verification:
-    """A kernel's saved tensors (or one bare array, read by its shape or ``layout``) against the float64
-    reference of ``spec``, with the known bugs that explain a difference.
+    """A kernel's saved tensors (or one bare array, read by its shape or ``layout``: as the output where its
+    shape fits the weights too) against the float64 reference of ``spec``, with the known bugs that explain a
+    difference.
 
     ``dtype`` is what the kernel computed in (default: the file's dtype); it sets the tolerances.
     """
     if isinstance(saved, BareArray):
         sizes = {"query": spec.n_queries, "key": spec.n_keys, "head": spec.settings.heads,
                  "kv_head": spec.settings.kv_heads, "d_k": spec.d_k, "d_model": spec.d_model}  # fmt: skip
-        name, array = recognise(saved.array, sizes, layout)
-        tensors = {name: array}
-        kernel = f"{saved.source}, one array read as {name} [{', '.join(TENSORS[name].axes)}]"
+        reading = recognise(saved.array, sizes, layout, output_first=True)
+        tensors, weights_too = {reading.name: reading.array}, reading.weights_too
+        kernel = f"{saved.source}, one array read as {reading.name} [{', '.join(TENSORS[reading.name].axes)}]"
     else:
         if layout is not None:
             raise ConfigError(
                 f"{saved.source}: an array layout describes a bare .npy array; this file names its tensors"
             )
-        tensors, kernel = saved.tensors, saved.source
+        tensors, kernel, weights_too = saved.tensors, saved.source, ()
     kernel_dtype = dtype or saved.dtype or "float64"
     if kernel_dtype not in DTYPES:
         raise ConfigError(
@@ -134,4 +135,5 @@ def verify_kernel(
     reference = compute(spec, "numpy", dtype="float64", needs=wanted | {Q, K, V, HEAD_OUTPUTS})
     verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
                           rtol=rtol, atol=atol)  # fmt: skip
-    return replace(verification, diagnoses=diagnose(spec, verification, tensors, rtol=rtol, atol=atol))
+    diagnoses = diagnose(spec, verification, tensors, rtol=rtol, atol=atol)
+    return replace(verification, diagnoses=diagnoses, weights_too=weights_too)

@@ -85,7 +85,8 @@ class Verification:
     """A kernel's tensors checked against the float64 ``reference`` of one input.
 
     ``skipped`` names the reference's tensors the kernel did not hand over and those it handed over that
-    cannot be compared, each with the reason; ``diagnoses`` the known bugs its output matches.
+    cannot be compared, each with the reason; ``diagnoses`` the known bugs its output matches; ``weights_too``
+    the weights layouts a bare array's shape fits as well, set aside for the output it was read as.
     """
 
     source: str
@@ -95,6 +96,7 @@ class Verification:
     checks: tuple[TensorCheck, ...]
     skipped: tuple[tuple[str, str], ...] = ()
     diagnoses: tuple[Diagnosis, ...] = ()
+    weights_too: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:

@@ -307,5 +307,5 @@ def compare_sides(
 
 def side_from_array(array: BareArray, other: Side, layout: str | None = None) -> Side:
     """A bare array as a side, what it holds told from its shape against the ``other`` side's problem."""
-    name, held = recognise(array.array, sizes_of(other.tensors), layout)
-    return Side(array.source, "array", {name: held}, other.tokens, other.key_tokens, array.dtype)
+    reading = recognise(array.array, sizes_of(other.tensors), layout)
+    return Side(array.source, "array", {reading.name: reading.array}, other.tokens, other.key_tokens, array.dtype)

@@ -280,9 +280,8 @@ class Explorer:
         refuses (an overflow) raises its AttnxError, the setting left as it was."""
         if self.layers > 1:
             return None
-        settings = self.spec.settings
-        now = {"heads": settings.heads, "scale": settings.scale, "layout": settings.layout, "causal": settings.causal}
-        for value in self._next_values(name, now[name]):
+        now, *others = self.values(name)
+        for value in others:
             changed = dict(self.setting) | {name: value}
             setting = tuple((key, changed[key]) for key in CHANGES if key in changed)
             try:
@@ -291,7 +290,7 @@ class Explorer:
                 continue
             before = (self.previous, self.setting, self.last_change, self.head, self.pinned)
             self.previous, self.setting = self.setting, setting
-            self.last_change = f"{name} {_shown(now[name])} → {_shown(value)}"
+            self.last_change = f"{name} {_shown(now)} → {_shown(value)}"
             self._fit()
             try:
                 self.result()  # an input may overflow under another scale: the setting stays as it was
@@ -300,6 +299,12 @@ class Explorer:
                 raise
             return self.last_change
         return None
+
+    def values(self, name: str) -> list[Any]:
+        """Setting ``name``'s value under the cursor, then the values after it that the setting cycles through."""
+        settings = self.spec.settings
+        now = {"heads": settings.heads, "scale": settings.scale, "layout": settings.layout, "causal": settings.causal}
+        return [now[name], *self._next_values(name, now[name])]
 
     def _next_values(self, name: str, now: Any) -> list[Any]:
         """The values after ``now`` that setting ``name`` cycles through, wrapping around, ``now`` left out."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +12,7 @@ from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.settings import AttentionSettings
 from attnx.core.tensors import HEAD_OUTPUTS, SCALED, SCORES, SINK_WEIGHTS, WEIGHTS, K, Q, V
 from attnx.errors import AmbiguousError, ChoiceError
+from attnx.io.messages import did_you_mean
 
 DEFAULT_TERMS = 8
 DEFAULT_KEYS = 10
@@ -153,9 +153,9 @@ def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | 
             f"token {token!r} appears at queries {', '.join(map(str, found))}; pick one by its position"
         )
     if not found:
-        close = difflib.get_close_matches(token, list(dict.fromkeys(tokens)), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ChoiceError(f"token {token!r} is not in the input{hint}; tokens: {listing(tokens)}")
+        raise ChoiceError(
+            f"token {token!r} is not in the input{did_you_mean(token, tokens)}; tokens: {listing(tokens)}"
+        )
     return found[0]
 
 

@@ -35,6 +35,9 @@ EXIT_CODES = (
 # A checkpoint folder for the examples that need one (nothing in the repository is one): the tests run those
 # examples on a tiny GPT-2 of their own in its place.
 CHECKPOINT = "models/gpt2"
+# A kernel's output for the `check --against` example (nothing in the repository is one): the tests save a
+# right one in its place.
+KERNEL_OUTPUT = "out.npy"
 
 # Each command's help ends with these, runnable as they are from the repository's root (tests/cli/test_help.py
 # runs every one). Keep each under 78 characters: the help must stay legible at 80 columns.
@@ -57,7 +60,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "check": (
         "attnx check",
         "attnx check configs/gqa.yaml --format json",
-        'attnx check --seed 0 --tokens "a b c d e f" -H 2 --causal',
+        f"attnx check configs/gqa.yaml --against {KERNEL_OUTPUT} --kernel-dtype bfloat16",
     ),
     "diff": (
         "attnx diff --heads 1,2,4",
@@ -102,6 +105,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 }
 # What the examples of a command need that the repository does not hold, said above them.
 NOTES = {
+    "check": f"{KERNEL_OUTPUT} is what your kernel computed for the input: [N, H·d], or SDPA's [1, H, N, d]",
     "model": f"{CHECKPOINT} is a checkpoint folder you downloaded (config.json, model.safetensors, tokenizer.json) "
     "or a GGUF file",
     "rollout": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
@@ -117,6 +121,7 @@ def epilog(command: str) -> str:
     return f"Examples{f' ({note})' if note else ''}:\n{lines}\n\n{EXIT_CODES}"
 
 
+HELP_OPTIONS = ("-h", "--help")
 app = typer.Typer(
     name="attnx",
     help="Compute multi-head attention and show every step of it.",
@@ -124,7 +129,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": list(HELP_OPTIONS)},
 )
 
 
@@ -170,8 +175,33 @@ for _name, _command in COMMANDS.items():
 @functools.cache
 def click_command() -> Callable[..., Any]:
     """The Click command Typer makes of the app, made once per process: calling ``app()`` makes it again each
-    time, reading every command's signature (65 ms of a 85 ms in-process run of a one-line input)."""
-    return typer.main.get_command(app)
+    time, reading every command's signature (65 ms of a 85 ms in-process run of a one-line input). Its help
+    texts are shown as written (``as_written``)."""
+    command = typer.main.get_command(app)
+    as_written(command)
+    return command
+
+
+def as_written(command: Any) -> None:
+    """Make the help of ``command`` and of each of its commands show what the source says.
+
+    Typer reads every help text as Rich markup, where ``[query, H·d]`` is a tag and vanishes: each text's
+    would-be tags are escaped. Typer shows a flag's type, ``<bool>``, where a flag takes no value: a flag
+    (``--help`` included) shows no metavar.
+    """
+    from rich.markup import escape
+
+    command.help = command.help and escape(command.help)
+    command.epilog = command.epilog and escape(command.epilog)
+    context = command.context_class(command, help_option_names=list(HELP_OPTIONS))
+    for param in [*command.params, command.get_help_option(context)]:
+        if param is None:
+            continue
+        param.help = getattr(param, "help", None) and escape(param.help)
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        as_written(sub)
 
 
 WIDTH_RANGE = (20, 1000)  # terminal widths attnx lays out for: narrower cannot show a table, wider floods

@@ -10,7 +10,7 @@ import typer
 
 from attnx.cli.errors import guarded
 from attnx.cli.flags import ReportFlags, TextFlags, grouped
-from attnx.cli.inputs import flag_worded, model_session
+from attnx.cli.inputs import flag_worded, model_session, require_checkpoint
 from attnx.cli.options import OutputFormat, View
 from attnx.errors import UsageError
 
@@ -41,6 +41,7 @@ def ablate(
     Without --head every head (of --layer L only, when given) is dropped alone in turn: a layer × head heatmap.
     Per token: the shift ‖h' − h‖ / ‖h‖, the KL of the next-token distribution (nats) and its top token.
     """
+    require_checkpoint(checkpoint.model, "attnx ablate")
     from attnx.models import runs
 
     if head and layer is not None:

@@ -9,9 +9,8 @@ import typer
 
 from attnx.cli.errors import guarded
 from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags, ViewFlags, grouped
-from attnx.cli.inputs import STDIN, flag_worded, open_checkpoint, progress_for
-from attnx.cli.options import OutputFormat, PrecisionOpt, RowFormat, TextsOpt
-from attnx.errors import UsageError
+from attnx.cli.inputs import STDIN, flag_worded, open_checkpoint, progress_for, require_checkpoint
+from attnx.cli.options import OutputFormat, PrecisionOpt, RecordFormat, TextsOpt
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.detect import Detection, TextRecord
@@ -31,8 +30,8 @@ SamplesOpt = Annotated[int, typer.Option("--samples", min=1, max=10_000, help="R
 LengthOpt = Annotated[int, typer.Option("--length", min=2, max=100_000, help="Tokens in each random sequence "
                                         "(run twice over: 2 × LENGTH tokens, with the special tokens).")]  # fmt: skip
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the random sequences.")]
-DetectFormatOpt = Annotated[RowFormat, typer.Option("--format", "-f", help="table, json, or jsonl: one line per "
-                                                   "sequence.")]  # fmt: skip
+DetectFormatOpt = Annotated[RecordFormat, typer.Option("--format", "-f", help="table, json, or jsonl: one line per "
+                                                      "sequence.")]  # fmt: skip
 MeasureOpt = Annotated[Measure, typer.Option("--measure", "-m", help="What the grid shows under each label.")]
 
 
@@ -48,7 +47,7 @@ def detect(
     measure: MeasureOpt = Measure.induction,
     backend: EngineFlags,
     precision: PrecisionOpt = 2,
-    output_format: DetectFormatOpt = RowFormat.table,
+    output_format: DetectFormatOpt = RecordFormat.table,
     display: ViewFlags,
     caps: CapFlags,
 ) -> None:
@@ -59,8 +58,6 @@ def detect(
     An induction head attends from each token of the repeat to the token after its earlier copy.
     --texts FILE runs your texts instead.
     """
-    if output_format is RowFormat.csv:
-        raise UsageError("attnx detect writes table, json or jsonl")
     found, records = detection(checkpoint.model, texts, backend, caps, quiet=display.quiet, samples=samples,
                                length=length, seed=seed)  # fmt: skip
     from attnx.render import detect as render
@@ -92,8 +89,7 @@ def detection(
     from attnx.io.texts import read_texts
     from attnx.models import runs
 
-    if model is None:
-        raise UsageError(f"{'--texts' if texts is not None else 'attnx detect'} runs a checkpoint: give --model DIR")
+    model = require_checkpoint(model, "--texts" if texts is not None else "attnx detect")
     limits, options = caps.limits(), backend.options()
     lines = read_texts(texts, limits) if texts is not None else None
     source = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"

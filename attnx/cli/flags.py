@@ -20,6 +20,7 @@ import typer
 
 from attnx.cli.options import (
     MODEL_HELP,
+    AnyFormat,
     ArrayLayoutOpt,
     Device,
     Dtype,
@@ -33,7 +34,6 @@ from attnx.cli.options import (
     ReportFormat,
     ReportFormatOpt,
     RopePairs,
-    RowFormat,
     View,
     cap_option,
     parse_limit,
@@ -356,15 +356,13 @@ class Destination:
     no_color: bool
     export: str | None = None
 
-    def write(
-        self, output_format: OutputFormat | RowFormat | ReportFormat, producers: Mapping[OutputFormat, Producer]
-    ) -> None:
+    def write(self, output_format: AnyFormat, producers: Mapping[OutputFormat, Producer]) -> None:
         """Write the result in ``output_format`` to stdout or ``--output`` (see ``emit``)."""
         emit(output_format, producers, output=self.output, no_color=self.no_color)
 
     def emit(
         self,
-        output_format: OutputFormat | RowFormat | ReportFormat,
+        output_format: AnyFormat,
         producers: Mapping[OutputFormat, Producer],
         table: Callable[[bool], RenderableType],
     ) -> None:

@@ -74,6 +74,13 @@ def check_model_options(
     return model, text
 
 
+def require_checkpoint(model: str | None, what: str) -> str:
+    """``--model``'s checkpoint, for ``what`` (a command, or a flag) that runs nothing else; a usage error without."""
+    if model is None:
+        raise UsageError(f"{what} runs a checkpoint: give --model DIR")
+    return model
+
+
 def refuse(flags: Mapping[str, object], why: str) -> None:
     """A usage error naming the first of ``flags`` (flag -> value) that was given, with ``why``."""
     given = [flag for flag, value in flags.items() if value not in (None, False)]

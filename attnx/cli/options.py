@@ -41,6 +41,17 @@ class ReportFormat(str, Enum):
     json = "json"
 
 
+class RecordFormat(str, Enum):
+    """What a command of records (detect) writes: its table, JSON, or JSON Lines (one record a line)."""
+
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+
+
+AnyFormat = OutputFormat | RowFormat | ReportFormat | RecordFormat  # what any command's --format holds
+
+
 class Dtype(str, Enum):
     """Floating-point types an engine can compute in."""
 
@@ -129,7 +140,8 @@ DropHeadOpt = Annotated[
 ]
 FORMAT_HELP = "Output format (stdout or --output)."
 # Each command offers only the formats it can write: run all six (FormatOpt); trace, check and engines
-# tables of rows (RowFormatOpt); bench, diff, heads and model a table or JSON (ReportFormatOpt).
+# tables of rows (RowFormatOpt); bench, diff, heads and model a table or JSON (ReportFormatOpt); detect a
+# table, JSON or JSON Lines (RecordFormat).
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
 RowFormatOpt = Annotated[RowFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", help=FORMAT_HELP)]

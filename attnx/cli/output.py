@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Literal
 
-from attnx.cli.options import BINARY_FORMATS, OutputFormat, ReportFormat, RowFormat
+from attnx.cli.options import BINARY_FORMATS, AnyFormat, OutputFormat
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,6 +47,23 @@ def stdout_console(no_color: bool = False) -> Console:
     return inert_console(file=sys.stdout, color_system=color_system)
 
 
+def trimmed(text: str) -> str:
+    """``text`` with the blanks after each line's last character dropped: Rich pads a table's title and last
+    column to the table's width, which a pipe or a file only carries along."""
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
+
+def show(console: Console, renderable: RenderableType) -> None:
+    """Print ``renderable`` on ``console``: as drawn on a terminal; to a pipe, each line ``trimmed``."""
+    if console.is_terminal or console.record:
+        console.print(renderable)
+        return
+    with console.capture() as captured:
+        console.print(renderable)
+    console.file.write(trimmed(captured.get()))
+    console.file.flush()
+
+
 def write_stdout(text: str) -> None:
     """Machine output goes straight to stdout, never through Rich (no wrapping, no markup)."""
     sys.stdout.write(text)
@@ -77,7 +94,7 @@ def check_destination(output_format: OutputFormat, output: str | None) -> None:
 
 
 def emit(
-    output_format: OutputFormat | RowFormat | ReportFormat,
+    output_format: AnyFormat,
     producers: Mapping[OutputFormat, Producer],
     *,
     output: str | None = None,
@@ -100,7 +117,7 @@ def emit(
     if output_format is OutputFormat.table:
         assert not isinstance(payload, bytes)  # a table is text or a renderable
         if output is None:
-            stdout_console(no_color).print(payload)
+            show(stdout_console(no_color), payload)
             return
         payload = render_plain(payload)
     data = payload if isinstance(payload, bytes) else str(payload).encode("utf-8")
@@ -117,7 +134,7 @@ def emit(
 
 
 def emit_view(
-    output_format: OutputFormat | RowFormat | ReportFormat,
+    output_format: AnyFormat,
     producers: Mapping[OutputFormat, Producer],
     view: Callable[[bool], RenderableType],
     *,
@@ -146,8 +163,8 @@ def emit_view(
     console = stdout_console(no_color)
     shown = console.color_system is not None
     wanted = colour_allowed(no_color) and suffix != ".txt"  # what the export shows
-    console.record = export is not None and wanted == shown
-    console.print(view(shown))
+    console.record = export is not None and wanted == shown and console.is_terminal  # piped: trimmed, not recorded
+    show(console, view(shown))
     if export is not None:
         from attnx.io.output import atomic_write
 
@@ -157,7 +174,7 @@ def emit_view(
         if recorder is not console:
             recorder.print(view(wanted))
         saved = {".svg": lambda: recorder.export_svg(title="attnx"), ".html": recorder.export_html,
-                 ".txt": recorder.export_text}[suffix]()  # fmt: skip
+                 ".txt": lambda: trimmed(recorder.export_text())}[suffix]()  # fmt: skip
         atomic_write(export, saved.encode("utf-8"))
 
 
@@ -177,4 +194,4 @@ def render_plain(renderable: RenderableType) -> str:
     buffer = io.StringIO()
     console = inert_console(file=buffer, color_system=None, width=width)
     console.print(renderable)
-    return buffer.getvalue()
+    return trimmed(buffer.getvalue())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attnx.cli.errors import guarded
 from attnx.cli.flags import ReportFlags, TextFlags, grouped
-from attnx.cli.inputs import model_session
+from attnx.cli.inputs import model_session, require_checkpoint
 from attnx.cli.options import OutputFormat, View
 from attnx.cli.trace import QueryOpt, TokenOpt, query_row
 
@@ -22,6 +22,7 @@ def rollout(
     The rollout after layer l multiplies those of layers 0..l (Abnar & Zuidema, 2020); causal models stay causal.
     --model DIR --text "..." and the query: --token cat or --query 3 (from 0).
     """
+    require_checkpoint(checkpoint.model, "attnx rollout")
     from attnx.models import runs
 
     with model_session(None, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:

@@ -1,10 +1,14 @@
-"""The words input errors share: where (``file:line:column``), a parser's first clause, a clipped value, the depth cap.
+"""The words input errors share: where (``file:line:column``), a parser's first clause, a clipped value, the depth cap,
+the name the user may have meant.
 
 The JSON reader (``documents``) and the YAML reader (``yamltext``) both word their errors with them: kept apart
 from both, so that ``yamltext`` needs nothing from ``documents``, which imports it only when YAML is read.
 """
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
 
 from attnx.io.jsontext import line_col
 from attnx.limits import Limits
@@ -28,3 +32,13 @@ def first_clause(exc: Exception) -> str:
 def clip(text: str, width: int = 20) -> str:
     """``text``, cut to ``width`` characters with ``...`` when longer."""
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'cat'?)``: the first of ``known`` that is ``word`` but for case and surrounding spaces,
+    else the closest by spelling; nothing when none is close."""
+    names = list(dict.fromkeys(known))
+    folded = word.strip().casefold()
+    same = [name for name in names if name.strip().casefold() == folded]
+    close = same[:1] or difflib.get_close_matches(word, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +23,13 @@ from attnx.io.cells import (
     whole,
 )
 from attnx.io.documents import Document
+from attnx.io.messages import did_you_mean
 
 INPUT_VERSION = 1
 KEYS = (
     "version", "tokens", "query_tokens", "key_tokens", "heads", "kv_heads",
     "q", "k", "v", "x", "x_kv", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "w_o", "b_o",
-    "seed", "d_model", "mask", "padding", "scale", "layout", "rope", "window", "softcap",
+    "seed", "d_model", "causal", "mask", "padding", "scale", "layout", "rope", "window", "softcap",
 )  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
@@ -100,9 +100,7 @@ def spec_from_document(doc: Document, overrides: InputOverrides | None = None) -
     data = overrides.apply(doc.data)
     for key in data:
         if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise doc.error((key,), f"unknown key{hint}; known keys: {', '.join(KEYS)}", key=True)
+            raise doc.error((key,), f"unknown key{did_you_mean(key, KEYS)}; known keys: {', '.join(KEYS)}", key=True)
 
     version = data.get("version", INPUT_VERSION)
     if isinstance(version, bool) or not isinstance(version, int) or version != INPUT_VERSION:
@@ -232,9 +230,11 @@ def _labels(
 
 
 def _mask(doc: Document, data: dict[str, Any], n: int, m: int) -> tuple[bool, np.ndarray | None]:
-    """``mask: causal`` or an N × M matrix of 1 (may attend) and 0 (blocked)."""
+    """``mask: causal`` or an N × M matrix of 1 (may attend) and 0 (blocked); ``causal: true`` adds a causal
+    mask to either, as ``--causal`` does."""
+    causal = _switch(doc, data, "causal")
     if "mask" not in data:
-        return False, None
+        return causal, None
     value = data["mask"]
     if isinstance(value, str) and value == "causal":
         return True, None
@@ -244,7 +244,16 @@ def _mask(doc: Document, data: dict[str, Any], n: int, m: int) -> tuple[bool, np
     if rows is None or len(rows) != n:
         got = f"{len(rows)} rows" if rows is not None else describe(value)
         raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix (queries × keys), got {got}")
-    return False, np.array([_flags(doc, {"row": row}, "row", m, path=("mask", i)) for i, row in enumerate(rows)])
+    return causal, np.array([_flags(doc, {"row": row}, "row", m, path=("mask", i)) for i, row in enumerate(rows)])
+
+
+def _switch(doc: Document, data: dict[str, Any], key: str) -> bool:
+    """A yes-or-no key: ``true`` or ``false``, or 1 or 0 (an .npz holds ``numpy.savez(causal=True)`` as a 0-d
+    boolean, ``causal=1`` as a 0-d integer); absent is false."""
+    value = data.get(key, False)
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise doc.error((key,), f"expected true or false (or 1 or 0), got {describe(value)}")
 
 
 def _flags(

@@ -8,20 +8,25 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.text import Text
 
 from attnx.analysis.check import REFERENCE, CheckReport
-from attnx.analysis.check_against import TensorCheck, Verification
+from attnx.analysis.check_against import NOT_HELD, TensorCheck, Verification
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import TENSORS, TensorName
 from attnx.render.colours import FAIL, LABEL, PASS, WARNING
+from attnx.render.fitted import FittedGrid
 from attnx.render.formats import to_jsonl
 from attnx.render.heatmap import HeatScale, heatmap, legend
-from attnx.render.layout import add_columns, compact_table, verdict
+from attnx.render.layout import FirstFit, add_columns, compact_table, under_name, verdict
+from attnx.render.location import locate
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tolerance import diff_to_dict, sci, tolerance_text
 from attnx.text import console as inert_console
@@ -95,60 +100,83 @@ def check_csv(report: CheckReport) -> str:
 HEATMAP_PRECISION = 2
 
 
-def locate(name: TensorName, index: Sequence[int], reference: AttentionResult) -> str:
-    """Where an element sits, for people: ``head 1 · query 3 'cat' · key 0 'The'`` or ``query 2 'sat' ·
-    column 5 (head 1, d 1)`` (everything from 0)."""
-    parts = []
-    for axis, i in zip(TENSORS[name].axes, index, strict=False):
-        if axis in ("head", "kv_head"):
-            parts.append(f"{'K/V ' if axis == 'kv_head' else ''}head {i}")
-        elif axis == "query":
-            parts.append(f"query {i}{_label(reference.tokens[i], i)}")
-        elif axis == "key":
-            parts.append(f"key {i}{_label(reference.key_tokens[i], i)}")
-        elif axis == "d_model":
-            head = next(h for h in range(reference.heads) if i in reference.head_columns(h))
-            parts.append(f"column {i} (head {head}, d {reference.head_columns(head).index(i)})")
-        else:
-            parts.append(f"d {i}")
-    return " · ".join(parts)
+@dataclass(frozen=True)
+class Voice:
+    """How a verification speaks of the kernel's side: as `check --against` does of a file, or as
+    ``assert_attention_close`` does inside pytest, in its arguments' names.
+
+    ``kernel`` names the side in formulas and values, ``subject`` in the verdict, ``owner`` before a tensor;
+    ``not_held`` is why a reference tensor was not compared; ``see_all`` says how to see what a heatmap left
+    out (None: the heatmap's own note, which names the command line's flags).
+    """
+
+    kernel: str
+    subject: str
+    owner: str
+    not_held: str
+    see_all: str | None = None
 
 
-def _label(token: str, index: int) -> str:
-    """`` 'cat'``, or nothing for a token labelled by its index (as attnx.testing labels them)."""
-    return "" if token == str(index) else f" {token!r}"
+SHELL = Voice("kernel", "the kernel", "the kernel's", NOT_HELD)
+PYTEST = Voice("actual", "actual", "actual's", "not in actual",
+               "to see them all, compare actual with attnx.testing.reference(q, k, v, ...)")  # fmt: skip
 
 
-def tolerance_line(verification: Verification) -> str:
+def locate_in(name: TensorName, index: Sequence[int], reference: AttentionResult) -> str:
+    """Where an element of the reference's tensor ``name`` sits (``attnx.render.location.locate``): ``head 1 ·
+    query 3 'cat' · key 0 'The'`` or ``query 2 'sat' · column 5 (head 1, d 1)``."""
+
+    def head_of(column: int) -> tuple[int, int]:
+        head = next(h for h in range(reference.heads) if column in reference.head_columns(h))
+        return head, reference.head_columns(head).index(column)
+
+    return locate(name, index, reference.tokens, reference.key_tokens, head_of)
+
+
+def tolerance_line(verification: Verification, voice: Voice = SHELL) -> str:
     """``tolerance (float16): |kernel − reference| ≤ atol + rtol·|reference|, rtol 1e-03, atol 3.9e-03``."""
     pairs = {(c.tolerance.rtol, c.tolerance.atol) for c in verification.checks}
-    rule = f"tolerance ({verification.dtype}): |kernel − reference| ≤ atol + rtol·|reference|"
+    rule = f"tolerance ({verification.dtype}): |{voice.kernel} − reference| ≤ atol + rtol·|reference|"
     if len(pairs) == 1:
         ((rtol, atol),) = pairs
         return f"{rule}, rtol {tolerance_text(rtol)}, atol {tolerance_text(atol)}"
     return f"{rule}, per tensor below"
 
 
-def checks_table(verification: Verification) -> RenderableType:
-    """One row per tensor: shape, max abs and rel error, ε units, elements beyond tolerance, the worst, verdict."""
+def checks_table(verification: Verification, *, stacked: bool = False) -> RenderableType:
+    """One row per tensor: shape, max abs and rel error, ε units, elements beyond tolerance, the worst, verdict.
+
+    The worst element's place has a column of its own, never wrapped; ``stacked`` puts it under the tensor's
+    name instead (for a narrow width, where it may wrap: ``checks_view`` picks).
+    """
     table = compact_table()
-    add_columns(table, "tensor", "shape", numeric=False)
+    add_columns(table, "tensor · worst at" if stacked else "tensor", "shape", numeric=False)
     add_columns(table, "max abs", "max rel", "× ε", "beyond")
-    add_columns(table, "worst at", "verdict", numeric=False)
+    if not stacked:
+        table.add_column("worst at", header_style=LABEL, no_wrap=True)
+    add_columns(table, "verdict", numeric=False)
     for check in verification.checks:
-        share = f"{check.beyond} of {check.size}"
-        where = locate(check.name, check.worst, verification.reference) if check.max_abs > 0 else "—"
+        where = locate_in(check.name, check.worst, verification.reference) if check.max_abs > 0 else "—"
         mark = Text("pass", style=PASS) if check.passed else Text("FAIL", style=FAIL)
         units = "—" if not math.isfinite(check.eps_units) else f"{check.eps_units:.3g}"
-        table.add_row(check.name, "(" + ",".join(map(str, check.shape)) + ")", sci(check.max_abs), sci(check.max_rel),
-                      units, share, Text(where), mark)  # fmt: skip
+        numbers = [sci(check.max_abs), sci(check.max_rel), units, f"{check.beyond} of {check.size}"]
+        shape = "(" + ",".join(map(str, check.shape)) + ")"
+        if stacked:
+            table.add_row(under_name(check.name, Text(f"at {where}")), shape, *numbers, mark)
+        else:
+            table.add_row(check.name, shape, *numbers, Text(where), mark)
     return table
 
 
-def worst_line(check: TensorCheck, reference: AttentionResult) -> str:
+def checks_view(verification: Verification) -> RenderableType:
+    """``checks_table`` with the worst elements in a column where the width holds it, else under the names."""
+    return FirstFit(checks_table(verification), checks_table(verification, stacked=True))
+
+
+def worst_line(check: TensorCheck, reference: AttentionResult, voice: Voice = SHELL) -> str:
     """``output: worst at query 2 'sat' · column 5 (head 1, d 1): kernel 0.1234, reference 0.5678``."""
-    where = locate(check.name, check.worst, reference)
-    return f"{check.name}: worst at {where}: kernel {check.actual:.6g}, reference {check.expected:.6g}"
+    where = locate_in(check.name, check.worst, reference)
+    return f"{check.name}: worst at {where}: {voice.kernel} {check.actual:.6g}, reference {check.expected:.6g}"
 
 
 def _unit(values: np.ndarray) -> tuple[np.ndarray, str]:
@@ -161,7 +189,29 @@ def _unit(values: np.ndarray) -> tuple[np.ndarray, str]:
     return values / 10.0**exponent, "" if exponent == 0 else f", ×1e{exponent}"
 
 
-def error_heatmaps(verification: Verification, *, colour: bool, max_rows: int | None = None) -> list[RenderableType]:
+class Renoted:
+    """A heatmap whose note on the rows and columns it left out ends with ``how`` to see them, in place of the
+    grid's own words (which name the command line's flags)."""
+
+    def __init__(self, grid: FittedGrid, how: str) -> None:
+        self.grid, self.how = grid, how
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        left, right = self.grid.shown(options.max_width)
+        for line in self.grid.lines(left, right, console, options.max_width):
+            yield from line.render(console)
+            yield Segment.line()
+        note = self.grid.note(len(left) + len(right))
+        if note is not None:  # "3 of 9 rows left out (⋮); use --rows all ... to see them": what, then how
+            yield Text(f"{note.plain.rpartition('; ')[0]}; {self.how}", style=note.style)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return self.grid.__rich_measure__(console, options)
+
+
+def error_heatmaps(
+    verification: Verification, *, colour: bool, max_rows: int | None = None, voice: Voice = SHELL
+) -> list[RenderableType]:
     """For each tensor beyond tolerance: the largest error per head and query (one head wrong is a row) and,
     for ``[head, query, key]`` tensors, per query and key (a mask off by one is a diagonal)."""
     ref = verification.reference
@@ -178,49 +228,62 @@ def error_heatmaps(verification: Verification, *, colour: bool, max_rows: int | 
                 continue
             shown, unit = _unit(np.where(np.isfinite(grid), grid, np.nan))
             scale = HeatScale(float(np.nanmax(shown)) if np.isfinite(shown).any() else 0.0, "|error|")
-            parts.append(heatmap(f"{check.name}: largest |kernel − reference| {title}{unit}", shown, rows, columns,
-                                 HEATMAP_PRECISION, scale=scale, colour=colour, max_rows=max_rows))  # fmt: skip
-            parts.append(legend(scale, HEATMAP_PRECISION, colour))
+            drawn = heatmap(f"{check.name}: largest |{voice.kernel} − reference| {title}{unit}", shown, rows, columns,
+                            HEATMAP_PRECISION, scale=scale, colour=colour, max_rows=max_rows)  # fmt: skip
+            parts += [
+                drawn if voice.see_all is None else Renoted(drawn, voice.see_all),
+                legend(scale, HEATMAP_PRECISION, colour),
+            ]
     return parts
 
 
-def verification_view(
-    verification: Verification, *, colour: bool = True, max_rows: int | None = None
-) -> RenderableType:
-    """Everything `attnx check --against` prints: what was compared, the table, where, the diagnoses, a verdict."""
+def read_lines(verification: Verification, voice: Voice = SHELL) -> list[str]:
+    """What was compared: the reference, the kernel's side and how it was read, the tolerance, what was not."""
     lines = [
         f"reference: {verification.source}, computed in float64",
-        f"kernel: {verification.kernel} ({verification.dtype})",
-        tolerance_line(verification),
+        f"{voice.kernel}: {verification.kernel} ({verification.dtype})",
     ]
-    not_held = [name for name, why in verification.skipped if why == "not in the kernel's file"]
+    if verification.weights_too:
+        layouts = " or ".join(verification.weights_too)
+        lines.append(f"its shape fits weights [head, query, key] too: --array-layout {layouts} reads it as weights")
+    lines.append(tolerance_line(verification, voice))
+    not_held = [name for name, why in verification.skipped if why == NOT_HELD]
     if not_held:
-        lines.append(f"not compared: {', '.join(not_held)} (not in the kernel's file)")
-    lines += [
-        f"not compared: {name} ({why})" for name, why in verification.skipped if why != "not in the kernel's file"
-    ]
-    parts: list[RenderableType] = [Text("\n".join(lines), style="dim"), checks_table(verification)]
+        lines.append(f"not compared: {', '.join(not_held)} ({voice.not_held})")
+    return lines + [f"not compared: {name} ({why})" for name, why in verification.skipped if why != NOT_HELD]
+
+
+def verification_view(
+    verification: Verification, *, colour: bool = True, max_rows: int | None = None, voice: Voice = SHELL
+) -> RenderableType:
+    """Everything `attnx check --against` prints (or ``assert_attention_close`` raises, in ``voice``): what was
+    compared, the table, where, the diagnoses, a verdict."""
+    parts: list[RenderableType] = [Text("\n".join(read_lines(verification, voice)), style="dim"),
+                                   checks_view(verification)]  # fmt: skip
     failing = [check for check in verification.checks if not check.passed]
     if failing:
-        parts.append(Text("\n".join(worst_line(check, verification.reference) for check in failing)))
-        parts += error_heatmaps(verification, colour=colour, max_rows=max_rows)
+        parts.append(Text("\n".join(worst_line(check, verification.reference, voice) for check in failing)))
+        parts += error_heatmaps(verification, colour=colour, max_rows=max_rows, voice=voice)
     for diagnosis in verification.diagnoses:
-        parts.append(Text(f"diagnosis: {diagnosis.bug}: {diagnosis.detail} (the kernel's {diagnosis.tensor} matches "
-                          f"it to {sci(diagnosis.max_abs)})", style="bold"))  # fmt: skip
+        parts.append(Text(f"diagnosis: {diagnosis.bug}: {diagnosis.detail} ({voice.owner} {diagnosis.tensor} "
+                          f"matches it to {sci(diagnosis.max_abs)})", style="bold"))  # fmt: skip
     if failing and not verification.diagnoses:
         parts.append(Text("no known bug explains the difference", style="dim"))
     total = len(verification.checks)
-    agree = f"the kernel agrees with the reference: {total} of {total} within tolerance"
-    parts.append(verdict(verification.passed, agree, f"the kernel differs: {len(failing)} of {total} beyond tolerance"))
+    agree = f"{voice.subject} agrees with the reference: {total} of {total} within tolerance"
+    parts.append(
+        verdict(verification.passed, agree, f"{voice.subject} differs: {len(failing)} of {total} beyond tolerance")
+    )
     return Group(*parts)
 
 
 def verification_text(verification: Verification, width: int = 100) -> str:
-    """The view as plain text (no colour), as an AssertionError carries it."""
+    """The view as plain text (no colour), as ``assert_attention_close``'s AssertionError carries it: in pytest's
+    words (``PYTEST``)."""
     buffer = io.StringIO()
     console = inert_console(file=buffer, width=width, no_color=True, color_system=None)
-    console.print(verification_view(verification, colour=False, max_rows=24))
-    return buffer.getvalue().rstrip()
+    console.print(verification_view(verification, colour=False, max_rows=24, voice=PYTEST))
+    return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip().splitlines())
 
 
 def tensor_check_to_dict(check: TensorCheck, reference: AttentionResult) -> dict[str, Any]:
@@ -237,7 +300,7 @@ def tensor_check_to_dict(check: TensorCheck, reference: AttentionResult) -> dict
         "beyond": check.beyond,
         "size": check.size,
         "worst_index": list(check.worst),
-        "worst_at": locate(check.name, check.worst, reference) if check.worst else None,
+        "worst_at": locate_in(check.name, check.worst, reference) if check.worst else None,
         "kernel_value": to_plain(np.asarray(check.actual)),
         "reference_value": to_plain(np.asarray(check.expected)),
         "passed": check.passed,

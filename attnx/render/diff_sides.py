@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 from rich.columns import Columns
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.measure import Measurement
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -17,7 +16,8 @@ from attnx.core.tensors import TENSORS, TensorName
 from attnx.render.colours import FAIL, PASS, WARNING
 from attnx.render.formats import TENSOR_AXES
 from attnx.render.heatmap import heatmap, legend, scale_of
-from attnx.render.layout import add_columns, compact_table, verdict
+from attnx.render.layout import FirstFit, add_columns, compact_table, under_name, verdict
+from attnx.render.location import locate
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tolerance import diff_to_dict, sci, tolerance_text
@@ -25,21 +25,10 @@ from attnx.render.tolerance import diff_to_dict, sci, tolerance_text
 DIFF_KEYS = ("max_abs", "max_rel", "worst_index", "rtol", "atol")  # null where a tensor could not be compared
 
 
-def locate(name: TensorName, index: Sequence[int], side: Side) -> str:
-    """Where an element sits, for people: ``head 0 · cat → The`` (heads from 0, tokens by name)."""
-    parts = []
-    for axis, i in zip(TENSOR_AXES.get(name, ()), index, strict=False):
-        if axis == "head":
-            parts.append(f"head {i}")
-        elif axis == "kv_head":
-            parts.append(f"K/V head {i}")
-        elif axis == "query":
-            parts.append(side.tokens[i] if i < len(side.tokens) else f"query {i}")
-        elif axis == "key":
-            parts.append(f"→ {side.key_tokens[i]}" if i < len(side.key_tokens) else f"→ key {i}")
-        else:
-            parts.append(f"d{i}")
-    return " · ".join(parts).replace(" · →", " →")
+def located(name: TensorName, index: Sequence[int], side: Side) -> str:
+    """Where an element of ``side``'s tensor ``name`` sits (``attnx.render.location.locate``): ``head 0 · query 1
+    'cat' · key 0 'The'``."""
+    return locate(name, index, side.tokens, side.key_tokens)
 
 
 def shape_text(shape: tuple[int, ...] | None) -> str:
@@ -114,41 +103,16 @@ def comparison_table(comparison: Comparison, *, stacked: int = 0) -> Table:
             rtol, atol = tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol)
             if tolerance_columns:
                 numbers += [rtol, atol]
-            where = locate(row.name, row.largest[0].index, comparison.a) if row.largest else ""
+            where = located(row.name, row.largest[0].index, comparison.a) if row.largest else ""
             at = Text(f"at {where}" if stacked and where else where)
             if per_row and not tolerance_columns:
-                at.append(f"{chr(10) + '  ' if where else ''}rtol {rtol} · atol {atol}", style="dim")
+                at.append(f"{chr(10) if where else ''}rtol {rtol} · atol {atol}", style="dim")
         if stacked:
-            name = Text(row.name)
-            if at.plain:
-                name.append("\n  ").append_text(at)
+            name = under_name(row.name, at) if at.plain else Text(row.name)
             table.add_row(name, shapes(row), *numbers, pass_cell(row))
         else:
             table.add_row(row.name, shapes(row), *numbers, at, pass_cell(row))
     return table
-
-
-class FirstFit:
-    """The first of several renderings that fits the width without wrapping, else the last (the narrowest)."""
-
-    def __init__(self, *choices: RenderableType) -> None:
-        self.choices = choices
-
-    @staticmethod
-    def natural(console: Console, options: ConsoleOptions, renderable: RenderableType) -> int:
-        """The width ``renderable`` takes when nothing limits it."""
-        return Measurement.get(console, options.update(max_width=1 << 16), renderable).maximum
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for choice in self.choices[:-1]:
-            if self.natural(console, options, choice) <= options.max_width:
-                yield choice
-                return
-        yield self.choices[-1]
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        sizes = [Measurement.get(console, options, choice) for choice in self.choices]
-        return Measurement(min(size.minimum for size in sizes), sizes[0].maximum)
 
 
 def largest_table(comparison: Comparison, precision: int) -> Table | None:
@@ -161,7 +125,7 @@ def largest_table(comparison: Comparison, precision: int) -> Table | None:
     add_columns(table, "A", "B", "|A − B|")
     for row in failing:
         for n, loc in enumerate(row.largest):
-            table.add_row(row.name if n == 0 else "", Text(locate(row.name, loc.index, comparison.a)),
+            table.add_row(row.name if n == 0 else "", Text(located(row.name, loc.index, comparison.a)),
                           fmt(loc.a, precision), fmt(loc.b, precision), sci(loc.abs_diff))  # fmt: skip
     return table
 

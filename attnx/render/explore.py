@@ -3,12 +3,15 @@ beside it), the query's row in every head, the change since the last setting, an
 renderable drawn from the explorer's computed blocks (the app only places them).
 
 Past the width, the heatmaps show the keys around the query (key 0, where sinks gather, stays in view);
-past ``rows``, the queries around it: a long input draws and computes what is on screen only.
+past ``rows``, the queries around it: a long input draws and computes what is on screen only. The heatmaps
+drawn one above another (the head's, a pinned head's, the change's, the query's row in every head) share a
+``Frame``: a key's column stands at one place in all of them, its label over its numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.render.fitted import FittedGrid
-from attnx.render.heatmap import HeatScale, heatmap, legend, scale_of
+from attnx.render.heatmap import HeatScale, heatmap, legend, number_width, scale_of
 from attnx.render.numbers import fmt
 from attnx.render.tables import SINK_LABEL, head_title
 from attnx.render.trace import trace_view
@@ -33,6 +36,31 @@ PRECISION = 2
 SCALES = {"weights": "weight", "scores": "scaled score", "value": "value share", "rollout": "rollout"}
 GAP = 2  # blanks between two heatmaps side by side
 COLUMN = 6  # characters a heatmap column usually takes (" 0.12" and a blank): the first guess at how many fit
+ROWS = 12  # queries the head's heatmap shows unless told
+CHANGE_LABELS = ("before", "now")  # the change panel's rows
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the explorer's heatmaps share, so that a key's column stands at one place in each: the width of the
+    row labels and of the numbers (the widest of any panel's), and titles that never widen the columns."""
+
+    labels: int = 0
+    numbers: int = 0
+
+
+def frame(state: Explorer, rows: int = ROWS) -> Frame:
+    """The frame of the panels around the cursor, the head's heatmap showing at most ``rows`` queries.
+
+    Labels: the window's tokens marked, ``before``, the heads' (or, in the rollout view, the layers') marked
+    names. Numbers: the view's in the window, every head (the query's row in every head is one of its rows),
+    and the change panel's weights.
+    """
+    lo, hi = state.window(rows)
+    names = [f"H{state.heads - 1}", f"L{state.layer}", *state.tokens[lo:hi]]
+    labels = max(cell_len(label) for label in [*CHANGE_LABELS, *_marked(names, 0)])
+    numbers = max(number_width(state.matrix(lo, hi), PRECISION), len(fmt(1.0, PRECISION)))
+    return Frame(labels, numbers)
 
 
 def _marked(labels: Sequence[str], index: int, pinned: int | None = None) -> list[str]:
@@ -98,9 +126,12 @@ def around(state: Explorer, count: int) -> list[int]:
 
 
 def key_grid(state: Explorer, title: str, rows: np.ndarray, labels: Sequence[str], scale: HeatScale, colour: bool,
-             width: int, blocked: np.ndarray | None = None, sink: np.ndarray | None = None) -> FittedGrid:  # fmt: skip
+             width: int, blocked: np.ndarray | None = None, sink: np.ndarray | None = None,
+             shared: Frame | None = None) -> FittedGrid:  # fmt: skip
     """``rows`` (``[row, key]``) as a heatmap with as many keys around the query as ``width`` holds, then a
-    learned sink's share per row (``sink``, ``[row]``) where there is one."""
+    learned sink's share per row (``sink``, ``[row]``) where there is one; in ``shared`` (the panels') frame,
+    else in its own. A title wider than the keys runs past them: it never moves a column."""
+    own = shared or Frame()
     key_tokens = state.key_tokens
     extra = 0 if sink is None else 1
     count = min(len(key_tokens), width // COLUMN - extra)
@@ -112,7 +143,8 @@ def key_grid(state: Explorer, title: str, rows: np.ndarray, labels: Sequence[str
             shown, names = np.concatenate([shown, sink[:, None]], axis=1), [*names, SINK_LABEL]
             shut = None if shut is None else np.concatenate([shut, np.zeros((len(shut), 1), dtype=bool)], axis=1)
         grid = heatmap(title + _keys_note(keys, len(key_tokens)), shown, labels, names, PRECISION, scale=scale,
-                       colour=colour, blocked=shut)  # fmt: skip
+                       colour=colour, blocked=shut, numbers=own.numbers, label_width=own.labels,
+                       widen=False)  # fmt: skip
         left, right = grid.shown(width)
         if not right or count <= 2:
             return grid
@@ -130,7 +162,7 @@ def _keys_note(keys: list[int], total: int) -> str:
 
 
 def _head_grid(state: Explorer, head: int, rows: tuple[int, int], matrix: np.ndarray, colour: bool, width: int,
-               scale: HeatScale, sinks: np.ndarray | None = None) -> FittedGrid:  # fmt: skip
+               scale: HeatScale, sinks: np.ndarray | None, shared: Frame) -> FittedGrid:  # fmt: skip
     """Head ``head``'s heatmap over queries ``rows``, ``matrix`` (``[row, key]``) as the view under the cursor
     shows them."""
     lo, hi = rows
@@ -142,12 +174,17 @@ def _head_grid(state: Explorer, head: int, rows: tuple[int, int], matrix: np.nda
         title = f"{head_title(state.result(), head)} · {state.view}" + (" · pinned" if head == state.pinned else "")
     if hi - lo < len(state.tokens):
         title += f" · queries {lo}-{hi - 1} of {len(state.tokens)}"
-    return key_grid(state, title, matrix, labels, scale, colour, width, blocked, None if sinks is None else sinks[head])
+    sink = None if sinks is None else sinks[head]
+    return key_grid(state, title, matrix, labels, scale, colour, width, blocked, sink, shared)
 
 
-def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12) -> RenderableType:
+def head_panel(
+    state: Explorer, *, colour: bool, width: int = 80, rows: int = ROWS, shared: Frame | None = None
+) -> RenderableType:
     """The head's heatmap around the query (at most ``rows`` queries), the query's row marked, and its legend; a
-    pinned head beside it when both fit the width whole, else above it. Both share one colour scale."""
+    pinned head beside it when both fit the width whole, else above it. Both share one colour scale, and the
+    panels' frame (``shared``, by default the one of ``rows``)."""
+    shared = shared or frame(state, rows)
     window = state.window(rows)
     rollout = state.view == "rollout"
     heads = [0] if rollout else [state.head] if state.pinned in (None, state.head) else [state.pinned, state.head]
@@ -156,8 +193,8 @@ def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12
     scale = scale_of([matrix[heads], *([] if sinks is None else [sinks[heads]])], SCALES[state.view])
     key = legend(scale, PRECISION, colour)
     if len(heads) == 1:
-        return Group(_head_grid(state, heads[0], window, matrix[heads[0]], colour, width, scale, sinks), key)
-    above, below = (_head_grid(state, h, window, matrix[h], colour, width, scale, sinks) for h in heads)
+        return Group(_head_grid(state, heads[0], window, matrix[heads[0]], colour, width, scale, sinks, shared), key)
+    above, below = (_head_grid(state, h, window, matrix[h], colour, width, scale, sinks, shared) for h in heads)
     if all(grid.span(len(grid.col_labels)) <= (width - GAP) // 2 for grid in (above, below)):
         table = Table.grid(padding=(0, GAP))  # both fit whole in half the width: side by side
         table.add_column(ratio=1)
@@ -167,9 +204,9 @@ def head_panel(state: Explorer, *, colour: bool, width: int = 80, rows: int = 12
     return Group(above, Text(""), below, key)
 
 
-def heads_panel(state: Explorer, *, colour: bool, width: int = 80) -> RenderableType:
+def heads_panel(state: Explorer, *, colour: bool, width: int = 80, shared: Frame | None = None) -> RenderableType:
     """The query's row in every head, the head under the cursor marked; in the rollout view, the query's
-    rollout row after each layer so far."""
+    rollout row after each layer so far. In the panels' frame (``shared``, by default the one of ``ROWS``)."""
     q = state.query
     sink = None
     if state.view == "rollout":
@@ -186,24 +223,27 @@ def heads_panel(state: Explorer, *, colour: bool, width: int = 80) -> Renderable
         sinks = state.sinks(q, q + 1)
         sink = None if sinks is None else sinks[:, 0]  # (H,)
     scale = scale_of([rows, *([] if sink is None else [sink])], SCALES[state.view])
-    return key_grid(state, title, rows, labels, scale, colour, width, blocked, sink)
+    return key_grid(state, title, rows, labels, scale, colour, width, blocked, sink, shared or frame(state))
 
 
-def change_panel(state: Explorer, *, colour: bool, width: int = 80) -> RenderableType | None:
+def change_panel(
+    state: Explorer, *, colour: bool, width: int = 80, shared: Frame | None = None
+) -> RenderableType | None:
     """The query's weights in the head before and after the last setting change, their difference, and how far
-    the query's output moved; None before any change."""
+    the query's output moved; None before any change. In the panels' frame (``shared``, by default the one of
+    ``ROWS``)."""
     change = state.change()
     if change is None:
         return None
-    return _change_view(state, change, colour, width)
+    return _change_view(state, change, colour, width, shared or frame(state))
 
 
-def _change_view(state: Explorer, change: Change, colour: bool, width: int) -> RenderableType:
-    labels = ["before", "now"] if change.before is not None else ["now"]
+def _change_view(state: Explorer, change: Change, colour: bool, width: int, shared: Frame) -> RenderableType:
+    labels = list(CHANGE_LABELS) if change.before is not None else [CHANGE_LABELS[1]]
     rows = np.stack([*([change.before] if change.before is not None else []), change.after])
     title = f"Since {change.label}: query {state.query} '{state.tokens[state.query]}' in H{change.head}"
     scale = scale_of([rows], "weight")
-    lines: list[RenderableType] = [key_grid(state, title, rows, labels, scale, colour, width)]
+    lines: list[RenderableType] = [key_grid(state, title, rows, labels, scale, colour, width, shared=shared)]
     if change.before is not None:
         delta = change.after - change.before
         j = int(np.argmax(np.abs(delta)))
@@ -233,7 +273,7 @@ KEYS = (
     ("l", "layout: contiguous or interleaved (an input)"),
     ("c", "causal mask on or off (an input)"),
     ("e", "export the screen as SVG"),
-    ("?", "these keys"),
+    ("?", "these keys (again, or Esc: close)"),
     ("q", "quit"),
 )
 

@@ -69,7 +69,9 @@ class FittedGrid:
     ``footer`` is an extra row after a blank line (a label and one cell per column). ``padding`` is
     the blank on each side of a cell but the outer sides (the heatmap's cells carry their own).
     Cells are justified as ``justify`` says, or as their own ``Text.justify``; column labels are
-    made by ``header``.
+    made by ``header``. ``label_width`` is the least width of the row labels' column, and
+    ``widen`` whether a title wider than the columns widens them (else the title runs past the last
+    column): grids drawn one above another keep their columns in line with both.
     """
 
     def __init__(
@@ -85,6 +87,8 @@ class FittedGrid:
         padding: int = 1,
         header: Callable[[str], Text] = Text,
         justify: str = "right",
+        label_width: int = 0,
+        widen: bool = True,
     ) -> None:
         self.title, self.row_labels, self.col_labels = title, row_labels, col_labels
         self.title_width = Text(title).cell_len
@@ -93,7 +97,8 @@ class FittedGrid:
         self._cells: dict[int, Sequence[Text]] = {}
         self.rows = list(rows) if rows is not None else list(Rows.ends(len(row_labels), max_rows).shown)
         labels = [row_labels[i] for i in self.rows] + ([footer[0]] if footer is not None else [])
-        self.label_width = max((Text(label).cell_len for label in labels), default=0)
+        self.label_width = max([label_width, *(Text(label).cell_len for label in labels)])
+        self.widen = widen
 
     @property
     def separator(self) -> int:
@@ -144,7 +149,8 @@ class FittedGrid:
 
         Line by line: the title, the column labels, a rule, the rows (a ``⋮`` row where rows are
         left out), and a blank line and the footer. A title wider than the columns widens them (up
-        to ``max_width``), each in proportion to its width; a title wider still wraps.
+        to ``max_width``), each in proportion to its width, unless ``widen`` is off; a title wider
+        still wraps.
         """
         hidden = len(left) + len(right) < len(self.col_labels)
         columns: list[int | None] = [*left, None, *right] if hidden else [*left]
@@ -153,7 +159,7 @@ class FittedGrid:
         widths = [self.label_width, *(len(GAP) if j is None else self.width(j) for j in columns)]
         slots = [width + before + after for width, (before, after) in zip(widths, pads, strict=True)]
         room = min(self.title_width, max_width) - sum(slots) - last  # `last` dividers of one blank
-        if room > 0:
+        if room > 0 and self.widen:
             widths = [width + extra for width, extra in zip(widths, _shares(room, slots), strict=True)]
         width = max(room, 0) + sum(slots) + last
         row = _Row(widths, pads, self.justify)

@@ -88,8 +88,9 @@ def cell_style(fraction: float) -> Style:
 def heat_cell(value: float, scale: HeatScale, precision: int, colour: bool, width: int = 0) -> Text:
     """One cell: `` 0.2509`` on its colour, or ``▒▒ 0.2509`` with shade characters when colour is off.
 
-    The number is right-aligned in ``width`` characters; the cell is left-justified in its column,
-    so that the colour fills the whole cell.
+    The number is right-aligned in ``width`` characters; the grid right-justifies the cell in its column, as
+    it does the column's label, so that the label ends over the numbers however wide either is (the blanks
+    that justify the cell carry its colour: the colour fills the column).
     """
     fraction = scale.fraction(value)
     number = fmt(value, precision).rjust(width)
@@ -110,13 +111,19 @@ def heatmap(
     blocked: np.ndarray | None = None,
     max_rows: int | None = None,
     matrix_rows: Sequence[int] | None = None,
+    numbers: int = 0,
+    label_width: int = 0,
+    widen: bool = True,
 ) -> FittedGrid:
     """One labelled grid, as many columns as the width holds; cells where ``blocked`` is True are a dim ``·``.
 
     Past ``max_rows`` rows (None: no limit) the first and last rows are shown; ``matrix_rows``, when
-    ``matrix`` holds only those rows of ``row_labels``, computed alone (they are then the rows shown).
+    ``matrix`` holds only those rows of ``row_labels``, computed alone (they are then the rows shown). Every
+    column's label ends over the last digit of its numbers. ``numbers`` and ``label_width`` are the least
+    widths of the numbers and of the row labels, and ``widen`` whether a wide title widens the columns (see
+    ``FittedGrid``): grids drawn one above another with the same of each keep a key's column in one place.
     """
-    width = number_width(matrix, precision)
+    width = max(number_width(matrix, precision), numbers)
     masked = Text("·".rjust(width + (1 if colour else 3)), style="dim")
     local = row_lookup(matrix_rows)
 
@@ -128,8 +135,8 @@ def heatmap(
     def column(j: int, rows: Sequence[int]) -> list[Text]:
         return [cell(local(i), j) for i in rows]
 
-    return FittedGrid(title, row_labels, col_labels, column, padding=0, justify="left", max_rows=max_rows,
-                      rows=matrix_rows, header=lambda label: Text(label, justify="right"))  # fmt: skip
+    return FittedGrid(title, row_labels, col_labels, column, padding=0, max_rows=max_rows, rows=matrix_rows,
+                      label_width=label_width, widen=widen)  # fmt: skip
 
 
 def number_width(matrix: np.ndarray, precision: int) -> int:

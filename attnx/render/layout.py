@@ -1,10 +1,14 @@
-"""The house style every attnx view shares: the compact table, and the verdict line under a comparison."""
+"""The house style every attnx view shares: the compact table, the verdict line under a comparison, and the first of
+several layouts that fits the width."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -33,9 +37,38 @@ def verdict(passed: bool, agree: str, differ: str) -> Text:
     return Text(agree, style=f"bold {PASS}") if passed else Text(differ, style=FAIL)
 
 
+def under_name(name: str, detail: Text) -> RenderableType:
+    """A table cell: ``name``, and under it ``detail`` two cells in, its wrapped lines too (a narrow table's
+    place for what a wide one gives a column)."""
+    return Group(Text(name), Padding(detail, (0, 0, 0, 2)))
+
+
 def add_columns(table: Table, *headers: str, numeric: bool = True) -> None:
     """Columns of ``headers``: numbers are never wrapped nor cut; text (labels, locations, shapes) wraps when
     the width is short."""
     for header in headers:
         table.add_column(header, justify="right" if numeric else "left", header_style=LABEL,
                          no_wrap=numeric, overflow="fold")  # fmt: skip
+
+
+class FirstFit:
+    """The first of several renderings that fits the width without wrapping, else the last (the narrowest)."""
+
+    def __init__(self, *choices: RenderableType) -> None:
+        self.choices = choices
+
+    @staticmethod
+    def natural(console: Console, options: ConsoleOptions, renderable: RenderableType) -> int:
+        """The width ``renderable`` takes when nothing limits it."""
+        return Measurement.get(console, options.update(max_width=1 << 16), renderable).maximum
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for choice in self.choices[:-1]:
+            if self.natural(console, options, choice) <= options.max_width:
+                yield choice
+                return
+        yield self.choices[-1]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        sizes = [Measurement.get(console, options, choice) for choice in self.choices]
+        return Measurement(min(size.minimum for size in sizes), sizes[0].maximum)

@@ -25,15 +25,10 @@ TOP_MARK = "◀ max"
 UNBOUNDED = 1_000_000  # a width to measure a table's natural width with
 
 
-def fmt_factor(value: float, precision: int) -> str:
-    """A factor of a product, as short as it is exact: ``"2.0"``, ``"0.3012"``, ``"(-1.25)"``.
-
-    At most ``precision`` decimals, trailing zeros dropped (one kept), negatives in parentheses.
-    """
+def operand(value: float, precision: int) -> str:
+    """A number written as an operand of a product or a difference: ``precision`` decimals, as every number of a
+    trace, a negative one in parentheses: ``"2.0000"``, ``"(-1.2500)"``."""
     text = fmt(value, precision)
-    if "." in text:
-        text = text.rstrip("0")
-        text += "0" if text.endswith(".") else ""
     return f"({text})" if text.startswith("-") else text
 
 
@@ -49,20 +44,18 @@ def fmt_vector(values: np.ndarray, precision: int, limit: int | None = None) -> 
 
 
 def dot_terms(query: np.ndarray, line: KeyLine, precision: int) -> str:
-    """The dot product ``Q_h[token]·K_h[key]`` term by term: ``"0.0×0.0 + 2.0×1.0"``.
+    """The dot product ``Q_h[token]·K_h[key]`` term by term: ``"0.0000×0.0000 + 2.0000×1.0000"``.
 
     Elided products are one last term, ``… (56 more: 0.1234)``, carrying their sum.
     """
-    terms = [
-        f"{fmt_factor(float(query[i]), precision)}×{fmt_factor(float(line.key[i]), precision)}" for i in line.terms
-    ]
+    terms = [f"{operand(float(query[i]), precision)}×{operand(float(line.key[i]), precision)}" for i in line.terms]
     if line.elided:
         terms.append(f"… ({line.elided} more: {fmt(line.remainder, precision)})")
     return " + ".join(terms)
 
 
 def dot_product(query: np.ndarray, line: KeyLine, precision: int) -> str:
-    """``dot_terms`` and the raw score they add up to: ``"0.0×0.0 + 2.0×1.0 = 2.0000"``."""
+    """``dot_terms`` and the raw score they add up to: ``"0.0000×0.0000 + 2.0000×1.0000 = 2.0000"``."""
     return f"{dot_terms(query, line, precision)} = {fmt(line.raw, precision)}"
 
 
@@ -114,17 +107,11 @@ def _weight(line: KeyLine, precision: int) -> str:
     return MASKED if line.masked else fmt(line.weight, precision)
 
 
-def _minus(value: float, precision: int) -> str:
-    """``value`` as the right side of a subtraction: negatives in parentheses."""
-    text = fmt(value, precision)
-    return f"({text})" if text.startswith("-") else text
-
-
 def exp_term(line: KeyLine, head: HeadTrace, precision: int) -> str:
     """``"exp(0.0000 − 1.4142) = 0.2431"``: one key's softmax numerator; the marker for a masked key."""
     if line.masked:
         return MASKED
-    return f"exp({fmt(line.scaled, precision)} − {_minus(head.exp_max, precision)}) = {fmt(line.exp, precision)}"
+    return f"exp({fmt(line.scaled, precision)} − {operand(head.exp_max, precision)}) = {fmt(line.exp, precision)}"
 
 
 def division(exp: float, head: HeadTrace, weight: float, precision: int) -> str:
@@ -180,7 +167,7 @@ def softmax_table(head: HeadTrace, precision: int, *, stacked: bool = False) -> 
         table.add_row(*map(Text, row), style="italic")
     sink = head.sink
     if sink is not None:  # no value: its weight leaves the output
-        exp = f"exp({fmt(sink.logit, precision)} − {_minus(head.exp_max, precision)}) = {fmt(sink.exp, precision)}"
+        exp = f"exp({fmt(sink.logit, precision)} − {operand(head.exp_max, precision)}) = {fmt(sink.exp, precision)}"
         row = ["", SINK_LABEL, *cells(exp, division(sink.exp, head, sink.weight, precision)), "no value"]
         table.add_row(*map(Text, row), style="italic")
     return Group(table, exp_sum_line(head, precision))

@@ -25,6 +25,9 @@ from attnx.text import Inert, message_line
 # each key at once, and a held arrow key does not trace every token it passes.
 TRACE_DELAY = 0.08
 FADED = Style(dim=True)
+# Below this width the footer's keys stand one blank apart, not two: on a model, with "→ query" shown, every key
+# down to "q quit" then fits in 80 columns (73 characters, against 84).
+COMPACT_FOOTER = 90
 
 
 class ExploreApp(App[None]):
@@ -86,15 +89,16 @@ class ExploreApp(App[None]):
             yield Static(id="heads", classes="panel")
             yield Static(id="trace", classes="panel")
         yield Input(id="ask")
-        yield Footer()
+        yield Footer(show_command_palette=False)  # ctrl+p still opens it; its place goes to the keys
 
     def on_mount(self) -> None:
         """Draw every panel once."""
         self.query_one("#keys", Static).update(panels.keys_panel())
-        self.redraw()  # the trace follows, as after a key
+        self.on_resize()  # the trace follows, as after a key
 
     def on_resize(self) -> None:
-        """Fit the panels to the new size."""
+        """Fit the panels and the footer to the new size."""
+        self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER
         self.redraw()
 
     def redraw(self) -> None:
@@ -116,9 +120,10 @@ class ExploreApp(App[None]):
         colour = self.colour
         self._show("status", panels.status_line(state))
         self._show("tokens", panels.token_strip(state, self.size.width))
-        self._show("head", panels.head_panel(state, colour=colour, width=width, rows=rows))
-        self._show("change", panels.change_panel(state, colour=colour, width=width))
-        self._show("heads", panels.heads_panel(state, colour=colour, width=width))
+        shared = panels.frame(state, rows)  # a key's column at one place in every heatmap
+        self._show("head", panels.head_panel(state, colour=colour, width=width, rows=rows, shared=shared))
+        self._show("change", panels.change_panel(state, colour=colour, width=width, shared=shared))
+        self._show("heads", panels.heads_panel(state, colour=colour, width=width, shared=shared))
         trace = self.query_one("#trace", Static)
         if isinstance(trace.content, Once):  # the last trace, faded until the cursor rests
             trace.update(trace.content.faded(), layout=False)
@@ -167,11 +172,12 @@ class ExploreApp(App[None]):
         self.state.move_head(step)
         self.redraw()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``{`` and ``}`` only where there are layers: the footer offers them on a model alone."""
+        return action != "layer" or self.state.layers > 1
+
     def action_layer(self, step: int) -> None:
         """Previous or next layer (a model's)."""
-        if self.state.layers == 1:
-            self.notify("an input has one layer: { and } move through a model's layers")
-            return
         self.state.move_layer(step)
         self.redraw()
 
@@ -188,7 +194,7 @@ class ExploreApp(App[None]):
     def action_setting(self, name: str) -> None:
         """The input's next heads, scale, layout or causal setting; the change panel compares it with the last."""
         if self.state.layers > 1:
-            self.notify("a model's layers keep their own settings", severity="warning")
+            self.notify(on_a_model(self.state, name), severity="warning")
             return
         try:
             changed = self.state.change_setting(name)
@@ -226,9 +232,15 @@ class ExploreApp(App[None]):
         self.set_focus(None)
 
     def on_key(self, event: object) -> None:
-        """Escape closes the box."""
-        if getattr(event, "key", None) == "escape" and self.query_one("#ask", Input).has_class("shown"):
+        """Escape closes the box, else the keys; ``{`` and ``}`` on an input (which has no layers) say so."""
+        key = getattr(event, "key", None)
+        keys = self.query_one("#keys", Static)
+        if key == "escape" and self.query_one("#ask", Input).has_class("shown"):
             self._close_box()
+        elif key == "escape" and keys.has_class("shown"):
+            keys.remove_class("shown")
+        elif key in ("left_curly_bracket", "right_curly_bracket") and self.state.layers == 1:
+            self.notify("an input has one layer: { and } move through a model's layers")
 
     def action_export(self) -> None:
         """Save the screen as an SVG in the current folder."""
@@ -239,6 +251,23 @@ class ExploreApp(App[None]):
     def action_keys(self) -> None:
         """Show or hide the keys."""
         self.query_one("#keys", Static).toggle_class("shown")
+
+
+def on_a_model(state: Explorer, name: str) -> str:
+    """What ``c``, ``h``, ``s`` or ``l`` (setting ``name``) says on a model: the command that tries the setting on
+    the cursor's layer instead."""
+    layer = state.layer
+    command = f'--model DIR --text "…" --layer {layer}'
+    if name == "causal":
+        if state.spec.settings.causal:
+            return f"a model's layers keep their own mask: layer {layer}'s is causal already"
+        run = f"attnx run {command} --causal"
+        return f"a model's layers keep their own mask; to add a causal one to layer {layer}: {run}"
+    values = state.values(name)
+    shown = values[:2] if name == "heads" else values  # the head count and the next: a model's d_model has dozens
+    what = {"heads": "head counts", "scale": "scales", "layout": "head layouts"}[name]
+    return (f"a model's layers keep their own settings; to compare {what} on layer {layer}: attnx diff {command} "
+            f"--{name} {','.join(str(value) for value in shown)}")  # fmt: skip
 
 
 def _position(text: str, state: Explorer) -> int | None:

@@ -176,7 +176,7 @@ class TestLayouts:
         if "N H D" in axes:
             held = held.transpose(1, 0, 2)
         array = held[None] if axes.startswith("1 ") else held
-        read_as, read = recognise(array, {"query": 5, "key": 7, "head": 4, "d_k": 16, "d_model": 64}, layout)
+        read_as, read, _ = recognise(array, {"query": 5, "key": 7, "head": 4, "d_k": 16, "d_model": 64}, layout)
         assert read_as == name
         np.testing.assert_array_equal(read, getattr(reference, name))
 
@@ -186,6 +186,24 @@ class TestLayouts:
         sizes = {"query": 4, "key": 4, "head": 4, "d_k": 16, "d_model": 64}
         with pytest.raises(AmbiguousError, match=r"could be hnd or nhd: name its layout$"):
             recognise(np.arange(256.0).reshape(4, 4, 16), sizes)
+
+    def test_n_equal_to_d_reads_a_kernel_file_as_its_output(self) -> None:
+        """N = M = d = 4: [1, 2, 4, 4] fits bhnd (head outputs) and bhnm (weights). A kernel's file is read as its
+        output, naming the weights layout set aside; elsewhere (diff) the shape stays ambiguous."""
+        sizes = {"query": 4, "key": 4, "head": 2, "d_k": 4, "d_model": 8}
+        array = np.arange(32.0).reshape(1, 2, 4, 4)
+        name, read, weights_too = recognise(array, sizes, output_first=True)
+        assert (name, weights_too) == ("head_outputs", ("bhnm",))
+        np.testing.assert_array_equal(read, array[0])
+        assert recognise(array, sizes, "bhnm", output_first=True)[:1] == ("weights",)
+        with pytest.raises(AmbiguousError, match=r"could be bhnd or bhnm: name its layout$"):
+            recognise(array, sizes)
+
+    def test_two_readings_of_the_output_stay_ambiguous(self) -> None:
+        """H = N = M = d: hnd and nhd read [4, 4, 4] differently, both as head outputs: no reading is preferred."""
+        sizes = {"query": 4, "key": 4, "head": 4, "d_k": 4, "d_model": 16}
+        with pytest.raises(AmbiguousError, match=r"could be hnd or nhd or hnm: name its layout$"):
+            recognise(np.arange(64.0).reshape(4, 4, 4), sizes, output_first=True)
 
     def test_a_shape_that_fits_nothing_lists_the_layouts(self) -> None:
         with pytest.raises(ConfigError, match=r"fits none of the layouts for this input: nd \(5, 64\)"):

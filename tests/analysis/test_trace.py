@@ -318,6 +318,14 @@ class TestResolveQuery:
         with pytest.raises(UsageError, match=f"^{re.escape(message)}$"):
             resolve_query(TOKENS, token="the")
 
+    @pytest.mark.parametrize(("token", "meant"), [("Cat", "cat"), ("CAT", "cat"), (" cAt ", "cat"), ("THE", "The")])
+    def test_a_match_but_for_case_is_suggested_first(self, token: str, meant: str) -> None:
+        """`Cat` is closer by spelling to `sat` than to `cat`; the token it equals but for case comes first."""
+        with pytest.raises(
+            UsageError, match=rf"^token {re.escape(repr(token))} is not in the input \(did you mean '{meant}'\?\)"
+        ):
+            resolve_query(TOKENS, token=token)
+
     def test_unknown_token_among_many(self) -> None:
         """Past 20 tokens the list stops and says how many more there are."""
         tokens = tuple(f"w{i}" for i in range(100))

@@ -171,7 +171,7 @@ class TestRows:
         a.write_text(json.dumps(doc))
         b.write_text(json.dumps({**doc, "scale": 0.75}))
         out = invoke("diff", str(a), str(b), code=1).stdout
-        assert "head 0 · x → [b]" in out
+        assert "head 0 · query 1 'x' · key 0 '[b]'" in out
 
 
 class TestTwoInputs:
@@ -195,12 +195,12 @@ class TestTwoInputs:
         assert data["passed"] is False and weights["passed"] is False
         assert weights["axes"] == ["head", "query", "key"] and weights["worst_index"] == [0, 2, 2]
         top = weights["largest"][0]
-        # head 0, sat → sat: raw scores [1, 1, 2, 0, 1], scaled by 1/√2 in A and by 0.75 in B
+        # head 0, query 2 'sat' · key 2 'sat': raw scores [1, 1, 2, 0, 1], scaled by 1/√2 in A and by 0.75 in B
         a, b = (math.exp(2 * m) / sum(math.exp(x * m) for x in (1, 1, 2, 0, 1)) for m in (2**-0.5, 0.75))
         assert (top["a"], top["b"]) == (pytest.approx(a, rel=1e-12), pytest.approx(b, rel=1e-12))
         assert top["abs_diff"] == pytest.approx(b - a, rel=1e-9)
         table = invoke("diff", worked_json, other, code=1).stdout
-        assert "head 0 · sat → sat" in table and "A and B differ: 5 of 9 tensors" in table
+        assert "head 0 · query 2 'sat' · key 2 'sat'" in table and "A and B differ: 5 of 9 tensors" in table
 
     def test_tolerance_flags(self, worked_json: str, tmp_path: Path) -> None:
         """--atol large enough turns the same comparison into exit 0."""

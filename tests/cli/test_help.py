@@ -8,11 +8,14 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import typer
 from rich.cells import cell_len
 
-from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, click_command
+from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, KERNEL_OUTPUT, click_command
+from attnx.engines import compute
+from attnx.io import load_spec
 from tests.runner import run_attnx
 
 ROOT = Path(__file__).parents[2]
@@ -51,6 +54,11 @@ class TestExamples:
             if command not in ("", "model"):  # the app's and model's show other commands
                 assert {shlex.split(example)[1] for example in examples} == {command}
 
+    def test_check_shows_a_kernel_check(self) -> None:
+        """check's examples include the kernel check, with what its file is said above them."""
+        assert [e for e in EXAMPLES["check"] if f"--against {KERNEL_OUTPUT}" in e]
+        assert f"Examples ({KERNEL_OUTPUT} is what your kernel computed" in help_text("check")
+
     @pytest.mark.parametrize("command", ["", *COMMANDS])
     def test_help_ends_with_the_examples_then_the_exit_codes(self, command: str) -> None:
         """The help shows each example whole on its own line, after "Examples", and ends with the exit codes."""
@@ -65,15 +73,20 @@ class TestExamples:
 
     @pytest.mark.parametrize(("command", "example"), CASES)
     def test_example_runs(
-        self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, command: str,
+        self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str,
         example: str,
     ) -> None:  # fmt: skip
-        """From the repository's root, the example exits 0 and prints its result (a checkpoint: a tiny GPT-2's)."""
+        """From the repository's root, the example exits 0 and prints its result (a checkpoint: a tiny GPT-2's; a
+        kernel's output: attnx's own)."""
         words = shlex.split(example)
         assert words[0] == "attnx"
         if CHECKPOINT in words:
             path = str(request.getfixturevalue("gpt2").path)
             words = [path if word == CHECKPOINT else word for word in words]
+        if KERNEL_OUTPUT in words:  # a right kernel: attnx's own output for the input, in float32
+            kernel = tmp_path / KERNEL_OUTPUT
+            np.save(kernel, compute(load_spec(str(ROOT / words[2])), dtype="float32").output)
+            words = [str(kernel) if word == KERNEL_OUTPUT else word for word in words]
         opened: list[Any] = []
         if command == "explore":  # a full-screen app: the example must reach it with its state, on a terminal
             monkeypatch.setattr("attnx.cli.explore.on_terminal", lambda: True)
@@ -110,6 +123,33 @@ class TestLegibleAt80Columns:
         assert broken == []
 
 
+def source_texts(command: str) -> list[str]:
+    """The help texts of ``attnx [COMMAND]`` as the source writes them: its description, epilog and options'."""
+    made = click_command()
+    made = made.commands[command] if command else made  # type: ignore[attr-defined]
+    texts = [made.help, made.epilog, *(getattr(param, "help", None) for param in made.params)]
+    return [re.sub(r"\\(\[)", r"\1", text) for text in texts if text]  # as written: escapes undone
+
+
+class TestHelpShowsTheSource:
+    """The help shows what the source says: Rich markup does not swallow brackets, flags show no type."""
+
+    @pytest.mark.parametrize("command", ["", *COMMANDS])
+    def test_brackets_and_flags(self, command: str) -> None:
+        """Each ``[...]`` of a help text (``nd [query, H·d]``) is in the help as printed; a flag takes no value, so
+        --version, --causal and --help show no ``<bool>``."""
+        printed = help_text(command, columns=300)
+        shown = " ".join(printed.split())
+        bracketed = [found for text in source_texts(command) for found in re.findall(r"\[[^\]]*\]", text)]
+        assert [text for text in bracketed if " ".join(text.split()) not in shown] == []
+        assert "<bool>" not in printed and re.search(r"--help\s+-h\s+Show this message and exit\.", printed)
+
+    def test_the_layout_shapes_of_array_layout(self) -> None:
+        """check's --array-layout names each layout's axes (Rich markup swallowed them as tags)."""
+        shown = " ".join(help_text("check", columns=300).split())
+        assert "nd [query, H·d], hnd [head, query, d], nhd [query, head, d], hnm [head, query, key] weights" in shown
+
+
 class TestHelpTellsTheTruth:
     """What the help offers works, its defaults are the real ones, and it counts from 0."""
 
@@ -124,6 +164,7 @@ class TestHelpTellsTheTruth:
             ("heads", ["table", "json"]),
             ("model", ["table", "json"]),
             ("bench", ["table", "json"]),
+            ("detect", ["table", "json", "jsonl"]),
         ],
     )
     def test_format_lists_only_what_the_command_writes(self, command: str, formats: list[str]) -> None:

@@ -129,6 +129,39 @@ class TestCheckAgainst:
         assert "one array read as head_outputs [head, query, d_k] (float32)" in out
         assert "the kernel agrees with the reference: 1 of 1 within tolerance" in out
 
+    @pytest.mark.parametrize("columns", [100, 120])
+    def test_the_worst_place_is_never_wrapped(self, kernel_dir: Path, columns: int) -> None:
+        """At 100 columns and more, the worst element's place is whole on a line of the table: in its column where
+        the table fits, else under the tensor's name; no line passes the width or ends in blanks."""
+        args = ["check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "wrong.npy")]
+        out = invoke_at(*args, code=1, columns=columns).stdout
+        where = out.split("output: worst at ", 1)[1].split(": kernel", 1)[0]
+        assert where.startswith("query ") and "column" in where
+        table = out.split("output: worst at ", 1)[0].splitlines()
+        assert [line for line in table if where in line]
+        assert all(len(line) <= columns and not line.endswith(" ") for line in out.splitlines())
+
+    def test_n_equal_to_d_is_read_as_the_output(self, tmp_path: Path) -> None:
+        """SDPA's [1, H, N, d] with N = d (4) fits weights [1, H, N, M] too: it is read as the head outputs it is, and
+        a line says so and how to read it as weights; --array-layout bhnm does, for a file that holds weights."""
+        from attnx.engines import compute
+        from attnx.io import load_spec
+
+        q, k, v = np.random.default_rng(1).standard_normal((3, 4, 8)).astype(np.float32)
+        np.savez(tmp_path / "qkv.npz", q=q, k=k, v=v, heads=2)
+        result = compute(load_spec(path(tmp_path, "qkv.npz")), dtype="float32")
+        np.save(tmp_path / "sdpa.npy", result.head_outputs[None])
+        np.save(tmp_path / "weights.npy", result.weights[None])
+        out = invoke("check", path(tmp_path, "qkv.npz"), "--against", path(tmp_path, "sdpa.npy")).stdout
+        assert "one array read as head_outputs [head, query, d_k] (float32)\n" in out
+        assert "\nits shape fits weights [head, query, key] too: --array-layout bhnm reads it as weights\n" in out
+        assert "the kernel agrees with the reference: 1 of 1 within tolerance" in out
+        args = ["check", path(tmp_path, "qkv.npz"), "--against", path(tmp_path, "weights.npy")]
+        out = invoke(*args, "--array-layout", "bhnm").stdout
+        assert "one array read as weights [head, query, key] (float32)" in out and "fits weights" not in out
+        assert "the kernel agrees with the reference: 1 of 1 within tolerance" in out
+        assert "the kernel differs" in invoke(*args, code=1).stdout  # weights read as head outputs: wrong
+
     def test_wrong_kernel_is_located_and_diagnosed(self, kernel_dir: Path) -> None:
         """A kernel scaling by 1/√d_model: exit 1, the worst element, a heatmap per head, the diagnosis."""
         out = invoke("check", path(kernel_dir, "qkv.npz"), "--against", path(kernel_dir, "wrong.npy"),

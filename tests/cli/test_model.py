@@ -156,6 +156,20 @@ class TestUsageErrors:
     @pytest.mark.parametrize(
         ("args", "message"),
         [
+            (["rollout"], "attnx rollout runs a checkpoint: give --model DIR"),
+            (["rollout", "--text", "the cat", "-t", "cat"], "attnx rollout runs a checkpoint: give --model DIR"),
+            (["ablate"], "attnx ablate runs a checkpoint: give --model DIR"),
+            (["detect"], "attnx detect runs a checkpoint: give --model DIR"),
+        ],
+    )
+    def test_a_checkpoint_command_without_one(self, args: list[str], message: str) -> None:
+        """rollout, ablate and detect with no --model say that they run a checkpoint (rollout has no --layer)."""
+        result = invoke(*args, code=2)
+        assert result.stderr == f"attnx: error: {message}\n"
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
             (["run", "configs/gqa.yaml", "--model", "{path}", "--text", "a"], "--model replaces CONFIG"),
             (["run", "--text", "the cat"], "--text and --layer go with --model DIR"),
             (["run", "--model", "{path}"], "--model needs the text to run"),

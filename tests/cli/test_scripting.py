@@ -272,6 +272,24 @@ class TestTerminals:
             assert outcome.code == 0 and "0.3664" in outcome.stdout
             assert ANSI not in outcome.stdout, (env, extra)
 
+    @pytest.mark.parametrize(
+        "args", [["run"], ["trace", "-t", "cat"], ["heads"], ["diff", "--heads", "1,2"]], ids=" ".join
+    )
+    def test_piped_lines_end_where_their_text_does(self, args: list[str]) -> None:
+        """Piped tables carry no blanks after a line's text (Rich pads titles and last columns to the table's width)."""
+        outcome = run_attnx(*args)
+        assert outcome.code == 0 and outcome.stdout.count("\n") > 10
+        assert [line for line in outcome.stdout.splitlines() if line.endswith(" ")] == []
+
+    def test_files_of_tables_end_their_lines_too(self, tmp_path: Path) -> None:
+        """A table written with --output, or saved with --export as text, has no trailing blanks either."""
+        assert run_attnx("run", "-o", str(tmp_path / "run.txt"), "--export", str(tmp_path / "x.txt")).code == 2
+        assert run_attnx("run", "-o", str(tmp_path / "run.txt")).code == 0
+        assert run_attnx("heads", "--export", str(tmp_path / "heads.txt")).code == 0
+        for name in ("run.txt", "heads.txt"):
+            lines = (tmp_path / name).read_text("utf-8").splitlines()
+            assert len(lines) > 10 and [line for line in lines if line.endswith(" ")] == []
+
     @pytest.mark.parametrize("columns", [50, 60, 120])
     def test_columns_sets_the_width(self, columns: int) -> None:
         """Piped tables follow COLUMNS: the widest line fills it, none passes it."""

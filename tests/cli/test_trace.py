@@ -12,7 +12,7 @@ import pytest
 import attnx.engines
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
-from tests.conftest import DECIMALS_4, OUTPUT, TRACES
+from tests.conftest import DECIMALS_4, OUTPUT, TRACES, trace_terms
 from tests.runner import run_attnx
 from tests.specs import loaded
 
@@ -40,7 +40,8 @@ class TestTraceTable:
         text = squeeze(result.stdout)
         for _, rows, output in TRACES[token]:
             for key, terms, dot, scaled, weight in rows:
-                assert f"{key} " in text and f"{terms} = {dot:.4f} {dot:.4f} {scaled:.4f} no {weight:.4f}" in text
+                row = f"{trace_terms(terms)} = {dot:.4f} {dot:.4f} {scaled:.4f} no {weight:.4f}"
+                assert f"{key} " in text and row in text
             assert f"O_h[{token}] 1.0000 [{output[0]:.4f}, {output[1]:.4f}]" in text
 
     def test_query_picks_the_same_row(self) -> None:

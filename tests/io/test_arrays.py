@@ -146,6 +146,39 @@ class TestArchive:
         assert message(raw).startswith("in.npz: cannot read as .npz: ")
 
 
+class TestCausalMember:
+    """``numpy.savez(..., causal=True)``, as docs/kernels.md's recipe saves it: a causal mask, like --causal."""
+
+    @pytest.mark.parametrize("value", [True, np.array(True), 1, np.int64(1)])
+    def test_true_or_1_is_a_causal_mask(self, tmp_path: Path, value: object) -> None:
+        """A 0-d boolean or integer 1 masks every key after its query (top-left aligned)."""
+        from attnx.io import load_spec
+
+        path = tmp_path / "in.npz"
+        path.write_bytes(saved(q=np.eye(3), k=np.eye(3), v=np.eye(3), causal=value))
+        spec = load_spec(str(path))
+        assert spec.settings.causal and spec.allowed().tolist() == np.tril(np.ones((3, 3), bool)).tolist()
+
+    def test_false_or_0_is_no_mask(self, tmp_path: Path) -> None:
+        from attnx.io import load_spec
+
+        for value in (False, 0):
+            path = tmp_path / "in.npz"
+            path.write_bytes(saved(**EYE, causal=np.array(value)))
+            assert not load_spec(str(path)).settings.causal
+
+    @pytest.mark.parametrize(
+        ("value", "got"), [(2, "int 2"), (np.array([1, 0]), "ndarray"), (np.array("yes"), "text 'yes'"), (0.5, "float")]
+    )
+    def test_anything_else_is_refused(self, tmp_path: Path, value: object, got: str) -> None:
+        from attnx.io import load_spec
+
+        path = tmp_path / "in.npz"
+        path.write_bytes(saved(**EYE, causal=value))
+        with pytest.raises(ConfigError, match=rf"in\.npz: causal: expected true or false \(or 1 or 0\), got {got}"):
+            load_spec(str(path))
+
+
 class TestLoadSource:
     """load_source tells the kind of input by its name or its first bytes."""
 

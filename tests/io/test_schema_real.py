@@ -54,6 +54,16 @@ class TestRealAttentionKeys:
         spec = spec_of(base + "mask: [[1, 1, 0], [1, 1, 1], [0, 1, 1]]\npadding: [0, 1, 0]\n")
         assert spec.allowed().tolist() == [[True, False, False], [True, False, True], [False, False, True]]
 
+    def test_causal_key_adds_to_the_mask(self) -> None:
+        """``causal: true`` is a causal mask alone, and combines with a mask matrix as --causal does."""
+        base = "q: [[1], [1]]\nk: [[1], [1]]\nv: [[1], [2]]\n"
+        assert spec_of(base + "causal: true\n").allowed().tolist() == [[True, False], [True, True]]
+        assert spec_of(base + "mask: [[0, 1], [1, 1]]\ncausal: true\n").allowed().tolist() == [
+            [False, False],
+            [True, True],
+        ]
+        assert spec_of(base + "mask: causal\ncausal: false\n").settings.causal
+
     def test_causal_flag_adds_to_the_document(self) -> None:
         """--causal combines with a mask matrix from the file."""
         base = "q: [[1], [1]]\nk: [[1], [1]]\nv: [[1], [2]]\nmask: [[0, 1], [1, 1]]\n"

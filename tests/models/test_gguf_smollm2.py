@@ -64,35 +64,58 @@ def test_smollm2(request: pytest.FixtureRequest) -> None:
                 assert_close(hidden, np.asarray(theirs["hidden"][index], dtype=np.float32), "float32")
 
 
+def metadata_type(value: Any) -> Any:
+    """The GGUF type a metadata value is written as (SmolLM2's: strings, whole numbers, floats, flags, arrays)."""
+    import gguf
+
+    kinds = gguf.GGUFValueType
+    if isinstance(value, bool):
+        return kinds.BOOL
+    if isinstance(value, int):
+        return kinds.UINT32
+    return kinds.FLOAT32 if isinstance(value, float) else kinds.STRING
+
+
 def two_layers(folder: Path) -> tuple[Path, Path]:
     """SmolLM2 cut to its first two layers, as stored (Q4_1 layers, its Q8_0 embeddings) and with those layers'
-    weights dequantized and quantized again as Q8_0 by the gguf package, written with its GGUFWriter."""
+    weights dequantized and quantized again as Q8_0 by the gguf package, written with its GGUFWriter (the header
+    read by attnx's parser: the package's reader takes 4 s over the vocabulary)."""
     import gguf
     from gguf.quants import dequantize, quantize
 
-    reader = gguf.GGUFReader(FILE)
+    from attnx.limits import Limits
+    from attnx.models.gguf_file import GgufModel
+
+    source = GgufModel(FILE, Limits())
     paths = folder / "q4_1.gguf", folder / "q8_0.gguf"
     for path, requantize in zip(paths, (False, True), strict=True):
         writer = gguf.GGUFWriter(path, "llama")
-        for name, field in reader.fields.items():
-            if name.startswith("GGUF.") or name == "general.architecture":
+        for name, value in source.metadata.items():
+            if name == "general.architecture":
                 continue
-            value = 2 if name == "llama.block_count" else field.contents()
-            sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-            writer.add_key_value(name, value, field.types[0], sub_type=sub)
-        for tensor in reader.tensors:
-            if tensor.name.startswith("blk.") and int(tensor.name.split(".")[1]) >= 2:
+            value = 2 if name == "llama.block_count" else value
+            if isinstance(value, list):
+                sub = metadata_type(value[0]) if value else gguf.GGUFValueType.INT32
+                writer.add_key_value(name, value, gguf.GGUFValueType.ARRAY, sub_type=sub)
+            else:
+                writer.add_key_value(name, value, metadata_type(value))
+        for name, info in source.tensors.items():
+            if name.startswith("blk.") and int(name.split(".")[1]) >= 2:
                 continue
-            if requantize and tensor.tensor_type == gguf.GGMLQuantizationType.Q4_1:
-                data = quantize(dequantize(tensor.data, tensor.tensor_type), gguf.GGMLQuantizationType.Q8_0)
-                writer.add_tensor(tensor.name, data, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-            else:  # as stored: quantized rows as their bytes, floats as they are
-                packed = tensor.data.dtype == np.uint8
-                writer.add_tensor(tensor.name, tensor.data, raw_dtype=tensor.tensor_type if packed else None)
+            raw = source.raw(info, 0, info.rows)
+            kind = gguf.GGMLQuantizationType(info.kind)
+            if requantize and kind == gguf.GGMLQuantizationType.Q4_1:
+                data = quantize(dequantize(raw, kind), gguf.GGMLQuantizationType.Q8_0)
+                writer.add_tensor(name, data, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            elif kind == gguf.GGMLQuantizationType.F32:
+                writer.add_tensor(name, raw.view(np.float32).reshape(info.shape))
+            else:  # quantized rows as their bytes
+                writer.add_tensor(name, raw.reshape(*info.shape[:-1], -1), raw_dtype=kind)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
+    source.close()
     return paths
 
 

@@ -202,6 +202,19 @@ class TestDrawing:
             "r0   1.0   1.0",
         ]
 
+    def test_a_title_that_widens_nothing(self) -> None:
+        """``widen`` off, a wide title runs past the columns (the rule under it) and moves none of them; the row
+        labels take at least ``label_width``: grids drawn one above another keep their columns in line."""
+        grid = FittedGrid("a title wider than the grid", ["r0", "r1"], ["c0", "c1"],
+                          lambda j, rows: [Text(f"{i}.{j}") for i in rows], label_width=4, widen=False)  # fmt: skip
+        assert render(grid, 80) == [
+            "a title wider than the grid",
+            "        c0    c1",
+            "───────────────────────────",
+            "r0     0.0   0.1",
+            "r1     1.0   1.1",
+        ]
+
     def test_styles(self) -> None:
         """Labels are in the LABEL style (the row label's padding too); a cell's style covers the blanks that justify it."""
         grid = FittedGrid("t", ["row"], ["col"], lambda j, rows: [Text("7", style="bold yellow") for _ in rows])

@@ -138,6 +138,45 @@ class TestHeatmapRendering:
         assert BOTTOM_RGB in text and "48;2;253;231;37" in text and " 0.50 " in text
 
 
+def ends(line: str, pattern: str) -> list[int]:
+    """Where each match of ``pattern`` in ``line`` ends (the column after its last character)."""
+    return [match.end() for match in re.finditer(pattern, line)]
+
+
+class TestAlignment:
+    """A column's label ends over the last digit of its numbers, whichever is wider, as in the tables."""
+
+    @pytest.mark.parametrize("colour", [True, False], ids=["colour", "shades"])
+    @pytest.mark.parametrize("title", ["t", "a title much wider than the grid it names"], ids=["narrow", "wide"])
+    def test_labels_over_their_numbers(self, colour: bool, title: str) -> None:
+        """Byte-level tokens (" cat") and a long one, under a title that widens the columns or not."""
+        grid = heatmap(title, np.array([[0.25, 0.5, 1.0], [0.1, 0.2, 0.7]]), ["the", " cat"],
+                       ["the", " cat", " a-long-token"], 2, scale=HeatScale(1.0), colour=colour,
+                       blocked=np.array([[False, False, True], [False, False, False]]))  # fmt: skip
+        lines = render(grid, colour=False).splitlines()
+        labels = ends(lines[1], r"\S+")
+        assert len(labels) == 3 and labels[-1] == len(lines[2])  # the last label at the grid's edge
+        assert ends(lines[3], r"\d\.\d\d|·") == labels and ends(lines[4], r"\d\.\d\d") == labels
+
+    def test_a_colour_fills_its_column(self) -> None:
+        """The blanks that push a number under a wider label carry the number's colour."""
+        grid = heatmap("t", np.array([[1.0]]), ["a"], ["a-long-token"], 2, scale=HeatScale(1.0), colour=True)
+        console = Console(file=io.StringIO(), width=40, force_terminal=True, color_system="truecolor")
+        row = console.render_lines(grid, console.options, pad=False)[3]
+        cell = [(segment.text, segment.style.bgcolor) for segment in row if segment.style and segment.style.bgcolor]
+        assert "".join(text for text, _ in cell) == " " * 7 + " 1.00" and {bg.triplet.hex for _, bg in cell} == {TOP}
+
+    def test_shared_widths(self) -> None:
+        """``numbers`` and ``label_width`` widen the numbers and the row labels (grids drawn one above another)."""
+        grid = heatmap("t", np.array([[0.25, -0.5]]), ["a"], ["x", "y"], 2, scale=HeatScale(1.0), colour=True,
+                       numbers=6, label_width=5)  # fmt: skip
+        assert render(grid, colour=False).splitlines()[1:4] == [
+            "            x       y",
+            "─────────────────────",
+            "a        0.25   -0.50",
+        ]
+
+
 class TestViewsAndExports:
     def test_run_heatmap_view_without_colour(self) -> None:
         """`attnx run --view heatmap` on a pipe falls back to shades; --show does not combine with it."""

@@ -19,13 +19,13 @@ from attnx.render.serialize import dumps
 from attnx.render.trace import (
     dot_product,
     dot_terms,
-    fmt_factor,
     fmt_vector,
     head_label,
+    operand,
     trace_view,
 )
 from attnx.render.trace_data import trace_to_dict
-from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES
+from tests.conftest import DECIMALS_4, OUTPUT, TOKENS, TRACES, trace_terms
 from tests.specs import loaded, spec_of
 
 
@@ -58,17 +58,18 @@ class TestNumbers:
     @pytest.mark.parametrize(
         ("value", "precision", "text"),
         [
-            (2.0, 4, "2.0"),
-            (0.5, 4, "0.5"),
+            (2.0, 4, "2.0000"),
+            (0.5, 4, "0.5000"),
             (0.30125, 4, "0.3013"),
-            (-1.25, 4, "(-1.25)"),
-            (-1e-9, 4, "0.0"),
+            (-1.25, 4, "(-1.2500)"),
+            (-1.486, 4, "(-1.4860)"),
+            (-1e-9, 4, "0.0000"),
             (3, 0, "3"),
         ],
     )
-    def test_factor(self, value: float, precision: int, text: str) -> None:
-        """Factors drop trailing zeros (one decimal kept) and put negatives in parentheses."""
-        assert fmt_factor(value, precision) == text
+    def test_operand(self, value: float, precision: int, text: str) -> None:
+        """Factors and subtrahends have the trace's decimals, as every number it shows; negatives in parentheses."""
+        assert operand(value, precision) == text
 
     def test_vector_elides_its_middle(self) -> None:
         """A vector longer than the limit keeps its first and last entries and says how many are left out."""
@@ -81,9 +82,11 @@ class TestNumbers:
 class TestDotTerms:
     @pytest.mark.parametrize("token", ["The", "cat"])
     def test_the_tutorial_strings(self, token: str) -> None:
-        """Each dot product is written term by term exactly as the tutorial writes it."""
+        """Each dot product is written term by term as the tutorial writes it, at the trace's 4 decimals (the
+        tutorial writes one)."""
         for head, (_, rows, _) in zip(worked_trace(token).heads, TRACES[token], strict=True):
-            for line, (_, terms, dot, _, _) in zip(head.keys, rows, strict=True):
+            for line, (_, short, dot, _, _) in zip(head.keys, rows, strict=True):
+                terms = trace_terms(short)
                 assert dot_terms(head.query, line, 4) == terms
                 assert dot_product(head.query, line, 4) == f"{terms} = {dot:.4f}"
 
@@ -96,21 +99,22 @@ class TestDotTerms:
         assert text.endswith(f" + … (8 more: {fmt(line.remainder, 4)}) = {fmt(line.raw, 4)}")
 
     def test_precision_drives_the_factors(self) -> None:
-        """At precision 2 the factors have at most two decimals."""
+        """At precision 2 every factor has two decimals, at 4 four: one precision for the whole trace."""
         head = wide_trace().heads[0]
-        decimals = re.findall(r"\d+\.(\d+)", dot_terms(head.query, head.keys[0], 2).split("…")[0])
-        assert len(decimals) == 16 and all(len(d) <= 2 for d in decimals)
+        for precision in (2, 4):
+            decimals = re.findall(r"\d+\.(\d+)", dot_terms(head.query, head.keys[0], precision).split("…")[0])
+            assert len(decimals) == 16 and {len(d) for d in decimals} == {precision}
 
 
 class TestTraceView:
     def test_worked_example_cat(self) -> None:
         """The trace of "cat" shows the head headers, query slices, term-by-term rows, outputs."""
-        text = squeeze(render(worked_trace("cat")))
+        text = squeeze(render(worked_trace("cat"), width=120))
         assert "Trace of 'cat' (query 1) · 5 keys · d_model 4 · 2 heads" in text
         assert "Head 0 · columns 0-1 · d_k = 2" in text and "Head 1 · columns 2-3 · d_k = 2" in text
         assert "Q_h[cat] = [0.0000, 2.0000]" in text and "Q_h[cat] = [0.0000, 1.0000]" in text
-        assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 no 0.3664 ◀ max" in text
-        assert "1 cat [1.0000, 0.0000] 0.0×1.0 + 2.0×0.0 = 0.0000 0.0000 0.0000 no 0.0891" in text
+        assert "0 The [0.0000, 1.0000] 0.0000×0.0000 + 2.0000×1.0000 = 2.0000 2.0000 1.4142 no 0.3664 ◀ max" in text
+        assert "1 cat [1.0000, 0.0000] 0.0000×1.0000 + 2.0000×0.0000 = 0.0000 0.0000 0.0000 no 0.0891" in text
         assert "4 mat 0.1904 [0.5000, 0.5000] [0.0952, 0.0952]" in text
         assert "O_h[cat] 1.0000 [0.4109, 0.1336]" in text and "O_h[cat] 1.0000 [0.2289, 0.3663]" in text
         assert "concatenated output O[cat] = [0.4109, 0.1336, 0.2289, 0.3663]" in text
@@ -174,10 +178,10 @@ class TestTraceView:
     def test_wide_heads_split_their_table(self) -> None:
         """Where the one-table layout does not fit, the dot products get a table of their own."""
         trace = worked_trace("cat")
-        assert "dot products Q_h[cat]·K_h[key], term by term" not in render(trace, width=100)
+        assert "dot products Q_h[cat]·K_h[key], term by term" not in render(trace, width=110)
         narrow = squeeze(render(trace, width=60))
         assert "dot products Q_h[cat]·K_h[key], term by term" in narrow
-        assert "0.0×0.0 + 2.0×1.0 = 2.0000" in narrow
+        assert "0.0000×0.0000 + 2.0000×1.0000 = 2.0000" in narrow
         assert max(len(line) for line in render(trace, width=60).splitlines()) <= 60
 
     def test_masked_key(self) -> None:
@@ -185,14 +189,14 @@ class TestTraceView:
         trace = worked_trace("cat")
         head = trace.heads[0]
         masked = dataclasses.replace(head, keys=(dataclasses.replace(head.keys[0], masked=True), *head.keys[1:]))
-        text = squeeze(render(dataclasses.replace(trace, heads=(masked,))))
-        assert "0 The [0.0000, 1.0000] 0.0×0.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 yes · ◀ max" in text
+        text = squeeze(render(dataclasses.replace(trace, heads=(masked,)), width=120))
+        assert "0 The [0.0000, 1.0000] 0.0000×0.0000 + 2.0000×1.0000 = 2.0000 2.0000 1.4142 yes · ◀ max" in text
 
     def test_causal_masked_keys_show_the_marker(self) -> None:
         """Causal "cat": the later keys keep their scores, and show · for weight, e and contribution."""
         trace = build_trace(compute(loaded(causal=True).select_queries([1])), heads=(0,))
-        text = squeeze(render(trace))
-        assert "2 sat [1.0000, 1.0000] 0.0×1.0 + 2.0×1.0 = 2.0000 2.0000 1.4142 yes ·" in text
+        text = squeeze(render(trace, width=120))
+        assert "2 sat [1.0000, 1.0000] 0.0000×1.0000 + 2.0000×1.0000 = 2.0000 2.0000 1.4142 yes ·" in text
         assert "2 sat · ·" in text  # the softmax table: left out
         assert "2 sat · [0.0000, 0.0000] ·" in text  # the weighted sum of values
         assert "softmax (max = 1.4142, the largest scaled score of the visible keys)" in text

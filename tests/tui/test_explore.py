@@ -19,9 +19,11 @@ from attnx.models.runs import load_model_spec
 from attnx.render import explore as panels
 from tests.models.checkpoints import TEXT, Reference
 from tests.runner import run_attnx
+from tests.tui.screens import BYTE_LEVEL, byte_level, ends, grids, printed, screen_lines
 
 pytest.importorskip("textual")
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from attnx.tui.app import ExploreApp
 
@@ -281,7 +283,6 @@ class TestViews:
 
         drive(state, session)
 
-
     def test_learned_sinks(self) -> None:
         """With learned sinks the weights heatmaps end in a sink column holding the result's shares; the scores
         view has none."""
@@ -366,3 +367,121 @@ class TestCaps:
             state.block(0)
         within = explorer(None, InputFlags(), ModelFlags(), EngineFlags(), CapFlags(max_elements="50")).block(0)
         assert within.weights is not None and within.weights.shape == (2, 5, 5)
+
+
+def footer(app: ExploreApp) -> str:
+    """The screen's last line: the footer's keys, as many as the width shows."""
+    return screen_lines(app.export_screenshot())[-1]
+
+
+def notes(app: ExploreApp) -> list[str]:
+    """What the app has said in its notifications, in order."""
+    return [note.message for note in app._notifications]
+
+
+class TestKeys:
+    """Escape closes what a key opened; the footer offers what the source has, down to "q quit" at 80 columns."""
+
+    def test_escape_closes_every_box(self) -> None:
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            keys, ask = app.query_one("#keys"), app.query_one("#ask")
+            await pilot.press("question_mark")
+            assert keys.has_class("shown")
+            await pilot.press("escape")
+            assert not keys.has_class("shown")
+            for box in ("g", "slash"):
+                await pilot.press(box)
+                assert ask.has_class("shown")
+                await pilot.press("escape")
+                assert not ask.has_class("shown")
+            await pilot.press("question_mark", "g", "escape")  # both open: the box closes first, then the keys
+            assert keys.has_class("shown") and not ask.has_class("shown")
+            await pilot.press("escape")
+            assert not keys.has_class("shown") and app.is_running
+
+        drive(worked_example(), session)
+
+    def test_an_input_has_no_layer_keys(self) -> None:
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.pause()  # the footer's first frame
+            keys = footer(app)
+            assert "layer" not in keys and keys.endswith("? keys q quit")
+            await pilot.press("right_curly_bracket")  # still says why nothing moved
+            assert app.state.layer == 0 and notes(app) == [
+                "an input has one layer: { and } move through a model's layers"
+            ]
+            await pilot.press("slash", "right_curly_bracket")  # typed into the find box, not a key
+            assert app.query_one("#ask", Input).value == "}" and len(notes(app)) == 1
+
+        drive(byte_level(), session)
+
+    def test_a_model_at_80_columns(self) -> None:
+        """The widest footer, a model's with "→ query" (nothing focused after a box closes), keeps "q quit"."""
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("g", "3", "enter")
+            assert app.focused is None and footer(app) == (
+                "→ query ] head } layer v view p pin g go to / find e export ? keys q quit"
+            )
+            await pilot.press("right_curly_bracket")
+            assert app.state.layer == 1 and notes(app) == []
+
+        drive(byte_level(layers=3), session)
+
+    def test_settings_on_a_model_say_what_to_run(self) -> None:
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("right_curly_bracket", "c", "h", "s", "l")
+            command = '--model DIR --text "…" --layer 1'
+            assert notes(app) == [
+                f"a model's layers keep their own mask; to add a causal one to layer 1: attnx run {command} --causal",
+                f"a model's layers keep their own settings; to compare head counts on layer 1: attnx diff {command} "
+                "--heads 2,4",
+                f"a model's layers keep their own settings; to compare scales on layer 1: attnx diff {command} "
+                "--scale sqrt_dk,sqrt_d_model,none",
+                f"a model's layers keep their own settings; to compare head layouts on layer 1: attnx diff {command} "
+                "--layout contiguous,interleaved",
+            ]
+            assert app.state.setting == () and app.state.previous is None
+
+        drive(byte_level(layers=3), session)
+
+    def test_a_causal_model(self) -> None:
+        from attnx.tui.app import on_a_model
+
+        spec = byte_level().spec.with_settings(causal=True)
+        state = Explorer(lambda _layer: spec, 2, "model", {})
+        assert on_a_model(state, "causal") == "a model's layers keep their own mask: layer 0's is causal already"
+
+
+class TestAlignment:
+    """Heatmaps drawn one above another keep each key's column in one place, its label over its numbers."""
+
+    def test_pinned_change_and_heads_in_line(self) -> None:
+        """Stacked at 60 columns, in the scores view (numbers to "-1.23") beside the change's weights ("0.12")."""
+        state = long_input(n=12, heads=2)
+        state.go_to(6)
+        state.pin()
+        state.move_head(1)
+        state.change_setting("causal")
+        state.cycle_view()
+        shared = panels.frame(state, 8)
+        assert shared == panels.Frame(labels=len("before"), numbers=len("-1.23"))  # the widest label and number
+        lines = printed(panels.head_panel(state, colour=False, width=60, rows=8, shared=shared),
+                        panels.change_panel(state, colour=False, width=60, shared=shared),
+                        panels.heads_panel(state, colour=False, width=60, shared=shared), width=60)  # fmt: skip
+        shown = [line for line in lines if line.lstrip().startswith("t0 ")]  # the keys around the query
+        assert len(shown) == 4 and len(set(shown)) == 1  # pinned, head, change, heads: the same keys, in place
+        found = grids(lines, tuple(shown[0].split()))
+        assert [len(rows) for _, rows in found] == [8, 8, 2, 2]
+        assert all(row == header for header, rows in found for row in rows)
+
+    def test_a_wide_title_moves_no_column(self) -> None:
+        """The change panel's title is wider than its keys: it runs past them, the columns stay under the labels."""
+        state = byte_level()
+        state.go_to(2)
+        state.change_setting("causal")
+        lines = printed(panels.change_panel(state, colour=True, width=100), width=100)
+        assert lines[0] == "Since causal off → on: query 2 ' sat' in H0"
+        header, rows = grids(lines, BYTE_LEVEL)[0]
+        assert header == ends(lines[3], r"\d\.\d\d") == ends(lines[4], r"\d\.\d\d") == [12, 18, 24, 30, 36]
+        assert len(rows) == 2 and len(lines[2]) == len(lines[0])  # the rule as wide as the title

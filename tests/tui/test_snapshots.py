@@ -1,4 +1,5 @@
-"""Screens of `attnx explore` at 80×24 and 120×40, in colour and under NO_COLOR, against stored SVG snapshots.
+"""Screens of `attnx explore` at 80×24 and 120×40, in colour and under NO_COLOR, against stored SVG snapshots; and
+the same screens with a byte-level tokenizer's tokens, every column label over its numbers.
 
 A changed screen fails with the new SVG written beside the test's temporary files. After a deliberate change,
 ``ATTNX_UPDATE_SNAPSHOTS=1 python -m pytest tests/tui/test_snapshots.py -n 0`` rewrites the snapshots (and the
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from attnx.analysis.explore import Explorer
 from attnx.cli.explore import explorer
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags
 from attnx.render import explore as panels
+from tests.tui.screens import BYTE_LEVEL, byte_level, grids, screen_lines
 from tests.tui.test_explore import long_input
 
 pytest.importorskip("textual")
@@ -31,12 +34,11 @@ UPDATE = os.environ.get("ATTNX_UPDATE_SNAPSHOTS") == "1"
 SESSION = ("right", "right", "p", "right_square_bracket", "c")
 
 
-def screen(size: tuple[int, int], colour: bool, keys: tuple[str, ...] = SESSION) -> str:
-    """The SVG of the worked example's screen at ``size`` after ``keys``."""
+def screen(size: tuple[int, int], colour: bool, keys: tuple[str, ...] = SESSION, state: Explorer | None = None) -> str:
+    """The SVG of the screen at ``size`` after ``keys``, on ``state`` (default: the worked example)."""
 
     async def play() -> str:
-        state = explorer(None, InputFlags(), ModelFlags(), EngineFlags(), CapFlags())
-        app = ExploreApp(state, colour=colour)
+        app = ExploreApp(state or explorer(None, InputFlags(), ModelFlags(), EngineFlags(), CapFlags()), colour=colour)
         async with app.run_test(size=size) as pilot:
             await pilot.press(*keys)
             await pilot.pause(3 * app.trace_delay)
@@ -90,6 +92,25 @@ class TestScreens:
     def test_readme_picture(self, tmp_path: Path) -> None:
         """The README's picture is the screen the code draws today."""
         check(screen((100, 34), True), README_PICTURE, tmp_path)
+
+
+class TestByteLevel:
+    """Tokens as byte-level tokenizers make them (`" cat"`): each column's label ends over its numbers, and a key's
+    column stands at one place in every heatmap drawn across the width (the pinned head's, the change's, the
+    query's row in every head)."""
+
+    @pytest.mark.parametrize(("size", "panels"), [((80, 24), 2), ((120, 40), 3)], ids=["80x24", "120x40"])
+    def test_every_label_over_its_column(self, size: tuple[int, int], panels: int, tmp_path: Path) -> None:
+        svg = screen(size, True, state=byte_level())
+        lines = screen_lines(svg)
+        assert "query 2 ' sat'" in lines[0] and "(pinned 0)" in lines[0]
+        found = grids(lines, BYTE_LEVEL)  # the head's two heatmaps side by side, the change's, every head's
+        assert len(found) == panels and [len(rows) for _, rows in found] == [5, 2, 2][:panels]
+        for header, rows in found:
+            assert all(row == header for row in rows), (header, rows)
+        assert {tuple(header[: len(BYTE_LEVEL)]) for header, _ in found} == {(13, 19, 25, 31, 37)}
+        assert lines[-1].split()[-2:] == ["q", "quit"]
+        check(svg, SNAPSHOTS / f"explore-byte-level-{size[0]}x{size[1]}.svg", tmp_path)
 
 
 class TestNarrow:
