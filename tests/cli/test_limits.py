@@ -135,11 +135,13 @@ class TestOneCheckedEntry:
         message = refused("diff", *RANDOM_16, "--heads", "1,2", "--max-elements", "200")
         assert message == f"attnx: error: command line: the scores: an array of 1 × 16 × 16 (256 elements) {OVER}\n"
 
-    def test_output_alone_builds_no_matrix(self) -> None:
+    def test_output_alone_builds_no_matrix(self, tmp_path: Path) -> None:
         """run -f npy --tensor output takes the blocked path, which holds no H × N × M array: within the cap."""
+        out = tmp_path / "output.npy"
         result = run_attnx("run", *RANDOM_16, "-H", "2", "-f", "npy", "--tensor", "output", "--max-elements", "200",
-                           "-o", "-")  # fmt: skip
+                           "-o", str(out))  # fmt: skip
         assert result.code == 0, result.stderr
+        assert np.load(out).shape == (16, 8)  # 16 tokens × d_model 8
 
     def test_the_python_api_refuses_too(self) -> None:
         """attnx.compute checks the caps the spec was read under, as the commands do."""
