@@ -81,8 +81,9 @@ def kl_line(comparison: ModelComparison, precision: int) -> Text:
 
 def comparison_view(comparison: ModelComparison, precision: int, *, colour: bool) -> RenderableType:
     """Both checkpoints named, the grid of mean JS divergence per layer and head, the worst heads, the layers."""
-    factor, unit = unit_of(float(comparison.grid().max(initial=0.0)))
-    grid = comparison.grid() * factor
+    divergences = comparison.grid()
+    factor, unit = unit_of(float(divergences.max(initial=0.0)))
+    grid = divergences * factor
     scale = scale_of([grid], f"mean JS divergence ({unit.strip() + ' ' if unit else ''}bits)")
     heads = [f"H{h}" for h in range(grid.shape[1])]
     layers = [f"L{layer}" for layer in range(grid.shape[0])]
