@@ -132,24 +132,24 @@ class Detector:
         self.sequences = 0
         self.tokens = 0
 
-    def add(self, results: Iterable[AttentionResult], ids: Sequence[int], sinks: Sequence[int] = (0,)) -> list[
-        list[dict[str, float | None]]
+    def add(self, layer: int, result: AttentionResult, ids: Sequence[int], sinks: Sequence[int] = (0,)) -> list[
+        dict[str, float | None]
     ]:  # fmt: skip
-        """One sequence's layers, in order; returns its own per layer and head means (for JSONL)."""
-        mine: list[list[dict[str, float | None]]] = []
-        for layer, result in enumerate(results):
-            scored = query_scores(result, MEASURES, sinks=sinks, ids=ids).scored
-            if layer == len(self.tallies):
-                self.tallies.append([{name: Tally() for name in MEASURES} for _ in range(result.heads)])
-            row = []
-            for h, tallies in enumerate(self.tallies[layer]):
-                for name in MEASURES:
-                    tallies[name].add(scored[name].values[h])
-                row.append({name: scored[name].mean(h) for name in MEASURES})
-            mine.append(row)
-        self.sequences += 1
-        self.tokens += len(ids)
-        return mine
+        """Layer ``layer`` of one sequence (the layers of each sequence come in order, from 0; the sequences in the
+        same order at every layer); returns its own per-head means (for JSONL). A sequence counts once its layer 0
+        is added."""
+        scored = query_scores(result, MEASURES, sinks=sinks, ids=ids).scored
+        if layer == len(self.tallies):
+            self.tallies.append([{name: Tally() for name in MEASURES} for _ in range(result.heads)])
+        if layer == 0:
+            self.sequences += 1
+            self.tokens += len(ids)
+        row = []
+        for h, tallies in enumerate(self.tallies[layer]):
+            for name in MEASURES:
+                tallies[name].add(scored[name].values[h])
+            row.append({name: scored[name].mean(h) for name in MEASURES})
+        return row
 
     def done(self, *, model: str, architecture: str, source: str) -> Detection:
         """The detection over every sequence added."""
@@ -168,13 +168,27 @@ def detect_heads(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Detection, list[TextRecord]]:
     """Every layer's heads of ``model`` over ``sequences`` (``count`` of them, for the progress), each run once
-    through every layer; with each sequence's own record. Sinks: key 0 and each sequence's special tokens."""
-    detector, records = Detector(), []
-    for index, encoded in enumerate(sequences):
-        forward = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
-        results = (forward.step((WEIGHTS, MASK)) for _ in range(model.layers))
-        own = detector.add(results, [int(i) for i in encoded.ids], (0, *forward.special_keys))
-        records.append(TextRecord(index, encoded.tokens, own))
+    through every layer; with each sequence's own record. Sinks: key 0 and each sequence's special tokens.
+
+    The sequences run in lockstep (``attnx.models.lockstep``), as many at once as keep their streams stacked
+    within the element cap: each layer's weights are read once for all of them."""
+    from attnx.models.lockstep import Lockstep, batches
+
+    detector, records = Detector(), list[TextRecord]()
+    budget = model.limits.rows_per_chunk(model.architecture.d_model)
+    for batch in batches(sequences, lambda encoded: len(encoded.ids), budget):
+        passes = [model.run(encoded, engine=engine, device=device, layer=model.layers - 1) for encoded in batch]
+        ids = [[int(i) for i in encoded.ids] for encoded in batch]
+        own: list[list[list[dict[str, float | None]]]] = [[] for _ in batch]
+        with Lockstep(model, passes) as together:
+            for layer in range(model.layers):
+                for mine, forward, result, tokens in zip(own, passes, together.step((WEIGHTS, MASK)), ids, strict=True):
+                    mine.append(detector.add(layer, result, tokens, (0, *forward.special_keys)))
+        first = len(records)
+        records += [
+            TextRecord(first + i, encoded.tokens, mine)
+            for i, (encoded, mine) in enumerate(zip(batch, own, strict=True))
+        ]
         if progress is not None:
-            progress(index + 1, count)
+            progress(len(records), count)
     return detector.done(model=model.checkpoint.name, architecture=model.architecture.name, source=source), records

@@ -10,7 +10,7 @@ whether the most likely next token changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,6 +101,51 @@ def outputs(forward: ForwardPass, lm_head: bool) -> tuple[np.ndarray, np.ndarray
     return np.asarray(hidden, dtype=np.float64), logp
 
 
+@dataclass(frozen=True, eq=False)
+class NextToken:
+    """The intact model's next-token distribution p per token, which each ablation's is compared with."""
+
+    p: np.ndarray  # [token, vocab]
+    plogp: np.ndarray  # Σ p log p per token
+    top: np.ndarray  # the most likely next token
+
+    @classmethod
+    def of(cls, logp: np.ndarray) -> NextToken:
+        """p from the intact model's log-probabilities ``[token, vocab]``."""
+        p = np.exp(logp)
+        return cls(p, (p * logp).sum(axis=-1), logp.argmax(axis=-1))
+
+    def compare(self, model: Model, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """KL(p ‖ q) (nats) and q's most likely token for each row of ``hidden`` ``[copy · token, d_model]``, the
+        last hidden states of copies of the text one under another, q their next-token distributions. The LM
+        head is read once and its logits never held whole: Σ p log q = Σ p z − logsumexp(z) (Σ p = 1), both
+        gathered block of vocabulary by block, the logsumexp online."""
+        tokens = len(self.p)
+        copies = len(hidden) // tokens
+        peak, total = np.full(len(hidden), -np.inf), np.zeros(len(hidden))
+        pz, best, top = np.zeros(len(hidden)), np.full(len(hidden), -np.inf), np.zeros(len(hidden), dtype=np.intp)
+        for columns, block in model.architecture.logit_blocks(hidden):
+            z = block if block.dtype == np.float64 and block.flags.writeable else block.astype(np.float64)
+            width = z.shape[1]
+            pz += np.einsum("tv,ctv->ct", self.p[:, columns], z.reshape(copies, tokens, width)).ravel()
+            found = z.argmax(axis=1)
+            high = z[np.arange(len(z)), found]
+            better = high > best  # the first of equal maxima wins, as argmax over the whole row
+            best, top = np.where(better, high, best), np.where(better, found + columns.start, top)
+            raised = np.maximum(peak, high)
+            z -= raised[:, None]  # the block is this loop's own: exponentiated in place
+            total = total * np.exp(peak - raised) + np.exp(z, out=z).sum(axis=1)
+            peak = raised
+        kl = np.tile(self.plogp, copies) - (pz - (peak + np.log(total)))
+        return kl, top
+
+
+def batch_size(model: Model, tokens: int) -> int:
+    """How many ablated copies of a ``tokens``-long text run together: as many as keep their streams, stacked,
+    within the element cap (the rest of a layer and the LM head work in slices of that within the cap too)."""
+    return max(1, model.limits.max_elements // max(1, tokens * model.architecture.d_model))
+
+
 def ablations(
     model: Model,
     encoded: Encoded,
@@ -112,8 +157,11 @@ def ablations(
     progress: Callable[[int, int], None] | None = None,
 ) -> Ablations:
     """The effect on ``model``'s outputs for ``encoded`` of dropping each set of heads in ``sets`` (default:
-    every head of ``layers`` alone, layer by layer; all layers by default). The layers before an ablation's
-    first dropped head run once, shared."""
+    every head of ``layers`` alone, layer by layer; all layers by default).
+
+    The intact pass runs once; each ablation joins at its first dropped head's layer, branched from it there, and
+    runs on with the others in lockstep (``attnx.models.lockstep``): every layer's weights are read once for all
+    of them, in batches of ``batch_size`` ablations. ``progress`` counts the ablations done."""
     arch, n = model.architecture, len(encoded.ids)
     lm_head = arch.has_lm_head
     swept = range(model.layers) if layers is None else sorted(set(layers))
@@ -130,22 +178,57 @@ def ablations(
         starts.append(intact.branch())
         intact.step()
     hidden, logp = outputs(intact, lm_head)
-    norms = np.linalg.norm(hidden, axis=1)
-    top = None if logp is None else logp.argmax(axis=1)
-    effects = []
-    for done, dropped in enumerate(todo):
-        drop: dict[int, tuple[int, ...]] = {}
-        for layer, head in dropped:
-            drop[layer] = (*drop.get(layer, ()), head)
-        after_hidden, after_logp = outputs(starts[min(drop)].branch(drop), lm_head)
-        shift = np.linalg.norm(after_hidden - hidden, axis=1) / np.where(norms > 0, norms, 1.0)
-        kl = top_after = None
-        if logp is not None and after_logp is not None:
-            kl, top_after = kl_divergence(logp, after_logp), after_logp.argmax(axis=1)
-        effects.append(Effect(dropped, shift, kl, top, top_after))
+    norms = np.where((norm := np.linalg.norm(hidden, axis=1)) > 0, norm, 1.0)
+    intact_next = None if logp is None else NextToken.of(logp)
+    effects: list[Effect] = []
+    for batch in batches(todo, batch_size(model, n)):
+        after = np.concatenate(run_batch(model, starts, [dropping(heads) for heads in batch]))
+        shift = np.linalg.norm((after - np.tile(hidden, (len(batch), 1))).reshape(len(batch), n, -1), axis=2) / norms
+        if intact_next is None:
+            effects.extend(Effect(heads, row, None, None, None) for heads, row in zip(batch, shift, strict=True))
+        else:
+            kl, top_after = (x.reshape(len(batch), n) for x in intact_next.compare(model, after))
+            effects.extend(Effect(heads, moved, nats, intact_next.top, top) for heads, moved, nats, top in
+                           zip(batch, shift, kl, top_after, strict=True))  # fmt: skip
         if progress is not None:
-            progress(done + 1, len(todo))
+            progress(len(effects), len(todo))
     shown = sorted({int(i) for e in effects for ids in (e.top, e.top_after) if ids is not None for i in ids})
     labels = dict(zip(shown, model.tokenizer.labels(np.asarray(shown, dtype=np.intp)), strict=True))
     return Ablations(model.checkpoint.name, arch.name, encoded.tokens, model.layers, arch.heads, lm_head,
                      labels, tuple(effects), sweep=sets is None)  # fmt: skip
+
+
+def dropping(heads: tuple[Head, ...]) -> dict[int, tuple[int, ...]]:
+    """``heads`` as ``ForwardPass``'s ``drop``: each layer's heads."""
+    drop: dict[int, tuple[int, ...]] = {}
+    for layer, head in heads:
+        drop[layer] = (*drop.get(layer, ()), head)
+    return drop
+
+
+def batches(todo: Sequence[tuple[Head, ...]], size: int) -> Iterator[list[tuple[Head, ...]]]:
+    """``todo`` in batches of at most ``size``, in order (a sweep's: layer by layer)."""
+    for at in range(0, len(todo), size):
+        yield list(todo[at : at + size])
+
+
+def run_batch(model: Model, starts: Sequence[ForwardPass], drops: Sequence[dict[int, tuple[int, ...]]]) -> list[
+    np.ndarray
+]:  # fmt: skip
+    """The last hidden state of each ablation in ``drops``, each branched from ``starts`` (the intact pass about to
+    enter each layer) at its first dropped layer, all advanced in lockstep from the first of those layers."""
+    from attnx.models.lockstep import Lockstep
+
+    joining: dict[int, list[int]] = {}
+    for index, drop in enumerate(drops):
+        joining.setdefault(min(drop), []).append(index)
+    passes: dict[int, ForwardPass] = {}
+    with Lockstep(model) as together:
+        for layer in range(min(joining), model.layers):
+            joined = {index: starts[layer].branch(drops[index]) for index in joining.get(layer, ())}
+            together.join(joined.values())
+            passes.update(joined)
+            together.step()
+        order = {id(forward): at for at, forward in enumerate(together.passes)}
+        hidden = together.finish()
+    return [np.asarray(hidden[order[id(passes[index])]], dtype=np.float64) for index in range(len(drops))]

@@ -238,6 +238,15 @@ class ForwardPass:
         copy.drop = drop or {}
         return copy
 
+    def owing(self) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """While the rest of the last layer (residuals, norms, MLP) has not run: that layer, the stream entering it
+        and its attention's projected output; else None. ``attnx.models.lockstep`` runs it for many passes at once."""
+        return None if self._pending is None else (self.layer - 1, self._stream, self._pending)
+
+    def settle(self, stream: np.ndarray) -> None:
+        """Take ``stream`` as the one leaving the layer ``owing`` names, its rest run elsewhere."""
+        self._stream, self._pending = stream, None
+
     def stream(self) -> np.ndarray:
         """The residual stream entering the current layer, ``[token, d_model]``: once every layer has run,
         the one leaving the last layer (before any final norm)."""

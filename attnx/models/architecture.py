@@ -251,8 +251,9 @@ class Architecture:
 
     def weight(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> np.ndarray:
         """A tensor of the checkpoint in the working dtype, its shape checked against ``shape`` first."""
-        tensor = self.checkpoint.tensor(name, *alternatives, shape=shape, prefixed=prefixed)
-        return tensor.astype(self.dtype, copy=False)
+        key = ("weight", name, alternatives, prefixed, self.dtype.name)
+        return self.checkpoint.remember(key, lambda: self.checkpoint.tensor(
+            name, *alternatives, shape=shape, prefixed=prefixed).astype(self.dtype, copy=False))  # fmt: skip
 
     def embed(self, encoded: Encoded) -> np.ndarray:
         """The residual stream entering layer 0, ``[token, d_model]``."""
@@ -277,21 +278,39 @@ class Architecture:
         return False
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """Next-token logits ``[token, vocab]`` from the last hidden state (only where ``has_lm_head``):
-        ``hidden @ W.T``, the output table W (vocab × d_model: 525M elements for an 8B model) read in chunks of
-        rows, each within the element cap, one at a time; each chunk fills its columns of the logits. A table
-        within the element cap is read whole once and kept (an ablation sweep asks for logits per head)."""
+        """Next-token logits ``[token, vocab]`` from the last hidden state (only where ``has_lm_head``), put together
+        from ``logit_blocks``."""
+        logits = np.empty((hidden.shape[0], self.vocab_size), dtype=np.result_type(hidden.dtype, self.dtype))
+        for columns, block in self.logit_blocks(hidden):
+            logits[:, columns] = block
+        return logits
+
+    def logit_blocks(self, hidden: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+        """The logits of ``hidden`` ``[row, d_model]`` a block of vocabulary columns at a time, each block within the
+        element cap: ``shape_logits(hidden @ W.T)``, the output table W (vocab × d_model: 525M elements for an 8B
+        model) read once, in chunks of rows within the cap. A table within the element cap is read whole once
+        and kept (an ablation sweep asks for logits per batch)."""
+        per_block = self.checkpoint.limits.rows_per_chunk(hidden.shape[0])  # vocabulary columns per block
+        for index, table in self.output_chunks():
+            for at in range(0, len(table), per_block):
+                part = table[at : at + per_block]
+                yield slice(index.start + at, index.start + at + len(part)), self.shape_logits(hidden @ part.T)
+
+    def output_chunks(self) -> Iterator[tuple[slice, np.ndarray]]:
+        """The output table's rows in the working dtype, in chunks within the element cap (``output_tensor``)."""
         if self._output is not None:
-            return hidden @ self._output.T
+            yield slice(0, len(self._output)), self._output
+            return
         ref, ckpt = self.output_tensor(), self.checkpoint
         (vocab, _), chunks = ckpt.row_chunks(ref.name, *ref.alternatives, shape=ref.shape, prefixed=ref.prefixed)
-        logits = np.empty((hidden.shape[0], vocab), dtype=np.result_type(hidden.dtype, self.dtype))
-        block, count = None, 0
         for index, rows in chunks:  # one chunk held at a time
-            block, count = rows.astype(self.dtype, copy=False), count + 1
-            logits[:, index] = hidden @ block.T
-        if count == 1:  # the whole table fit one chunk: keep it
-            self._output = block
+            block = rows.astype(self.dtype, copy=False)
+            if index.start == 0 and index.stop == vocab:  # the whole table fit one chunk: keep it
+                self._output = block
+            yield index, block
+
+    def shape_logits(self, logits: np.ndarray) -> np.ndarray:
+        """Hook: what a family does to ``hidden @ W.T`` (a soft cap, a scale); by default nothing."""
         return logits
 
     def output_tensor(self) -> WeightRef:

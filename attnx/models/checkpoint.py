@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from attnx.limits import Limits
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # what a weight may be stored as
 PACKED = "U8"  # what a quantized weight's packed values and scales are stored as (MXFP4 blocks and scales)
 Shape = tuple[int | None, ...] | None  # a tensor's shape as config.json implies it (None: any size there)
+T = TypeVar("T")
 MAX_SIZE = 1 << 40  # no size in a config is larger (a 5,000-digit integer is refused, not computed with)
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint's map from tensor name to shard file
@@ -71,6 +73,7 @@ class Checkpoint:
     """
 
     config_name = CONFIG  # what messages call the source of the config ("where config.json implies (64, 32)")
+    _kept: dict[tuple[object, ...], object] | None = None  # tensors read once and kept (``kept``)
 
     def __init__(self, path: str | Path, limits: Limits | None = None) -> None:
         require_libraries()
@@ -301,7 +304,7 @@ class Checkpoint:
         problem = self.limits.weight_problem(found[1:])
         if problem:
             raise LimitError(f"{self.file_of(full)}: tensor {full!r}: {problem}")
-        return self._read(part, full, slice(index, index + 1))[0]
+        return self.remember(("slab", name, index, packed), lambda: self._read(part, full, slice(index, index + 1))[0])
 
     def _part(self, full: str) -> Any:
         """The lazy slice of stored tensor ``full`` (its file opened on first use)."""
@@ -314,11 +317,43 @@ class Checkpoint:
     def tensor(self, name: str, *alternatives: str, shape: Shape = None, prefixed: bool = True) -> np.ndarray:
         """Tensor ``name`` (under the prefix unless not ``prefixed``; else the first of ``alternatives`` held),
         read now, its shape checked against ``shape`` (what config.json implies) and the weight caps first."""
-        part, full = self._slice(name, *alternatives, shape=shape, prefixed=prefixed)
-        problem = self.limits.weight_problem(tuple(part.get_shape()))
-        if problem:
-            raise LimitError(f"{self.file_of(full)}: tensor {full!r}: {problem}")
-        return self._read(part, full, slice(None))
+
+        def read() -> np.ndarray:
+            part, full = self._slice(name, *alternatives, shape=shape, prefixed=prefixed)
+            problem = self.limits.weight_problem(tuple(part.get_shape()))
+            if problem:
+                raise LimitError(f"{self.file_of(full)}: tensor {full!r}: {problem}")
+            return self._read(part, full, slice(None))
+
+        return self.remember(("tensor", name, alternatives, prefixed), read)
+
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        """Within: each tensor read whole (``tensor``, ``slab``) is kept, read-only, and handed out again until
+        ``forget``: forward passes advanced together (``attnx.models.advance``) read a layer's weights once."""
+        self._kept = {}
+        try:
+            yield
+        finally:
+            self._kept = None
+
+    def forget(self) -> None:
+        """Let go of the tensors ``kept`` holds (one layer's, as passes advance together)."""
+        if self._kept is not None:
+            self._kept.clear()
+
+    def remember(self, key: tuple[object, ...], make: Callable[[], T]) -> T:
+        """What ``make()`` returns, made once while ``kept`` and handed out again under ``key`` until ``forget``
+        (outside ``kept``: made each time). Arrays kept are made read-only: a change in place would reach every
+        pass that shares them."""
+        if self._kept is None:
+            return make()
+        if key not in self._kept:
+            made = make()
+            if isinstance(made, np.ndarray):
+                made.flags.writeable = False
+            self._kept[key] = made
+        return cast(T, self._kept[key])
 
     def _table(self, name: str, *alternatives: str, shape: Shape, prefixed: bool) -> tuple[Any, str, tuple[int, int]]:
         """The lazy slice of 2-D tensor ``name``, its stored name and its shape (ModelError for other ranks)."""

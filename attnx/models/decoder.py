@@ -337,15 +337,15 @@ class Decoder(Architecture):
         """A torch Linear (``[out, in]`` = ``[width, reads]``) as attnx's ``x @ W + b``, its bias only where the
         checkpoint has one."""
         held = self.checkpoint.has(f"{name}.bias")
-        bias = self.checkpoint.tensor(f"{name}.bias", shape=(width,)) if held else None
-        return Linear.of(self.checkpoint.tensor(f"{name}.weight", shape=(width, reads)).T, bias)
+        bias = self.weight(f"{name}.bias", shape=(width,)) if held else None
+        return Linear.of(self.weight(f"{name}.weight", shape=(width, reads)).T, bias)
 
     def fused(self, name: str, widths: Sequence[int], reads: int) -> list[Linear]:
         """A torch Linear whose output rows stack several maps (Phi-3's ``qkv_proj``: [q; k; v]) as one Linear per
         part, ``widths`` wide each, in order."""
         held = self.checkpoint.has(f"{name}.bias")
-        weight = self.checkpoint.tensor(f"{name}.weight", shape=(sum(widths), reads))
-        bias = self.checkpoint.tensor(f"{name}.bias", shape=(sum(widths),)) if held else None
+        weight = self.weight(f"{name}.weight", shape=(sum(widths), reads))
+        bias = self.weight(f"{name}.bias", shape=(sum(widths),)) if held else None
         bounds = np.cumsum([0, *widths])
         return [Linear.of(weight[a:b].T, None if bias is None else bias[a:b]) for a, b in pairwise(bounds)]
 
@@ -410,8 +410,8 @@ class Decoder(Architecture):
         """Causal self-attention on the layer's input (the stream, normed where ``norms`` says) with the layer's
         projections, head norms, rotary positions and window, and the family's scale and soft cap."""
         x = self.normed(stream, layer, self.norms.before_attention)
-        w_q, w_k, w_v, w_o = self.projections(layer)
-        q_norm, k_norm = self.qk_norms(layer)
+        w_q, w_k, w_v, w_o = self.checkpoint.remember(("projections", layer), lambda: self.projections(layer))
+        q_norm, k_norm = self.checkpoint.remember(("qk_norms", layer), lambda: self.qk_norms(layer))
         return AttentionSpec.build(
             heads=self.heads, kv_heads=self.kv_heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
             w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, q_norm=q_norm, k_norm=k_norm, causal=True, scale=self.scale,
@@ -445,9 +445,8 @@ class Decoder(Architecture):
         shape = (self.vocab_size, self.d_model)
         return WeightRef(self.probe, (), shape, True) if self.tied else WeightRef(LM_HEAD, (), shape, False)
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """``hidden @ W.T`` (``output_tensor``), soft-capped by ``final_softcap`` where the family reads one."""
-        logits = super().logits(hidden)
+    def shape_logits(self, logits: np.ndarray) -> np.ndarray:
+        """``hidden @ W.T`` soft-capped by ``final_softcap`` where the family reads one."""
         if self.final_softcap is not None:
             cap = np.asarray(self.final_softcap, dtype=logits.dtype)
             logits = cap * np.tanh(logits / cap)

@@ -52,7 +52,7 @@ class TestConstructedHeads:
     def test_induction_previous_and_sink(self) -> None:
         detector = Detector()
         for _ in range(3):
-            detector.add([compute(constructed(IDS))], IDS)
+            detector.add(0, compute(constructed(IDS)), IDS)
         found = detector.done(model="m", architecture="a", source="s")
         induction, previous, sink = (found.tallies[0][h] for h in range(3))
         assert induction["induction"].mean == pytest.approx(1.0, abs=1e-6)
@@ -67,7 +67,7 @@ class TestConstructedHeads:
     def test_no_repeat_no_induction_score(self) -> None:
         """Without a repeated token, induction and duplicate scores rest on no position: None, not 0."""
         detector = Detector()
-        own = detector.add([compute(constructed([1, 2, 3, 4]))], [1, 2, 3, 4])
+        own = [detector.add(0, compute(constructed([1, 2, 3, 4])), [1, 2, 3, 4])]
         found = detector.done(model="m", architecture="a", source="s")
         assert found.tallies[0][0]["induction"].mean is None and found.tallies[0][0]["induction"].count == 0
         assert own[0][0]["induction"] is None
@@ -81,14 +81,14 @@ class TestLabels:
         """Three sequences: the induction head's label rests on 12 positions, the sink head's on 21."""
         detector = Detector()
         for _ in range(3):
-            detector.add([compute(constructed(IDS))], IDS)
+            detector.add(0, compute(constructed(IDS)), IDS)
         found = detector.done(model="m", architecture="a", source="s")
         assert [found.label_count(0, h) for h in range(3)] == [12, 21, 21]
 
     def test_sink_only_when_no_detector_passes(self) -> None:
         """Head 2 parks all weight on key 0 and is a sink; with key 0 counted as no sink it has no label at all."""
         detector = Detector()
-        detector.add([compute(constructed(IDS))], IDS, sinks=(5,))
+        detector.add(0, compute(constructed(IDS)), IDS, sinks=(5,))
         found = detector.done(model="m", architecture="a", source="s")
         assert found.label(0, 2) == (None, None) and found.label_count(0, 2) is None
         assert found.tallies[0][2]["sink"].mean == pytest.approx(0.0, abs=1e-6)
@@ -101,7 +101,7 @@ class TestSharedWithHeads:
         """On one sequence, each head's entropy and sink means equal head_stats' uniform and sink scores."""
         result = compute(constructed(IDS))
         detector = Detector()
-        own = detector.add([result], IDS)
+        own = [detector.add(0, result, IDS)]
         stats = head_stats(result)
         assert [row["entropy"] for row in own[0]] == [s.scores["uniform"] for s in stats]
         assert [row["sink"] for row in own[0]] == [s.scores["sink"] for s in stats]

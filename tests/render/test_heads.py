@@ -146,7 +146,7 @@ class TestDetection:
         spec = AttentionSpec.build(q=q, k=np.eye(4), v=np.eye(4), heads=1, tokens=tokens, key_tokens=tokens,
                                    causal=True)  # fmt: skip
         for _ in range(2):
-            detector.add([compute(spec)], ids)
+            detector.add(0, compute(spec), ids)
         return detector
 
     def test_json_label_count(self) -> None:

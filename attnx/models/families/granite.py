@@ -37,9 +37,9 @@ class Granite(Decoder):
         h = stream + projected.astype(self.dtype) * m
         return h + self.mlp(layer, self.normed(h, layer, self.norms.before_mlp)) * m
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
+    def shape_logits(self, logits: np.ndarray) -> np.ndarray:
         """The decoder's logits ÷ ``logits_scaling``."""
-        return super().logits(hidden) / np.asarray(self.logits_scaling, dtype=self.dtype)
+        return super().shape_logits(logits) / np.asarray(self.logits_scaling, dtype=self.dtype)
 
 
 FAMILIES = (Granite,)
