@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
+from typer.core import TyperGroup
 
 from attnx import __version__
-from attnx.cli import ablate as ablate_cmd
-from attnx.cli import bench as bench_cmd
-from attnx.cli import check as check_cmd
-from attnx.cli import detect as detect_cmd
-from attnx.cli import diff as diff_cmd
-from attnx.cli import engines as engines_cmd
-from attnx.cli import explore as explore_cmd
-from attnx.cli import heads as heads_cmd
-from attnx.cli import model as model_cmd
-from attnx.cli import rollout as rollout_cmd
-from attnx.cli import run as run_cmd
-from attnx.cli import trace as trace_cmd
+from attnx.cli.coercion import lighten
 from attnx.cli.errors import DEBUG, ExitCode
 from attnx.cli.output import warn
 
@@ -121,15 +112,56 @@ def epilog(command: str) -> str:
     return f"Examples{f' ({note})' if note else ''}:\n{lines}\n\n{EXIT_CODES}"
 
 
+# The commands, in the order the help lists them: each is the function of its name in attnx/cli/NAME.py, imported
+# when the command is made (``Commands``).
+COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "rollout", "ablate", "detect", "explore", "engines",
+            "bench")  # fmt: skip
+
+
+def function(name: str) -> Callable[..., None]:
+    """The function of command ``name`` (``run`` -> ``attnx.cli.run.run``), its module imported now."""
+    module = importlib.import_module(f"attnx.cli.{name}")
+    return cast("Callable[..., None]", getattr(module, name))
+
+
 HELP_OPTIONS = ("-h", "--help")
+SETTINGS: dict[str, Any] = {
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "context_settings": {"help_option_names": list(HELP_OPTIONS)},
+}
+
+
+class Commands(TyperGroup):
+    """The app's commands, each made into a Click command from its function the first time it is asked for.
+
+    Typer reads every command's signature when it makes the app (``typer.main.get_command``): 65 ms for twelve
+    commands of a 0.55 s ``attnx run`` (cProfile, Typer 0.29.2, AMD EPYC 2 cores). Made one at a time, a command
+    pays for itself only; the app's help, which lists them all, makes them all.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Every command's name, in the order of ``COMMANDS``."""
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """Command ``cmd_name``, made now if it was not yet (None: no such command)."""
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            single = typer.Typer(**SETTINGS)
+            single.command(cmd_name, epilog=epilog(cmd_name))(function(cmd_name))
+            made = typer.main.get_command(single)
+            as_written(made)
+            self.commands[cmd_name] = made
+        return self.commands.get(cmd_name)
+
+
 app = typer.Typer(
     name="attnx",
+    cls=Commands,
     help="Compute multi-head attention and show every step of it.",
     epilog=epilog(""),
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": list(HELP_OPTIONS)},
+    **SETTINGS,
 )
 
 
@@ -154,36 +186,25 @@ def _root(
         DEBUG["on"] = True
 
 
-COMMANDS: dict[str, Callable[..., None]] = {
-    "run": run_cmd.run,
-    "trace": trace_cmd.trace,
-    "check": check_cmd.check,
-    "diff": diff_cmd.diff,
-    "heads": heads_cmd.heads,
-    "model": model_cmd.model,
-    "rollout": rollout_cmd.rollout,
-    "ablate": ablate_cmd.ablate,
-    "detect": detect_cmd.detect,
-    "explore": explore_cmd.explore,
-    "engines": engines_cmd.engines,
-    "bench": bench_cmd.bench,
-}
-for _name, _command in COMMANDS.items():
-    app.command(_name, epilog=epilog(_name))(_command)
-
-
 @functools.cache
-def click_command() -> Callable[..., Any]:
-    """The Click command Typer makes of the app, made once per process: calling ``app()`` makes it again each
-    time, reading every command's signature (65 ms of a 85 ms in-process run of a one-line input). Its help
-    texts are shown as written (``as_written``)."""
+def click_command() -> Any:
+    """The Click group Typer makes of the app, made once per process (calling ``app()`` would make it again each
+    time), its commands made as they are asked for (``Commands``). Its help texts are shown as written
+    (``as_written``)."""
     command = typer.main.get_command(app)
     as_written(command)
     return command
 
 
+def command(name: str) -> Any:
+    """The Click command of command ``name`` (``run``, ``trace``, ...), made once per process."""
+    group = click_command()
+    return group.get_command(group.context_class(group), name)
+
+
 def as_written(command: Any) -> None:
-    """Make the help of ``command`` and of each of its commands show what the source says.
+    """Make the help of ``command`` and of each of its commands show what the source says, and give their
+    parameters (``--help`` included) the fast path of ``attnx.cli.coercion``.
 
     Typer reads every help text as Rich markup, where ``[query, H·d]`` is a tag and vanishes: each text's
     would-be tags are escaped. Typer shows a flag's type, ``<bool>``, where a flag takes no value: a flag
@@ -200,6 +221,7 @@ def as_written(command: Any) -> None:
         param.help = getattr(param, "help", None) and escape(param.help)
         if getattr(param, "is_flag", False):
             param.metavar = ""
+        lighten(param)  # values converted without pydantic where they plainly fit (attnx/cli/coercion.py)
     for sub in getattr(command, "commands", {}).values():
         as_written(sub)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from rich.text import Text
 
-from attnx.cli import COMMANDS
+from attnx.cli import COMMANDS, function
 from attnx.cli.flags import (
     CapFlags,
     EngineFlags,
@@ -35,7 +35,7 @@ class TestGrouped:
     @pytest.mark.parametrize("name", sorted(COMMANDS))
     def test_every_option_is_declared_once(self, name: str) -> None:
         """A command's expanded signature names each option once; its groups' fields are all among them."""
-        command = COMMANDS[name]
+        command = function(name)
         expanded = inspect.signature(command).parameters
         groups = [hint for hint in typing.get_type_hints(command.__wrapped__).values() if _is_group(hint)]
         for group in groups:
@@ -44,8 +44,8 @@ class TestGrouped:
 
     def test_a_group_default_sets_its_options_defaults(self) -> None:
         """rollout takes ViewFlags(view=heatmap): its --view defaults to heatmap, run's to table."""
-        assert inspect.signature(COMMANDS["rollout"]).parameters["view"].default is View.heatmap
-        assert inspect.signature(COMMANDS["run"]).parameters["view"].default is View.table
+        assert inspect.signature(function("rollout")).parameters["view"].default is View.heatmap
+        assert inspect.signature(function("run")).parameters["view"].default is View.table
 
     def test_an_option_declared_twice_is_refused(self) -> None:
         """Two groups that both declare --heads cannot be taken by one command."""

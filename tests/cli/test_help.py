@@ -14,6 +14,7 @@ import typer
 from rich.cells import cell_len
 
 from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, KERNEL_OUTPUT, click_command
+from attnx.cli import command as command_of
 from attnx.engines import compute
 from attnx.io import load_spec
 from tests.runner import run_attnx
@@ -31,7 +32,7 @@ def help_text(command: str, columns: int = 80) -> str:
 
 def options(command: str) -> dict[str, typer.core.TyperOption]:
     """A command's options by their long name (`--format` -> its click parameter)."""
-    params = click_command().commands[command].params  # type: ignore[attr-defined]
+    params = command_of(command).params
     return {name: param for param in params for name in param.opts if name.startswith("--")}
 
 
@@ -125,8 +126,7 @@ class TestLegibleAt80Columns:
 
 def source_texts(command: str) -> list[str]:
     """The help texts of ``attnx [COMMAND]`` as the source writes them: its description, epilog and options'."""
-    made = click_command()
-    made = made.commands[command] if command else made  # type: ignore[attr-defined]
+    made = command_of(command) if command else click_command()
     texts = [made.help, made.epilog, *(getattr(param, "help", None) for param in made.params)]
     return [re.sub(r"\\(\[)", r"\1", text) for text in texts if text]  # as written: escapes undone
 
@@ -207,7 +207,7 @@ class TestHelpTellsTheTruth:
     @pytest.mark.parametrize("command", ["run", "trace", "check", "heads"])
     def test_config_names_every_input_format(self, command: str) -> None:
         """CONFIG's help names YAML, JSON, .npz and - for stdin."""
-        (config,) = (p for p in click_command().commands[command].params if p.name == "config")  # type: ignore[attr-defined]
+        (config,) = (p for p in command_of(command).params if p.name == "config")
         assert "YAML, JSON or .npz" in config.help and "- for stdin" in config.help
 
     @pytest.mark.parametrize("command", ["", *COMMANDS])
