@@ -172,22 +172,22 @@ def ablations(
         problem = model.limits.shape_problem((n, arch.vocab_size))
         if problem:
             raise LimitError(f"{model.checkpoint.name}: the next-token logits: {problem}")
-    intact = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
-    starts: list[ForwardPass] = []  # the pass about to enter each layer, intact so far
-    for _ in range(model.layers):
-        starts.append(intact.branch())
-        intact.step()
-    hidden, logp = outputs(intact, lm_head)
-    norms = np.where((norm := np.linalg.norm(hidden, axis=1)) > 0, norm, 1.0)
-    intact_next = None if logp is None else NextToken.of(logp)
+    intact: ForwardPass | None = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
+    starts: list[ForwardPass] = []  # the intact pass about to enter each layer, kept as the first batch runs
     effects: list[Effect] = []
     for batch in batches(todo, batch_size(model, n)):
-        after = np.concatenate(run_batch(model, starts, [dropping(heads) for heads in batch]))
-        shift = np.linalg.norm((after - np.tile(hidden, (len(batch), 1))).reshape(len(batch), n, -1), axis=2) / norms
+        last, after = run_batch(model, starts, [dropping(heads) for heads in batch], intact)
+        if intact is not None and last is not None:  # the first batch ran the intact pass along
+            intact, hidden = None, last
+            norms = np.where((norm := np.linalg.norm(hidden, axis=1)) > 0, norm, 1.0)
+            intact_next = NextToken.of(log_softmax(arch.logits(hidden))) if lm_head else None
+        stacked = np.concatenate(after)
+        shift = np.linalg.norm((stacked - np.tile(hidden, (len(batch), 1))).reshape(len(batch), n, -1), axis=2)
+        shift /= norms
         if intact_next is None:
             effects.extend(Effect(heads, row, None, None, None) for heads, row in zip(batch, shift, strict=True))
         else:
-            kl, top_after = (x.reshape(len(batch), n) for x in intact_next.compare(model, after))
+            kl, top_after = (x.reshape(len(batch), n) for x in intact_next.compare(model, stacked))
             effects.extend(Effect(heads, moved, nats, intact_next.top, top) for heads, moved, nats, top in
                            zip(batch, shift, kl, top_after, strict=True))  # fmt: skip
         if progress is not None:
@@ -212,23 +212,28 @@ def batches(todo: Sequence[tuple[Head, ...]], size: int) -> Iterator[list[tuple[
         yield list(todo[at : at + size])
 
 
-def run_batch(model: Model, starts: Sequence[ForwardPass], drops: Sequence[dict[int, tuple[int, ...]]]) -> list[
-    np.ndarray
-]:  # fmt: skip
-    """The last hidden state of each ablation in ``drops``, each branched from ``starts`` (the intact pass about to
-    enter each layer) at its first dropped layer, all advanced in lockstep from the first of those layers."""
+def run_batch(
+    model: Model, starts: list[ForwardPass], drops: Sequence[dict[int, tuple[int, ...]]], intact: ForwardPass | None
+) -> tuple[np.ndarray | None, list[np.ndarray]]:
+    """The last hidden state of each ablation in ``drops``, each branched at its first dropped layer from the intact
+    pass about to enter it, all advanced in lockstep. ``intact`` (the first batch): the intact pass, about to enter
+    layer 0, runs along, ``starts`` filled with it layer by layer, and its own last hidden state comes first;
+    later batches branch from ``starts`` (None first)."""
     from attnx.models.lockstep import Lockstep
 
     joining: dict[int, list[int]] = {}
     for index, drop in enumerate(drops):
         joining.setdefault(min(drop), []).append(index)
     passes: dict[int, ForwardPass] = {}
-    with Lockstep(model) as together:
-        for layer in range(min(joining), model.layers):
+    with Lockstep(model, [] if intact is None else [intact]) as together:
+        for layer in range(0 if intact is not None else min(joining), model.layers):
+            together.settle()
+            if intact is not None:
+                starts.append(intact.branch())
             joined = {index: starts[layer].branch(drops[index]) for index in joining.get(layer, ())}
             together.join(joined.values())
             passes.update(joined)
             together.step()
         order = {id(forward): at for at, forward in enumerate(together.passes)}
-        hidden = together.finish()
-    return [np.asarray(hidden[order[id(passes[index])]], dtype=np.float64) for index in range(len(drops))]
+        hidden = [np.asarray(rows, dtype=np.float64) for rows in together.finish()]
+    return (None if intact is None else hidden[0]), [hidden[order[id(passes[index])]] for index in range(len(drops))]

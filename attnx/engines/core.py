@@ -128,8 +128,18 @@ def normed_heads(ops: Backend, inputs: Inputs, q_heads: Array, k_heads: Array) -
 def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray, length: int) -> Array:
     """``heads`` ``[head, token, d_k]`` turned by ``rotary`` at the tokens' ``positions`` in a text of ``length``
     positions (see attnx.core.positions)."""
-    cos, sin, turn = rotary.tables(positions, heads.shape[-1], length)  # (n, d_k), (n, d_k), (d_k, d_k)
+    key = (rotary, np.asarray(positions).tobytes(), heads.shape[-1], length)
+    cos, sin, turn = _TABLES.get(key) or rotary.tables(positions, heads.shape[-1], length)  # (n, d_k), (d_k, d_k)
+    if key not in _TABLES and cos.size <= TABLE_SIZE:  # a model's layers, and an ablation sweep's copies, turn alike
+        if len(_TABLES) >= TABLES_KEPT:
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[key] = (cos, sin, turn)
     return heads * ops.array(cos) + (heads @ ops.array(turn)) * ops.array(sin)  # (H, n, d_k)
+
+
+TABLES_KEPT = 8  # rotary tables kept, the oldest let go first
+TABLE_SIZE = 1 << 16  # elements of a table worth keeping (64 tokens × 1024 columns): longer texts' compute dominates
+_TABLES: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def dense(

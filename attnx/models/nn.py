@@ -77,7 +77,11 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 def silu(x: np.ndarray) -> np.ndarray:
     """x·sigmoid(x) (Llama's ``silu``), with sigmoid written as (1 + tanh(x/2))/2: no overflow for any x."""
     half = np.asarray(0.5, dtype=x.dtype)
-    return x * half * (1 + np.tanh(x * half))
+    scaled = x * half
+    out = np.tanh(scaled)  # then in place: an MLP's hidden layer is the largest array of a layer
+    out += 1
+    out *= scaled
+    return out
 
 
 def relu(x: np.ndarray) -> np.ndarray:
