@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import os
 import sys
 import warnings
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, cast
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from attnx import __version__
 from attnx.cli.coercion import lighten
@@ -144,8 +145,23 @@ class Commands(TyperGroup):
         """Every command's name, in the order of ``COMMANDS``."""
         return list(COMMANDS)
 
+    listing = False  # while the app's help is written: its list of commands needs their summaries alone
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The app's help, which lists each command by its function's docstring without making it."""
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """Command ``cmd_name``, made now if it was not yet (None: no such command)."""
+        """Command ``cmd_name``, made now if it was not yet (None: no such command); while the app's help is
+        written, a command not yet made stands in as its name and docstring (the help lists nothing else)."""
+        if self.listing and cmd_name not in self.commands and cmd_name in COMMANDS:
+            from rich.markup import escape
+
+            return TyperCommand(cmd_name, help=escape(inspect.getdoc(function(cmd_name)) or ""))
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             single = typer.Typer(**SETTINGS)
             single.command(cmd_name, epilog=epilog(cmd_name))(function(cmd_name))
