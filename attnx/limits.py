@@ -142,7 +142,8 @@ class Limits:
         """Why an array of ``shape`` must not be built (an axis or the element count over its cap), or None."""
         problem, total = self._axis_problem(shape), math.prod(shape)
         if problem is None and total > self.max_elements:
-            problem = self.exceeded("max_elements", f"an array of {' × '.join(map(str, shape))} ({total:,} elements)")
+            dims = " × ".join(count_text(size, grouped=False) for size in shape)
+            problem = self.exceeded("max_elements", f"an array of {dims} ({count_text(total)} elements)")
         return problem
 
     def weight_problem(self, shape: tuple[int, ...]) -> str | None:
@@ -162,7 +163,7 @@ class Limits:
     def _axis_problem(self, shape: tuple[int, ...]) -> str | None:
         """An axis of ``shape`` over the dimension cap, or None."""
         size = next((size for size in shape if size > self.max_dimension), None)
-        return None if size is None else self.exceeded("max_dimension", f"an axis of {size:,}")
+        return None if size is None else self.exceeded("max_dimension", f"an axis of {count_text(size)}")
 
 
 def flag_name(cap: str) -> str:
@@ -186,6 +187,15 @@ def parse_cap(value: str | int, cap: str, source: str) -> int:
     return number
 
 
+def count_text(count: int, *, grouped: bool = True) -> str:
+    """``1500`` -> ``"1,500"`` (``"1500"`` unless ``grouped``); a count of more than 15 digits, as a hostile header
+    can claim, as its order of magnitude: ``"about 10^309"`` (``"10^309"`` unless ``grouped``)."""
+    digits = len(str(count))
+    if digits > 15:
+        return f"about 10^{digits - 1}" if grouped else f"10^{digits - 1}"
+    return f"{count:,}" if grouped else str(count)
+
+
 def size_text(size: int, *, decimal: bool = False) -> str:
     """``268435456`` -> ``"256 MiB"``, ``144`` -> ``"144 bytes"``; with ``decimal``, as file sizes are shown:
     ``90_900_000`` -> ``"90.9 MB"``, ``144`` -> ``"144 B"``."""
@@ -195,6 +205,8 @@ def size_text(size: int, *, decimal: bool = False) -> str:
                 return f"{size / step:.1f} {unit}"
         return f"{size} B"
     units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
+    if size >= 1 << 1000:  # beyond what a float holds, as a header can claim: a power of two says enough
+        return f"about 2^{size.bit_length() - 1} bytes"
     value, power = float(size), 0
     while value >= 1024 and power < len(units) - 1:
         value, power = value / 1024, power + 1

@@ -25,6 +25,7 @@ never: a tensor is read through its own methods.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -53,17 +54,30 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "torch"
 
 
+FLOATS = ("float64", "float32", "float16", "bfloat16")  # the dtypes an argument's numbers may be in
+
+
 def _array(x: Any, name: str) -> tuple[np.ndarray, str]:
-    """``x`` as a float64 NumPy array, and the dtype it was computed in (``float32``, ``bfloat16``, ...)."""
+    """``x`` as a float64 NumPy array, and the dtype it was computed in (``float32``, ``bfloat16``, ...): real
+    floating-point numbers only (a TypeError names ``name`` otherwise: complex numbers would lose their imaginary
+    part, booleans and integers are no attention inputs)."""
     import numpy as np
 
+    if x is None or isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be an array of floating-point numbers, got {type(x).__name__}")
     if _is_torch(x):
         dtype = str(x.dtype).removeprefix("torch.")
+    else:
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as exc:  # ragged nested lists
+            raise ValueError(f"{name} is not an array: {str(exc).split(';')[0]}") from None
+        dtype = x.dtype.name
+    if dtype not in FLOATS:
+        raise TypeError(f"{name} must hold real floating-point numbers ({', '.join(FLOATS)}), got {dtype}")
+    if _is_torch(x):
         return x.detach().to("cpu").double().numpy(), dtype
-    array = np.asarray(x)
-    if array.dtype.kind not in "iuf" and array.dtype.name != "bfloat16":
-        raise TypeError(f"{name} must hold numbers, got dtype {array.dtype}")
-    return array.astype(np.float64), array.dtype.name
+    return x.astype(np.float64), dtype
 
 
 def _batched(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -74,9 +88,18 @@ def _batched(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int) -> tuple[n
     if q.ndim == 4:
         if q.shape[1] != heads:
             raise ValueError(f"q is [B, H, N, d] with H = {q.shape[1]}, but heads={heads}")
+        if k.shape[1] != v.shape[1] or q.shape[3] != k.shape[3]:
+            raise ValueError(f"k must be [B, H_kv, M, d] with q's d and v's H_kv, got q {q.shape}, k {k.shape}, "
+                             f"v {v.shape}")  # fmt: skip
         q, k, v = (x.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1) for x in (q, k, v))
     elif q.ndim == 2:
         q, k, v = q[None], k[None], v[None]
+    if not q.shape[0] == k.shape[0] == v.shape[0]:
+        raise ValueError(f"q, k and v must have the same batch size, got {q.shape[0]}, {k.shape[0]} and {v.shape[0]}")
+    if k.shape[1] != v.shape[1]:
+        raise ValueError(f"k and v must have the same number of keys, got {k.shape[1]} and {v.shape[1]}")
+    if 0 in q.shape or 0 in k.shape or 0 in v.shape:
+        raise ValueError(f"q, k and v must not be empty, got shapes {q.shape}, {k.shape}, {v.shape}")
     return q, k, v
 
 
@@ -99,7 +122,7 @@ def _masks(mask: Any, batch: int, n: int, m: int) -> list[np.ndarray | None]:
 
 @dataclass(frozen=True)
 class _Settings:
-    """The attention the caller asks for, as the public functions take it."""
+    """The attention the caller asks for, as the public functions take it, each argument checked as it is made."""
 
     heads: int
     kv_heads: int | None
@@ -107,6 +130,36 @@ class _Settings:
     mask: Any
     scale: float | None
     window: int | None
+
+    def __post_init__(self) -> None:
+        for name in ("heads", "kv_heads", "window"):
+            value = getattr(self, name)
+            if value is None and name != "heads":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads={self.kv_heads} must divide heads={self.heads}")
+        if not isinstance(self.causal, bool):
+            raise TypeError(f"causal must be True or False, got {type(self.causal).__name__}")
+        if self.scale is not None:
+            if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)):
+                raise TypeError(f"scale must be a number or None, got {type(self.scale).__name__}")
+            if not math.isfinite(self.scale):
+                raise ValueError(f"scale must be finite, got {self.scale}")
+
+
+def _tolerances(rtol: float | None, atol: float | None) -> None:
+    """rtol and atol as ``check_tolerances`` takes them, its refusal a TypeError or ValueError naming the argument."""
+    from attnx.analysis.tolerance import check_tolerances
+    from attnx.errors import ConfigError
+
+    try:
+        check_tolerances(rtol, atol)
+    except ConfigError as exc:
+        raise (TypeError if "must be a number" in str(exc) else ValueError)(str(exc)) from None
 
 
 def _specs(q: Any, k: Any, v: Any, settings: _Settings) -> list[AttentionSpec]:
@@ -128,15 +181,16 @@ def _specs(q: Any, k: Any, v: Any, settings: _Settings) -> list[AttentionSpec]:
 
 
 def _raised_here(function: F) -> F:
-    """``function``, where an error of attnx's own (an ``AttnxError``) raised deeper is raised again from this
-    module, without the frames below it: pytest then shows the caller's line and the message, nothing of attnx."""
+    """``function``, where an error of attnx's own (an ``AttnxError``) or an argument's TypeError or ValueError raised
+    deeper is raised again from this module, without the frames below it: pytest then shows the caller's line and
+    the message, nothing of attnx."""
     from attnx.errors import AttnxError
 
     @functools.wraps(function)
     def raising_here(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except AttnxError as exc:
+        except (AttnxError, TypeError, ValueError) as exc:  # attnx's refusals of its input, and of its arguments
             raise exc.with_traceback(None) from None
 
     return cast(F, raising_here)
@@ -234,6 +288,7 @@ def assert_attention_close(
     keeps each query's last ``window`` keys (itself included).
     """
     settings = _Settings(heads, kv_heads, causal, mask, scale, window)
+    _tolerances(rtol, atol)
     verifications = _verifications(actual, q, k, v, settings, rtol, atol)
     failed = [(b, verification) for b, verification in enumerate(verifications) if not verification.passed]
     if not failed:

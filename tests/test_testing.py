@@ -121,15 +121,18 @@ class TestInsidePytest:
         actual, q, k, v = self.wrong(n=6)
         with pytest.raises(AssertionError) as failed:
             assert_attention_close(actual, q, k, v, heads=4)
-        with pytest.raises(ConfigError, match=r"^q, k and v: heads 4 is not divisible by kv_heads 3") as refused:
+        with pytest.raises(ConfigError, match=r"^q, k and v: d_model 32 is not divisible by heads 3") as refused:
+            flat = (x.transpose(0, 2, 1, 3).reshape(1, 6, 32) for x in (actual, q, k, v))  # [B, N, H·d]
+            assert_attention_close(*flat, heads=3)
+        with pytest.raises(ValueError, match=r"^kv_heads=3 must divide heads=4") as argument:
             assert_attention_close(actual, q, k, v, heads=4, kv_heads=3)
-        for caught in (failed, refused):
+        for caught in (failed, refused, argument):
             shown = [Path(entry.path) for entry in caught.traceback.filter(caught)]
             assert shown and [path for path in shown if path.is_relative_to(package)] == []
 
     def test_an_actual_of_integers_is_a_type_error(self) -> None:
         actual, q, k, v = self.wrong(n=3)
-        with pytest.raises(TypeError, match=r"^actual must hold float64, float32, float16 or bfloat16 numbers"):
+        with pytest.raises(TypeError, match=r"^actual must hold real floating-point numbers \(float64, float32, "):
             assert_attention_close(actual.astype(int), q, k, v, heads=4)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,8 +48,22 @@ def default_tolerance(dtype: str, reference: np.ndarray) -> Tolerance:
     return Tolerance(HALF_RTOL[dtype], HALF_ATOL_EPSILONS * EPSILON[dtype] * magnitude)
 
 
+def check_tolerances(rtol: float | None, atol: float | None, names: tuple[str, str] = ("rtol", "atol")) -> None:
+    """Refuse a tolerance that is not a finite number of at least 0 (None: the default), naming it as ``names``
+    say (``--rtol`` on the command line): an infinite one would turn ``inf × 0`` into NaN and fail equal values,
+    a NaN one would fail everything, a negative one would fail even equal values."""
+    for value, name in zip((rtol, atol), names, strict=True):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+            raise ConfigError(f"{name} must be a number, got {type(value).__name__}")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{name} must be a finite number ≥ 0, got {value!r:.40}")
+
+
 def tolerance_for(dtype: str, reference: np.ndarray, rtol: float | None = None, atol: float | None = None) -> Tolerance:
-    """``default_tolerance``, with ``rtol`` and ``atol`` replacing its values where given."""
+    """``default_tolerance``, with ``rtol`` and ``atol`` replacing its values where given (``check_tolerances``)."""
+    check_tolerances(rtol, atol)
     default = default_tolerance(dtype, reference)
     return Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol)
 

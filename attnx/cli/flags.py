@@ -40,7 +40,7 @@ from attnx.cli.options import (
     parse_scale,
 )
 from attnx.cli.output import Producer, emit, emit_view
-from attnx.errors import UsageError
+from attnx.errors import ConfigError, UsageError
 from attnx.limits import CAPS, Limits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -243,14 +243,21 @@ class CompareFlags(FlagGroup):
     array_layout: ArrayLayoutOpt = None
     rtol: Annotated[
         float | None,
-        typer.Option("--rtol", min=0.0, help="Relative tolerance (default: 1e-7 float64, 1.3e-6 float32)."),
+        typer.Option("--rtol", help="Relative tolerance, a finite number ≥ 0 (default: 1e-7 float64, 1.3e-6 float32)."),
     ] = None
     atol: Annotated[
         float | None,
-        typer.Option(
-            "--atol", min=0.0, help="Absolute tolerance (default: 1e-7 float64, 1e-5 × max(1, max|ref|) float32)."
-        ),
-    ] = None
+        typer.Option("--atol", help="Absolute tolerance, a finite number ≥ 0 (default: 1e-7 float64, 1e-5 × max(1, "
+                     "max|ref|) float32)."),
+    ] = None  # fmt: skip
+
+    def __post_init__(self) -> None:
+        from attnx.analysis.tolerance import check_tolerances
+
+        try:  # refused before any input is read, as for every flag
+            check_tolerances(self.rtol, self.atol, ("--rtol", "--atol"))
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
 
 
 @dataclasses.dataclass(frozen=True)

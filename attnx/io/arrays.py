@@ -15,7 +15,7 @@ from numpy.lib import format as npy
 from attnx.errors import ConfigError, InputError, LimitError
 from attnx.io.documents import Document
 from attnx.io.messages import first_clause
-from attnx.limits import Limits, size_text
+from attnx.limits import Limits, count_text, size_text
 
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # an archive with members, an empty archive
 NPY_MAGIC = b"\x93NUMPY"
@@ -24,6 +24,7 @@ MAX_DIRECTORY = 64 * 1024  # bytes of the zip's central directory: room for far 
 # Stored or deflated members only: zipfile inflates deflate in bounded steps, but bzip2 and lzma whole.
 READABLE_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 KINDS = "biufUS"  # booleans, integers, floats and text: everything an input key can hold
+MAX_HEADER = 65535  # bytes of an .npy header (numpy.save writes 128 or so; NumPy itself refuses past 10,000)
 
 
 def parse_npz(raw: bytes, name: str, limits: Limits) -> Document:
@@ -79,9 +80,9 @@ def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, z
         if key in members:
             raise ConfigError(f"{name}: duplicate key {key!r} (two members named {info.filename!r})")
         with archive.open(info) as stream:
-            shape, dtype, header_size = check_header(stream, f"{name}: {key}")
+            shape, dtype, header_size = check_header(stream, f"{name}: {key}", info.file_size)
         nbytes = math.prod(shape) * dtype.itemsize
-        dims = " × ".join(map(str, shape)) or "0-d"
+        dims = " × ".join(count_text(size, grouped=False) for size in shape) or "0-d"
         if header_size + nbytes > info.file_size:
             raise InputError(
                 f"{name}: {key}: the header claims a {dims} {dtype} array ({size_text(nbytes)}) but the member "
@@ -97,23 +98,43 @@ def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, z
     return members
 
 
-def check_header(stream: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype, int]:
-    """Shape, dtype and header size of the ``.npy`` in ``stream``, refusing objects and odd dtypes."""
+def check_header(stream: IO[bytes], where: str, size: int) -> tuple[tuple[int, ...], np.dtype, int]:
+    """Shape, dtype and header size of the ``.npy`` in ``stream`` (``size`` bytes in all), refusing objects and odd
+    dtypes. The header's length field is checked against ``size`` and ``MAX_HEADER`` before the header is read:
+    NumPy would read as many bytes as it says (a 13-byte file can say 4 GiB)."""
+    header = _bounded_header(stream, where, size)
     try:
-        version = npy.read_magic(stream)
-        if version not in ((1, 0), (2, 0)):
-            raise InputError(f"{where}: .npy format {version[0]}.{version[1]} is not read (numpy.save writes 1.0)")
+        version = npy.read_magic(header)
         read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
-        shape, _, dtype = read(stream)
-    except ValueError as exc:
+        shape, _, dtype = read(header)
+    except (ValueError, OverflowError) as exc:
         raise InputError(f"{where}: not a valid .npy array: {first_clause(exc)}") from None
     if dtype.hasobject:
         raise InputError(f"{where}: holds pickled objects, which attnx never loads (dtype {dtype})")
     if dtype.kind not in KINDS or dtype.fields is not None or dtype.subdtype is not None:
         raise InputError(f"{where}: dtype {dtype} holds neither booleans, numbers nor text")
-    if any(size < 0 for size in shape):
+    if any(not isinstance(axis, int) or axis < 0 for axis in shape):
         raise InputError(f"{where}: the header claims a negative axis, shape {shape}")
-    return shape, dtype, stream.tell()
+    return shape, dtype, header.tell()
+
+
+def _bounded_header(stream: IO[bytes], where: str, size: int) -> io.BytesIO:
+    """The magic, version, length field and header of the ``.npy`` in ``stream``, read once the length field has
+    passed: within ``size`` and ``MAX_HEADER``."""
+    prefix = stream.read(len(NPY_MAGIC) + 2)  # the magic string, then major and minor version
+    if len(prefix) < len(NPY_MAGIC) + 2 or not prefix.startswith(NPY_MAGIC):
+        raise InputError(f"{where}: not a valid .npy array: the magic string is not correct")
+    major, minor = prefix[-2], prefix[-1]
+    if (major, minor) not in ((1, 0), (2, 0)):
+        raise InputError(f"{where}: .npy format {major}.{minor} is not read (numpy.save writes 1.0)")
+    field = stream.read(2 if major == 1 else 4)
+    length = int.from_bytes(field, "little")
+    if len(field) < (2 if major == 1 else 4) or length > min(MAX_HEADER, size - len(prefix) - len(field)):
+        raise InputError(
+            f"{where}: not a valid .npy array: its header claims {length:,} bytes, but the file holds "
+            f"{size:,} bytes in all (a header has at most {MAX_HEADER:,})"
+        )
+    return io.BytesIO(prefix + field + stream.read(length))
 
 
 def _read(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:

@@ -9,10 +9,11 @@ what the writer computed in, where the file tells.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -29,6 +30,7 @@ RESULT_TENSORS = {name: tensor.rank for name, tensor in TENSORS.items() if tenso
 # Keys only a result has: an .npz or JSON object holding one of them is a result, not an input.
 RESULT_ONLY = frozenset(RESULT_TENSORS) - {Q, K, V}
 LABELS = ("tokens", "key_tokens")
+_FLOAT_MAX = int(np.finfo(np.float64).max)  # the largest integer a float64 holds
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,7 +119,7 @@ def read_npy(path: Path, name: str, limits: Limits) -> np.ndarray:
         size = path.stat().st_size
         limits.check_bytes(size, name)
         with path.open("rb") as stream:
-            shape, _, _ = check_header(stream, name)
+            shape, _, _ = check_header(stream, name, size)
             problem = limits.shape_problem(shape)
             if problem:
                 raise LimitError(f"{name}: {problem}")
@@ -133,25 +135,80 @@ def read_npy(path: Path, name: str, limits: Limits) -> np.ndarray:
     return array
 
 
-def _tensor(name: TensorName, value: Any, where: str) -> np.ndarray:
-    """``value`` as tensor ``name``: numbers (null: NaN) with the tensor's rank."""
-    try:
+def _tensor(name: TensorName, value: Any, where: str, limits: Limits, doc: Document | None = None) -> np.ndarray:
+    """``value`` as tensor ``name``: numbers (null: NaN) with the tensor's rank, its shape within ``limits``; a cell
+    that is no number float64 holds is an error naming it (located in ``doc``, where the value came from one)."""
+    if isinstance(value, np.ndarray):
+        array = value
+    else:
+        if _first_bad(value, ())[0] is not None:  # one walk over the cells: a boolean would pass as 1.0
+            raise _bad_cell(name, value, where, doc)
         array = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: {name}: not a numeric array") from None
     if array.ndim != RESULT_TENSORS[name]:
         raise InputError(f"{where}: {name}: expected {RESULT_TENSORS[name]} dimensions, got {array.ndim}")
-    return array
+    check_shape(array.shape, f"{where}: {name}", limits)
+    if array.dtype.kind not in "biuf":
+        raise InputError(f"{where}: {name}: holds {array.dtype} values, not numbers")
+    return array.astype(np.float64, copy=False)
+
+
+def check_shape(shape: tuple[int, ...], where: str, limits: Limits) -> None:
+    """The one cap rule for every tensor a result holds, however it was written: its axes within
+    ``max_dimension``, its elements within ``max_elements``."""
+    problem = limits.shape_problem(shape)
+    if problem:
+        raise LimitError(f"{where}: {problem}")
+
+
+def _bad_cell(name: str, value: Any, where: str, doc: Document | None) -> InputError:
+    """The error for tensor ``name``'s first cell that is neither a number float64 holds nor null."""
+    path, cell = _first_bad(value, ())
+    if cell is _RAGGED:
+        message = f"{name}: rows of different lengths"
+    elif isinstance(cell, int) and not isinstance(cell, bool):
+        message = f"{name}: an integer of {len(str(abs(cell)))} digits is beyond float64's range"
+    else:
+        message = f"{name}: expected numbers (or null), got {type(cell).__name__}"
+    if doc is not None and path is not None:
+        return cast(InputError, doc.error((name, *path), message.split(": ", 1)[1], kind=InputError))
+    return InputError(f"{where}: {message}")
+
+
+_RAGGED = object()
+
+
+def _first_bad(value: Any, path: tuple[int, ...]) -> tuple[tuple[int, ...] | None, Any]:
+    """Where in nested lists ``value`` the first cell float64 cannot hold is, and that cell (``_RAGGED``: lists of
+    different lengths side by side)."""
+    if isinstance(value, list):
+        lengths = {len(item) if isinstance(item, list) else -1 for item in value}
+        if len(lengths) > 1:
+            return path, _RAGGED
+        for index, item in enumerate(value):
+            found, cell = _first_bad(item, (*path, index))
+            if found is not None:
+                return found, cell
+        return None, None
+    if value is None or type(value) is float or (type(value) is int and abs(value) <= _FLOAT_MAX):
+        return None, None
+    return path, value
 
 
 def result_from_document(doc: Document) -> SavedResult:
-    """The JSON result of format version 1.x held by an already parsed document."""
+    """The JSON result of format version 1.x held by an already parsed document, each tensor within the caps."""
     data = doc.data
-    version = str(data.get("format_version", ""))
-    if not version.startswith("1."):
-        raise InputError(f"{doc.name}: not an attnx JSON result of format 1.x (format_version {version or 'missing'})")
-    tensors = {name: _tensor(name, data[name], doc.name) for name in RESULT_TENSORS if name in data}
+    version = data.get("format_version", "")
+    if not isinstance(version, str) or not version.startswith("1."):
+        shown = version if isinstance(version, str) and version else "missing" if not version else repr(version)
+        raise InputError(f"{doc.name}: not an attnx JSON result of format 1.x (format_version {shown:.40})")
+    limits = doc.limits
+    tensors = {name: _tensor(name, data[name], doc.name, limits, doc) for name in RESULT_TENSORS if name in data}
     meta = {key: value for key, value in data.items() if key not in RESULT_TENSORS}
+    for key in LABELS:
+        if key in meta and not (isinstance(meta[key], list) and all(isinstance(t, str) for t in meta[key])):
+            raise doc.error(
+                (key,), f"expected a list of token strings, got {type(meta[key]).__name__}", kind=InputError
+            )
     dtype = data.get("dtype")
     return SavedResult(doc.name, meta, tensors, dtype if isinstance(dtype, str) else None)
 
@@ -163,9 +220,13 @@ def _archive_result(doc: Document) -> SavedResult:
     if unknown:
         names = ", ".join(RESULT_TENSORS)
         raise InputError(f"{doc.name}: {unknown[0]!r} is not a result tensor; a result .npz holds {names}")
-    tensors = {name: _tensor(name, data[name], doc.name) for name in RESULT_TENSORS if name in data}
+    limits = doc.limits
+    tensors = {name: _tensor(name, data[name], doc.name, limits) for name in RESULT_TENSORS if name in data}
     dtypes = {data[name].dtype.name for name in tensors if isinstance(data[name], np.ndarray)}
     meta = {key: data[key] for key in LABELS if key in data}
+    for key in LABELS:
+        if key in meta and not (isinstance(meta[key], list) and all(isinstance(t, str) for t in meta[key])):
+            raise InputError(f"{doc.name}: {key}: expected a 1-d array of token strings")
     return SavedResult(doc.name, meta, tensors, dtypes.pop() if len(dtypes) == 1 else None)
 
 
@@ -177,7 +238,7 @@ def _npy_folder(path: Path, limits: Limits) -> SavedResult:
         file = path / f"{name}.npy"
         if file.is_file():
             array = read_npy(file, str(file), limits)
-            tensors[name] = _tensor(name, array, str(path))
+            tensors[name] = _tensor(name, array, str(path), limits)
             dtypes.add(array.dtype.name)
     if not tensors:
         raise InputError(f"{path}: a folder of results holds NAME.npy files, NAME one of {', '.join(RESULT_TENSORS)}")
@@ -211,11 +272,11 @@ def _jsonl(source: str, limits: Limits) -> SavedResult:
             key, fields = (query,), JSONL_QUERY_FIELDS
         for field_name, tensor in fields.items():
             if field_name in record:
-                cells.setdefault(tensor, {})[key] = record[field_name]
+                cells.setdefault(tensor, {})[key] = _tensor_row(record[field_name], tensor, f"{name}:{number}")
         meta.setdefault("format_version", record.get("format_version"))
     if not cells:
         raise InputError(f"{name}: no records of attnx run -f jsonl")
-    tensors = {tensor: _assemble(tensor, found, name) for tensor, found in cells.items()}
+    tensors = {tensor: _assemble(tensor, found, name, limits) for tensor, found in cells.items()}
     if tokens:
         meta["tokens"] = [tokens.get(i, "") for i in range(max(tokens) + 1)]
     return SavedResult(name, meta, tensors, None)
@@ -228,23 +289,26 @@ def _index(record: Mapping[str, Any], key: str, name: str, number: int) -> int:
     return value
 
 
-def _assemble(tensor: TensorName, found: Mapping[tuple[int, ...], Any], name: str) -> np.ndarray:
-    """One tensor from its rows, each at its (head, query) or (query,) place; a missing row is an error."""
+def _assemble(
+    tensor: TensorName, found: Mapping[tuple[int, ...], list[float]], name: str, limits: Limits
+) -> np.ndarray:
+    """One tensor from its rows, each at its (head, query) or (query,) place, its shape within the caps before it
+    is built; a missing row is an error."""
     shape = tuple(max(index[i] for index in found) + 1 for i in range(len(next(iter(found)))))
-    expected = int(np.prod(shape))
+    widths = {len(row) for row in found.values()}
+    check_shape((*shape, max(widths)), f"{name}: {tensor}", limits)
+    expected = math.prod(shape)
     if len(found) != expected:
         raise InputError(f"{name}: {tensor}: {len(found)} records of the {expected} a complete result has")
-    rows = [_tensor_row(found[index], tensor, name) for index in np.ndindex(*shape)]
-    widths = {len(row) for row in rows}
     if len(widths) != 1:
         raise InputError(f"{name}: {tensor}: records of different lengths")
-    return np.array(rows, dtype=np.float64).reshape(*shape, widths.pop())
+    return np.array([found[index] for index in np.ndindex(*shape)], dtype=np.float64).reshape(*shape, widths.pop())
 
 
-def _tensor_row(value: Any, tensor: str, name: str) -> list[float]:
+def _tensor_row(value: Any, tensor: str, where: str) -> list[float]:
+    """A record's row of ``tensor`` as floats (null: NaN); a cell float64 cannot hold is an error at ``where``."""
     if not isinstance(value, list):
-        raise InputError(f"{name}: {tensor}: expected a list of numbers")
-    try:
-        return [float("nan") if x is None else float(x) for x in value]
-    except (TypeError, ValueError):
-        raise InputError(f"{name}: {tensor}: not a list of numbers") from None
+        raise InputError(f"{where}: {tensor}: expected a list of numbers")
+    if _first_bad(value, ())[0] is not None:
+        raise _bad_cell(tensor, value, where, None)
+    return [float("nan") if x is None else float(x) for x in value]

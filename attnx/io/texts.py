@@ -38,6 +38,8 @@ def _json_text(line: str, where: str) -> str:
         value = json.loads(line)
     except (json.JSONDecodeError, RecursionError):
         raise InputError(f"{where}: not valid JSON: {clip(line, 40)}") from None
+    except ValueError as exc:  # an integer longer than Python converts (4300 digits)
+        raise InputError(f"{where}: not valid JSON: {str(exc).split(';')[0]}") from None
     if isinstance(value, dict):
         value = value.get("text")
     if not isinstance(value, str) or not value.strip():

@@ -258,9 +258,12 @@ def verification_view(
 ) -> RenderableType:
     """Everything `attnx check --against` prints (or ``assert_attention_close`` raises, in ``voice``): what was
     compared, the table, where, the diagnoses, a verdict."""
-    parts: list[RenderableType] = [Text("\n".join(read_lines(verification, voice)), style="dim"),
-                                   checks_view(verification)]  # fmt: skip
+    parts: list[RenderableType] = [Text("\n".join(read_lines(verification, voice)), style="dim")]
+    if verification.checks:
+        parts.append(checks_view(verification))
     failing = [check for check in verification.checks if not check.passed]
+    if verification.mismatched:
+        parts.append(Text("\n".join(mismatch_line(*found, voice) for found in verification.mismatched)))
     if failing:
         parts.append(Text("\n".join(worst_line(check, verification.reference, voice) for check in failing)))
         parts += error_heatmaps(verification, colour=colour, max_rows=max_rows, voice=voice)
@@ -269,12 +272,19 @@ def verification_view(
                           f"matches it to {sci(diagnosis.max_abs)})", style="bold"))  # fmt: skip
     if failing and not verification.diagnoses:
         parts.append(Text("no known bug explains the difference", style="dim"))
-    total = len(verification.checks)
+    total = len(verification.checks) + len(verification.mismatched)
     agree = f"{voice.subject} agrees with the reference: {total} of {total} within tolerance"
-    parts.append(
-        verdict(verification.passed, agree, f"{voice.subject} differs: {len(failing)} of {total} beyond tolerance")
-    )
+    differs = f"{voice.subject} differs: {verification.failures} of {total} beyond tolerance or in another shape"
+    if not verification.mismatched:
+        differs = f"{voice.subject} differs: {len(failing)} of {total} beyond tolerance"
+    parts.append(verdict(verification.passed, agree, differs))
     return Group(*parts)
+
+
+def mismatch_line(name: TensorName, shape: tuple[int, ...], expected: tuple[int, ...], voice: Voice = SHELL) -> str:
+    """A tensor the kernel holds in another shape than the reference's: a failure, said with both shapes."""
+    axes = ", ".join(TENSORS[name].axes)
+    return f"{name}: {voice.owner} shape is {shape}, the reference's {expected} [{axes}]: FAIL"
 
 
 def verification_text(verification: Verification, width: int = 100) -> str:
@@ -319,6 +329,10 @@ def verification_to_dict(verification: Verification) -> dict[str, Any]:
         "passed": verification.passed,
         "tensors": [tensor_check_to_dict(check, verification.reference) for check in verification.checks],
         "skipped": [{"tensor": name, "reason": why} for name, why in verification.skipped],
+        "mismatched": [
+            {"tensor": name, "shape": list(shape), "reference_shape": list(expected)}
+            for name, shape, expected in verification.mismatched
+        ],
         "diagnoses": [
             {"bug": d.bug, "detail": d.detail, "tensor": d.tensor, "max_abs": to_plain(np.asarray(d.max_abs))}
             for d in verification.diagnoses

@@ -363,6 +363,18 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
             "q: the header claims a 100000 × 100000 float64 array (74.51 GiB) but the member holds 16 bytes of data",
         ),
         "npz-pickled-member.npz": (zipped(eye_members(q=pickled)), "q: holds pickled objects, which attnx never loads"),
+        "npz-member-header-claims-4-GiB-in-13-bytes.npz": (
+            zipped(eye_members(q=b"\x93NUMPY\x02\x00\xf0\xff\xff\xff{")),
+            "q: not a valid .npy array: its header claims 4,294,967,280 bytes, but the file holds 13 bytes in all",
+        ),
+        "npz-member-claims-an-axis-of-10e309.npz": (
+            zipped(eye_members(q=npy_claiming((10**309, 2)))),
+            "q: the header claims a 10^309 × 2 float64 array (about 2^1030 bytes) but the member holds 0 bytes",
+        ),
+        "npz-member-claims-an-axis-of-10e309-with-data.npz": (
+            zipped(eye_members(k=npy_claiming((2, 10**309), data=b"\0" * 64))),
+            "k: the header claims a 2 × 10^309 float64 array",
+        ),
         "npz-zip-bomb-deflate-272-MiB.npz": (
             zipped(eye_members(**deflate_bombs), zipfile.ZIP_DEFLATED),
             "272 MiB of array data exceeds the input size cap of 256 MiB; raise it with --max-bytes or ATTNX_MAX_BYTES",
