@@ -13,6 +13,7 @@ heatmaps, exports); every line attnx writes to stderr goes through ``inert(clip(
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,6 +23,7 @@ ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})  # controls, form
 NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 MESSAGE_LIMIT = 600  # characters of a one-line message before its middle is clipped
 KEEP_END = 200  # characters kept from a clipped message's end (where the remedy is)
+LABEL_LIMIT = 24  # characters of a token shown as a label: ``the``, ``▁Paris``, or the ends of a long one
 
 
 def _escaped(char: str) -> str:
@@ -48,6 +50,22 @@ def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
         return text
     head = limit - KEEP_END
     return f"{text[:head]} … ({len(text) - head - KEEP_END:,} characters) … {text[-KEEP_END:]}"
+
+
+def label(token: str, limit: int = LABEL_LIMIT) -> str:
+    """A token (or key) as a table, heatmap or trace shows it: one longer than ``limit`` characters cut in its
+    middle, ``…`` where it was cut, its start and end kept. Renderers cut a token before anything else reads it:
+    Rich measures a label many times, so a 2-million-character token took it minutes. Machine output keeps the
+    whole text; the cut text is made inert as everything printed is."""
+    if len(token) <= limit:
+        return token
+    head = (limit - 1) * 2 // 3
+    return f"{token[:head]}…{token[len(token) - (limit - 1 - head) :]}"
+
+
+def labels(tokens: Iterable[str], limit: int = LABEL_LIMIT) -> list[str]:
+    """Each of ``tokens`` as ``label`` shows it."""
+    return [label(token, limit) for token in tokens]
 
 
 def message_line(text: str) -> str:

@@ -15,6 +15,7 @@ from attnx.render.layout import add_columns, compact_table
 from attnx.render.model import head_grid, model_keys, tokens_line
 from attnx.render.numbers import fmt
 from attnx.render.serialize import to_plain
+from attnx.text import label
 
 LARGEST = 8  # heads the sweep lists, largest effect first
 CHANGED = "≠"  # marks a token whose most likely next token changed
@@ -88,7 +89,7 @@ def set_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | N
     if max_rows is not None and len(rows) > max_rows:
         rows = range(len(view.tokens) - max_rows, len(view.tokens))  # the last tokens: where generation goes on
     for i in rows:
-        cells: list[str | Text] = [str(i), Text(view.tokens[i]), fmt(float(effect.shift[i]), precision)]
+        cells: list[str | Text] = [str(i), Text(label(view.tokens[i])), fmt(float(effect.shift[i]), precision)]
         if effect.kl is not None and effect.top is not None and effect.top_after is not None:
             before, after = int(effect.top[i]), int(effect.top_after[i])
             moved = Text(f"'{view.top_labels[before]}' → '{view.top_labels[after]}'")

@@ -10,6 +10,7 @@ drawn one above another (the head's, a pinned head's, the change's, the query's 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from attnx.render.heatmap import HeatScale, heatmap, legend, number_width, scale
 from attnx.render.numbers import fmt
 from attnx.render.tables import SINK_LABEL, head_title
 from attnx.render.trace import trace_view
+from attnx.text import labels
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.explore import Change, Explorer
@@ -49,6 +51,21 @@ class Frame:
     numbers: int = 0
 
 
+@functools.lru_cache(maxsize=8)
+def _shown(tokens: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(labels(tokens))
+
+
+def tokens_of(state: Explorer) -> tuple[str, ...]:
+    """The queries' tokens as the panels show them (``attnx.text.label``: a long token cut in its middle)."""
+    return _shown(tuple(state.tokens))
+
+
+def keys_of(state: Explorer) -> tuple[str, ...]:
+    """The keys' tokens as the panels show them."""
+    return _shown(tuple(state.key_tokens))
+
+
 def frame(state: Explorer, rows: int = ROWS) -> Frame:
     """The frame of the panels around the cursor, the head's heatmap showing at most ``rows`` queries.
 
@@ -57,7 +74,7 @@ def frame(state: Explorer, rows: int = ROWS) -> Frame:
     and the change panel's weights.
     """
     lo, hi = state.window(rows)
-    names = [f"H{state.heads - 1}", f"L{state.layer}", *state.tokens[lo:hi]]
+    names = [f"H{state.heads - 1}", f"L{state.layer}", *tokens_of(state)[lo:hi]]
     labels = max(cell_len(label) for label in [*CHANGE_LABELS, *_marked(names, 0)])
     numbers = max(number_width(state.matrix(lo, hi), PRECISION), len(fmt(1.0, PRECISION)))
     return Frame(labels, numbers)
@@ -81,14 +98,14 @@ def status_line(state: Explorer) -> Text:
     """Where the cursor is: the source, the layer and head, the query token, the view and the settings."""
     layer = f"layer {state.layer} of {state.layers} · " if state.layers > 1 else ""
     pinned = f" (pinned {state.pinned})" if state.pinned is not None else ""
-    token = state.tokens[state.query]
+    token = tokens_of(state)[state.query]
     return Text(f"{state.source} · {layer}head {state.head} of {state.heads}{pinned} · query {state.query} "
                 f"'{token}' · {state.view} · {_settings(state)}", style="bold")  # fmt: skip
 
 
 def token_strip(state: Explorer, width: int) -> Text:
     """The tokens around the query on one line, the query's reversed; a click on a token moves the cursor there."""
-    tokens, query = state.tokens, state.query
+    tokens, query = tokens_of(state), state.query
     lo = hi = query
     used = cell_len(tokens[query]) + 1
     while True:  # take tokens from both sides in turn while they fit
@@ -113,7 +130,7 @@ def token_strip(state: Explorer, width: int) -> Text:
 
 def around(state: Explorer, count: int) -> list[int]:
     """``count`` keys around the query (ending at its last visible key under a mask), key 0 kept first."""
-    m = len(state.key_tokens)
+    m = len(keys_of(state))
     if count >= m:
         return list(range(m))
     blocked = state.blocked(state.query, state.query + 1)
@@ -132,7 +149,7 @@ def key_grid(state: Explorer, title: str, rows: np.ndarray, labels: Sequence[str
     learned sink's share per row (``sink``, ``[row]``) where there is one; in ``shared`` (the panels') frame,
     else in its own. A title wider than the keys runs past them: it never moves a column."""
     own = shared or Frame()
-    key_tokens = state.key_tokens
+    key_tokens = keys_of(state)
     extra = 0 if sink is None else 1
     count = min(len(key_tokens), width // COLUMN - extra)
     while True:
@@ -167,13 +184,13 @@ def _head_grid(state: Explorer, head: int, rows: tuple[int, int], matrix: np.nda
     shows them."""
     lo, hi = rows
     blocked = None if state.view == "rollout" else state.blocked(lo, hi)
-    labels = _marked(state.tokens[lo:hi], state.query - lo)
+    labels = _marked(tokens_of(state)[lo:hi], state.query - lo)
     if state.view == "rollout":
         title = f"Rollout through layer{'s 0-' if state.layer else ' '}{state.layer}"
     else:
         title = f"{head_title(state.result(), head)} · {state.view}" + (" · pinned" if head == state.pinned else "")
-    if hi - lo < len(state.tokens):
-        title += f" · queries {lo}-{hi - 1} of {len(state.tokens)}"
+    if hi - lo < len(tokens_of(state)):
+        title += f" · queries {lo}-{hi - 1} of {len(tokens_of(state))}"
     sink = None if sinks is None else sinks[head]
     return key_grid(state, title, matrix, labels, scale, colour, width, blocked, sink, shared)
 
@@ -213,13 +230,13 @@ def heads_panel(state: Explorer, *, colour: bool, width: int = 80, shared: Frame
         rows = state.rollout().layers[:, q, :]  # (layers so far, M)
         labels = _marked([f"L{layer}" for layer in range(len(rows))], state.layer)
         blocked = None
-        title = f"Query {q} '{state.tokens[q]}' rolled out after each layer"
+        title = f"Query {q} '{tokens_of(state)[q]}' rolled out after each layer"
     else:
         rows = state.matrix(q, q + 1)[:, 0, :]  # (H, M)
         labels = _marked([f"H{h}" for h in range(len(rows))], state.head, state.pinned)
         mask = state.blocked(q, q + 1)
         blocked = None if mask is None else np.repeat(mask, len(rows), axis=0)
-        title = f"Query {q} '{state.tokens[q]}' in every head"
+        title = f"Query {q} '{tokens_of(state)[q]}' in every head"
         sinks = state.sinks(q, q + 1)
         sink = None if sinks is None else sinks[:, 0]  # (H,)
     scale = scale_of([rows, *([] if sink is None else [sink])], SCALES[state.view])
@@ -241,13 +258,13 @@ def change_panel(
 def _change_view(state: Explorer, change: Change, colour: bool, width: int, shared: Frame) -> RenderableType:
     labels = list(CHANGE_LABELS) if change.before is not None else [CHANGE_LABELS[1]]
     rows = np.stack([*([change.before] if change.before is not None else []), change.after])
-    title = f"Since {change.label}: query {state.query} '{state.tokens[state.query]}' in H{change.head}"
+    title = f"Since {change.label}: query {state.query} '{tokens_of(state)[state.query]}' in H{change.head}"
     scale = scale_of([rows], "weight")
     lines: list[RenderableType] = [key_grid(state, title, rows, labels, scale, colour, width, shared=shared)]
     if change.before is not None:
         delta = change.after - change.before
         j = int(np.argmax(np.abs(delta)))
-        lines.append(Text(f"largest weight change: {fmt(float(delta[j]), 4)} on key {j} '{state.key_tokens[j]}'"))
+        lines.append(Text(f"largest weight change: {fmt(float(delta[j]), 4)} on key {j} '{keys_of(state)[j]}'"))
     else:
         lines.append(Text(f"H{change.head} did not exist before {change.label}", style="dim"))
     lines.append(Text(f"output row of query {state.query}: moved by {fmt(change.shift, 4)} (L2), largest entry "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from math import ceil
+from typing import overload
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
@@ -28,11 +29,32 @@ from rich.text import Text
 
 from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import LABEL
+from attnx.text import label, labels
 
 GAP = "…"
 ROW_GAP = "⋮"
 RULE = "─"  # under the header, as rich.box.SIMPLE_HEAD draws it
 LABEL_STYLE = LABEL  # row labels and column labels
+
+
+class Labels(Sequence[str]):
+    """Row or column labels as a grid shows them: each token cut to ``attnx.text.label``'s length when it is read
+    (a grid of 8192 rows reads only the rows it shows)."""
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        self.tokens = tokens
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return labels(self.tokens[index])
+        return label(self.tokens[index])
 
 
 def row_lookup(matrix_rows: Sequence[int] | None) -> Callable[[int], int]:
@@ -90,13 +112,13 @@ class FittedGrid:
         label_width: int = 0,
         widen: bool = True,
     ) -> None:
-        self.title, self.row_labels, self.col_labels = title, row_labels, col_labels
+        self.title, self.row_labels, self.col_labels = title, Labels(row_labels), Labels(col_labels)
         self.title_width = Text(title).cell_len
         self.footer, self.padding, self.header, self.justify = footer, padding, header, justify
         self._column = column
         self._cells: dict[int, Sequence[Text]] = {}
         self.rows = list(rows) if rows is not None else list(Rows.ends(len(row_labels), max_rows).shown)
-        labels = [row_labels[i] for i in self.rows] + ([footer[0]] if footer is not None else [])
+        labels = [self.row_labels[i] for i in self.rows] + ([footer[0]] if footer is not None else [])
         self.label_width = max([label_width, *(Text(label).cell_len for label in labels)])
         self.widen = widen
 

@@ -24,6 +24,7 @@ from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import head_title
+from attnx.text import label
 
 NONE = "—"
 T = TypeVar("T")
@@ -137,7 +138,7 @@ def top_key_cell(s: HeadStats, result: AttentionResult, query: int) -> Text:
     top = int(s.top_key[query])
     if top < 0:
         return Text(NONE)
-    text = Text(result.key_tokens[top])
+    text = Text(label(result.key_tokens[top]))
     others = int(s.top_ties[query]) - 1
     if others > 0:
         text.append(f" +{others} tied", style="dim")
@@ -159,7 +160,7 @@ def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_row
         if after_gap(rows, k):
             table.add_row(*[Text(ROW_GAP, style="dim")] * 7)
         table.add_row(
-            Text(result.tokens[i]),
+            Text(label(result.tokens[i])),
             str(int(s.visible_keys[i])),
             cell(s.entropy[i], precision),
             cell(s.normalized_entropy[i], precision),

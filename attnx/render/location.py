@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from attnx.core.tensors import TENSORS, TensorName
+from attnx.text import label
 
 
 def locate(
@@ -45,4 +46,4 @@ def _label(tokens: Sequence[str], index: int) -> str:
     """`` 'cat'``; nothing for a token labelled by its index (as ``attnx.testing`` labels them), nor past the labels."""
     if index >= len(tokens) or tokens[index] == str(index):
         return ""
-    return f" {tokens[index]!r}"
+    return f" {label(tokens[index])!r}"

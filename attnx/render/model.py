@@ -22,6 +22,7 @@ from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
 from attnx.render.serialize import FORMAT_VERSION
+from attnx.text import label
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.models.gguf import GgufSummary
@@ -234,7 +235,11 @@ def gguf_to_dict(gguf: GgufSummary) -> dict[str, Any]:
 def tokens_line(tokens: tuple[str, ...]) -> str:
     """The first tokens of the text, each in quotes (a leading space shows), and how many there are."""
     more = len(tokens) - TOKENS_SHOWN
-    return "tokens: " + " ".join(f"'{t}'" for t in tokens[:TOKENS_SHOWN]) + (f" … ({more} more)" if more > 0 else "")
+    return (
+        "tokens: "
+        + " ".join(f"'{label(t)}'" for t in tokens[:TOKENS_SHOWN])
+        + (f" … ({more} more)" if more > 0 else "")
+    )
 
 
 def codes_line(labels: Sequence[str]) -> str:

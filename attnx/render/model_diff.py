@@ -14,6 +14,7 @@ from attnx.render.heatmap import heatmap, legend, scale_of
 from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.text import label
 
 WORST = 10  # heads listed, largest shift first
 JS_WORDS = "JS divergence of each query's weights, in bits (0 the same, 1 disjoint; a learned sink is one more key)"
@@ -33,8 +34,8 @@ def unit_of(top: float) -> tuple[float, str]:
 
 def where(shift: HeadShift, tokens: tuple[str, ...]) -> str:
     """``query 5 'cat' → key 2 'the'`` (``→ the sink`` for a learned sink)."""
-    key = "the sink" if shift.key < 0 else f"key {shift.key} {tokens[shift.key]!r}"
-    return f"query {shift.query} {tokens[shift.query]!r} → {key}"
+    key = "the sink" if shift.key < 0 else f"key {shift.key} {label(tokens[shift.key])!r}"
+    return f"query {shift.query} {label(tokens[shift.query])!r} → {key}"
 
 
 def worst_table(comparison: ModelComparison, precision: int) -> Table:
@@ -64,7 +65,7 @@ def layers_table(comparison: ModelComparison, precision: int) -> Table:
         token = int(layer.output_shift.argmax())
         worst = fmt(float(layer.output_shift[token]), precision)
         table.add_row(
-            f"L{layer.layer}", fmt(layer.output_overall, precision), worst, Text(repr(comparison.tokens[token]))
+            f"L{layer.layer}", fmt(layer.output_overall, precision), worst, Text(repr(label(comparison.tokens[token])))
         )
     return table
 

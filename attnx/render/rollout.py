@@ -13,6 +13,7 @@ from attnx.render.heatmap import HeatScale, heatmap, legend
 from attnx.render.layout import add_columns, compact_table
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.text import label
 
 TOP_KEYS = 8  # keys the table lists, largest rollout first
 RULE = "rollout = A_l ··· A_0 with A = (mean of the heads + I) / 2, rows renormalised"
@@ -24,7 +25,7 @@ def rollout_view(
     """The query's rollout after each layer (rows L0 … from 0) over the keys, then its largest keys at the end."""
     rows = view.layers[:, row, :]  # (L, M)
     scale = HeatScale(float(rows.max()) if rows.size else 0.0, "rollout")
-    title = f"Attention rollout of query {row} {view.tokens[row]!r} after each layer"
+    title = f"Attention rollout of query {row} {label(view.tokens[row])!r} after each layer"
     grid = heatmap(title, rows, [f"L{layer}" for layer in range(len(rows))], list(view.tokens), precision,
                    scale=scale, colour=colour, max_rows=max_rows)  # fmt: skip
     final = view.final[row]
@@ -33,7 +34,7 @@ def rollout_view(
     add_columns(table, "key", numeric=False)
     add_columns(table, "rollout")
     for j in np.argsort(-final, kind="stable")[:TOP_KEYS]:
-        table.add_row(str(int(j)), Text(view.tokens[j]), fmt(float(final[j]), precision))
+        table.add_row(str(int(j)), Text(label(view.tokens[j])), fmt(float(final[j]), precision))
     largest = Text(f"after all {len(rows)} layers, the keys that reach it most:")
     return Group(Text(RULE, style="dim"), grid, legend(scale, precision, colour), largest, table)
 

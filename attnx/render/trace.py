@@ -18,6 +18,7 @@ from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.layout import compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
 from attnx.render.tables import SINK_LABEL, head_heading, matrix_table
+from attnx.text import label
 
 TOP_STYLE = EMPHASIS
 MASKED_STYLE = "dim strike"
@@ -95,7 +96,7 @@ def _row_style(line: KeyLine) -> str:
 
 
 def _labels(line: KeyLine) -> list[str]:
-    return [str(line.index), line.token]
+    return [str(line.index), label(line.token)]
 
 
 def _rest_labels(head: HeadTrace) -> list[str]:
@@ -292,7 +293,7 @@ def rope_tables(head: HeadTrace, rotary: Rotary | None, precision: int, entries:
 
 def head_view(head: HeadTrace, trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:
     """One head of a trace: its header, the query slice, the keys, the softmax and the weighted sum of values."""
-    token = trace.token
+    token = label(trace.token)
     split = Group(
         keys_table(head, trace, precision, entries, arithmetic=False),
         Text(""),
@@ -339,13 +340,14 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
         sizes += f" · window {trace.settings.window}"
     if trace.settings.sink_logits is not None:
         sizes += " · learned sinks"
-    title = f"Trace of {trace.token!r} (query {trace.query}) · {sizes}"
+    token = label(trace.token)
+    title = f"Trace of {token!r} (query {trace.query}) · {sizes}"
     parts: list[RenderableType] = [Text(title, style="bold")]
     parts += [head_view(head, trace, precision, entries) for head in trace.heads]
     parts.append(Rule(style="dim"))
-    concatenated = f"concatenated output O[{trace.token}] = {fmt_vector(trace.output, precision, entries)}"
+    concatenated = f"concatenated output O[{token}] = {fmt_vector(trace.output, precision, entries)}"
     parts.append(Text(concatenated, style="bold"))
     if trace.projected is not None:
-        projected = f"projected output O[{trace.token}]·W_O = {fmt_vector(trace.projected, precision, entries)}"
+        projected = f"projected output O[{token}]·W_O = {fmt_vector(trace.projected, precision, entries)}"
         parts.append(Text(projected, style="bold"))
     return Group(*parts)
