@@ -9,10 +9,9 @@ still importing.
 from __future__ import annotations
 
 import signal
-import sys
 from types import FrameType
 
-from attnx.streams import quiet_stdout
+from attnx.streams import quiet_stdout, say
 
 CAUGHT = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
@@ -39,10 +38,10 @@ def main() -> None:
 
         cli()
     except KeyboardInterrupt:
-        sys.stderr.write("attnx: interrupted\n")
+        say("attnx: interrupted\n")
         raise SystemExit(128 + signal.SIGINT) from None
     except Terminated as exc:
-        sys.stderr.write(f"attnx: terminated by {exc}\n")
+        say(f"attnx: terminated by {exc}\n")
         raise SystemExit(128 + exc.signum) from None
     except BrokenPipeError:
         quiet_stdout()

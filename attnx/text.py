@@ -23,7 +23,10 @@ ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})  # controls, form
 NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 MESSAGE_LIMIT = 600  # characters of a one-line message before its middle is clipped
 KEEP_END = 200  # characters kept from a clipped message's end (where the remedy is)
-LABEL_LIMIT = 24  # characters of a token shown as a label: ``the``, ``▁Paris``, or the ends of a long one
+LABEL_LIMIT = 24  # terminal cells a token is shown in at most: ``the``, ``▁Paris``, or the two ends of a long one
+NAME_LIMIT = 64  # terminal cells a name from a file is shown in at most (config.json classes, GGUF metadata)
+MARKS = 4  # characters a label keeps per cell at most: combining marks take no cell, yet need a bound
+CUT = "…"
 
 
 def _escaped(char: str) -> str:
@@ -53,19 +56,54 @@ def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
 
 
 def label(token: str, limit: int = LABEL_LIMIT) -> str:
-    """A token (or key) as a table, heatmap or trace shows it: one longer than ``limit`` characters cut in its
-    middle, ``…`` where it was cut, its start and end kept. Renderers cut a token before anything else reads it:
-    Rich measures a label many times, so a 2-million-character token took it minutes. Machine output keeps the
-    whole text; the cut text is made inert as everything printed is."""
-    if len(token) <= limit:
+    """A token (or a name) as a table, heatmap or trace shows it: whole when it takes at most ``limit`` terminal
+    cells once made inert, else its start and its end around ``…``, in ``limit`` cells together.
+
+    Cells are counted as the text will be shown: a wide (CJK) character takes two, a character ``inert`` escapes
+    its escape's length (``\\x07``: four), a combining mark none; ``limit`` × ``MARKS`` characters at most are
+    kept. The raw text is cut on whole characters, then made inert as it is printed: an escape is never cut in
+    half. Only the ends are read, so a token of ten million characters costs what a short one does. Every
+    renderer cuts a token here before Rich measures it (Rich wraps a long text in quadratic time: a 2,000,000
+    character token took a trace minutes). Machine output keeps the whole text.
+    """
+    if len(token) <= limit and token.isascii() and token.isprintable():  # the usual token: a cell a character
         return token
-    head = (limit - 1) * 2 // 3
-    return f"{token[:head]}…{token[len(token) - (limit - 1 - head) :]}"
+    if len(token) <= limit * MARKS and _fits(token, limit, limit * MARKS) == len(token):
+        return token
+    cells = (limit - 1) * 2 // 3  # the start's share of the cells; the end takes what the start leaves
+    head = _fits(token, cells, cells * MARKS)
+    tail = _fits(token, limit - 1 - _cells(token[:head]), (limit - 1) * MARKS - head, end=True)
+    return f"{token[:head]}{CUT}{token[len(token) - tail :]}"
 
 
 def labels(tokens: Iterable[str], limit: int = LABEL_LIMIT) -> list[str]:
     """Each of ``tokens`` as ``label`` shows it."""
     return [label(token, limit) for token in tokens]
+
+
+def _cell(char: str) -> int:
+    from rich.cells import get_character_cell_size
+
+    if char.isprintable() or unicodedata.category(char) not in ESCAPED_CATEGORIES:
+        return get_character_cell_size(char)
+    return len(_escaped(char))
+
+
+def _cells(text: str) -> int:
+    """Terminal cells ``text`` takes once made inert."""
+    return sum(_cell(char) for char in text)
+
+
+def _fits(text: str, cells: int, chars: int, *, end: bool = False) -> int:
+    """How many of ``text``'s first characters (or last, with ``end``) fit in ``cells`` once made inert, and in
+    ``chars`` characters."""
+    most = min(len(text), chars)
+    used = 0
+    for count, char in enumerate(reversed(text[len(text) - most :]) if end else text[:most]):
+        used += _cell(char)
+        if used > cells:
+            return count
+    return most
 
 
 def message_line(text: str) -> str:

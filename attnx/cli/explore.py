@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from attnx.cli.errors import guarded
+from rich.console import Console
+
+from attnx.cli.errors import DEBUG, ExitCode, fail, guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, TextFlags, grouped
 from attnx.cli.inputs import load_input, open_with_text, refuse
 from attnx.cli.options import ConfigArg, NoColorOpt
@@ -16,6 +20,7 @@ from attnx.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.explore import Explorer
     from attnx.core.spec import AttentionSpec
+    from attnx.tui.app import ExploreApp
 
 INSTALL = "python -m pip install 'attnx[explore]'"
 
@@ -37,16 +42,38 @@ def explore(
     With no CONFIG: the worked example. --model DIR --text "..." explores every layer of a local checkpoint.
     """
     try:
-        from attnx.tui.app import ExploreApp
+        from attnx.tui.app import ExploreApp, terminal_gone
     except ImportError:
         raise UsageError(f"attnx explore needs Textual, which is not installed: {INSTALL}") from None
     if not on_terminal():
         raise UsageError("attnx explore draws on a terminal; in scripts and pipes use run, trace or heads")
     state = explorer(config, inputs, ModelFlags(model=checkpoint.model, text=checkpoint.text), backend, caps)
+    if terminal_gone():
+        raise UsageError("attnx explore: the terminal cannot be read (it hung up or closed)")
+    app = ExploreApp(state, colour=colour_allowed(no_color))
+    app.error_console = Console(file=io.StringIO(), stderr=True)  # Textual's traceback: one line below instead
     try:
-        ExploreApp(state, colour=colour_allowed(no_color)).run()
+        app.run()
     finally:
         state.close()
+    ended(app)
+
+
+def ended(app: ExploreApp) -> None:
+    """How the app ended, as the command line says it: a failure inside it (exit 1, one line; the traceback
+    with --debug), a terminal gone or a termination signal (128 + the signal's number, as for any command)."""
+    from attnx.console import Terminated
+    from attnx.tui.app import HANG_UP, terminal_gone
+
+    if terminal_gone():  # the terminal went away: whatever failed, failed writing to it
+        raise Terminated(signal.SIGHUP)
+    if app.failure is not None:
+        if DEBUG["on"]:
+            sys.stderr.write(app.error_console.file.getvalue())  # type: ignore[attr-defined]  # the StringIO above
+        fail(f"attnx explore stopped: {type(app.failure).__name__}: {app.failure}", ExitCode.FAILURE)
+    code = app.return_code or 0
+    if code == HANG_UP or code - 128 in (signal.SIGHUP, signal.SIGTERM):
+        raise Terminated(code - 128)
 
 
 def on_terminal() -> bool:

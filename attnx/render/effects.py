@@ -92,7 +92,7 @@ def set_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | N
         cells: list[str | Text] = [str(i), Text(label(view.tokens[i])), fmt(float(effect.shift[i]), precision)]
         if effect.kl is not None and effect.top is not None and effect.top_after is not None:
             before, after = int(effect.top[i]), int(effect.top_after[i])
-            moved = Text(f"'{view.top_labels[before]}' → '{view.top_labels[after]}'")
+            moved = Text(f"'{label(view.top_labels[before])}' → '{label(view.top_labels[after])}'")
             if before != after:
                 moved.append(f" {CHANGED}", style="bold")
             cells += [fmt(float(effect.kl[i]), precision), moved]

@@ -22,7 +22,7 @@ from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
 from attnx.render.serialize import FORMAT_VERSION
-from attnx.text import label
+from attnx.text import NAME_LIMIT, label
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.models.gguf import GgufSummary
@@ -37,7 +37,7 @@ LABEL_STYLE = f"bold {hex_of(ACCENT)}"  # layer and head labels, fact names: leg
 
 def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
     """The facts of `attnx model`, one (name, value) pair per line."""
-    named = f" ({', '.join(info.architectures)})" if info.architectures else ""
+    named = f" ({', '.join(label(name, NAME_LIMIT) for name in info.architectures)})" if info.architectures else ""
     stored = " and ".join(info.tokenizer_settings)
     ignored = [("not applied", f"tokenizer.json {stored}; attnx never pads or truncates a text")] if stored else []
     heads = f"{info.heads} × d_k {info.head_dim}"
@@ -85,8 +85,8 @@ def safetensors_rows(info: ModelInfo) -> list[tuple[str, str]]:
 def gguf_names(gguf: GgufSummary, info: ModelInfo) -> list[tuple[str, str]]:
     """The model_type attnx runs a GGUF file as, beside the file's ``general.architecture``, and its
     ``general.name``."""
-    named = [("name", gguf.name)] if gguf.name else []
-    return [("model_type", f"{info.model_type} (general.architecture {gguf.architecture})"), *named]
+    named = [("name", label(gguf.name, NAME_LIMIT))] if gguf.name else []
+    return [("model_type", f"{info.model_type} (general.architecture {label(gguf.architecture, NAME_LIMIT)})"), *named]
 
 
 def gguf_rows(gguf: GgufSummary, info: ModelInfo) -> list[tuple[str, str]]:
@@ -100,8 +100,8 @@ def gguf_rows(gguf: GgufSummary, info: ModelInfo) -> list[tuple[str, str]]:
                            f"{size_text(kind.size_bytes, decimal=True)}")
         for kind in gguf.types
     ]  # fmt: skip
-    pre = f", pre-tokenizer {gguf.pre_tokenizer}" if gguf.pre_tokenizer else ""
-    stored = f" (GGUF {gguf.tokenizer}{pre})" if gguf.tokenizer else ""
+    pre = f", pre-tokenizer {label(gguf.pre_tokenizer, NAME_LIMIT)}" if gguf.pre_tokenizer else ""
+    stored = f" (GGUF {label(gguf.tokenizer, NAME_LIMIT)}{pre})" if gguf.tokenizer else ""
     unread = [("not read", "the chat template: attnx tokenizes a text as given")] if gguf.chat_template else []
     unread += [("not a weight", f"{name}: read as {what}") for name, what in gguf.unread]
     return [

@@ -76,8 +76,9 @@ def kl_line(comparison: ModelComparison, precision: int) -> Text:
     if kl is None:
         return Text("next-token KL: not measured (a side has no LM head)", style="dim")
     token = int(kl.argmax())
+    after = label(comparison.tokens[token])
     return Text(f"next-token KL(A ‖ B): mean {fmt(float(kl.mean()), precision)} nats, largest "
-                f"{fmt(float(kl[token]), precision)} after {comparison.tokens[token]!r} (token {token})")  # fmt: skip
+                f"{fmt(float(kl[token]), precision)} after {after!r} (token {token})")  # fmt: skip
 
 
 def comparison_view(comparison: ModelComparison, precision: int, *, colour: bool) -> RenderableType:

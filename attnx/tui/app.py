@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
+import sys
 from typing import ClassVar
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -9,6 +13,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 from rich.styled import Styled
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -28,6 +33,11 @@ FADED = Style(dim=True)
 # Below this width the footer's keys stand one blank apart, not two: on a model, with "→ query" shown, every key
 # down to "q quit" then fits in 80 columns (73 characters, against 84).
 COMPACT_FOOTER = 90
+# The smallest terminal the panels are drawn in (columns, rows): a heatmap of a few keys beside its labels, and the
+# status, the tokens, a panel's first lines and the footer. Below it the explorer says so and waits.
+MIN_SIZE = (40, 10)
+WATCH = 0.25  # seconds between two looks at the terminal: one that hung up ends the app within a second
+HANG_UP = 129  # the exit code of a terminal gone, as for SIGHUP (128 + 1)
 
 
 class ExploreApp(App[None]):
@@ -76,6 +86,7 @@ class ExploreApp(App[None]):
         self.exported: list[str] = []
         self.trace_delay = TRACE_DELAY
         self._tracing: Timer | None = None
+        self.failure: BaseException | None = None  # what ended the app, when something failed inside it
 
     def compose(self) -> ComposeResult:
         """The status line and the token strip, then the panels in a scrolling column, the key help and the box
@@ -92,9 +103,36 @@ class ExploreApp(App[None]):
         yield Footer(show_command_palette=False)  # ctrl+p still opens it; its place goes to the keys
 
     def on_mount(self) -> None:
-        """Draw every panel once."""
+        """Draw every panel once; watch the terminal and the hang-up and termination signals."""
         self.query_one("#keys", Static).update(panels.keys_panel())
+        loop = asyncio.get_running_loop()
+        for signum in (getattr(signal, "SIGHUP", None), signal.SIGTERM):  # on the loop: a handler raising in it
+            if signum is not None:  # would be swallowed by the task it interrupted
+                with contextlib.suppress(NotImplementedError):  # pragma: no cover - Windows' loop has none
+                    loop.add_signal_handler(signum, self.exit, None, 128 + signum)
+        self.watch_terminal()
+        self.set_interval(WATCH, self.watch_terminal)
         self.on_resize()  # the trace follows, as after a key
+
+    def watch_terminal(self) -> None:
+        """End the app (exit code ``HANG_UP``) once its terminal can no longer be read or written: a terminal that
+        hung up answers EIO, where Textual's reader would spin on the end of its input."""
+        if not self.is_headless and terminal_gone():  # headless (tests, the pilot) there is no terminal to lose
+            self.exit(return_code=HANG_UP)
+
+    def too_small(self) -> bool:
+        """Whether the terminal is smaller than ``MIN_SIZE``; then every panel is hidden and the status says so."""
+        width, height = self.size
+        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        try:
+            for widget in (self.query_one("#tokens"), self.query_one(VerticalScroll), self.query_one(Footer)):
+                widget.display = not small
+            if small:
+                needs = f"attnx explore needs {MIN_SIZE[0]} × {MIN_SIZE[1]} cells; this terminal is {width} × {height}"
+                self.query_one("#status", Static).update(Text(f"{needs}: enlarge it, or press q to quit"))
+        except NoMatches:  # the app is closing (a timer or a resize after q): nothing to draw
+            return True
+        return small
 
     def on_resize(self) -> None:
         """Fit the panels and the footer to the new size."""
@@ -102,12 +140,15 @@ class ExploreApp(App[None]):
         self.redraw()
 
     def redraw(self) -> None:
-        """Draw each panel from the state (blocks computed once and kept by the state) at the screen's size."""
+        """Draw each panel from the state (blocks computed once and kept by the state) at the screen's size; below
+        ``MIN_SIZE``, only what size the terminal needs."""
+        if self._tracing is not None:
+            self._tracing.stop()
+        if self.too_small():
+            return
         state = self.state
         width = max(self.size.width - 4, 20)  # the column's padding and its scroll bar
         rows = min(max(self.size.height - 12, 4), 16)  # the head's heatmap fits the screen with its titles
-        if self._tracing is not None:
-            self._tracing.stop()
         with self.batch_update():  # every panel in one frame
             try:
                 self._panels(state, width, rows)
@@ -131,6 +172,8 @@ class ExploreApp(App[None]):
     def draw_trace(self) -> None:
         """Draw the trace of the cursor's query and head (its row computed once, then kept)."""
         self._tracing = None
+        if self.too_small():
+            return
         try:
             self._show("trace", panels.trace_panel(self.state))
         except NoMatches:  # the app closed before the cursor rested
@@ -251,6 +294,25 @@ class ExploreApp(App[None]):
     def action_keys(self) -> None:
         """Show or hide the keys."""
         self.query_one("#keys", Static).toggle_class("shown")
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's hook for an error nothing inside the app caught: kept for the command line, which says it in
+        one line and exits 1 (Textual's own traceback goes to ``error_console``, which it replaces)."""
+        self.failure = error
+        super()._handle_exception(error)
+
+
+def terminal_gone() -> bool:
+    """Whether the terminal on stdin has hung up or closed (its attributes no longer read)."""
+    try:
+        import termios
+    except ImportError:  # pragma: no cover - not POSIX: Textual's own driver watches its console
+        return False
+    try:
+        termios.tcgetattr(sys.__stdin__.fileno() if sys.__stdin__ is not None else 0)
+    except (OSError, ValueError, termios.error):
+        return True
+    return False
 
 
 def on_a_model(state: Explorer, name: str) -> str:
