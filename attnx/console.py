@@ -8,10 +8,13 @@ still importing.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
 from types import FrameType
 
-from attnx.streams import quiet_stdout, say
+from attnx.streams import quiet_stdout
 
 CAUGHT = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
@@ -23,6 +26,19 @@ class Terminated(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def say(line: str) -> None:
+    """Write ``line`` on stderr; where stderr can no longer be written (its terminal hung up), send stdout and
+    stderr nowhere instead, so that nothing fails writing to them again."""
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a stream without a file descriptor stays as it is
+                os.dup2(devnull, stream.fileno())
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:

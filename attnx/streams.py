@@ -5,7 +5,6 @@ Used by the console script (``attnx.console``) and the CLI (``attnx.cli``) alike
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
@@ -15,16 +14,3 @@ def quiet_stdout() -> None:
     exit-time flush does not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-
-
-def say(line: str) -> None:
-    """Write ``line`` on stderr; where stderr can no longer be written (its terminal hung up), send stdout and
-    stderr nowhere instead, so that nothing fails writing to them again."""
-    try:
-        sys.stderr.write(line)
-        sys.stderr.flush()
-    except OSError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # a stream without a file descriptor stays as it is
-                os.dup2(devnull, stream.fileno())

@@ -42,14 +42,12 @@ def explore(
     With no CONFIG: the worked example. --model DIR --text "..." explores every layer of a local checkpoint.
     """
     try:
-        from attnx.tui.app import ExploreApp, terminal_gone
+        from attnx.tui.app import ExploreApp
     except ImportError:
         raise UsageError(f"attnx explore needs Textual, which is not installed: {INSTALL}") from None
     if not on_terminal():
         raise UsageError("attnx explore draws on a terminal; in scripts and pipes use run, trace or heads")
     state = explorer(config, inputs, ModelFlags(model=checkpoint.model, text=checkpoint.text), backend, caps)
-    if terminal_gone():
-        raise UsageError("attnx explore: the terminal cannot be read (it hung up or closed)")
     app = ExploreApp(state, colour=colour_allowed(no_color))
     app.error_console = Console(file=io.StringIO(), stderr=True)  # Textual's traceback: one line below instead
     try:

@@ -37,9 +37,12 @@ RULE = "─"  # under the header, as rich.box.SIMPLE_HEAD draws it
 LABEL_STYLE = LABEL  # row labels and column labels
 
 
+GRID_LABEL = 48  # characters of a grid's row or column label: a token is cut there (a setting's label never is)
+
+
 class Labels(Sequence[str]):
-    """Row or column labels as a grid shows them: each token cut to ``attnx.text.label``'s length when it is read
-    (a grid of 8192 rows reads only the rows it shows)."""
+    """Row or column labels as a grid shows them: each cut (``attnx.text.label``) to ``GRID_LABEL`` characters when
+    it is read (a grid of 8192 rows reads only the rows it shows)."""
 
     def __init__(self, tokens: Sequence[str]) -> None:
         self.tokens = tokens
@@ -53,8 +56,8 @@ class Labels(Sequence[str]):
     def __getitem__(self, index: slice) -> list[str]: ...
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
-            return labels(self.tokens[index])
-        return label(self.tokens[index])
+            return labels(self.tokens[index], GRID_LABEL)
+        return label(self.tokens[index], GRID_LABEL)
 
 
 def row_lookup(matrix_rows: Sequence[int] | None) -> Callable[[int], int]:
