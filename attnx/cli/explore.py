@@ -63,7 +63,7 @@ def ended(app: ExploreApp) -> None:
     from attnx.console import Terminated
     from attnx.tui.app import HANG_UP, terminal_gone
 
-    if terminal_gone():  # the terminal went away: whatever failed, failed writing to it
+    if app.failure is not None and terminal_gone():  # the terminal went away: what failed, failed writing to it
         raise Terminated(signal.SIGHUP)
     if app.failure is not None:
         if DEBUG["on"]:

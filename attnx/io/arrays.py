@@ -25,6 +25,7 @@ MAX_DIRECTORY = 64 * 1024  # bytes of the zip's central directory: room for far 
 READABLE_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 KINDS = "biufUS"  # booleans, integers, floats and text: everything an input key can hold
 MAX_HEADER = 65535  # bytes of an .npy header (numpy.save writes 128 or so; NumPy itself refuses past 10,000)
+MAX_AXES = 32  # NumPy 1.x builds arrays of at most 32 axes (2.x: 64); a result has 3
 
 
 def parse_npz(raw: bytes, name: str, limits: Limits) -> Document:
@@ -80,22 +81,33 @@ def _members(archive: zipfile.ZipFile, name: str, limits: Limits) -> dict[str, z
         if key in members:
             raise ConfigError(f"{name}: duplicate key {key!r} (two members named {info.filename!r})")
         with archive.open(info) as stream:
-            shape, dtype, header_size = check_header(stream, f"{name}: {key}", info.file_size)
-        nbytes = math.prod(shape) * dtype.itemsize
-        dims = " × ".join(count_text(size, grouped=False) for size in shape) or "0-d"
-        if header_size + nbytes > info.file_size:
-            raise InputError(
-                f"{name}: {key}: the header claims a {dims} {dtype} array ({size_text(nbytes)}) but the member "
-                f"holds {size_text(max(0, info.file_size - header_size))} of data"
-            )
-        problem = limits.shape_problem(shape)
-        if problem:
-            raise LimitError(f"{name}: {key}: {problem}")
+            nbytes = check_npy(stream, f"{name}: {key}", info.file_size, limits, part="member")[2]
         total += nbytes
         if total > limits.max_bytes:
             raise LimitError(f"{name}: {limits.exceeded('max_bytes', f'{size_text(total)} of array data')}")
         members[key] = info
     return members
+
+
+def check_npy(
+    stream: IO[bytes], where: str, size: int, limits: Limits, *, part: str = "file"
+) -> tuple[tuple[int, ...], np.dtype, int]:
+    """Shape, dtype and data bytes of the ``.npy`` in ``stream`` (a ``part``, file or member, of ``size`` bytes),
+    the one check every ``.npy`` reader makes before any data: the header's length and contents
+    (``check_header``), the data the header claims really there, the shape within the caps. No size is turned
+    into a float, so a header may claim an axis of 10^309."""
+    shape, dtype, header_size = check_header(stream, where, size)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if header_size + nbytes > size:
+        dims = " × ".join(count_text(axis, grouped=False) for axis in shape) or "0-d"
+        raise InputError(
+            f"{where}: the header claims a {dims} {dtype} array ({size_text(nbytes)}) but the {part} holds "
+            f"{size_text(max(0, size - header_size))} of data"
+        )
+    problem = limits.shape_problem(shape)
+    if problem:
+        raise LimitError(f"{where}: {problem}")
+    return shape, dtype, nbytes
 
 
 def check_header(stream: IO[bytes], where: str, size: int) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -106,16 +118,27 @@ def check_header(stream: IO[bytes], where: str, size: int) -> tuple[tuple[int, .
     try:
         version = npy.read_magic(header)
         read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
-        shape, _, dtype = read(header)
+        shape, _, dtype = read(header, max_header_size=MAX_HEADER)
     except (ValueError, OverflowError) as exc:
         raise InputError(f"{where}: not a valid .npy array: {first_clause(exc)}") from None
     if dtype.hasobject:
         raise InputError(f"{where}: holds pickled objects, which attnx never loads (dtype {dtype})")
     if dtype.kind not in KINDS or dtype.fields is not None or dtype.subdtype is not None:
         raise InputError(f"{where}: dtype {dtype} holds neither booleans, numbers nor text")
-    if any(not isinstance(axis, int) or axis < 0 for axis in shape):
+    odd = next((axis for axis in shape if type(axis) is not int), None)  # a boolean passes NumPy's check
+    if odd is not None:
+        raise InputError(f"{where}: the header claims an axis of {odd!r}, not a whole number")
+    if any(axis < 0 for axis in shape):
         raise InputError(f"{where}: the header claims a negative axis, shape {shape}")
+    if len(shape) > MAX_AXES:
+        raise InputError(f"{where}: the header claims {len(shape):,} axes; an array has at most {MAX_AXES}")
     return shape, dtype, header.tell()
+
+
+def read_array(stream: IO[bytes]) -> np.ndarray:
+    """The array of the ``.npy`` in ``stream``, once ``check_npy`` passed it (its header read again up to
+    ``MAX_HEADER``, which NumPy would otherwise hold to 10,000 bytes); never unpickled."""
+    return npy.read_array(stream, allow_pickle=False, max_header_size=MAX_HEADER)
 
 
 def _bounded_header(stream: IO[bytes], where: str, size: int) -> io.BytesIO:
@@ -127,19 +150,25 @@ def _bounded_header(stream: IO[bytes], where: str, size: int) -> io.BytesIO:
     major, minor = prefix[-2], prefix[-1]
     if (major, minor) not in ((1, 0), (2, 0)):
         raise InputError(f"{where}: .npy format {major}.{minor} is not read (numpy.save writes 1.0)")
-    field = stream.read(2 if major == 1 else 4)
+    width = 2 if major == 1 else 4
+    field = stream.read(width)
+    if len(field) < width:
+        raise InputError(f"{where}: not a valid .npy array: the file ends in its header's length field")
     length = int.from_bytes(field, "little")
-    if len(field) < (2 if major == 1 else 4) or length > min(MAX_HEADER, size - len(prefix) - len(field)):
+    if length > size - len(prefix) - width:
         raise InputError(
             f"{where}: not a valid .npy array: its header claims {length:,} bytes, but the file holds "
-            f"{size:,} bytes in all (a header has at most {MAX_HEADER:,})"
+            f"{size:,} bytes in all"
         )
+    if length > MAX_HEADER:
+        raise InputError(f"{where}: not a valid .npy array: its header claims {length:,} bytes; at most "
+                         f"{MAX_HEADER:,} are read (numpy.save writes about 128)")  # fmt: skip
     return io.BytesIO(prefix + field + stream.read(length))
 
 
 def _read(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
     with archive.open(info) as stream:
-        return npy.read_array(stream, allow_pickle=False)
+        return read_array(stream)
 
 
 def _plain(array: np.ndarray, where: str) -> Any:

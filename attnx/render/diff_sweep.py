@@ -17,12 +17,13 @@ from attnx.analysis.diff import Sweep, Variant
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import WEIGHTS
 from attnx.render.colours import WARNING
-from attnx.render.fitted import FittedGrid
+from attnx.render.fitted import FittedGrid, Labels
 from attnx.render.heatmap import HeatScale, legend, scale_of, weight_heatmaps
 from attnx.render.layout import add_columns, compact_table
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
+from attnx.text import NAME_LIMIT
 
 FLAGS = {"heads": "--heads", "scale": "--scale", "layout": "--layout", "kv_heads": "--kv-heads"}
 
@@ -182,7 +183,8 @@ class ShiftTables:
         name, matrix, overall = self.metrics[metric]
         cols = list(columns)
         footer = ("all", [overall[j] for j in cols])
-        return matrix_table(title or name, matrix[:, cols], self.sweep.tokens, [labels[j] for j in cols],
+        names = Labels([labels[j] for j in cols], NAME_LIMIT)  # settings, not tokens: cut only past a name's limit
+        return matrix_table(title or name, matrix[:, cols], self.sweep.tokens, names,
                             self.precision, footer=footer, max_rows=self.max_rows)  # fmt: skip
 
     def legend(self) -> Text:

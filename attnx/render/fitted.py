@@ -29,7 +29,7 @@ from rich.text import Text
 
 from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import LABEL
-from attnx.text import label, labels
+from attnx.text import LABEL_LIMIT, label, labels
 
 GAP = "…"
 ROW_GAP = "⋮"
@@ -37,18 +37,16 @@ RULE = "─"  # under the header, as rich.box.SIMPLE_HEAD draws it
 LABEL_STYLE = LABEL  # row labels and column labels
 
 
-GRID_LABEL = 48  # characters of a grid's row or column label: a token is cut there (a setting's label never is)
-
-
 class Labels(Sequence[str]):
-    """Row or column labels as a grid shows them: each cut (``attnx.text.label``) to ``GRID_LABEL`` characters when
-    it is read (a grid of 8192 rows reads only the rows it shows)."""
+    """Row or column labels as a grid shows them: each cut to ``limit`` cells (``attnx.text.label``) when it is
+    read, so that a grid of 8192 rows reads only the rows it shows. Tokens take the default; a grid's own names
+    (a sweep's ``scale=sqrt_dk → scale=none``) are passed as ``Labels(names, NAME_LIMIT)``."""
 
-    def __init__(self, tokens: Sequence[str]) -> None:
-        self.tokens = tokens
+    def __init__(self, texts: Sequence[str], limit: int = LABEL_LIMIT) -> None:
+        self.texts, self.limit = texts, limit
 
     def __len__(self) -> int:
-        return len(self.tokens)
+        return len(self.texts)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -56,8 +54,13 @@ class Labels(Sequence[str]):
     def __getitem__(self, index: slice) -> list[str]: ...
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
-            return labels(self.tokens[index], GRID_LABEL)
-        return label(self.tokens[index], GRID_LABEL)
+            return labels(self.texts[index], self.limit)
+        return label(self.texts[index], self.limit)
+
+
+def as_labels(texts: Sequence[str]) -> Labels:
+    """``texts`` as a grid's labels: tokens, cut to ``LABEL_LIMIT`` cells, unless they are ``Labels`` already."""
+    return texts if isinstance(texts, Labels) else Labels(texts)
 
 
 def row_lookup(matrix_rows: Sequence[int] | None) -> Callable[[int], int]:
@@ -115,7 +118,7 @@ class FittedGrid:
         label_width: int = 0,
         widen: bool = True,
     ) -> None:
-        self.title, self.row_labels, self.col_labels = title, Labels(row_labels), Labels(col_labels)
+        self.title, self.row_labels, self.col_labels = title, as_labels(row_labels), as_labels(col_labels)
         self.title_width = Text(title).cell_len
         self.footer, self.padding, self.header, self.justify = footer, padding, header, justify
         self._column = column

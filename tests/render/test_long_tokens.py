@@ -36,13 +36,13 @@ def shown_width(text: str) -> int:
     return cell_len(inert(text))
 
 
-def written(folder: Path, query: str, key: str | None = None, name: str = "long.json") -> Path:
+def written(folder: Path, query: str, key: str | None = None) -> Path:
     """A two-token input whose query 0 (and, as cross-attention, key 0) is the long one."""
     document: dict[str, Any] = {"q": [[1.0, 0.0], [0.0, 1.0]], "k": [[1.0, 0.0], [0.0, 1.0]],
                                 "v": [[1.0, 2.0], [3.0, 4.0]], "tokens": [query, "b"]}  # fmt: skip
     if key is not None:
         document["key_tokens"] = [key, "c"]
-    path = folder / name
+    path = folder / "long.json"
     path.write_text(json.dumps(document))
     return path
 
@@ -146,6 +146,29 @@ class TestRenderers:
         assert where(shift, (token,)) == f"query 0 {label(token)!r} → key 0 {label(token)!r}"
         assert locate("weights", (0, 0, 1), (token, "b"), ("c", "d")).count(CUT) == 1
         assert [len(value) for _, value in rows] == [len("llama (general.architecture )") + NAME_LIMIT, NAME_LIMIT]
+
+    def test_ablation_table(self) -> None:
+        """`ablate`'s table cuts a long token and a long predicted next token (a vocabulary piece)."""
+        from attnx.analysis.effects import Effect
+        from attnx.render.effects import set_view
+
+        token, piece = KINDS["ascii"], KINDS["wide"]
+        effect = Effect(((0, 0),), np.array([0.1, 0.2]), np.array([0.3, 0.4]), np.array([0, 1]), np.array([1, 1]))
+        view: Any = SimpleNamespace(model="m", architecture="llama", tokens=(token, "b"), layers=1, heads=1,
+                                    lm_head=True, top_labels={0: piece, 1: "c"}, effects=(effect,))  # fmt: skip
+        shown = printed(set_view(view, 4, colour=False))
+        assert_cut_in(shown, token)
+        assert f"'{label(piece)}' → 'c'" in shown
+
+    def test_grid_names_take_the_name_limit(self) -> None:
+        """A grid cuts tokens to ``LABEL_LIMIT`` cells; names passed as ``Labels(names, NAME_LIMIT)`` keep theirs."""
+        from attnx.render.fitted import Labels
+        from attnx.render.tables import matrix_table
+
+        name = "scale=sqrt_dk → scale=sqrt_d_model"
+        grid = matrix_table("t", np.zeros((1, 2)), [name], Labels([name, "n" * 100_000], NAME_LIMIT), 4)
+        assert grid.row_labels[0] == label(name) != name and grid.col_labels[0] == name
+        assert shown_width(grid.col_labels[1]) == NAME_LIMIT
 
     def test_explorer_panels(self, tmp_path: Path) -> None:
         """The explorer's status, token strip, head, heads and trace panels (drawn without the app) cut the
