@@ -13,6 +13,7 @@ from attnx.core.settings import AttentionSettings
 from attnx.core.tensors import HEAD_OUTPUTS, SCALED, SCORES, SINK_WEIGHTS, WEIGHTS, K, Q, V
 from attnx.errors import AmbiguousError, ChoiceError
 from attnx.io.messages import did_you_mean
+from attnx.text import labels
 
 DEFAULT_TERMS = 8
 DEFAULT_KEYS = 10
@@ -161,7 +162,7 @@ def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | 
 
 def listing(tokens: Sequence[str]) -> str:
     """The first tokens of an input, for a message (``LISTED_TOKENS`` of them, then how many more)."""
-    shown = ", ".join(tokens[:LISTED_TOKENS])
+    shown = ", ".join(labels(tokens[:LISTED_TOKENS]))  # each cut: one long token must not hide the others
     more = len(tokens) - LISTED_TOKENS
     return f"{shown}, … ({more} more)" if more > 0 else shown
 

@@ -16,6 +16,7 @@ from attnx.errors import ModelError
 from attnx.io.output import note_read
 from attnx.limits import Limits
 from attnx.text import inert
+from attnx.text import label as cut
 
 LABEL_WIDTH = 48  # a longer token is clipped to this many characters in its label (the last one "…")
 METASPACE = "\u2581"  # "▁", SentencePiece's mark for a space
@@ -89,8 +90,7 @@ def label(piece: str, *, spelling: str = "plain") -> str:
         text = byte_level_text(piece) or piece
     elif spelling == "metaspace":
         text = metaspace_text(piece)
-    text = inert(text)
-    return text if len(text) <= LABEL_WIDTH else text[: LABEL_WIDTH - 1] + "…"
+    return inert(cut(text, LABEL_WIDTH))  # cut first, then escaped: an escape is never cut in half
 
 
 @contextlib.contextmanager

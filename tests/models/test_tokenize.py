@@ -66,9 +66,12 @@ class TestLabels:
         assert label("Ġcat") == "Ġcat"  # not byte-level: as spelled
 
     def test_long_tokens_are_clipped(self) -> None:
-        """A token longer than LABEL_WIDTH characters is clipped, its last character an ellipsis."""
-        shown = label("x" * 100)
-        assert len(shown) == LABEL_WIDTH and shown == "x" * (LABEL_WIDTH - 1) + "…"
+        """A token longer than LABEL_WIDTH cells is cut in its middle, its two ends kept around an ellipsis; a
+        control character at the cut is escaped whole."""
+        shown = label("A" + "x" * 100 + "Z")
+        assert len(shown) == LABEL_WIDTH and shown.startswith("Ax") and shown.endswith("xZ") and shown.count("…") == 1
+        escaped = label("x" * 31 + "\x07" + "y" * 100)
+        assert "\\x07" in escaped or "\\x0" not in escaped
 
 
 class TestTextTokenizer:
