@@ -151,8 +151,10 @@ class Limits:
         as float64 over the weight cap), or None. A hostile header's shape is refused here, before any data."""
         problem, total = self._axis_problem(shape), math.prod(shape)
         if problem is None and total * WEIGHT_ITEMSIZE > self.max_weight_bytes:
-            dims = " × ".join(map(str, shape))
-            found = f"a weight of {dims} ({total:,} elements, {size_text(total * WEIGHT_ITEMSIZE)} as float64)"
+            dims = " × ".join(count_text(size, grouped=False) for size in shape)
+            found = (
+                f"a weight of {dims} ({count_text(total)} elements, {size_text(total * WEIGHT_ITEMSIZE)} as float64)"
+            )
             problem = self.exceeded("max_weight_bytes", found)
         return problem
 
@@ -187,12 +189,26 @@ def parse_cap(value: str | int, cap: str, source: str) -> int:
     return number
 
 
+def digits(number: int) -> int:
+    """How many decimal digits ``number`` has (its sign aside), counted without ``str()``, which Python refuses past
+    4,300 digits: a product of axes a header claims can have more."""
+    number = abs(number)
+    if number < 10**15:
+        return len(str(number))
+    power = math.floor(math.log10(number))  # a float's answer, off by one at most near a power of ten
+    while 10**power > number:
+        power -= 1
+    while 10 ** (power + 1) <= number:
+        power += 1
+    return power + 1
+
+
 def count_text(count: int, *, grouped: bool = True) -> str:
     """``1500`` -> ``"1,500"`` (``"1500"`` unless ``grouped``); a count of more than 15 digits, as a hostile header
     can claim, as its order of magnitude: ``"about 10^309"`` (``"10^309"`` unless ``grouped``)."""
-    digits = len(str(count))
-    if digits > 15:
-        return f"about 10^{digits - 1}" if grouped else f"10^{digits - 1}"
+    length = digits(count)
+    if length > 15:
+        return f"about 10^{length - 1}" if grouped else f"10^{length - 1}"
     return f"{count:,}" if grouped else str(count)
 
 

@@ -111,9 +111,9 @@ def check_npy(
 
 
 def check_header(stream: IO[bytes], where: str, size: int) -> tuple[tuple[int, ...], np.dtype, int]:
-    """Shape, dtype and header size of the ``.npy`` in ``stream`` (``size`` bytes in all), refusing objects and odd
-    dtypes. The header's length field is checked against ``size`` and ``MAX_HEADER`` before the header is read:
-    NumPy would read as many bytes as it says (a 13-byte file can say 4 GiB)."""
+    """Shape, dtype and header size of the ``.npy`` in ``stream`` (``size`` bytes in all), refusing objects, odd
+    dtypes and odd shapes. The header's length field is checked against ``size`` and ``MAX_HEADER`` before the
+    header is read: NumPy would read as many bytes as it says (a 13-byte file can say 4 GiB)."""
     header = _bounded_header(stream, where, size)
     try:
         version = npy.read_magic(header)
@@ -161,8 +161,8 @@ def _bounded_header(stream: IO[bytes], where: str, size: int) -> io.BytesIO:
             f"{size:,} bytes in all"
         )
     if length > MAX_HEADER:
-        raise InputError(f"{where}: not a valid .npy array: its header claims {length:,} bytes; at most "
-                         f"{MAX_HEADER:,} are read (numpy.save writes about 128)")  # fmt: skip
+        found = f"its header claims {length:,} bytes; at most {MAX_HEADER:,} are read (numpy.save writes about 128)"
+        raise InputError(f"{where}: not a valid .npy array: {found}")
     return io.BytesIO(prefix + field + stream.read(length))
 
 

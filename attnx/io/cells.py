@@ -11,6 +11,7 @@ import numpy as np
 from attnx.errors import LimitError
 from attnx.io.documents import Document
 from attnx.io.messages import clip
+from attnx.limits import digits
 
 FLOAT_MAX = sys.float_info.max
 NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")  # text a reader would take for a number
@@ -71,7 +72,7 @@ def check_numbers(doc: Document, row: Any, path: tuple[str | int, ...]) -> None:
             hint = text_hint(cell)
             raise doc.error((*path, j), f"expected a number, got {describe(cell)}{hint}")
         if not finite(cell):
-            got = cell if type(cell) is float else f"an integer of {len(str(abs(cell)))} digits"
+            got = cell if isinstance(cell, float) else f"an integer of {digits(cell)} digits"
             raise doc.error((*path, j), f"expected a finite number, got {got}")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -182,8 +181,7 @@ def _parse_json(text: str, name: str, limits: Limits) -> Any:
         offset, level = jsontext.too_deep(text, limits.max_depth) or (None, limits.max_depth + 1)
         raise LimitError(f"{located(name, text, offset)}: {depth_problem(limits, level)}") from None
     except ValueError as exc:  # an integer longer than Python converts (4300 digits)
-        digits = re.search(rf"\d{{{_int_digits() + 1},}}", text)
-        where = located(name, text, digits.start() if digits else None)
+        where = located(name, text, jsontext.long_integer(text, _int_digits()))
         raise InputError(f"{where}: invalid JSON: {first_clause(exc)}") from None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import json.decoder
+import math
 import re
 from collections.abc import Callable
 
@@ -20,6 +21,8 @@ PathPart = str | int
 # A string literal or a bracket: numbers, commas and colons are skipped by the regex engine.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 _DECODER = json.JSONDecoder()
+# A string literal, an infinity or a number: what a scan for numbers must see whole (a string may hold digits).
+_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?', re.DOTALL)
 
 
 def line_col(text: str, offset: int) -> str:
@@ -59,6 +62,35 @@ def duplicate_key(text: str, key: str) -> int | None:
                 return match.start()
             seen[-1].add(name)
     return None
+
+
+def overflowing_float(text: str, start: int) -> tuple[int, int, str] | None:
+    """The first number literal in the JSON value at ``start`` of valid ``text`` that is beyond float64's range
+    (``1e400``, which ``json.loads`` reads as inf, as it reads ``Infinity``): ``(index, offset, literal)``, where
+    ``index`` counts the literals read as ±inf before it in the value. None when there is none."""
+    _, end = _DECODER.raw_decode(text, start)
+    index = 0
+    for match in _LITERAL.finditer(text, start, end):
+        literal = match[0]
+        if literal.endswith("Infinity"):
+            index += 1
+        elif literal[0] != '"' and _is_float(literal) and math.isinf(float(literal)):
+            return index, match.start(), literal
+    return None
+
+
+def long_integer(text: str, digits: int) -> int | None:
+    """Offset of the first integer literal of more than ``digits`` digits in JSON ``text``, or None."""
+    for match in _LITERAL.finditer(text):
+        literal = match[0]
+        if literal[0] != '"' and not _is_float(literal) and len(literal.lstrip("-")) > digits:
+            return match.start()
+    return None
+
+
+def _is_float(literal: str) -> bool:
+    """True for a number literal JSON reads as a float: one with a fraction or an exponent."""
+    return "." in literal or "e" in literal or "E" in literal
 
 
 def value_offset(text: str, path: tuple[PathPart, ...], *, key: bool = False) -> int | None:

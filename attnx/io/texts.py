@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
 
 from attnx.errors import InputError
 from attnx.io.documents import read_bytes
 from attnx.limits import Limits
 from attnx.text import clip
 
+SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON's "\\ud800" reads as one, UTF-8 holds none
+
 
 def parse_texts(raw: bytes, name: str, limit: int) -> list[str]:
     """The texts of ``raw``: each non-blank line is a text; a line starting with ``{`` or ``"`` is JSON (an
-    object with a string ``text``, or a string). Bad UTF-8, bad JSON, no texts or more than ``limit`` are
-    InputErrors naming the line (from 1, as editors count lines)."""
+    object with a string ``text``, or a string). Lines end at a newline only (a JSON string may hold U+2028 as it is).
+    Bad UTF-8, bad JSON (an integer past Python's 4,300 digits included), a text holding half of a surrogate pair,
+    no texts or more than ``limit`` are InputErrors naming the line (from 1, as editors count lines)."""
     try:
         document = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{name}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
     texts: list[str] = []
-    for number, line in enumerate(document.splitlines(), start=1):
+    for number, line in enumerate(document.split("\n"), start=1):
         stripped = line.strip()
         if not stripped:
             continue
@@ -44,6 +48,11 @@ def _json_text(line: str, where: str) -> str:
         value = value.get("text")
     if not isinstance(value, str) or not value.strip():
         raise InputError(f'{where}: a JSON line must be a string or an object with a non-empty string "text"')
+    half = SURROGATE.search(value)
+    if half:
+        raise InputError(
+            f"{where}: the text holds U+{ord(half[0]):04X}, half of a UTF-16 surrogate pair, not a character"
+        )
     return value
 
 

@@ -59,6 +59,12 @@ def npy_claiming(shape: tuple[int, ...], descr: str = "<f8", data: bytes = b"", 
     return (raw[:6] + version + raw[8:] if version else raw) + data
 
 
+def npy_header_of(length: int) -> bytes:
+    """A format 2.0 .npy of a 2 × 2 float64 array whose header, padded with spaces, is ``length`` bytes long."""
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }"
+    return b"\x93NUMPY\x02\x00" + length.to_bytes(4, "little") + header.ljust(length - 1).encode() + b"\n" + bytes(32)
+
+
 def zipped(members: list[tuple[str, bytes]], compression: int = zipfile.ZIP_STORED) -> bytes:
     buffer = io.BytesIO()
     with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w", compression) as archive:
@@ -374,6 +380,18 @@ def cases() -> dict[str, tuple[bytes | None, str]]:
         "npz-member-claims-an-axis-of-10e309-with-data.npz": (
             zipped(eye_members(k=npy_claiming((2, 10**309), data=b"\0" * 64))),
             "k: the header claims a 2 × 10^309 float64 array",
+        ),
+        "npz-member-with-a-boolean-axis.npz": (
+            zipped(eye_members(q=npy_claiming((True, 2), data=b"\0" * 16))),
+            "q: the header claims an axis of True, not a whole number",
+        ),
+        "npz-member-with-40-axes.npz": (
+            zipped(eye_members(q=npy_claiming((1,) * 40, data=b"\0" * 8))),
+            "q: the header claims 40 axes; an array has at most 32",
+        ),
+        "npz-member-header-of-70000-bytes.npz": (
+            zipped(eye_members(q=npy_header_of(70_000))),
+            "q: not a valid .npy array: its header claims 70,000 bytes; at most 65,535 are read",
         ),
         "npz-zip-bomb-deflate-272-MiB.npz": (
             zipped(eye_members(**deflate_bombs), zipfile.ZIP_DEFLATED),
