@@ -12,7 +12,7 @@ import pytest
 
 import attnx
 from attnx.engines import compute
-from attnx.errors import ConfigError, LimitError
+from attnx.errors import LimitError, NumericError
 from attnx.limits import Limits
 from attnx.testing import assert_attention_close, reference
 from tests.analysis import kernels
@@ -121,12 +121,15 @@ class TestInsidePytest:
         actual, q, k, v = self.wrong(n=6)
         with pytest.raises(AssertionError) as failed:
             assert_attention_close(actual, q, k, v, heads=4)
-        with pytest.raises(ConfigError, match=r"^q, k and v: d_model 32 is not divisible by heads 3") as refused:
-            flat = (x.transpose(0, 2, 1, 3).reshape(1, 6, 32) for x in (actual, q, k, v))  # [B, N, H·d]
-            assert_attention_close(*flat, heads=3)
+        with pytest.raises(NumericError, match=r"^q, k and v: .* overflows float64") as refused:
+            big = q.astype(np.float64) * 1e160
+            assert_attention_close(actual, big, big, v, heads=4)  # scores beyond float64
         with pytest.raises(ValueError, match=r"^kv_heads=3 must divide heads=4") as argument:
             assert_attention_close(actual, q, k, v, heads=4, kv_heads=3)
-        for caught in (failed, refused, argument):
+        with pytest.raises(ValueError, match=r"^heads=3 must divide q's width H·d = 32") as shape:
+            flat = (x.transpose(0, 2, 1, 3).reshape(1, 6, 32) for x in (actual, q, k, v))  # [B, N, H·d]
+            assert_attention_close(*flat, heads=3)
+        for caught in (failed, refused, argument, shape):
             shown = [Path(entry.path) for entry in caught.traceback.filter(caught)]
             assert shown and [path for path in shown if path.is_relative_to(package)] == []
 
@@ -134,6 +137,204 @@ class TestInsidePytest:
         actual, q, k, v = self.wrong(n=3)
         with pytest.raises(TypeError, match=r"^actual must hold real floating-point numbers \(float64, float32, "):
             assert_attention_close(actual.astype(int), q, k, v, heads=4)
+
+
+def sdpa(batch: int = 1, causal: bool = False, scale: float | None = None) -> tuple[np.ndarray, ...]:
+    """NumPy q [B, 2, 3, 4], k and v [B, 2, 5, 4], and their right head outputs [B, 2, 3, 4] (actual first)."""
+    q = np.random.default_rng(4).standard_normal((batch, 2, 3, 4))
+    k, v = np.random.default_rng(5).standard_normal((2, batch, 2, 5, 4))
+    one = [(q[b : b + 1], k[b : b + 1], v[b : b + 1]) for b in range(batch)]
+    heads = [reference(*x, heads=2, causal=causal, scale=scale).head_outputs for x in one]
+    return np.stack(heads), q, k, v
+
+
+def refused(error: type[Exception], call) -> str:  # type: ignore[no-untyped-def]
+    """The message of the ``error`` that ``call()`` raises."""
+    with pytest.raises(error) as caught:
+        call()
+    return str(caught.value)
+
+
+class TestMaskArgument:
+    """The mask is boolean and lines up with the weights from the right, as SDPA broadcasts it."""
+
+    @pytest.mark.parametrize("shape", [(3, 5), (1, 3, 5), (1, 1, 3, 5), (2, 1, 3, 5)])
+    def test_shapes_taken(self, shape: tuple[int, ...]) -> None:
+        """[N, M], [1, N, M], [1, 1, N, M] and [B, 1, N, M] beside [B, H, N, d]: all keys visible, the right
+        output passes."""
+        assert_attention_close(*sdpa(2), heads=2, mask=np.ones(shape, dtype=bool))
+
+    def test_one_mask_per_batch_element(self) -> None:
+        """[B, 1, N, M] gives element b its own mask: the outputs of the two masks pass, swapped they fail."""
+        _, q, k, v = sdpa(2)
+        allowed = np.ones((2, 1, 3, 5), dtype=bool)
+        allowed[0, 0, :, 4], allowed[1, 0, :, 0] = False, False
+        one = [(q[b : b + 1], k[b : b + 1], v[b : b + 1]) for b in range(2)]
+        out = np.stack([reference(*x, heads=2, mask=allowed[b, 0]).head_outputs for b, x in enumerate(one)])
+        assert_attention_close(out, q, k, v, heads=2, mask=allowed)
+        with pytest.raises(AssertionError, match="in 2 of 2 batch elements"):
+            assert_attention_close(out, q, k, v, heads=2, mask=allowed[::-1])
+
+    @pytest.mark.parametrize(
+        ("shape", "rank", "fragment"),
+        [
+            ((1, 2, 3, 5), 4, "mask must be [N, M] or [B, 1, N, M] (one mask for every head) with B = 1 or 2, got "
+                              "shape (1, 2, 3, 5)"),  # per head: SDPA reads it so
+            ((2, 3, 5), 4, "mask must be [N, M] or [B, 1, N, M]"),  # SDPA lines its 2 up with the heads
+            ((1, 1, 1, 3, 5), 4, "got shape (1, 1, 1, 3, 5)"),  # more axes than the weights
+            ((2, 2, 3, 5), 4, "mask has 4 [N, M] masks for a batch of 2"),
+            ((3, 3, 5), 3, "mask has 3 [N, M] masks for a batch of 2"),
+            ((2, 1, 3, 5), 3, "mask must be [N, M] or [B, N, M] with B = 1 or 2"),
+            ((3, 5, 3), 4, "mask must end in [N, M] = [3, 5], got shape (3, 5, 3)"),
+            ((5,), 3, "mask must end in [N, M] = [3, 5], got shape (5,)"),
+        ],
+    )  # fmt: skip
+    def test_shapes_refused(self, shape: tuple[int, ...], rank: int, fragment: str) -> None:
+        """Per-head masks, more masks than the batch, extra axes, wrong [N, M]: a ValueError with the shape."""
+        actual, q, k, v = sdpa(2)
+        if rank == 3:  # [B, N, H·d]
+            actual, q, k, v = (x.transpose(0, 2, 1, 3).reshape(2, x.shape[2], 8) for x in (actual, q, k, v))
+        assert fragment in refused(ValueError, lambda: assert_attention_close(
+            actual, q, k, v, heads=2, mask=np.ones(shape, dtype=bool)))  # fmt: skip
+
+    @pytest.mark.parametrize(
+        ("mask", "error", "fragment"),
+        [
+            (np.ones((3, 5), dtype=int), TypeError, "mask must be boolean (True: may attend), got dtype int64"),
+            (np.zeros((3, 5)), TypeError, "got dtype float64"),  # an additive float mask is no boolean one
+            (np.ones((3, 5), dtype=object), TypeError, "got dtype object"),
+            ("causal", TypeError, "mask must be an array of booleans, got str"),
+            ([[True], [True, False]], ValueError, "mask is not an array: setting an array element with a sequence"),
+        ],
+    )
+    def test_types_refused(self, mask: object, error: type[Exception], fragment: str) -> None:
+        """Integers, floats, objects, text and ragged lists: the error names the mask."""
+        assert fragment in refused(error, lambda: assert_attention_close(*sdpa(), heads=2, mask=mask))
+
+    def test_a_list_of_booleans(self) -> None:
+        """Nested lists of booleans are a mask as NumPy reads them."""
+        assert_attention_close(*sdpa(), heads=2, mask=[[True] * 5] * 3)
+
+
+class TestShapeArguments:
+    """q, k, v and the heads agree, or the error names the one that does not."""
+
+    @pytest.mark.parametrize(
+        ("edit", "options", "fragment"),
+        [
+            (lambda q, k, v: (q, k[..., :3], v[..., :3]), {}, "k must be [B, H_kv, M, d] with q's d = 4"),
+            (lambda q, k, v: (q, k, v[..., :3]), {}, "v must have k's shape (1, 2, 5, 4) (attnx takes d_v = d_k), "
+                                                     "got (1, 2, 5, 3)"),
+            (lambda q, k, v: (q, k[:, :1], v[:, :1]), {}, "k and v are [B, H_kv, M, d] with H_kv = 1, but kv_heads is "
+                                                          "heads=2 by default"),
+            (lambda q, k, v: (q, k[:, :1], v[:, :1]), {"kv_heads": 2}, "with H_kv = 1, but kv_heads=2"),
+            (lambda q, k, v: flat(q, k[..., :3], v[..., :3]), {}, "k must have H_kv·d = 2 × 4 = 8 columns (d = q's "
+                                                                   "width / heads), got 6"),
+            (lambda q, k, v: flat(q, k, v), {"heads": 3}, "heads=3 must divide q's width H·d = 8"),
+            (lambda q, k, v: flat(q, k, v), {"kv_heads": 1}, "k must have H_kv·d = 1 × 4 = 4 columns"),
+            (lambda q, k, v: flat(q, k, v[:, :, :4]), {}, "k and v must have the same number of keys, got 5 and 4"),
+        ],
+    )  # fmt: skip
+    def test_refused(self, edit, options: dict, fragment: str) -> None:  # type: ignore[no-untyped-def]
+        """d between q and k, d_v, K/V heads against kv_heads, heads that do not divide, key counts."""
+        actual, *qkv = sdpa()
+        q, k, v = edit(*qkv)
+        settings = {"heads": 2} | options
+        assert fragment in refused(ValueError, lambda: assert_attention_close(actual, q, k, v, **settings))
+        assert fragment in refused(ValueError, lambda: reference(q, k, v, **settings))
+
+    @pytest.mark.parametrize(("name", "where"), [("q", (0, 1, 2, 3)), ("k", (0, 0, 4, 0)), ("v", (0, 1, 0, 2))])
+    @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+    def test_not_finite(self, name: str, where: tuple[int, ...], value: float) -> None:
+        """NaN or infinity in q, k or v is refused where it is; in actual it is a failure of the kernel."""
+        actual, q, k, v = sdpa()
+        arrays = {"q": q, "k": k, "v": v}
+        arrays[name][where] = value
+        message = refused(ValueError, lambda: assert_attention_close(actual, **arrays, heads=2))
+        assert message == f"{name} must hold finite numbers, got {value} at {name}{list(where)}"
+
+    def test_not_finite_actual_fails(self) -> None:
+        """A NaN in actual fails the comparison (AssertionError), as any wrong value."""
+        actual, q, k, v = sdpa()
+        actual[0, 1, 2, 3] = np.nan
+        with pytest.raises(AssertionError, match="actual differs: 1 of 1 beyond tolerance"):
+            assert_attention_close(actual, q, k, v, heads=2)
+
+
+def flat(*arrays: np.ndarray) -> list[np.ndarray]:
+    """[1, H, N, d] arrays as [N, H·d]."""
+    return [x[0].transpose(1, 0, 2).reshape(x.shape[2], -1) for x in arrays]
+
+
+class TestSettingArguments:
+    """NumPy's scalars are taken as Python's; what is no number, or no finite one, is refused by name."""
+
+    def test_numpy_scalars(self) -> None:
+        """heads, kv_heads, window as NumPy integers, scale as float32, causal as NumPy's bool: the right output
+        of those settings passes."""
+        actual, q, k, v = sdpa(causal=True, scale=0.5)
+        assert_attention_close(actual, q, k, v, heads=np.int64(2), kv_heads=np.int32(2), window=np.int64(9),
+                               scale=np.float32(0.5), causal=np.bool_(True))  # fmt: skip
+
+    @pytest.mark.parametrize(
+        ("options", "error", "message"),
+        [
+            ({"scale": "sqrt_dk"}, TypeError, "scale must be a number or None, got str"),
+            ({"scale": 10**400}, ValueError, "scale must be finite, got a number beyond float64's range"),
+            ({"window": np.float64(2)}, TypeError, "window must be an int, got float64"),
+            ({"causal": np.int64(1)}, TypeError, "causal must be True or False, got int64"),
+            ({"rtol": np.float32("inf")}, ValueError, "rtol must be a finite number ≥ 0, got inf"),
+            ({"atol": 10**400}, ValueError, "atol must be a finite number ≥ 0, got a number beyond float64's range"),
+            ({"atol": -1}, ValueError, "atol must be a finite number ≥ 0, got -1"),
+            ({"rtol": np.array(1e-3)}, TypeError, "rtol must be a number, got ndarray"),
+        ],
+    )
+    def test_refused(self, options: dict, error: type[Exception], message: str) -> None:
+        """Each message is the whole sentence, naming the argument."""
+        assert refused(error, lambda: assert_attention_close(*sdpa(), heads=2, **options)) == message
+
+    def test_limits_of_another_type(self) -> None:
+        """reference's limits are attnx.limits.Limits or None."""
+        _, q, k, v = sdpa()
+        message = refused(TypeError, lambda: reference(q, k, v, heads=2, limits={"max_elements": 9}))
+        assert message == "limits must be attnx.limits.Limits or None, got dict"
+
+    def test_huge_tolerances_say_nothing(self) -> None:
+        """rtol and atol of 1e308 on values of 1e3: the bound is beyond float64; right and NaN outputs are judged
+        without a warning (pytest would raise it)."""
+        actual, q, k, v = sdpa()
+        q, k, v, actual = q, k, v * 1e3, actual * 1e3
+        assert_attention_close(actual + 1e300, q, k, v, heads=2, rtol=1e308, atol=1e308)
+        actual[0, 0, 0, 0] = np.nan
+        with pytest.raises(AssertionError, match="actual differs"):
+            assert_attention_close(actual, q, k, v, heads=2, rtol=1e308, atol=1e308)
+
+
+class TestTorchArguments:
+    """Torch tensors are checked by their own dtype, before NumPy sees them."""
+
+    def test_refused(self) -> None:
+        """Float, bfloat16 and per-head masks, integer, boolean and complex arrays: each names the argument."""
+        torch = pytest.importorskip("torch")
+        actual, q, k, v = (torch.from_numpy(x) for x in sdpa(2))
+        cases = [
+            (TypeError, {"mask": torch.zeros(3, 5)}, "mask must be boolean (True: may attend), got dtype float32"),
+            (TypeError, {"mask": torch.ones(3, 5, dtype=torch.bfloat16)}, "got dtype bfloat16"),
+            (ValueError, {"mask": torch.ones(1, 2, 3, 5, dtype=torch.bool)}, "[B, 1, N, M] (one mask for every head)"),
+            (TypeError, {"q": q.to(torch.int64)}, "q must hold real floating-point numbers"),
+            (TypeError, {"k": k > 0}, "k must hold real floating-point numbers (float64, float32, float16, bfloat16), "
+                                      "got bool"),
+            (TypeError, {"actual": actual.to(torch.complex64)}, "actual must hold real floating-point numbers"),
+        ]  # fmt: skip
+        for error, change, fragment in cases:
+            arguments = {"actual": actual, "q": q, "k": k, "v": v, "heads": 2} | change
+            assert fragment in refused(error, lambda: assert_attention_close(**arguments))  # noqa: B023
+
+    def test_a_boolean_mask_per_batch_element(self) -> None:
+        """A torch [B, 1, N, M] boolean mask, all True: the right output passes."""
+        torch = pytest.importorskip("torch")
+        tensors = [torch.from_numpy(x) for x in sdpa(2)]
+        assert_attention_close(*tensors, heads=2, mask=torch.ones(2, 1, 3, 5, dtype=torch.bool))
 
 
 class TestReference:

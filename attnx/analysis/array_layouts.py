@@ -70,31 +70,37 @@ class Reading(NamedTuple):
 
 
 def recognise(
-    array: np.ndarray, sizes: Mapping[str, int], layout: str | None = None, *, output_first: bool = False
+    array: np.ndarray,
+    sizes: Mapping[str, int],
+    layout: str | None = None,
+    *,
+    output_first: bool = False,
+    source: str | None = None,
 ) -> Reading:
     """What a bare array holds, from its shape (or ``layout``), for a problem of ``sizes`` (see ``sizes_of``).
 
-    A shape that fits no layout is a ConfigError that lists the layouts this problem's arrays would have; one
-    that two layouts read differently is an AmbiguousError, unless ``output_first`` (a kernel's file: most
-    often its output) and every layout but weights' reads it one way: it is then read so, and the reading
-    names the weights layouts it set aside.
+    A shape that fits no layout is a ConfigError that lists the layouts this problem's arrays would have (a bare
+    array names no tensor: its shape is all that tells what it holds); one that two layouts read differently is an
+    AmbiguousError, unless ``output_first`` (a kernel's file: most often its output) and every layout but weights'
+    reads it one way: it is then read so, and the reading names the weights layouts it set aside. Messages begin
+    with ``source``, the file the array came from, where it is given.
     """
-    shape = tuple(array.shape)
+    shape, where = tuple(array.shape), "" if source is None else f"{source}: "
     if layout is not None:
         expected = layout_shape(layout, sizes)
         if shape != expected:
-            raise ConfigError(f"an array in layout {layout} has shape {expected} here, got {shape}")
+            raise ConfigError(f"{where}an array in layout {layout} has shape {expected} here, got {shape}")
         return Reading(*from_layout(array, layout))
     fits = [name for name in ARRAY_LAYOUTS if shape == layout_shape(name, sizes)]
     if not fits:
         known = ", ".join(f"{name} {layout_shape(name, sizes)}" for name in ARRAY_LAYOUTS if layout_shape(name, sizes))
-        raise ConfigError(f"an array of shape {shape} fits none of the layouts for this input: {known}")
+        raise ConfigError(f"{where}an array of shape {shape} fits none of the layouts for this input: {known}")
     if _one_reading(array, fits):
         return Reading(*from_layout(array, fits[0]))
     outputs = [name for name in fits if ARRAY_LAYOUTS[name][0] != WEIGHTS]
     if output_first and outputs and _one_reading(array, outputs):
         return Reading(*from_layout(array, outputs[0]), tuple(name for name in fits if name not in outputs))
-    raise AmbiguousError(f"an array of shape {shape} could be {' or '.join(fits)}: name its layout")
+    raise AmbiguousError(f"{where}an array of shape {shape} could be {' or '.join(fits)}: name its layout")
 
 
 def _one_reading(array: np.ndarray, layouts: list[str]) -> bool:

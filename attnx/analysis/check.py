@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from attnx.analysis.array_layouts import recognise
-from attnx.analysis.check_against import KERNEL_TENSORS, Verification, verify
+from attnx.analysis.check_against import KERNEL_TENSORS, Diagnosis, Verification, verify
 from attnx.analysis.check_diagnosis import diagnose
 from attnx.analysis.tolerance import DTYPES, TensorDiff, compare, tolerance_for
 from attnx.core.spec import AttentionSpec
@@ -114,7 +116,7 @@ def verify_kernel(
     if isinstance(saved, BareArray):
         sizes = {"query": spec.n_queries, "key": spec.n_keys, "head": spec.settings.heads,
                  "kv_head": spec.settings.kv_heads, "d_k": spec.d_k, "d_model": spec.d_model}  # fmt: skip
-        reading = recognise(saved.array, sizes, layout, output_first=True)
+        reading = recognise(saved.array, sizes, layout, output_first=True, source=saved.source)
         tensors, weights_too = {reading.name: reading.array}, reading.weights_too
         kernel = f"{saved.source}, one array read as {reading.name} [{', '.join(TENSORS[reading.name].axes)}]"
     else:
@@ -135,5 +137,9 @@ def verify_kernel(
     reference = compute(spec, "numpy", dtype="float64", needs=wanted | {Q, K, V, HEAD_OUTPUTS})
     verification = verify(reference, tensors, kernel_dtype, source=spec.source, kernel=kernel, names=names,
                           rtol=rtol, atol=atol)  # fmt: skip
-    diagnoses = diagnose(spec, verification, tensors, rtol=rtol, atol=atol)
+    # A known bug explains values beyond tolerance; a tensor in another shape (failing alone) it cannot explain.
+    diagnoses: tuple[Diagnosis, ...] = ()
+    if any(not check.passed for check in verification.checks):
+        with np.errstate(over="ignore"):  # atol + rtol·|r| beyond float64 (rtol 1e308) is an infinite bound
+            diagnoses = diagnose(spec, verification, tensors, rtol=rtol, atol=atol)
     return replace(verification, diagnoses=diagnoses, weights_too=weights_too)

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnx.analysis.tolerance import EPSILON, Tolerance, tolerance_for
+from attnx.analysis.tolerance import EPSILON, Tolerance, difference, tolerance_for
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import (
+    AVERAGE_WEIGHTS,
     HEAD_OUTPUTS,
     OUTPUT,
     PROJECTED,
     SCALED,
     SCORES,
+    SINK_WEIGHTS,
     TENSORS,
     WEIGHTS,
     K,
@@ -30,8 +32,10 @@ from attnx.core.tensors import (
 from attnx.errors import ConfigError
 
 NOT_HELD = "not in the kernel's file"
-# Tensors a kernel may hand over, in the order reports list them.
-KERNEL_TENSORS: tuple[TensorName, ...] = (OUTPUT, HEAD_OUTPUTS, PROJECTED, WEIGHTS, SCALED, SCORES, Q, K, V)
+# Tensors a kernel may hand over, in the order reports list them: every tensor a result holds.
+KERNEL_TENSORS: tuple[TensorName, ...] = (
+    OUTPUT, HEAD_OUTPUTS, PROJECTED, WEIGHTS, AVERAGE_WEIGHTS, SINK_WEIGHTS, SCALED, SCORES, Q, K, V,
+)  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,8 +118,7 @@ class Verification:
 
 def _errors(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     """|actual − expected| in float64, NaN and infinities as +inf (they are never within tolerance)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.abs(np.asarray(actual, dtype=np.float64) - expected)
+    diff = difference(actual, expected)
     return np.where(np.isnan(diff), np.inf, diff)
 
 
@@ -143,10 +146,11 @@ def check_tensor(
     worst = np.unravel_index(int(np.argmax(errors)), errors.shape) if errors.size else ()
     max_abs = float(errors.max()) if errors.size else 0.0
     nonzero = expected != 0
-    max_rel = float((errors[nonzero] / np.abs(expected[nonzero])).max()) if nonzero.any() else 0.0
-    beyond = int(np.count_nonzero(~(errors <= tolerance.atol + tolerance.rtol * np.abs(expected))))
-    magnitude = float(np.abs(expected).max()) if expected.size else 0.0
-    eps_units = max_abs / (EPSILON[dtype] * magnitude) if magnitude > 0 else (0.0 if max_abs == 0 else np.inf)
+    with np.errstate(over="ignore"):
+        max_rel = float((errors[nonzero] / np.abs(expected[nonzero])).max()) if nonzero.any() else 0.0
+    beyond = int(np.count_nonzero(~tolerance.within(errors, expected)))
+    unit = EPSILON[dtype] * (float(np.abs(expected).max()) if expected.size else 0.0)  # 0 below ε's reach too
+    eps_units = max_abs / unit if unit > 0 else (0.0 if max_abs == 0 else np.inf)
     by_head, by_key = per_head(name, errors, reference)
     index = tuple(int(i) for i in worst)
     value = float(np.asarray(actual)[index]) if index else 0.0
@@ -193,4 +197,6 @@ def verify(
             continue
         checks.append(check_tensor(name, actual, reference, tolerance_for(dtype, expected, rtol, atol), dtype))
     skipped = [(name, NOT_HELD) for name in held if name not in tensors and names is None]
+    skipped += [(name, f"the reference has none: {TENSORS[name].absent}") for name in KERNEL_TENSORS
+                if name in tensors and name not in held and names is None]  # fmt: skip
     return Verification(source, kernel, dtype, reference, tuple(checks), tuple(skipped), mismatched=tuple(mismatched))

@@ -10,7 +10,7 @@ import numpy as np
 
 from attnx.analysis.array_layouts import recognise, sizes_of
 from attnx.analysis.heads import Saturation, saturation
-from attnx.analysis.tolerance import TensorDiff, compare, loosest, tolerance_for
+from attnx.analysis.tolerance import TensorDiff, compare, difference, loosest, tolerance_for
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import MASK, OUTPUT, PROJECTED, WEIGHTS, TensorName, is_tensor_name
@@ -236,7 +236,7 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 def largest(a: np.ndarray, b: np.ndarray, count: int = LARGEST) -> tuple[Location, ...]:
     """The ``count`` elements of largest ``|a − b|`` (NaN first), largest first; zero differences left out."""
-    diff = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    diff = difference(a, b)
     ranked = np.where(np.isnan(diff), np.inf, diff).ravel()
     order = np.argsort(-ranked, kind="stable")[:count]
     locations = []
@@ -298,7 +298,7 @@ def compare_sides(
     wa, wb = a.tensors.get(WEIGHTS), b.tensors.get(WEIGHTS)
     delta = None
     if wa is not None and wb is not None and wa.shape == wb.shape:
-        delta = np.abs(np.asarray(wa, dtype=np.float64) - np.asarray(wb, dtype=np.float64))
+        delta = difference(wa, wb)
     masked = None
     if a.allowed is not None and b.allowed is not None and a.allowed.shape == b.allowed.shape:
         masked = ~a.allowed & ~b.allowed
@@ -307,5 +307,5 @@ def compare_sides(
 
 def side_from_array(array: BareArray, other: Side, layout: str | None = None) -> Side:
     """A bare array as a side, what it holds told from its shape against the ``other`` side's problem."""
-    reading = recognise(array.array, sizes_of(other.tensors), layout)
+    reading = recognise(array.array, sizes_of(other.tensors), layout, source=array.source)
     return Side(array.source, "array", {reading.name: reading.array}, other.tokens, other.key_tokens, array.dtype)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,15 @@ class Tolerance:
     rtol: float
     atol: float
 
+    def within(self, errors: np.ndarray, reference: np.ndarray) -> np.ndarray:
+        """Where ``errors`` (``|a − r|``) are within the tolerance of ``reference``, elementwise. An infinite or NaN
+        error never is; a bound beyond float64 (rtol 1e300 on values near 1e10) is infinite, so every finite error is
+        within it, with no overflow warning (and no NaN from ``inf × 0``: the tolerances are finite,
+        ``check_tolerances``)."""
+        with np.errstate(over="ignore"):
+            bound = self.atol + self.rtol * np.abs(np.asarray(reference, dtype=np.float64))
+        return np.asarray(np.isfinite(errors) & (errors <= bound))
+
 
 def loosest(*dtypes: str | None) -> str:
     """The least precise of ``dtypes`` (unknown names and None count as float64)."""
@@ -48,17 +58,28 @@ def default_tolerance(dtype: str, reference: np.ndarray) -> Tolerance:
     return Tolerance(HALF_RTOL[dtype], HALF_ATOL_EPSILONS * EPSILON[dtype] * magnitude)
 
 
-def check_tolerances(rtol: float | None, atol: float | None, names: tuple[str, str] = ("rtol", "atol")) -> None:
+def check_tolerances(rtol: object, atol: object, names: tuple[str, str] = ("rtol", "atol")) -> None:
     """Refuse a tolerance that is not a finite number of at least 0 (None: the default), naming it as ``names``
     say (``--rtol`` on the command line): an infinite one would turn ``inf × 0`` into NaN and fail equal values,
-    a NaN one would fail everything, a negative one would fail even equal values."""
+    a NaN one would fail everything, a negative one would fail even equal values. What is no real number (a
+    string, a bool, an array) is refused as such."""
     for value, name in zip((rtol, atol), names, strict=True):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
             raise ConfigError(f"{name} must be a number, got {type(value).__name__}")
-        if not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{name} must be a finite number ≥ 0, got {value!r:.40}")
+        try:
+            number = float(value)
+        except OverflowError:  # 10**400: an int no float64 holds
+            raise ConfigError(f"{name} must be a finite number ≥ 0, got a number beyond float64's range") from None
+        if not math.isfinite(number) or number < 0:
+            raise ConfigError(f"{name} must be a finite number ≥ 0, got {shown(number)}")
+
+
+def shown(number: float) -> str:
+    """A number as a message quotes it: as Python writes a float, without a trailing ``.0`` (``-1``, ``inf``,
+    ``nan``, ``1e-07``, ``0.25``), cut to 40 characters."""
+    return repr(number).removesuffix(".0")[:40]
 
 
 def tolerance_for(dtype: str, reference: np.ndarray, rtol: float | None = None, atol: float | None = None) -> Tolerance:
@@ -84,15 +105,22 @@ class TensorDiff:
     passed: bool
 
 
+def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|a − b|`` in float64, elementwise: infinite where it is beyond float64 (1e308 against -1e308), NaN where
+    either is NaN or both are the same infinity; no warning either way."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+
+
 def compare(actual: np.ndarray, reference: np.ndarray, tolerance: Tolerance) -> TensorDiff:
-    """Compare ``actual`` with ``reference`` (same shape) in float64."""
-    a = np.asarray(actual, dtype=np.float64)
+    """Compare ``actual`` with ``reference`` (same shape) in float64 (``difference``)."""
     r = np.asarray(reference, dtype=np.float64)
-    diff = np.abs(a - r)
+    diff = difference(actual, r)
     if not diff.size:
         return TensorDiff(0.0, 0.0, (), tolerance, True)
     worst = np.unravel_index(int(np.argmax(np.where(np.isnan(diff), np.inf, diff))), diff.shape)
     nonzero = r != 0
-    max_rel = float(np.max(diff[nonzero] / np.abs(r[nonzero]))) if nonzero.any() else 0.0
-    passed = bool(np.all(diff <= tolerance.atol + tolerance.rtol * np.abs(r)))
+    with np.errstate(over="ignore"):
+        max_rel = float(np.max(diff[nonzero] / np.abs(r[nonzero]))) if nonzero.any() else 0.0
+    passed = bool(np.all(tolerance.within(diff, r)))
     return TensorDiff(float(np.max(diff)), max_rel, tuple(int(i) for i in worst), tolerance, passed)

@@ -18,7 +18,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from attnx.analysis.check import REFERENCE, CheckReport
-from attnx.analysis.check_against import NOT_HELD, TensorCheck, Verification
+from attnx.analysis.check_against import KERNEL_TENSORS, NOT_HELD, TensorCheck, Verification
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import TENSORS, TensorName
 from attnx.render.colours import FAIL, LABEL, PASS, WARNING
@@ -144,7 +144,9 @@ def tolerance_line(verification: Verification, voice: Voice = SHELL) -> str:
 
 
 def checks_table(verification: Verification, *, stacked: bool = False) -> RenderableType:
-    """One row per tensor: shape, max abs and rel error, ε units, elements beyond tolerance, the worst, verdict.
+    """One row per tensor: shape, max abs and rel error, ε units, elements beyond tolerance, the worst, verdict; a
+    tensor held in another shape is a row too, ``(3,5,5) vs (2,5,5)`` (the kernel's, the reference's) and ``shapes
+    differ``, as `attnx diff` shows one, in the order reports list tensors.
 
     The worst element's place has a column of its own, never wrapped; ``stacked`` puts it under the tensor's
     name instead (for a narrow width, where it may wrap: ``checks_view`` picks).
@@ -155,17 +157,41 @@ def checks_table(verification: Verification, *, stacked: bool = False) -> Render
     if not stacked:
         table.add_column("worst at", header_style=LABEL, no_wrap=True)
     add_columns(table, "verdict", numeric=False)
+    rows: list[tuple[TensorName, list[RenderableType]]] = []
     for check in verification.checks:
         where = locate_in(check.name, check.worst, verification.reference) if check.max_abs > 0 else "—"
         mark = Text("pass", style=PASS) if check.passed else Text("FAIL", style=FAIL)
         units = "—" if not math.isfinite(check.eps_units) else f"{check.eps_units:.3g}"
-        numbers = [sci(check.max_abs), sci(check.max_rel), units, f"{check.beyond} of {check.size}"]
-        shape = "(" + ",".join(map(str, check.shape)) + ")"
-        if stacked:
-            table.add_row(under_name(check.name, Text(f"at {where}")), shape, *numbers, mark)
-        else:
-            table.add_row(check.name, shape, *numbers, Text(where), mark)
+        numbers: list[RenderableType] = [
+            sci(check.max_abs),
+            sci(check.max_rel),
+            units,
+            f"{check.beyond} of {check.size}",
+        ]
+        rows.append((check.name, _row(check.name, shape_text(check.shape), numbers, where, mark, stacked)))
+    for name, shape, expected in verification.mismatched:
+        shapes = f"{shape_text(shape)} vs {shape_text(expected)}"
+        rows.append((name, _row(name, shapes, ["", "", "", ""], SHAPES_DIFFER, Text("FAIL", style=FAIL), stacked)))
+    for _, cells in sorted(rows, key=lambda row: KERNEL_TENSORS.index(row[0])):
+        table.add_row(*cells)
     return table
+
+
+SHAPES_DIFFER = "shapes differ"  # as `attnx diff` says it
+
+
+def shape_text(shape: tuple[int, ...]) -> str:
+    """A shape as a table shows it: ``(2,5,5)``."""
+    return "(" + ",".join(map(str, shape)) + ")"
+
+
+def _row(
+    name: str, shape: str, numbers: list[RenderableType], where: str, mark: Text, stacked: bool
+) -> list[RenderableType]:
+    """The cells of one row of ``checks_table``: ``where`` in a column of its own, or under the name."""
+    if stacked:
+        return [under_name(name, Text(f"at {where}" if where != SHAPES_DIFFER else where)), shape, *numbers, mark]
+    return [name, shape, *numbers, Text(where), mark]
 
 
 def checks_view(verification: Verification) -> RenderableType:
@@ -246,7 +272,8 @@ def read_lines(verification: Verification, voice: Voice = SHELL) -> list[str]:
     if verification.weights_too:
         layouts = " or ".join(verification.weights_too)
         lines.append(f"its shape fits weights [head, query, key] too: --array-layout {layouts} reads it as weights")
-    lines.append(tolerance_line(verification, voice))
+    if verification.checks:  # none when every tensor held is in another shape: no tolerance was applied
+        lines.append(tolerance_line(verification, voice))
     not_held = [name for name, why in verification.skipped if why == NOT_HELD]
     if not_held:
         lines.append(f"not compared: {', '.join(not_held)} ({voice.not_held})")
@@ -259,7 +286,7 @@ def verification_view(
     """Everything `attnx check --against` prints (or ``assert_attention_close`` raises, in ``voice``): what was
     compared, the table, where, the diagnoses, a verdict."""
     parts: list[RenderableType] = [Text("\n".join(read_lines(verification, voice)), style="dim")]
-    if verification.checks:
+    if verification.checks or verification.mismatched:
         parts.append(checks_view(verification))
     failing = [check for check in verification.checks if not check.passed]
     if verification.mismatched:

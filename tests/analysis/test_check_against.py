@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -216,3 +218,88 @@ class TestLayouts:
         verification = verify_kernel(spec, BareArray("out.npy", values[None].astype(np.float32)))
         assert verification.passed and verification.dtype == "float32"
         assert verification.kernel == "out.npy, one array read as head_outputs [head, query, d_k]"
+
+
+def small() -> AttentionSpec:
+    """2 heads of 3 over 4 queries and 5 keys: weights (2, 4, 5), head outputs (2, 4, 3), output (4, 6)."""
+    q, k, v = np.random.default_rng(8).standard_normal((3, 5, 6))
+    return AttentionSpec.build(q=q[:4], k=k, v=v, heads=2, tokens=tuple("abcd"), key_tokens=tuple("vwxyz"))
+
+
+class TestShapes:
+    """A tensor the kernel holds under a known name but in another shape fails, naming both shapes; only a tensor
+    the kernel does not hold is not compared."""
+
+    @pytest.mark.parametrize(
+        ("name", "change"),
+        [
+            ("weights", lambda w: np.concatenate([w, w[:1]])),  # a head too many
+            ("weights", lambda w: w[:1]),  # a head too few
+            ("weights", lambda w: w[:, :3]),  # a query too few
+            ("weights", lambda w: w[:, :, :4]),  # a key too few
+            ("weights", lambda w: w[None]),  # a batch axis: another rank
+            ("weights", lambda w: w.transpose(1, 0, 2)),  # [query, head, key]
+            ("head_outputs", lambda h: h[..., :2]),  # d_v of 2
+            ("output", lambda o: o[:, :5]),  # a column too few
+            ("output", lambda o: o.ravel()),  # flattened
+            ("average_weights", lambda a: a[:2]),  # a tensor no kernel report listed before
+        ],
+    )
+    def test_another_shape_fails(self, name: str, change) -> None:  # type: ignore[no-untyped-def]
+        """The tensor is mismatched (its shape, the reference's), the others still compared and passing."""
+        reference = compute(small())
+        tensors = {key: getattr(reference, key) for key in ("weights", "head_outputs", "output", "average_weights")}
+        tensors[name] = change(tensors[name])
+        verification = verify(reference, tensors, "float64")
+        assert verification.mismatched == ((name, tensors[name].shape, getattr(reference, name).shape),)
+        assert {check.name for check in verification.checks} == set(tensors) - {name}
+        assert all(check.passed for check in verification.checks)
+        assert (verification.passed, verification.failures) == (False, 1)
+
+    def test_a_tensor_not_held_is_not_compared(self) -> None:
+        """The output alone, right: it passes; the tensors the reference holds besides are listed, not failed."""
+        reference = compute(small(), needs={"weights"})
+        verification = verify(reference, {"output": reference.output}, "float64")
+        assert verification.passed and verification.mismatched == ()
+        assert verification.skipped == (("weights", "not in the kernel's file"),)
+
+    def test_a_tensor_the_reference_has_not(self) -> None:
+        """projected without W_o, sink weights without sinks: not compared, each with the reason, never ignored."""
+        reference = compute(small(), needs={"output"})
+        held = {"output": reference.output, "projected": reference.output, "sink_weights": np.zeros((2, 4))}
+        verification = verify(reference, held, "float64")
+        assert verification.passed and [check.name for check in verification.checks] == ["output"]
+        assert verification.skipped[-2:] == (
+            ("projected", "the reference has none: the input has no w_o"),
+            ("sink_weights", "the reference has none: the attention has no learned sinks"),
+        )
+
+    def test_average_weights_compared(self) -> None:
+        """average_weights is compared like every tensor a result holds: off by 0.5 in one cell, it fails there."""
+        spec = small()
+        average = compute(spec).average_weights.copy()
+        average[1, 2] += 0.5
+        verification = verify_kernel(spec, SavedResult("kernel", {}, {"average_weights": average}, "float64"))
+        (check,) = verification.checks
+        assert (check.name, check.worst, check.beyond, verification.passed) == ("average_weights", (1, 2), 1, False)
+
+    def test_no_diagnosis_for_a_shape(self) -> None:
+        """Right values beside a tensor in another shape: the verification fails, and no bug is said to explain it."""
+        spec = small()
+        reference = compute(spec)
+        held = {"output": reference.output, "weights": reference.weights[:1]}
+        verification = verify_kernel(spec, SavedResult("kernel", {}, held, "float64"))
+        assert not verification.passed and verification.diagnoses == ()
+
+    def test_a_bare_array_names_its_file(self) -> None:
+        """A bare array whose shape fits no layout stays a ConfigError (no name says what it holds): it names the
+        file, then the layouts it could have had."""
+        with pytest.raises(ConfigError, match=r"^out\.npy: an array of shape \(7, 3\) fits none of the layouts"):
+            verify_kernel(small(), BareArray("out.npy", np.zeros((7, 3))))
+
+    def test_epsilon_units_of_a_tiny_reference(self) -> None:
+        """A reference whose largest magnitude is below ε's reach (1e-310): the error in ε units is infinite, not a
+        ZeroDivisionError."""
+        tiny = dataclasses.replace(compute(small()), output=np.full((4, 6), 1e-310))
+        check = verify(tiny, {"output": np.full((4, 6), 2e-310)}, "float64").checks[0]
+        assert (check.eps_units, check.max_abs) == (np.inf, pytest.approx(1e-310))

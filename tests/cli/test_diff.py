@@ -446,3 +446,32 @@ class TestMaskedCells:
         first = next(line for line in out.splitlines() if line.startswith("the "))
         assert first.split() == ["the", "0.0000", *[MASKED] * 5]
         assert "masked (weight 0)" in out
+
+
+class TestDifferencesBeyondFloat64:
+    """Differences, ratios and tolerance bounds beyond float64 are infinite, and nothing warns of them."""
+
+    @staticmethod
+    def sides(tmp_path: Path, a: float, b: float) -> list[str]:
+        """Two results holding only an output of 5 × 4 and weights of 2 × 5 × 5, filled with ``a`` and ``b``."""
+        paths = []
+        for name, value in (("a", a), ("b", b)):
+            np.savez(tmp_path / f"{name}.npz", output=np.full((5, 4), value), weights=np.full((2, 5, 5), value))
+            paths.append(str(tmp_path / f"{name}.npz"))
+        return paths
+
+    def test_opposite_extremes(self, tmp_path: Path) -> None:
+        """1e308 against -1e308: |A − B| is inf, both tensors fail (exit 1), stderr is empty."""
+        outcome = run_attnx("diff", *self.sides(tmp_path, 1e308, -1e308), "-f", "json")
+        rows = json.loads(outcome.stdout)["tensors"]
+        assert (outcome.code, outcome.stderr) == (1, "")
+        assert [(row["tensor"], row["max_abs"], row["passed"]) for row in rows] == [
+            ("weights", None, False),  # inf is written as null
+            ("output", None, False),
+        ]
+
+    def test_a_huge_tolerance(self, tmp_path: Path) -> None:
+        """--rtol 1e308 --atol 1e308 on values of 1e300 apart by 1e300: within (the bound overflows), silently."""
+        outcome = run_attnx("diff", *self.sides(tmp_path, 2e300, 1e300), "--rtol", "1e308", "--atol", "1e308")
+        assert (outcome.code, outcome.stderr) == (0, "")
+        assert "A and B agree: all 2 tensors compared are within tolerance" in outcome.stdout

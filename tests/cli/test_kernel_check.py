@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.cli.test_corpus import assert_one_line_exit_2
 from tests.cli.test_diff import invoke as invoke_at
-from tests.runner import Outcome
+from tests.runner import Outcome, run_attnx
 
 
 def invoke(*args: str, code: int = 0) -> Outcome:
@@ -221,3 +222,101 @@ class TestCheckAgainst:
         assert "describe the file given with --against" in invoke("check", qkv, "--kernel-dtype",
                                                                     "float16", code=2).stderr  # fmt: skip
         invoke("check", qkv, "--against", path(kernel_dir, "out.npy"), "-f", "csv", code=2)
+
+
+EXAMPLE = "configs/cat-sat-on-mat.yaml"  # 2 heads, 5 tokens, d_k 2: weights (2, 5, 5), output (5, 4)
+
+
+@pytest.fixture(scope="module")
+def example() -> dict[str, np.ndarray]:
+    """The float64 reference of the worked example, tensor by tensor."""
+    from attnx.engines import compute
+    from attnx.io import load_spec
+
+    result = compute(load_spec(EXAMPLE))
+    return {name: getattr(result, name) for name in ("weights", "head_outputs", "output", "average_weights")}
+
+
+def save(folder: Path, form: str, tensors: dict[str, np.ndarray]) -> str:
+    """``tensors`` as a kernel's file in ``form``: an .npz, a JSON result or a folder of .npy files."""
+    target = folder / f"kernel.{form}"
+    if form == "npz":
+        np.savez(target, **tensors)
+    elif form == "json":
+        target.write_text(json.dumps({"format_version": "1.6", **{k: v.tolist() for k, v in tensors.items()}}))
+    else:
+        target.mkdir()
+        for name, value in tensors.items():
+            np.save(target / f"{name}.npy", value)
+    return str(target)
+
+
+class TestShapesInTheKernelFile:
+    """A known tensor in another shape is a failing row (exit 1); a tensor not held is not compared (exit 0); what
+    the readers cannot take as a result is one line (exit 2)."""
+
+    def test_the_row_says_shapes_differ(self, tmp_path: Path, example: dict[str, np.ndarray]) -> None:
+        """A head too many beside the right output: one table, the weights' row with both shapes, as diff shows it."""
+        kernel = save(tmp_path, "folder", {"output": example["output"], "weights": example["weights"][[0, 1, 1]]})
+        out = invoke("check", EXAMPLE, "--against", kernel, code=1).stdout.splitlines()
+        table = out[out.index(next(line for line in out if line.startswith("tensor "))) :]
+        assert [line.split() for line in table[2:4]] == [
+            ["output", "(5,4)", "0", "0", "0", "0", "of", "20", "—", "pass"],
+            ["weights", "(3,5,5)", "vs", "(2,5,5)", "shapes", "differ", "FAIL"],
+        ]
+        assert table[-1] == "the kernel differs: 1 of 2 beyond tolerance or in another shape"
+
+    def test_only_a_mismatch(self, tmp_path: Path, example: dict[str, np.ndarray]) -> None:
+        """Nothing compared: no tolerance line (none was applied), the row, exit 1."""
+        kernel = save(tmp_path, "npz", {"head_outputs": example["head_outputs"][..., :1]})
+        out = invoke("check", EXAMPLE, "--against", kernel, code=1).stdout
+        assert "tolerance (" not in out and "head_outputs  (2,5,1) vs (2,5,2)" in out
+
+    @pytest.mark.parametrize("form", ["npz", "json", "folder"])
+    def test_average_weights_are_checked(self, tmp_path: Path, example: dict[str, np.ndarray], form: str) -> None:
+        """average_weights in another shape fails like any tensor (it was left out of the comparison unseen)."""
+        kernel = save(tmp_path, form, {"output": example["output"], "average_weights": example["average_weights"][:2]})
+        found = json.loads(invoke("check", EXAMPLE, "--against", kernel, "-f", "json", code=1).stdout)
+        assert found["mismatched"] == [{"tensor": "average_weights", "shape": [2, 5], "reference_shape": [5, 5]}]
+        assert [(t["tensor"], t["passed"]) for t in found["tensors"]] == [("output", True)]
+
+    @pytest.mark.parametrize("form", ["json", "folder"])
+    def test_a_tensor_not_held(self, tmp_path: Path, example: dict[str, np.ndarray], form: str) -> None:
+        """The right output alone: exit 0; weights are not compared, and nothing is mismatched."""
+        found = json.loads(invoke("check", EXAMPLE, "--against", save(tmp_path, form, {"output": example["output"]}),
+                                  "--tensor", "output", "-f", "json").stdout)  # fmt: skip
+        assert found["passed"] and found["mismatched"] == [] and found["tensors"][0]["max_abs"] == 0
+
+    @pytest.mark.parametrize("form", ["npz", "json", "folder"])
+    def test_another_rank_is_no_result(self, tmp_path: Path, example: dict[str, np.ndarray], form: str) -> None:
+        """weights with a batch axis: the result readers refuse a tensor of another rank as they read it, one line
+        naming it (for diff and check alike), exit 2."""
+        kernel = save(tmp_path, form, {"weights": example["weights"][None]})
+        assert_one_line_exit_2(run_attnx("check", EXAMPLE, "--against", kernel), "weights")
+        assert_one_line_exit_2(run_attnx("diff", kernel, EXAMPLE), "weights")
+
+    def test_a_bare_array_of_no_layout(self, tmp_path: Path) -> None:
+        """A bare .npy names no tensor, so a shape that fits no layout is bad input: one line, the file first."""
+        np.save(tmp_path / "out.npy", np.zeros((7, 3)))
+        outcome = run_attnx("check", EXAMPLE, "--against", str(tmp_path / "out.npy"))
+        assert_one_line_exit_2(outcome, f"attnx: error: {tmp_path / 'out.npy'}: an array of shape (7, 3) fits none")
+        assert_one_line_exit_2(run_attnx("diff", EXAMPLE, str(tmp_path / "out.npy")), "out.npy: an array of shape")
+
+
+class TestTolerancesOnTheCommandLine:
+    """--rtol and --atol: refused alike when they are no finite number ≥ 0, and silent however large they are."""
+
+    @pytest.mark.parametrize(("value", "shown"), [("-1", "-1"), ("1e999", "inf"), ("-inf", "-inf"), ("NaN", "nan")])
+    def test_the_line(self, value: str, shown: str) -> None:
+        """The whole line names the flag and the value as a number, before any input is read."""
+        for flag in ("--rtol", "--atol"):
+            outcome = run_attnx("check", "missing.yaml", "--against", "missing.npz", f"{flag}={value}")
+            assert outcome.stderr == f"attnx: error: {flag} must be a finite number ≥ 0, got {shown}\n"
+
+    def test_huge_tolerances_warn_of_nothing(self, tmp_path: Path, example: dict[str, np.ndarray]) -> None:
+        """1e308 and 1e308: a NaN still fails, a wrong value passes, and stderr stays empty."""
+        output = example["output"] * 1e3
+        output[0, 0] = np.nan
+        kernel = save(tmp_path, "npz", {"output": output})
+        outcome = run_attnx("check", EXAMPLE, "--against", kernel, "--rtol", "1e308", "--atol", "1e308", "-f", "json")
+        assert (outcome.code, outcome.stderr, json.loads(outcome.stdout)["tensors"][0]["beyond"]) == (1, "", 1)
