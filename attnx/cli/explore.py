@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -15,7 +17,7 @@ from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, TextF
 from attnx.cli.inputs import load_input, open_with_text, refuse
 from attnx.cli.options import ConfigArg, NoColorOpt
 from attnx.cli.output import colour_allowed
-from attnx.errors import UsageError
+from attnx.errors import AttnxError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.explore import Explorer
@@ -23,6 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.tui.app import ExploreApp
 
 INSTALL = "python -m pip install 'attnx[explore]'"
+# Seconds the app has to end on its own once its terminal hung up (its watch asks it to within a quarter second)
+# before the process ends without it: a hang-up within a second, as the app's own exit takes 0.2-0.4 s.
+GRACE = 0.5
 
 
 @guarded
@@ -50,33 +55,74 @@ def explore(
     state = explorer(config, inputs, ModelFlags(model=checkpoint.model, text=checkpoint.text), backend, caps)
     app = ExploreApp(state, colour=colour_allowed(no_color))
     app.error_console = Console(file=io.StringIO(), stderr=True)  # Textual's traceback: one line below instead
+    done = threading.Event()
+    threading.Thread(target=watchdog, args=(done,), name="attnx-watchdog", daemon=True).start()
     try:
         app.run()
     finally:
+        done.set()
         state.close()
     ended(app)
 
 
+def watchdog(
+    done: threading.Event,
+    gone: Callable[[], bool] | None = None,
+    leave: Callable[[int], object] = os._exit,
+    every: float | None = None,
+    grace: float = GRACE,
+) -> None:
+    """Until ``done``, look at the terminal ``every`` seconds (``attnx.tui.app.WATCH``); once it has hung up
+    (``gone``: ``attnx.tui.app.terminal_gone``) and the app has not ended within ``grace`` seconds, end the process
+    with the hang-up's exit code (``leave``: at once, as nothing is left to restore or tell).
+
+    The app can be stuck where its own watch and signal handlers cannot run: Textual's writer thread dies on the
+    first write that fails (EIO), its queue of 30 writes fills, and the next write blocks the app's loop for ever,
+    while its reader spins on the end of its input. On a pseudo-terminal closed under a session leader (SIGHUP at
+    once) this took 13 exits in 15.
+    """
+    from attnx.tui.app import HANG_UP, WATCH, terminal_gone
+
+    gone = terminal_gone if gone is None else gone
+    while not done.wait(WATCH if every is None else every):
+        if gone():
+            if not done.wait(grace):
+                leave(HANG_UP)
+            return
+
+
 def ended(app: ExploreApp) -> None:
     """How the app ended, as the command line says it: a failure inside it (exit 1, one line; the traceback
-    with --debug), a terminal gone or a termination signal (128 + the signal's number, as for any command)."""
+    with --debug; an AttnxError its own line and exit code), a terminal gone or a termination signal (128 + the
+    signal's number, as for any command)."""
     from attnx.console import Terminated
     from attnx.tui.app import HANG_UP, terminal_gone
 
-    if app.failure is not None and terminal_gone():  # the terminal went away: what failed, failed writing to it
+    failure = app.failure
+    if failure is not None and terminal_gone():  # the terminal went away: what failed, failed writing to it
         raise Terminated(signal.SIGHUP)
-    if app.failure is not None:
+    if isinstance(failure, AttnxError):
+        raise failure  # `guarded` says it as anywhere else
+    if failure is not None:
         if DEBUG["on"]:
             sys.stderr.write(app.error_console.file.getvalue())  # type: ignore[attr-defined]  # the StringIO above
-        fail(f"attnx explore stopped: {type(app.failure).__name__}: {app.failure}", ExitCode.FAILURE)
+        fail(f"attnx explore stopped: {type(failure).__name__}: {failure}", ExitCode.FAILURE)
     code = app.return_code or 0
     if code == HANG_UP or code - 128 in (signal.SIGHUP, signal.SIGTERM):
         raise Terminated(code - 128)
 
 
 def on_terminal() -> bool:
-    """Whether stdin and stdout are both a terminal, where a full-screen app can draw and read keys."""
-    return sys.stdin.isatty() and sys.stdout.isatty()
+    """Whether stdin and stdout are both a terminal, where a full-screen app can draw and read keys; a terminal
+    that already hung up ends the command as its SIGHUP does (exit 129), not as a pipe would (exit 2)."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return True
+    from attnx.console import Terminated
+    from attnx.tui.app import terminal_gone
+
+    if terminal_gone(sys.stdin) or terminal_gone(sys.stdout):
+        raise Terminated(signal.SIGHUP)
+    return False
 
 
 def explorer(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
 import sys
-from typing import ClassVar
+from typing import Any, ClassVar, TextIO
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
@@ -14,6 +15,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.styled import Styled
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -33,9 +35,11 @@ FADED = Style(dim=True)
 # Below this width the footer's keys stand one blank apart, not two: on a model, with "→ query" shown, every key
 # down to "q quit" then fits in 80 columns (73 characters, against 84).
 COMPACT_FOOTER = 90
-# The smallest terminal the panels are drawn in (columns, rows): a heatmap of a few keys beside its labels, and the
-# status, the tokens, a panel's first lines and the footer. Below it the explorer says so and waits.
-MIN_SIZE = (40, 10)
+# The smallest terminal the panels are drawn in (columns, rows). Below 13 columns the trace's table cannot be drawn
+# at all (Rich: "Sum of ratios must be > 0"); at 40 columns the status takes 3 rows, and with the tokens, the head's
+# titles, its column labels and the footer, 12 rows is the least that shows the query's own row of the heatmap (at 10
+# rows only the titles showed). Below it the explorer hides its panels, says so and waits.
+MIN_SIZE = (40, 12)
 WATCH = 0.25  # seconds between two looks at the terminal: one that hung up ends the app within a second
 HANG_UP = 129  # the exit code of a terminal gone, as for SIGHUP (128 + 1)
 
@@ -53,6 +57,8 @@ class ExploreApp(App[None]):
     #ask.shown { display: block; }
     #keys { display: none; border: round $accent; padding: 0 1; }
     #keys.shown { display: block; }
+    .small Screen { overflow: hidden; }
+    .small #status { padding: 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left", "query(-1)", "query", show=False),
@@ -87,6 +93,7 @@ class ExploreApp(App[None]):
         self.trace_delay = TRACE_DELAY
         self._tracing: Timer | None = None
         self.failure: BaseException | None = None  # what ended the app, when something failed inside it
+        self._signals: dict[int, Any] = {}  # the handlers the app's own replaced, put back when it ends
 
     def compose(self) -> ComposeResult:
         """The status line and the token strip, then the panels in a scrolling column, the key help and the box
@@ -105,14 +112,31 @@ class ExploreApp(App[None]):
     def on_mount(self) -> None:
         """Draw every panel once; watch the terminal and the hang-up and termination signals."""
         self.query_one("#keys", Static).update(panels.keys_panel())
-        loop = asyncio.get_running_loop()
-        for signum in (getattr(signal, "SIGHUP", None), signal.SIGTERM):  # on the loop: a handler raising in it
-            if signum is not None:  # would be swallowed by the task it interrupted
-                with contextlib.suppress(NotImplementedError):  # pragma: no cover - Windows' loop has none
-                    loop.add_signal_handler(signum, self.exit, None, 128 + signum)
+        self.catch_signals()
         self.watch_terminal()
         self.set_interval(WATCH, self.watch_terminal)
-        self.on_resize()  # the trace follows, as after a key
+        self.fit()  # the trace follows, as after a key
+
+    def catch_signals(self) -> None:
+        """SIGHUP and SIGTERM end the app with 128 + the signal's number (129, 143: the exit codes attnx.console gives
+        them everywhere else). The handlers run on the loop: attnx.console's, which raises, would be swallowed there
+        by whichever task it interrupted."""
+        loop = asyncio.get_running_loop()
+        for signum in (getattr(signal, "SIGHUP", None), signal.SIGTERM):
+            if signum is None:  # pragma: no cover - Windows has no SIGHUP
+                continue
+            previous = signal.getsignal(signum)
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no loop handlers here
+                loop.add_signal_handler(signum, self.exit, None, 128 + signum)
+                self._signals[signum] = signal.SIG_DFL if previous is None else previous
+
+    def on_unmount(self) -> None:
+        """Put back the signal handlers the app replaced: after it, a signal ends the command as before it."""
+        loop = asyncio.get_running_loop()
+        for signum, previous in self._signals.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, previous)
+        self._signals.clear()
 
     def watch_terminal(self) -> None:
         """End the app (exit code ``HANG_UP``) once its terminal can no longer be read or written: a terminal that
@@ -124,6 +148,7 @@ class ExploreApp(App[None]):
         """Whether the terminal is smaller than ``MIN_SIZE``; then every panel is hidden and the status says so."""
         width, height = self.size
         small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        self.set_class(small, "small")  # the message takes every cell: no padding, no scroll bar
         try:
             for widget in (self.query_one("#tokens"), self.query_one(VerticalScroll), self.query_one(Footer)):
                 widget.display = not small
@@ -134,8 +159,13 @@ class ExploreApp(App[None]):
             return True
         return small
 
-    def on_resize(self) -> None:
-        """Fit the panels and the footer to the new size."""
+    def on_resize(self, event: events.Resize) -> None:
+        """Fit the panels to the new size once the app has taken it: this handler runs before Textual's own, which
+        sets ``self.size`` (drawn at once, every panel would fit the size before, one resize behind)."""
+        self.call_later(self.fit)
+
+    def fit(self) -> None:
+        """Fit the panels and the footer to the terminal's size."""
         self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER
         self.redraw()
 
@@ -185,7 +215,9 @@ class ExploreApp(App[None]):
         """Put ``renderable`` in ``panel``, every character of it made inert (None: hide the panel).
 
         The screen is laid out again only when the panel's height changes (a layout costs 15-20 ms): it is drawn
-        here at the panel's width, and Textual reads that drawing when it paints.
+        here at the panel's width, and Textual reads that drawing when it paints. A panel last laid out at another
+        size (the screen not laid out since a resize; below ``MIN_SIZE``, a few cells wide, where the trace's table
+        cannot even be drawn) is not measured: Textual lays it out anew.
         """
         widget = self.query_one(f"#{panel}", Static)
         if renderable is None:
@@ -194,7 +226,8 @@ class ExploreApp(App[None]):
         content = Once(Inert(renderable))
         region = widget.content_region
         same = False
-        if widget.display and region.width > 0:
+        width = self.size.width
+        if widget.display and width - 4 <= region.width <= width - 2:  # the padding, and the scroll bar if any
             options = self.console.options.update(width=region.width, height=None)
             same = len(self.console.render_lines(content, options, pad=False)) == region.height
         widget.display = True
@@ -302,16 +335,20 @@ class ExploreApp(App[None]):
         super()._handle_exception(error)
 
 
-def terminal_gone() -> bool:
-    """Whether the terminal on stdin has hung up or closed (its attributes no longer read)."""
+def terminal_gone(stream: TextIO | None = None) -> bool:
+    """Whether the terminal of ``stream`` (the process's stdin by default) hung up or closed: its attributes answer
+    EIO (ENXIO on some systems). A stream that is no terminal (ENOTTY), or none at all, has no terminal to lose."""
     try:
         import termios
     except ImportError:  # pragma: no cover - not POSIX: Textual's own driver watches its console
         return False
+    stream = sys.__stdin__ if stream is None else stream
     try:
-        termios.tcgetattr(sys.__stdin__.fileno() if sys.__stdin__ is not None else 0)
-    except (OSError, ValueError, termios.error):
-        return True
+        termios.tcgetattr(stream.fileno())  # type: ignore[union-attr]  # None: the AttributeError below
+    except (OSError, termios.error) as exc:
+        return bool(exc.args) and exc.args[0] in (errno.EIO, errno.ENXIO)
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        return False
     return False
 
 

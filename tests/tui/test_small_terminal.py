@@ -1,192 +1,154 @@
-"""The explorer in a terminal too small for it, a failure inside it, and a terminal that goes away."""
+"""The explorer in a terminal too small for it, and a failure inside it: what the screen says, what the CLI says."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import pty
-import select
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import typer
 
-from tests.tui.screens import byte_level
+from tests.runner import run_attnx
+from tests.tui.screens import byte_level, screen_lines
 
 pytest.importorskip("textual")
+from textual.pilot import Pilot
 
-from attnx.tui.app import HANG_UP, MIN_SIZE, ExploreApp
-
-ROOT = Path(__file__).parents[2]
-
-
-def session(sizes: list[tuple[int, int]], layers: int = 1, keys: tuple[str, ...] = ("right",)) -> list[str]:
-    """What the screen says at each of ``sizes`` in turn (the first the start's, the next by resizing), after
-    ``keys`` pressed at each: the status line, then every panel shown, as one line of text; the app must still run
-    at the end, and q end it."""
-    screens: list[str] = []
-
-    async def play() -> None:
-        app = ExploreApp(byte_level(layers), colour=False)
-        async with app.run_test(size=sizes[0]) as pilot:
-            for size in sizes:
-                await pilot.resize_terminal(*size)
-                await pilot.pause(0.1)  # the trace's timer fires, if it was set
-                for key in keys:
-                    await pilot.press(key)
-                await pilot.pause(0.05)
-                shown = [name for name in ("status", "head", "heads") if app.query_one(f"#{name}").display]
-                screens.append(" ".join(" ".join(text_of(app, name).split()) for name in shown).strip())
-            assert app.is_running and app.failure is None
-            await pilot.press("q")
-        assert app.return_code in (0, None)
-
-    asyncio.run(play())
-    return screens
-
-
-def text_of(app: ExploreApp, panel: str) -> str:
-    """A panel's text, drawn 200 columns wide."""
-    import io
-
-    from rich.console import Console
-    from textual.widgets import Static
-
-    console = Console(width=200, file=io.StringIO(), color_system=None)
-    console.print(app.query_one(f"#{panel}", Static).content)
-    return console.file.getvalue()  # type: ignore[attr-defined]
-
+from attnx.cli.explore import ended
+from attnx.console import Terminated
+from attnx.errors import OutputError, UsageError
+from attnx.tui.app import MIN_SIZE, ExploreApp
 
 NEEDS = f"attnx explore needs {MIN_SIZE[0]} × {MIN_SIZE[1]} cells; this terminal is"
 
 
+def message(width: int, height: int) -> str:
+    """What the explorer says in a terminal of ``width`` × ``height`` cells, below ``MIN_SIZE``."""
+    return f"{NEEDS} {width} × {height}: enlarge it, or press q to quit"
+
+
+def quick(app: ExploreApp) -> ExploreApp:
+    """``app``, its trace drawn as soon as the cursor moves (the pilot waits for every timer to fire)."""
+    app.trace_delay = 0.001
+    return app
+
+
+def screen(app: ExploreApp) -> str:
+    """The screen's text, its lines joined by one blank (the message wraps at the terminal's width)."""
+    return " ".join(" ".join(screen_lines(app.export_screenshot())).split())
+
+
+async def resized(pilot: Pilot[None], width: int, height: int) -> str:
+    """The screen's text once the terminal is ``width`` × ``height``."""
+    await pilot.resize_terminal(width, height)
+    return screen(pilot.app)  # type: ignore[arg-type]  # an ExploreApp's pilot
+
+
 class TestTooSmall:
-    """Below MIN_SIZE the explorer says how large a terminal it needs, keeps running, and comes back when it grows."""
+    """Below MIN_SIZE the explorer hides its panels, says how large a terminal it needs and waits; keys still work."""
 
-    def test_says_so_and_keeps_running(self) -> None:
-        """At start-up at 10 × 4, then too narrow, too short or both: no crash, the keys still work, the status says
-        the size it needs and the size it has, and no panel is drawn."""
-        sizes = [(10, 4), (1, 1), (20, 5), (39, 30), (120, 9)]
-        assert session(sizes) == [f"{NEEDS} {w} × {h}: enlarge it, or press q to quit" for w, h in sizes]
+    def test_an_input_from_a_small_start(self) -> None:
+        """An input opened at 10 × 4: it shows what fits of the message; a key pressed meanwhile counts; 79 × 12
+        draws the panels; too narrow, too short or both says so again, and q quits there."""
+        state = byte_level()
+        too_small = [(39, 30), (120, 11), (20, 5)]
 
-    def test_shrinks_and_grows_back(self) -> None:
-        """A model's 80 × 24, then 1 × 1 and 10 × 4, then MIN_SIZE and 80 × 24 again: the panels go and come back."""
-        screens = session([(80, 24), (1, 1), (10, 4), MIN_SIZE, (80, 24)], layers=3)
-        assert [NEEDS in shown for shown in screens] == [False, True, True, False, False]
-        assert "Head 0" in screens[0] and "Head 0" in screens[3] and "Head 0" in screens[4]
+        async def play() -> list[str]:
+            app = quick(ExploreApp(state, colour=False))
+            async with app.run_test(size=(10, 4)) as pilot:
+                seen = [screen(app)]
+                await pilot.press("right")  # query 1, " cat"
+                seen.append(await resized(pilot, 79, 12))
+                seen += [await resized(pilot, *size) for size in too_small]
+                await pilot.press("q")
+            assert app.return_code == 0 and app.failure is None
+            return seen
+
+        first, drawn, *small = asyncio.run(play())
+        assert first == "attnx explore needs 40 × 12 cells;"  # 4 rows of 10 cells, words whole
+        assert NEEDS not in drawn and "query 1 ' cat'" in drawn and "▶ cat ██ 0.37" in drawn
+        assert small == [message(*size) for size in too_small]
+
+    def test_a_model_shrunk_and_grown(self) -> None:
+        """A model's explorer at 80 × 24 on layer 1, shrunk to 1 × 1 and one cell short of MIN_SIZE each way, then
+        grown to MIN_SIZE: the panels go, come back on the same layer with the query's row, and the app runs on."""
+
+        async def play() -> tuple[list[str], bool]:
+            app = quick(ExploreApp(byte_level(layers=3), colour=False))
+            async with app.run_test(size=(80, 24)) as pilot:
+                await pilot.press("right_curly_bracket")  # layer 1
+                seen = [screen(app)]
+                for size in [(1, 1), (MIN_SIZE[0] - 1, MIN_SIZE[1]), (MIN_SIZE[0], MIN_SIZE[1] - 1), MIN_SIZE]:
+                    seen.append(await resized(pilot, *size))
+                running = app.is_running
+            return seen, running
+
+        (big, tiny, narrow, short, least), running = asyncio.run(play())
+        assert running and tiny == "a"
+        assert [narrow, short] == [message(MIN_SIZE[0] - 1, MIN_SIZE[1]), message(MIN_SIZE[0], MIN_SIZE[1] - 1)]
+        for drawn in (big, least):
+            assert NEEDS not in drawn and "layer 1 of 3" in drawn and "▶ the ░░ 0.12" in drawn  # the query's row shows
 
 
 class TestFailures:
-    """An error nothing inside the app caught ends it: the command line says so in one line and exits 1."""
+    """An error nothing inside the app caught ends it; the command line says it in one line with its exit code."""
 
-    def test_a_failure_is_kept_and_ends_the_app(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A panel that raises: the app stops with return code 1 and keeps the error for the command line."""
+    def test_the_command_says_it_in_one_line(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """`attnx explore` whose head panel raises once the app runs: the app ends, the command prints one line
+        (no traceback, nothing on stdout) and exits 1."""
+        from textual.app import App
+
         from attnx.render import explore as panels
 
         def broken(*_args: object, **_options: object) -> None:
             raise RuntimeError("the head panel broke")
 
+        ran: list[ExploreApp] = []
+
+        def headless(app: ExploreApp) -> None:  # as on a terminal of 80 × 24
+            ran.append(app)
+            App.run(app, headless=True, size=(80, 24))
+
         monkeypatch.setattr(panels, "head_panel", broken)
+        monkeypatch.setattr("attnx.cli.explore.on_terminal", lambda: True)
+        monkeypatch.setattr(ExploreApp, "run", headless)
+        outcome = run_attnx("explore")
+        assert (outcome.code, outcome.stdout) == (1, "")
+        assert outcome.stderr == "attnx: error: attnx explore stopped: RuntimeError: the head panel broke\n"
+        assert ran[0].return_code == 1 and not ran[0].is_running
 
-        async def play() -> ExploreApp:
-            app = ExploreApp(byte_level(), colour=False)
-            try:
-                async with app.run_test(size=(80, 24)) as pilot:
-                    await pilot.pause(0.1)
-            except RuntimeError:
-                pass  # the pilot raises it again for test frameworks
-            return app
+    @pytest.mark.parametrize(
+        ("failure", "code", "line"),
+        [
+            (RuntimeError("the head panel broke"), 1, "attnx explore stopped: RuntimeError: the head panel broke"),
+            (ZeroDivisionError("division by zero"), 1, "attnx explore stopped: ZeroDivisionError: division by zero"),
+            (UsageError("no query 9\x1b[2J"), 2, "no query 9\\x1b[2J"),  # an AttnxError: its own code, escaped
+            (OutputError("shot.svg: cannot write"), 1, "shot.svg: cannot write"),
+        ],
+    )
+    def test_one_line_and_its_code(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], failure: Exception, code: int,
+        line: str,
+    ) -> None:  # fmt: skip
+        """The command line (``ended`` under the commands' ``guarded``) says a kept failure in one line and leaves
+        with its exit code: 1 for the unexpected, an AttnxError's own otherwise."""
+        from attnx.cli.errors import DEBUG, guarded
 
-        app = asyncio.run(play())
-        assert app.return_code == 1 and isinstance(app.failure, RuntimeError)
+        monkeypatch.setitem(DEBUG, "on", False)
+        with pytest.raises(typer.Exit) as left:
+            guarded(ended)(SimpleNamespace(failure=failure, return_code=1))  # type: ignore[arg-type]
+        assert left.value.exit_code == code
+        assert capsys.readouterr().err == f"attnx: error: {line}\n"
 
-    def test_the_command_line_says_it_in_one_line(self, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-        """`ended` turns a kept failure into one line and exit 1; a hang-up into exit 129."""
-        import typer
+    @pytest.mark.parametrize(("code", "signum"), [(129, signal.SIGHUP), (143, signal.SIGTERM)])
+    def test_a_signal_is_the_commands_exit(self, code: int, signum: int) -> None:
+        """An app ended by SIGHUP or SIGTERM (128 + its number) ends the command as the signal does anywhere."""
+        with pytest.raises(Terminated) as signalled:
+            ended(SimpleNamespace(failure=None, return_code=code))  # type: ignore[arg-type]
+        assert signalled.value.signum == signum
 
-        import attnx.tui.app
-        from attnx.cli.explore import ended
-        from attnx.console import Terminated
-
-        monkeypatch.setattr(attnx.tui.app, "terminal_gone", lambda: False)  # pytest's stdin is no terminal
-
-        class Ended:
-            failure: BaseException | None = RuntimeError("the head panel broke")
-            return_code = 1
-
-        with pytest.raises(typer.Exit) as stopped:
-            ended(Ended())  # type: ignore[arg-type]
-        err = capsys.readouterr().err
-        assert stopped.value.exit_code == 1 and err.count("\n") == 1
-        assert err.startswith("attnx: error: attnx explore stopped: RuntimeError: the head panel broke")
-        Ended.failure, Ended.return_code = None, HANG_UP
-        with pytest.raises(Terminated) as hung:
-            ended(Ended())  # type: ignore[arg-type]
-        assert hung.value.signum == signal.SIGHUP
-
-
-def explore_on_a_pty() -> tuple[subprocess.Popen[bytes], int]:
-    """`python -m attnx explore` in a fresh session on a pseudo-terminal of 100 × 30; the process and the master,
-    once the app has drawn its first screen (its status line shows)."""
-    master, slave = pty.openpty()
-    import fcntl
-    import struct
-    import termios
-
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ATTNX_")} | {"TERM": "xterm-256color"}
-    process = subprocess.Popen([sys.executable, "-m", "attnx", "explore"], stdin=slave, stdout=slave, stderr=slave,
-                               start_new_session=True, cwd=ROOT, env=env)  # fmt: skip
-    os.close(slave)
-    seen, deadline = b"", time.monotonic() + 30
-    while b"cat-sat-on-mat" not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                seen += os.read(master, 65536)
-            except OSError:
-                break
-    assert b"cat-sat-on-mat" in seen, seen[-400:]
-    return process, master
-
-
-def gone_within(process: subprocess.Popen[bytes], seconds: float, master: int | None = None) -> int | None:
-    """The process's exit code if it ended within ``seconds``, else None (it is killed either way); what it writes
-    on ``master`` (a terminal still there) is read meanwhile, as a terminal would."""
-    deadline = time.monotonic() + seconds
-    try:
-        while process.poll() is None and time.monotonic() < deadline:
-            ready = select.select([master], [], [], 0.05)[0] if master is not None else time.sleep(0.05)
-            if ready:
-                try:
-                    os.read(master, 65536)  # type: ignore[arg-type]
-                except OSError:
-                    master = None
-        return process.poll()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
-class TestTerminalGone:
-    """A real process on a real pseudo-terminal: when the terminal goes away, the explorer exits within a second."""
-
-    def test_the_terminal_closes(self) -> None:
-        """The master side closes (a terminal window or a tmux server killed): the app ends within 2 s, exit 129."""
-        process, master = explore_on_a_pty()
-        os.close(master)
-        assert gone_within(process, 2.0) == HANG_UP
-
-    def test_sighup_alone(self) -> None:
-        """SIGHUP with the terminal still there: the app ends within 2 s, exit 129, the terminal restored."""
-        process, master = explore_on_a_pty()
-        try:
-            process.send_signal(signal.SIGHUP)
-            assert gone_within(process, 2.0, master) == 128 + signal.SIGHUP
-        finally:
-            os.close(master)
+    @pytest.mark.parametrize("code", [0, None])
+    def test_q_is_success(self, code: int | None) -> None:
+        """An app left with q ends the command quietly (exit 0)."""
+        assert ended(SimpleNamespace(failure=None, return_code=code)) is None  # type: ignore[arg-type,func-returns-value]
