@@ -57,25 +57,25 @@ class TestTolerances:
 
 
 class TestRightAndWrongAtEverySize:
-    """On random causal GQA inputs of N = 16, 256 and 2048: the right kernel passes in every dtype by the default
-    tolerances, and every wrong kernel fails."""
+    """On random causal GQA inputs of N = 16, 256 and 1024 (the tiled paths, errors summed over a thousand keys):
+    the right kernel passes in every dtype by the default tolerances, and every wrong kernel fails."""
 
-    @pytest.mark.parametrize("n", [16, 256, 2048])
+    @pytest.mark.parametrize("n", [16, 256, 1024])
     @pytest.mark.parametrize("dtype", DTYPES)
     def test_right_passes_and_wrong_fail(self, n: int, dtype: str) -> None:
-        spec, (q, k, v) = problem(n, dtype, d=32 if n == 2048 else 16, seed=n)
+        spec, (q, k, v) = problem(n, dtype, d=32 if n == 1024 else 16, seed=n)
         reference = compute(spec, "numpy", dtype="float64", needs={"head_outputs"})
         name, values = kernels.right(q, k, v)
         passed = verify(reference, {name: values}, dtype)
         assert passed.passed, [(c.name, c.max_abs, c.eps_units) for c in passed.checks]
         for label, (kernel, _) in kernels.WRONG.items():
-            if label == "over_queries" and n == 2048 and dtype == "float64":
+            if label == "over_queries" and n == 1024 and dtype == "float64":
                 continue  # the manual kernel's N × N float64 softmax over queries: covered at the other sizes
             name, values = kernel(q, k, v)
             verification = verify(reference, {name: values}, dtype)
             assert not verification.passed, f"{label} passed in {dtype} at N = {n}"
 
-    @pytest.mark.parametrize("n", [16, 256, 2048])
+    @pytest.mark.parametrize("n", [16, 256, 1024])
     def test_half_kernel_on_rounded_inputs_passes(self, n: int) -> None:
         """The reference from float32 inputs, the kernel from the same inputs rounded to float16 or bfloat16 (a
         half-precision kernel tested against a float32 file): still within the half-precision tolerance."""
