@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import signal
 import sys
 import threading
@@ -25,9 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.tui.app import ExploreApp
 
 INSTALL = "python -m pip install 'attnx[explore]'"
-# Seconds the app has to end on its own once its terminal hung up (its watch asks it to within a quarter second)
-# before the process ends without it: a hang-up within a second, as the app's own exit takes 0.2-0.4 s.
-GRACE = 0.5
 
 
 @guarded
@@ -48,6 +44,7 @@ def explore(
     """
     try:
         from attnx.tui.app import ExploreApp
+        from attnx.tui.terminal import watchdog
     except ImportError:
         raise UsageError(f"attnx explore needs Textual, which is not installed: {INSTALL}") from None
     if not on_terminal():
@@ -65,38 +62,12 @@ def explore(
     ended(app)
 
 
-def watchdog(
-    done: threading.Event,
-    gone: Callable[[], bool] | None = None,
-    leave: Callable[[int], object] = os._exit,
-    every: float | None = None,
-    grace: float = GRACE,
-) -> None:
-    """Until ``done``, look at the terminal ``every`` seconds (``attnx.tui.app.WATCH``); once it has hung up
-    (``gone``: ``attnx.tui.app.terminal_gone``) and the app has not ended within ``grace`` seconds, end the process
-    with the hang-up's exit code (``leave``: at once, as nothing is left to restore or tell).
-
-    The app can be stuck where its own watch and signal handlers cannot run: Textual's writer thread dies on the
-    first write that fails (EIO), its queue of 30 writes fills, and the next write blocks the app's loop for ever,
-    while its reader spins on the end of its input. On a pseudo-terminal closed under a session leader (SIGHUP at
-    once) this took 13 exits in 15.
-    """
-    from attnx.tui.app import HANG_UP, WATCH, terminal_gone
-
-    gone = terminal_gone if gone is None else gone
-    while not done.wait(WATCH if every is None else every):
-        if gone():
-            if not done.wait(grace):
-                leave(HANG_UP)
-            return
-
-
 def ended(app: ExploreApp) -> None:
     """How the app ended, as the command line says it: a failure inside it (exit 1, one line; the traceback
     with --debug; an AttnxError its own line and exit code), a terminal gone or a termination signal (128 + the
     signal's number, as for any command)."""
     from attnx.console import Terminated
-    from attnx.tui.app import HANG_UP, terminal_gone
+    from attnx.tui.terminal import HANG_UP, terminal_gone
 
     failure = app.failure
     if failure is not None and terminal_gone():  # the terminal went away: what failed, failed writing to it
@@ -118,7 +89,7 @@ def on_terminal() -> bool:
     if sys.stdin.isatty() and sys.stdout.isatty():
         return True
     from attnx.console import Terminated
-    from attnx.tui.app import terminal_gone
+    from attnx.tui.terminal import terminal_gone
 
     if terminal_gone(sys.stdin) or terminal_gone(sys.stdout):
         raise Terminated(signal.SIGHUP)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import signal
-import sys
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
@@ -27,6 +25,7 @@ from attnx.analysis.explore import Explorer
 from attnx.errors import AttnxError
 from attnx.render import explore as panels
 from attnx.text import Inert, message_line
+from attnx.tui.terminal import HANG_UP, WATCH, terminal_gone
 
 # Seconds the cursor rests before the trace, the slowest panel to draw (20-30 ms), follows it: the heatmaps answer
 # each key at once, and a held arrow key does not trace every token it passes.
@@ -40,8 +39,6 @@ COMPACT_FOOTER = 90
 # titles, its column labels and the footer, 12 rows is the least that shows the query's own row of the heatmap (at 10
 # rows only the titles showed). Below it the explorer hides its panels, says so and waits.
 MIN_SIZE = (40, 12)
-WATCH = 0.25  # seconds between two looks at the terminal: one that hung up ends the app within a second
-HANG_UP = 129  # the exit code of a terminal gone, as for SIGHUP (128 + 1)
 
 
 class ExploreApp(App[None]):
@@ -333,23 +330,6 @@ class ExploreApp(App[None]):
         one line and exits 1 (Textual's own traceback goes to ``error_console``, which it replaces)."""
         self.failure = error
         super()._handle_exception(error)
-
-
-def terminal_gone(stream: TextIO | None = None) -> bool:
-    """Whether the terminal of ``stream`` (the process's stdin by default) hung up or closed: its attributes answer
-    EIO (ENXIO on some systems). A stream that is no terminal (ENOTTY), or none at all, has no terminal to lose."""
-    try:
-        import termios
-    except ImportError:  # pragma: no cover - not POSIX: Textual's own driver watches its console
-        return False
-    stream = sys.__stdin__ if stream is None else stream
-    try:
-        termios.tcgetattr(stream.fileno())  # type: ignore[union-attr]  # None: the AttributeError below
-    except (OSError, termios.error) as exc:
-        return bool(exc.args) and exc.args[0] in (errno.EIO, errno.ENXIO)
-    except (AttributeError, ValueError):  # no stream, or a closed one
-        return False
-    return False
 
 
 def on_a_model(state: Explorer, name: str) -> str:

@@ -26,9 +26,10 @@ from tests.tui.screens import byte_level
 
 pytest.importorskip("textual")
 
-from attnx.cli.explore import on_terminal, watchdog
+from attnx.cli.explore import on_terminal
 from attnx.console import Terminated
-from attnx.tui.app import HANG_UP, MIN_SIZE, ExploreApp, terminal_gone
+from attnx.tui.app import MIN_SIZE, ExploreApp
+from attnx.tui.terminal import HANG_UP, terminal_gone, watchdog
 
 ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals and SIGHUP are POSIX")
