@@ -16,7 +16,7 @@ from attnx.engines import compute
 from tests.specs import spec_of
 
 # The engine fixture only names an engine, so sharing it between examples is safe.
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 EXACT = {"rtol": 1e-10, "atol": 1e-12}  # float64: the same numbers summed in another order
 
 

@@ -26,7 +26,7 @@ CONFIGS = sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml"))
 SEEDS = [path.read_text("utf-8") for path in CONFIGS]
 SEEDS += [json.dumps(parse_document(text, "seed.yaml").data) for text in SEEDS]  # the same documents as JSON
 SMALL = Limits(max_bytes=1 << 20, max_yaml_bytes=64 << 10, max_dimension=64, max_elements=4096)
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def only_attnx_errors(load: Callable[[], object]) -> None:
