@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import unicodedata
 from pathlib import Path
 from types import SimpleNamespace
@@ -108,12 +107,19 @@ class TestLabel:
         shown = label("LlamaForCausalLM" + "x" * 1_000_000, NAME_LIMIT)
         assert shown.startswith("LlamaForCausalLM") and shown_width(shown) == NAME_LIMIT
 
-    def test_only_the_ends_are_read(self) -> None:
-        """A token of ten million characters is cut as fast as one of a hundred."""
-        tokens = ["x" * 10_000_000, "猫" * 10_000_000, "\u0301" * 10_000_000]
-        start = time.perf_counter()
-        shown = [label(token) for token in tokens for _ in range(20)]
-        assert time.perf_counter() - start < 0.25 and all(shown_width(s) <= LABEL_LIMIT for s in shown)
+    def test_only_the_ends_are_read(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A token of ten million characters has only its ends measured: as many characters as a label can keep,
+        however long the token (its timing is benchmarks/long_tokens.py's)."""
+        import attnx.text
+
+        measured: list[str] = []
+        cell = attnx.text._cell
+        monkeypatch.setattr(attnx.text, "_cell", lambda char: measured.append(char) or cell(char))
+        for token in ("猫" * 10_000_000, "\u0301" * 10_000_000, "x" * 10_000_000):
+            measured.clear()
+            shown = label(token)
+            assert shown_width(shown) <= LABEL_LIMIT and CUT in shown
+            assert len(measured) <= 2 * LABEL_LIMIT * MARKS, (token[0], len(measured))
 
 
 class TestRenderers:
@@ -226,13 +232,12 @@ class TestCommands:
         ("size", "args"), [(10_000_000, ["run", "-s", "weights"]), (2_000_000, ["trace", "--query", "0"])]
     )
     def test_the_issues_sizes(self, tmp_path: Path, size: int, args: list[str]) -> None:
-        """A 10,000,000-character token's weights table and a 2,000,000-character token's trace come at once
-        (they took more than 10 s)."""
+        """A 10,000,000-character token's weights table and a 2,000,000-character token's trace show it cut (they
+        took more than 10 s; benchmarks/long_tokens.py times them)."""
         token = "A" + "x" * size + "Z"
         path = written(tmp_path, token)
-        start = time.perf_counter()
         outcome = run_attnx(args[0], str(path), *args[1:], env={"COLUMNS": str(WIDTH)})
-        assert time.perf_counter() - start < 2.0 and outcome.code == 0, outcome.stderr
+        assert outcome.code == 0, outcome.stderr
         assert_cut_in(outcome.stdout, token)
 
     def test_machine_output_keeps_the_whole_token(self, tmp_path: Path) -> None:
