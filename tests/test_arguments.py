@@ -11,6 +11,7 @@ import pytest
 
 from attnx.testing import assert_attention_close, reference
 from tests.cli.test_corpus import assert_one_line_exit_2
+from tests.cli.test_kernel_check import save
 from tests.runner import run_attnx
 
 
@@ -40,16 +41,7 @@ class TestCheckShapes:
         """Exit 1, the tensor and both shapes named, the other tensors still compared (and passing)."""
         tensors = {"weights": example["weights"], "output": example["output"], "head_outputs": example["head_outputs"]}
         tensors[name] = change(tensors[name])
-        path = tmp_path / f"kernel.{form}"
-        if form == "npz":
-            np.savez(path, **tensors)
-        elif form == "json":
-            path.write_text(json.dumps({"format_version": "1.6", **{k: v.tolist() for k, v in tensors.items()}}))
-        else:
-            path.mkdir()
-            for key, value in tensors.items():
-                np.save(path / f"{key}.npy", value)
-        outcome = run_attnx("check", "--against", str(path), "-f", "json")
+        outcome = run_attnx("check", "--against", save(tmp_path, form, tensors), "-f", "json")
         assert outcome.code == 1, outcome.stderr
         found = json.loads(outcome.stdout)
         assert found["passed"] is False

@@ -10,7 +10,7 @@ whether the most likely next token changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,6 +162,8 @@ def ablations(
     The intact pass runs once; each ablation joins at its first dropped head's layer, branched from it there, and
     runs on with the others in lockstep (``attnx.models.lockstep``): every layer's weights are read once for all
     of them, in batches of ``batch_size`` ablations. ``progress`` counts the ablations done."""
+    from attnx.models.lockstep import batches
+
     arch, n = model.architecture, len(encoded.ids)
     lm_head = arch.has_lm_head
     swept = range(model.layers) if layers is None else sorted(set(layers))
@@ -175,7 +177,7 @@ def ablations(
     intact: ForwardPass | None = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
     starts: list[ForwardPass] = []  # the intact pass about to enter each layer, kept as the first batch runs
     effects: list[Effect] = []
-    for batch in batches(todo, batch_size(model, n)):
+    for batch in batches(todo, lambda _heads: 1, batch_size(model, n)):  # in order: a sweep's, layer by layer
         last, after = run_batch(model, starts, [dropping(heads) for heads in batch], intact)
         if intact is not None and last is not None:  # the first batch ran the intact pass along
             intact, hidden = None, last
@@ -204,12 +206,6 @@ def dropping(heads: tuple[Head, ...]) -> dict[int, tuple[int, ...]]:
     for layer, head in heads:
         drop[layer] = (*drop.get(layer, ()), head)
     return drop
-
-
-def batches(todo: Sequence[tuple[Head, ...]], size: int) -> Iterator[list[tuple[Head, ...]]]:
-    """``todo`` in batches of at most ``size``, in order (a sweep's: layer by layer)."""
-    for at in range(0, len(todo), size):
-        yield list(todo[at : at + size])
 
 
 def run_batch(
