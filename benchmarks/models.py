@@ -1,6 +1,7 @@
 """attnx against transformers on random Pythia- and Gemma-3-shaped bfloat16 checkpoints: wall time, peak RSS."""
 
 # Usage: python benchmarks/models.py [--folder DIR] [--tokens 64] [--repeat 3] [--threads N] [--models pythia,gemma3]
+#        [--engines numpy,torch]
 #
 # Builds in a temporary folder (or DIR, reused when it already holds them) two random checkpoints with
 # transformers' own classes and `save_pretrained`, in bfloat16, each with a word-level tokenizer.json
@@ -19,7 +20,7 @@
 #   `output_attentions=False` under `torch.no_grad`;
 # - `attnx run --model DIR --text TEXT --layer L -f npy --tensor output -o /dev/null` for L the first and
 #   the last layer (layers before L run whole, then layer L's attention output), in float64 (attnx's
-#   default) and float32.
+#   default) and float32; with `-e torch` (the whole forward pass on torch) for the last layer.
 #
 # The floor of the transformers side, `import torch, transformers` (and its lazy auto-model module), is
 # timed too, once per repetition.
@@ -97,8 +98,10 @@ def write_checkpoint(folder: Path, name: str) -> None:
     partial.rename(folder)
 
 
-def commands(folder: Path, name: str, tokens: int, threads: int) -> dict[str, list[str]]:
-    """What runs for model `name`: transformers in float32 (the reference, first) and bfloat16, then attnx."""
+def commands(folder: Path, name: str, tokens: int, threads: int, engines: str) -> dict[str, list[str]]:
+    """What runs for model `name`: transformers in float32 (the reference, first) and bfloat16, then attnx on the
+    NumPy engine (the first and the last layer) and, where `engines` names it, on torch (the last layer: every layer
+    of the forward pass on torch)."""
     text = " ".join(f"w{(7 * i) % WORDS}" for i in range(tokens))
     ids = ",".join(str((7 * i) % WORDS) for i in range(tokens))
     script = TRANSFORMERS.format(threads=threads)
@@ -107,12 +110,13 @@ def commands(folder: Path, name: str, tokens: int, threads: int) -> dict[str, li
         for dtype in ("float32", "bfloat16")
     }
     last = SHAPES[name]["num_hidden_layers"] - 1
-    for layer in (0, last):
-        for dtype in ("float64", "float32"):
-            out[f"{name}: attnx --layer {layer} {dtype}"] = [
-                *ATTNX, "run", "--model", str(folder), "--text", text, "--layer", str(layer), "--dtype", dtype,
-                "-f", "npy", "--tensor", "output", "-o", os.devnull,
-            ]  # fmt: skip
+    rows = [("numpy", layer, dtype) for layer in (0, last) for dtype in ("float64", "float32")]
+    rows += [("torch", last, dtype) for dtype in ("float64", "float32") if "torch" in engines]
+    for engine, layer, dtype in rows:
+        out[f"{name}: attnx -e {engine} --layer {layer} {dtype}"] = [
+            *ATTNX, "run", "--model", str(folder), "--text", text, "--layer", str(layer), "--dtype", dtype,
+            "-e", engine, "-f", "npy", "--tensor", "output", "-o", os.devnull,
+        ]  # fmt: skip
     return out
 
 
@@ -134,17 +138,17 @@ def run(root: Path, args: argparse.Namespace) -> None:
     } | {
         label: command
         for name in names
-        for label, command in commands(root / name, name, args.tokens, args.threads).items()
+        for label, command in commands(root / name, name, args.tokens, args.threads, args.engines).items()
     }
     runs: dict[str, list[tuple[float, float]]] = {label: [] for label in table}
     for _ in range(args.repeat):  # interleaved, so load on the machine hits every command alike
         for label, command in table.items():
             runs[label].append(measure(command, env))
     print(f"{args.tokens} tokens, {args.threads} threads, median of {args.repeat}; ratios to transformers float32")
-    print(f"{'process':36} {'wall s':>7} {'× tf':>6} {'peak MiB':>9} {'× tf':>6}")
+    print(f"{'process':42} {'wall s':>7} {'× tf':>6} {'peak MiB':>9} {'× tf':>6}")
     floor = runs["transformers: imports only"]
     seconds, rss = statistics.median(t for t, _ in floor), statistics.median(r for _, r in floor)
-    print(f"{'transformers: imports only':36} {seconds:7.2f} {'':6} {rss:9.0f}")
+    print(f"{'transformers: imports only':42} {seconds:7.2f} {'':6} {rss:9.0f}")
     for name in names:
         reference = runs[f"{name}: transformers float32"]
         base_time = statistics.median(t for t, _ in reference)
@@ -153,7 +157,7 @@ def run(root: Path, args: argparse.Namespace) -> None:
             if label.startswith(name + ":"):
                 seconds = statistics.median(t for t, _ in values)
                 rss = statistics.median(r for _, r in values)
-                print(f"{label:36} {seconds:7.2f} {seconds / base_time:6.2f} {rss:9.0f} {rss / base_rss:6.2f}")
+                print(f"{label:42} {seconds:7.2f} {seconds / base_time:6.2f} {rss:9.0f} {rss / base_rss:6.2f}")
 
 
 def main() -> None:
@@ -163,6 +167,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--models", default=",".join(SHAPES))
+    parser.add_argument("--engines", default="numpy,torch", help="attnx's engines to time (numpy always)")
     parser.add_argument("--write-only", choices=list(SHAPES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_only:

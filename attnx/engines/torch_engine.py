@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from functools import cache
 
 import numpy as np
 import torch
@@ -89,6 +90,98 @@ class TorchBackend:
     def to_numpy(self, x: torch.Tensor) -> np.ndarray:
         """A NumPy copy on the host."""
         return x.detach().to("cpu").contiguous().numpy()
+
+
+class TorchArrays:
+    """The forward pass's primitives (``attnx.engines.arrays.Arrays``) on torch tensors of one dtype on one device."""
+
+    name = "torch"
+
+    def __init__(self, dtype: str, device: str) -> None:
+        self.backend = TorchBackend(dtype, device)
+        self.dtype = self.backend.dtype
+
+    def like(self, values: np.ndarray) -> torch.Tensor:
+        """``values`` on the device in the working dtype (shared with NumPy where they already are, on the CPU)."""
+        values = np.asarray(values)
+        if values.dtype != self.backend.numpy_dtype:
+            values = values.astype(self.backend.numpy_dtype)
+        return self.backend.array(values)
+
+    def indices(self, values: np.ndarray) -> torch.Tensor:
+        """Integer positions on the device."""
+        return torch.as_tensor(np.asarray(values, dtype=np.int64), device=self.backend.device)
+
+    @staticmethod
+    def host(x: torch.Tensor) -> np.ndarray:
+        """A NumPy copy on the host."""
+        return x.detach().to("cpu").numpy()
+
+    @staticmethod
+    def mean(x: torch.Tensor) -> torch.Tensor:
+        """The mean over the last axis, kept as an axis of 1."""
+        return x.mean(dim=-1, keepdim=True)
+
+    @staticmethod
+    def sqrt(x: torch.Tensor) -> torch.Tensor:
+        """Square root, elementwise."""
+        return torch.sqrt(x)
+
+    @staticmethod
+    def tanh(x: torch.Tensor) -> torch.Tensor:
+        """Hyperbolic tangent, elementwise."""
+        return torch.tanh(x)
+
+    @staticmethod
+    def exp(x: torch.Tensor) -> torch.Tensor:
+        """Exponential, elementwise."""
+        return torch.exp(x)
+
+    @staticmethod
+    def erf(x: torch.Tensor) -> torch.Tensor:
+        """The error function, elementwise."""
+        return torch.erf(x)
+
+    @staticmethod
+    def maximum(x: torch.Tensor, low: float) -> torch.Tensor:
+        """``max(x, low)``, elementwise."""
+        return torch.clamp_min(x, low)
+
+    @staticmethod
+    def minimum(x: torch.Tensor, high: float) -> torch.Tensor:
+        """``min(x, high)``, elementwise."""
+        return torch.clamp_max(x, high)
+
+    @staticmethod
+    def clip(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+        """``x`` clamped to ``[low, high]``."""
+        return torch.clamp(x, low, high)
+
+    @staticmethod
+    def zeros_like(x: torch.Tensor) -> torch.Tensor:
+        """Zeros of ``x``'s shape, dtype and device."""
+        return torch.zeros_like(x)
+
+    @staticmethod
+    def concatenate(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+        """``parts`` one under another (along the first dimension)."""
+        return torch.cat(list(parts))
+
+    @staticmethod
+    def split(x: torch.Tensor, sizes: Sequence[int]) -> list[torch.Tensor]:
+        """``x`` cut along its first dimension into consecutive parts of ``sizes`` rows."""
+        return list(torch.split(x, list(sizes)))
+
+
+@cache
+def arrays_on(dtype: str, device: str) -> TorchArrays:
+    """The primitives in ``dtype`` on ``device`` (one object for each)."""
+    return TorchArrays(dtype, device)
+
+
+def torch_arrays(x: torch.Tensor) -> TorchArrays:
+    """The primitives of the engine ``x`` lives on: its dtype and device."""
+    return arrays_on(str(x.dtype).removeprefix("torch."), str(x.device))
 
 
 def _values_near_one(v: torch.Tensor) -> tuple[torch.Tensor, int]:

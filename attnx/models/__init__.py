@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnx.core.tensors import PROJECTED, TensorName
+from attnx.engines.arrays import Array, host, load_arrays
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
@@ -211,6 +212,10 @@ class ForwardPass:
     ``drop`` maps a layer to the heads (from 0) whose output it zeroes before W_o: an ablation, as
     transformers' ``head_mask`` did (0 on a head's weights after the softmax). ``branch`` copies the
     pass where it stands, so an ablation from layer l on reuses the layers before it.
+
+    The residual stream stays where ``engine`` computes (``arrays``: NumPy's, or torch tensors on the torch
+    engine's device), so norms, MLPs and residual adds run there too; a layer's weights are moved there as it
+    needs them. What a pass hands out (``stream``, ``finish``, specs, results) is NumPy's.
     """
 
     def __init__(
@@ -228,7 +233,8 @@ class ForwardPass:
         self.engine, self.device = engine, device
         self.drop: Mapping[int, tuple[int, ...]] = drop or {}
         self.layer = 0
-        self._stream: np.ndarray = model.architecture.embed(encoded)  # (N, d_model)
+        self.arrays = load_arrays(engine, model.architecture.dtype.name, device)
+        self._stream: Array = self.arrays.like(model.architecture.embed(encoded))  # (N, d_model)
         self._pending: np.ndarray | None = None  # the projected attention output of layer - 1
 
     def branch(self, drop: Mapping[int, tuple[int, ...]] | None = None) -> ForwardPass:
@@ -238,18 +244,23 @@ class ForwardPass:
         copy.drop = drop or {}
         return copy
 
-    def owing(self) -> tuple[int, np.ndarray, np.ndarray] | None:
+    def owing(self) -> tuple[int, Array, np.ndarray] | None:
         """While the rest of the last layer (residuals, norms, MLP) has not run: that layer, the stream entering it
-        and its attention's projected output; else None. ``attnx.models.lockstep`` runs it for many passes at once."""
+        (the engine's array) and its attention's projected output; else None. ``attnx.models.lockstep`` runs it for
+        many passes at once."""
         return None if self._pending is None else (self.layer - 1, self._stream, self._pending)
 
-    def settle(self, stream: np.ndarray) -> None:
+    def settle(self, stream: Array) -> None:
         """Take ``stream`` as the one leaving the layer ``owing`` names, its rest run elsewhere."""
         self._stream, self._pending = stream, None
 
     def stream(self) -> np.ndarray:
         """The residual stream entering the current layer, ``[token, d_model]``: once every layer has run,
         the one leaving the last layer (before any final norm)."""
+        return host(self.current())
+
+    def current(self) -> Array:
+        """``stream``, as the engine holds it (a torch tensor on the torch engine)."""
         if self._pending is not None:
             self._stream = self.model.architecture.after_attention(self.layer - 1, self._stream, self._pending)
             self._pending = None
@@ -257,7 +268,7 @@ class ForwardPass:
 
     def spec(self) -> AttentionSpec:
         """The attention of the layer the stream is about to enter (its dropped heads set, if any)."""
-        stream = self.stream()
+        stream = self.current()
         self.model.check_layer(self.layer)
         spec = self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
         spec = dataclasses.replace(spec, special_keys=self.special_keys, limits=self.model.limits)
@@ -280,7 +291,7 @@ class ForwardPass:
         """Run the layers left and return the model's last hidden state ``[token, d_model]`` (final norm applied)."""
         while self.layer < self.model.layers:
             self.step()
-        return self.model.architecture.final(self.stream())
+        return host(self.model.architecture.final(self.current()))
 
 
 def describe(path: str | Path, limits: Limits | None = None) -> ModelInfo:

@@ -12,6 +12,7 @@ import numpy as np
 
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec
+from attnx.engines.arrays import Array
 from attnx.errors import ModelError
 from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.nn import ACTIVATIONS
@@ -237,7 +238,7 @@ class Architecture:
 
     def activation(
         self, key: str, default: str, *, aliases: Mapping[str, str] | None = None
-    ) -> Callable[[np.ndarray], np.ndarray]:
+    ) -> Callable[[Array], Array]:
         """The activation named by config key ``key`` (read through ``aliases``, where a family takes a name as
         another: Gemma's ``gelu`` is the tanh approximation); one attnx does not know is a ModelError."""
         name = self.checkpoint.text(key, default)
@@ -259,15 +260,17 @@ class Architecture:
         """The residual stream entering layer 0, ``[token, d_model]``."""
         raise NotImplementedError
 
-    def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
-        """Layer ``layer``'s attention on the residual stream ``stream`` entering it, as a spec."""
+    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+        """Layer ``layer``'s attention on the residual stream ``stream`` entering it (an array of the engine the pass
+        runs on: ``attnx.engines.arrays``), as a spec (its arrays NumPy's)."""
         raise NotImplementedError
 
-    def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
-        """The residual stream leaving layer ``layer``, from the one entering it and its attention's output."""
+    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
+        """The residual stream leaving layer ``layer``, from the one entering it and its attention's output (a NumPy
+        array, moved where ``stream`` lives: ``arrays_of(stream).like``), on the engine ``stream`` lives on."""
         raise NotImplementedError
 
-    def final(self, stream: np.ndarray) -> np.ndarray:
+    def final(self, stream: Array) -> Array:
         """The model's last hidden state from the residual stream leaving its last layer (transformers'
         ``last_hidden_state``): a final norm where the family has one, else the stream itself."""
         return stream
@@ -309,7 +312,7 @@ class Architecture:
                 self._output = block
             yield index, block
 
-    def shape_logits(self, logits: np.ndarray) -> np.ndarray:
+    def shape_logits(self, logits: Array) -> Array:
         """Hook: what a family does to ``hidden @ W.T`` (a soft cap, a scale); by default nothing."""
         return logits
 

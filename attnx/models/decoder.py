@@ -48,6 +48,7 @@ import numpy as np
 from attnx.core.inputs import HeadNorm
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec, Linear
+from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ConfigError, ModelError
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
 from attnx.models.nn import dense
@@ -119,10 +120,10 @@ class Row:
     reads: tuple[str, ...] = ()
 
 
-def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+def rms_norm(x: Array, weight: np.ndarray, eps: float) -> Array:
     """``x / sqrt(mean(x²) + eps) * weight`` over the last axis, in ``x``'s dtype."""
-    mean_square = np.mean(x * x, axis=-1, keepdims=True)
-    return x / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype)) * weight.astype(x.dtype, copy=False)
+    xp = arrays_of(x)
+    return x / xp.sqrt(xp.mean(x * x) + eps) * xp.like(weight)
 
 
 class Decoder(Architecture):
@@ -320,7 +321,7 @@ class Decoder(Architecture):
         """The tensors of norm ``name`` (``norm``'s twin): its weight."""
         return (f"{name}.weight",)
 
-    def norm(self, x: np.ndarray, name: str) -> np.ndarray:
+    def norm(self, x: Array, name: str) -> Array:
         """Hook: norm ``name`` (its weight's name without ``.weight``) of ``x`` over its last axis: RMSNorm."""
         return rms_norm(x, self.norm_weight(name, x.shape[-1]), self.eps)
 
@@ -329,7 +330,7 @@ class Decoder(Architecture):
         weight = self.weight(f"{name}.weight", shape=(width,))
         return weight + np.asarray(1, dtype=self.dtype) if self.norm_offset else weight
 
-    def normed(self, x: np.ndarray, layer: int, name: str | None) -> np.ndarray:
+    def normed(self, x: Array, layer: int, name: str | None) -> Array:
         """``x`` through layer ``layer``'s norm ``name`` (None: ``x`` as it is)."""
         return x if name is None else self.norm(x, self.layer_prefix(layer) + name)
 
@@ -349,7 +350,7 @@ class Decoder(Architecture):
         bounds = np.cumsum([0, *widths])
         return [Linear.of(weight[a:b].T, None if bias is None else bias[a:b]) for a, b in pairwise(bounds)]
 
-    def project(self, x: np.ndarray, name: str, width: int) -> np.ndarray:
+    def project(self, x: Array, name: str, width: int) -> Array:
         """``x @ weight.T (+ bias)`` in the working dtype (weight ``[width, x's width]``)."""
         bias = self.weight(f"{name}.bias", shape=(width,)) if self.checkpoint.has(f"{name}.bias") else None
         return dense(x, self.weight(f"{name}.weight", shape=(width, x.shape[-1])).T, bias)
@@ -381,7 +382,7 @@ class Decoder(Architecture):
         return (HeadNorm.of(self.norm_weight(p + "q_norm", heads * self.head_dim), self.eps, over),
                 HeadNorm.of(self.norm_weight(p + "k_norm", kv_heads * self.head_dim), self.eps, over))  # fmt: skip
 
-    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+    def mlp(self, layer: int, x: Array) -> Array:
         """Hook: layer ``layer``'s MLP on ``x`` ``[token, d_model]``: gated, down(act(gate(x)) * up(x))."""
         p = self.layer_prefix(layer) + "mlp."
         gate, up = self.project(x, p + "gate_proj", self.d_ff), self.project(x, p + "up_proj", self.d_ff)
@@ -406,14 +407,14 @@ class Decoder(Architecture):
             words *= np.asarray(scale, dtype=self.dtype)
         return words
 
-    def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
         """Causal self-attention on the layer's input (the stream, normed where ``norms`` says) with the layer's
         projections, head norms, rotary positions and window, and the family's scale and soft cap."""
         x = self.normed(stream, layer, self.norms.before_attention)
         w_q, w_k, w_v, w_o = self.checkpoint.remember(("projections", layer), lambda: self.projections(layer))
         q_norm, k_norm = self.checkpoint.remember(("qk_norms", layer), lambda: self.qk_norms(layer))
         return AttentionSpec.build(
-            heads=self.heads, kv_heads=self.kv_heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
+            heads=self.heads, kv_heads=self.kv_heads, tokens=tokens, key_tokens=tokens, source=source, x=host(x),
             w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, q_norm=q_norm, k_norm=k_norm, causal=True, scale=self.scale,
             rotary=self.rotaries[layer], window=self.windows[layer], softcap=self.softcap,
             sink_logits=self.sink_logits(layer),
@@ -423,15 +424,15 @@ class Decoder(Architecture):
         """Hook: layer ``layer``'s learned sink logit per head, which joins each row's softmax (None: no sinks)."""
         return None
 
-    def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
+    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
         """The residual add of the attention's output (normed where ``norms.after_attention``), then of the MLP of
         the normed stream (``parallel_residual``: of the stream entering the layer), normed where
         ``norms.after_mlp``."""
-        h = stream + self.normed(projected.astype(self.dtype), layer, self.norms.after_attention)
+        h = stream + self.normed(arrays_of(stream).like(projected), layer, self.norms.after_attention)
         inner = self.mlp(layer, self.normed(stream if self.parallel_residual else h, layer, self.norms.before_mlp))
         return h + self.normed(inner, layer, self.norms.after_mlp)
 
-    def final(self, stream: np.ndarray) -> np.ndarray:
+    def final(self, stream: Array) -> Array:
         """The final norm of the stream leaving the last layer."""
         return self.norm(stream, self.norms.final)
 
@@ -445,11 +446,11 @@ class Decoder(Architecture):
         shape = (self.vocab_size, self.d_model)
         return WeightRef(self.probe, (), shape, True) if self.tied else WeightRef(LM_HEAD, (), shape, False)
 
-    def shape_logits(self, logits: np.ndarray) -> np.ndarray:
+    def shape_logits(self, logits: Array) -> Array:
         """``hidden @ W.T`` soft-capped by ``final_softcap`` where the family reads one."""
         if self.final_softcap is not None:
-            cap = np.asarray(self.final_softcap, dtype=logits.dtype)
-            logits = cap * np.tanh(logits / cap)
+            cap = self.final_softcap  # a Python float keeps the logits' dtype
+            logits = cap * arrays_of(logits).tanh(logits / cap)
         return logits
 
     def is_buffer(self, name: str) -> bool:

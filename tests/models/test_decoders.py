@@ -54,12 +54,21 @@ class TestAgreement:
             assert_close(ours, theirs, dtype)
 
     def test_torch_engine(self, decoder: DecoderReference) -> None:
-        """The torch engine runs the same layers to the same weights."""
-        pytest.importorskip("torch")
+        """The torch engine runs the whole forward pass, its stream a torch tensor between layers, to the same
+        weights and hidden states as transformers (1e-5 in float32) and as the NumPy engine (1e-10 in float64)."""
+        torch = pytest.importorskip("torch")
         weights, hidden = forward(decoder.path, "float32", engine="torch")
         for ours, theirs in zip(weights, decoder.attentions["float32"], strict=True):
             assert_close(ours, theirs, "float32")
-        assert_close(hidden[-1], decoder.hidden["float32"][-1], "float32")
+        for ours, theirs in zip(hidden, decoder.hidden["float32"], strict=True):
+            assert_close(ours, theirs, "float32")
+        with open_model(decoder.path, "float64") as model:
+            run = model.run(TEXT, engine="torch", layer=model.layers - 1)
+            run.step()
+            assert run.arrays.name == "torch" and isinstance(run.current(), torch.Tensor)
+        for ours, theirs in zip(forward(decoder.path, "float64", engine="torch")[1], forward(decoder.path, "float64")[1],
+                                strict=True):  # fmt: skip
+            assert_close(ours, theirs, "float64")
 
     @pytest.mark.parametrize(("name", "layer"), [("mistral", 0), ("qwen2", 1), ("gemma2", 0), ("gemma2", 1)])
     def test_windows_and_caps_matter(self, tmp_path_factory: pytest.TempPathFactory, name: str, layer: int) -> None:

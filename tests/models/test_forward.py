@@ -44,6 +44,25 @@ class TestAgreementWithTransformers:
         assert spec.source == f"{checkpoint.path} ({family}), layer {layer} of 3"
 
 
+class TestTorchForwardPass:
+    def test_the_pass_runs_on_torch(self, checkpoint: Reference) -> None:
+        """On the torch engine the stream is a torch tensor between layers, and every layer's stream and the last
+        hidden state equal the NumPy engine's to 1e-10 in float64 (LayerNorms, GELU with torch's erf, the MLP)."""
+        torch = pytest.importorskip("torch")
+        streams: dict[str, list[np.ndarray]] = {}
+        with open_model(checkpoint.path, "float64") as model:
+            for engine in ("numpy", "torch"):
+                run = model.run(TEXT, engine=engine, layer=model.layers - 1)
+                streams[engine] = [run.stream()]
+                for _ in range(model.layers):
+                    run.step()
+                    streams[engine].append(run.stream())
+                streams[engine].append(run.finish())
+                assert isinstance(run.current(), torch.Tensor) == (engine == "torch")
+        for ours, theirs in zip(streams["torch"], streams["numpy"], strict=True):
+            assert ours.dtype == np.float64 and np.abs(ours - theirs).max() <= 1e-10 * max(1, np.abs(theirs).max())
+
+
 class TestSpecs:
     def test_bert_spec(self, bert: Reference) -> None:
         """A BERT layer: special tokens kept, no padding although tokenizer.json asks for it, no mask, W_o and biases."""

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from attnx.core.spec import AttentionSpec, Linear
+from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ModelError
 from attnx.models.architecture import Architecture, weights_and_biases
 from attnx.models.nn import dense, layer_norm
@@ -68,7 +69,7 @@ class Bert(Architecture):
         weight = self.checkpoint.tensor(f"{name}.weight", shape=(out, into))
         return Linear.of(weight.T, self.checkpoint.tensor(f"{name}.bias", shape=(out,)))
 
-    def dense(self, x: np.ndarray, name: str, width: int, reads: int) -> np.ndarray:
+    def dense(self, x: Array, name: str, width: int, reads: int) -> Array:
         """``x @ weight.T + bias`` in the working dtype (weight ``[width, reads]``)."""
         return dense(
             x, self.weight(f"{name}.weight", shape=(width, reads)).T, self.weight(f"{name}.bias", shape=(width,))
@@ -88,19 +89,20 @@ class Bert(Architecture):
         positions = positions.astype(self.dtype)
         return layer_norm(words + positions, *self.norm("embeddings.LayerNorm"), self.eps)
 
-    def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
         """Self-attention on the stream entering the layer: no mask, 1/√d_k, W_o the output dense."""
         p = f"encoder.layer.{layer}.attention."
         return AttentionSpec.build(
-            heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=stream,
+            heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=host(stream),
             w_q=self.linear(p + "self.query"), w_k=self.linear(p + "self.key"), w_v=self.linear(p + "self.value"),
             w_o=self.linear(p + "output.dense"),
         )  # fmt: skip
 
-    def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
+    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
         """Add & Norm, MLP (dense, activation, dense), Add & Norm."""
         p = f"encoder.layer.{layer}."
-        h = layer_norm(stream + projected.astype(self.dtype), *self.norm(p + "attention.output.LayerNorm"), self.eps)
+        attended = stream + arrays_of(stream).like(projected)
+        h = layer_norm(attended, *self.norm(p + "attention.output.LayerNorm"), self.eps)
         inner = self.act(self.dense(h, p + "intermediate.dense", self.d_ff, self.d_model))  # (N, d_ff)
         out = self.dense(inner, p + "output.dense", self.d_model, self.d_ff)
         return layer_norm(h + out, *self.norm(p + "output.LayerNorm"), self.eps)

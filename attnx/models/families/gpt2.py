@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from attnx.core.spec import AttentionSpec, Linear
+from attnx.engines.arrays import Array, arrays_of, host
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
@@ -64,7 +65,7 @@ class Gpt2(Architecture):
         """A LayerNorm's weight and bias."""
         return self.weight(f"{name}.weight", shape=(self.d_model,)), self.weight(f"{name}.bias", shape=(self.d_model,))
 
-    def conv(self, x: np.ndarray, name: str, reads: int, width: int) -> np.ndarray:
+    def conv(self, x: Array, name: str, reads: int, width: int) -> Array:
         """A Conv1D: ``x @ weight + bias`` (the weight is already ``[in, out]``: ``[reads, width]``)."""
         return dense(
             x, self.weight(f"{name}.weight", shape=(reads, width)), self.weight(f"{name}.bias", shape=(width,))
@@ -76,10 +77,10 @@ class Gpt2(Architecture):
         positions = self.checkpoint.rows("wpe.weight", slice(0, len(encoded.ids)), (None, self.d_model))
         return words + positions.astype(self.dtype)
 
-    def attention_spec(self, layer: int, stream: np.ndarray, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
         """Causal self-attention on ln_1 of the stream; W_q, W_k, W_v are the thirds of ``c_attn``."""
         p = f"h.{layer}."
-        x = layer_norm(stream, *self.norm(p + "ln_1"), self.eps)
+        x = host(layer_norm(stream, *self.norm(p + "ln_1"), self.eps))
         d = self.d_model
         weight = self.checkpoint.tensor(p + "attn.c_attn.weight", shape=(d, 3 * d))
         bias = self.checkpoint.tensor(p + "attn.c_attn.bias", shape=(3 * d,))
@@ -93,15 +94,15 @@ class Gpt2(Architecture):
             w_q=w_q, w_k=w_k, w_v=w_v, w_o=Linear.of(*out), causal=True, scale=self.scale(layer),
         )  # fmt: skip
 
-    def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
+    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
         """Residual add, then h + MLP(ln_2(h))."""
         p = f"h.{layer}."
-        h = stream + projected.astype(self.dtype)
+        h = stream + arrays_of(stream).like(projected)
         normed = layer_norm(h, *self.norm(p + "ln_2"), self.eps)
         inner = self.act(self.conv(normed, p + "mlp.c_fc", self.d_model, self.d_ff))  # (N, d_ff)
         return h + self.conv(inner, p + "mlp.c_proj", self.d_ff, self.d_model)
 
-    def final(self, stream: np.ndarray) -> np.ndarray:
+    def final(self, stream: Array) -> Array:
         """ln_f of the stream leaving the last layer."""
         return layer_norm(stream, *self.norm("ln_f"), self.eps)
 

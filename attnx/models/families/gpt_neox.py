@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from attnx.core.spec import Linear
+from attnx.engines.arrays import Array
 from attnx.errors import ModelError
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
 from attnx.models.decoder import Decoder, Norms
@@ -82,7 +81,7 @@ class GptNeox(Decoder):
         p = self.attention_prefix(layer)
         return weights_and_biases(p + "query_key_value", p + "dense")
 
-    def norm(self, x: np.ndarray, name: str) -> np.ndarray:
+    def norm(self, x: Array, name: str) -> Array:
         """LayerNorm ``name``, with its weight and bias."""
         width = (x.shape[-1],)
         weight, bias = self.weight(f"{name}.weight", shape=width), self.weight(f"{name}.bias", shape=width)
@@ -92,7 +91,7 @@ class GptNeox(Decoder):
         """A LayerNorm's weight and bias."""
         return tuple(weights_and_biases(name))
 
-    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+    def mlp(self, layer: int, x: Array) -> Array:
         """The plain MLP: ``dense_4h_to_h(act(dense_h_to_4h(x)))``."""
         p = self.layer_prefix(layer) + "mlp."
         inner = self.act(self.project(x, p + "dense_h_to_4h", self.d_ff))  # (N, d_ff)

@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import LimitError, ModelError
 from attnx.models.families.moe import Routed
+from attnx.models.nn import dense
 
 # What transformers' GptOssConfig puts in place of a rope object config.json lacks (its rope_theta read beside it).
 # The sixteen values of an FP4 (E2M1) code: sign, two exponent bits, one mantissa bit.
@@ -92,27 +94,27 @@ class GptOss(Routed):
         yield from super().attention_tensors(layer)
         yield f"{self.attention_prefix(layer)}sinks"
 
-    def route(self, layer: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def route(self, layer: int, x: Array) -> tuple[np.ndarray, np.ndarray]:
         """Each token's chosen experts ``[token, k]`` (the largest router logits, the lower index first among equal
-        ones) and their weights, a softmax over the chosen logits."""
+        ones) and their weights, a softmax over the chosen logits (chosen on the host, in NumPy)."""
         p, experts = self.mixture_prefix(layer) + "router.", self.experts
         weight = self.weight(f"{p}weight", shape=(experts, self.d_model))
-        logits = x @ weight.T + self.weight(f"{p}bias", shape=(experts,))  # (N, E)
+        logits = host(dense(x, weight.T, self.weight(f"{p}bias", shape=(experts,))))  # (N, E)
         chosen = np.argsort(-logits, axis=-1, kind="stable")[:, : self.top_k]  # (N, k)
         top = np.take_along_axis(logits, chosen, axis=-1)
         shares = np.exp(top - top.max(axis=-1, keepdims=True))
         return chosen, shares / shares.sum(axis=-1, keepdims=True)
 
-    def expert(self, layer: int, expert: int, x: np.ndarray) -> np.ndarray:
+    def expert(self, layer: int, expert: int, x: Array) -> Array:
         """Expert ``expert``'s clamped SwiGLU on ``x`` ``[token, d_model]`` (see the module's docstring)."""
-        p, d, ff = self.mixture_prefix(layer) + "experts.", self.d_model, self.expert_width
-        gate_up = x @ self.matrix(f"{p}gate_up_proj", expert, d, 2 * ff)
-        gate_up += self.expert_part(f"{p}gate_up_proj_bias", expert, (2 * ff,))  # (n, 2·ff)
-        gate = np.minimum(gate_up[:, 0::2], self.limit)
-        up = np.clip(gate_up[:, 1::2], -self.limit, self.limit)
-        hidden = (up + 1) * (gate / (1 + np.exp(-self.alpha * gate)))  # (n, ff)
-        return hidden @ self.matrix(f"{p}down_proj", expert, ff, d) + self.expert_part(f"{p}down_proj_bias", expert,
-                                                                                        (d,))  # fmt: skip
+        p, d, ff, xp = self.mixture_prefix(layer) + "experts.", self.d_model, self.expert_width, arrays_of(x)
+        gate_up = dense(x, self.matrix(f"{p}gate_up_proj", expert, d, 2 * ff),
+                        self.expert_part(f"{p}gate_up_proj_bias", expert, (2 * ff,)))  # (n, 2·ff)  # fmt: skip
+        gate = xp.minimum(gate_up[:, 0::2], self.limit)
+        up = xp.clip(gate_up[:, 1::2], -self.limit, self.limit)
+        hidden = (up + 1) * (gate / (1 + xp.exp(-self.alpha * gate)))  # (n, ff)
+        return dense(hidden, self.matrix(f"{p}down_proj", expert, ff, d),
+                     self.expert_part(f"{p}down_proj_bias", expert, (d,)))  # fmt: skip
 
     def expert_part(self, name: str, expert: int, shape: tuple[int, ...]) -> np.ndarray:
         """Expert ``expert``'s entry of the fused tensor ``name`` ``[expert, *shape]``, in the working dtype."""
@@ -131,13 +133,15 @@ class GptOss(Routed):
         scales = self.checkpoint.slab(f"{name}_scales", expert, (self.experts, writes, groups), packed=True)
         return mxfp4(blocks, scales)[:, :reads].T.astype(self.dtype)  # (reads, writes)
 
-    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+    def mlp(self, layer: int, x: Array) -> Array:
         """The routed mixture: each chosen expert's output times its weight, summed in ascending expert order."""
         chosen, weights = self.route(layer, x)
-        out = np.zeros_like(x)
+        xp = arrays_of(x)
+        out = xp.zeros_like(x)
         for expert in np.unique(chosen):
             rows, slot = np.nonzero(chosen == expert)  # each token picks an expert at most once
-            out[rows] += self.expert(layer, int(expert), x[rows]) * weights[rows, slot][:, None]
+            at = xp.indices(rows)
+            out[at] += self.expert(layer, int(expert), x[at]) * xp.like(weights[rows, slot][:, None])
         return out
 
     def mlp_tensors(self, layer: int) -> Iterator[str]:

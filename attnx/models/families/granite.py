@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnx.engines.arrays import Array, arrays_of
 from attnx.models.decoder import Decoder
 
 
@@ -31,15 +32,15 @@ class Granite(Decoder):
         """``embedding_multiplier``."""
         return self.embedding_multiplier
 
-    def after_attention(self, layer: int, stream: np.ndarray, projected: np.ndarray) -> np.ndarray:
+    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
         """Each residual branch (the attention's output, then the MLP's) × ``residual_multiplier`` before its add."""
-        m = np.asarray(self.residual_multiplier, dtype=self.dtype)
-        h = stream + projected.astype(self.dtype) * m
+        m = self.residual_multiplier  # a Python float keeps the stream's dtype
+        h = stream + arrays_of(stream).like(projected) * m
         return h + self.mlp(layer, self.normed(h, layer, self.norms.before_mlp)) * m
 
-    def shape_logits(self, logits: np.ndarray) -> np.ndarray:
+    def shape_logits(self, logits: Array) -> Array:
         """The decoder's logits ÷ ``logits_scaling``."""
-        return super().shape_logits(logits) / np.asarray(self.logits_scaling, dtype=self.dtype)
+        return super().shape_logits(logits) / self.logits_scaling
 
 
 FAMILIES = (Granite,)

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ModelError
 from attnx.models.architecture import Mixture
 from attnx.models.decoder import Decoder
@@ -86,18 +87,18 @@ class Routed(Decoder):
             raise ModelError(f"{self.checkpoint.config_path}: mlp_only_layers must list layer numbers")
         return layer not in listed and (layer + 1) % self.checkpoint.integer("decoder_sparse_step", default=1) == 0
 
-    def swiglu(self, x: np.ndarray, prefix: str, names: tuple[str, str, str], width: int) -> np.ndarray:
+    def swiglu(self, x: Array, prefix: str, names: tuple[str, str, str], width: int) -> Array:
         """down(act(gate(x)) * up(x)) with the bias-free torch Linears ``prefix`` + each of ``names``."""
         gate, up, down = (prefix + name + ".weight" for name in names)
         hidden = self.act(dense(x, self.weight(gate, shape=(width, self.d_model)).T, None))
         hidden = hidden * dense(x, self.weight(up, shape=(width, self.d_model)).T, None)
         return dense(hidden, self.weight(down, shape=(self.d_model, width)).T, None)
 
-    def route(self, layer: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def route(self, layer: int, x: Array) -> tuple[np.ndarray, np.ndarray]:
         """Each token's chosen experts ``[token, k]`` and their weights: the top-k of the router's softmax,
-        renormalised where the family does."""
+        renormalised where the family does (chosen on the host, in NumPy, from the router's logits)."""
         router = self.weight(f"{self.mixture_prefix(layer)}gate.weight", shape=(self.experts, self.d_model))
-        weights, chosen = top_k(softmax(dense(x, router.T, None)), self.top_k)
+        weights, chosen = top_k(softmax(host(dense(x, router.T, None))), self.top_k)
         if self.renormalise:
             weights = weights / weights.sum(axis=-1, keepdims=True)
         return chosen, weights
@@ -106,21 +107,23 @@ class Routed(Decoder):
         """Where layer ``layer``'s mixture (its router, experts and shared expert) is."""
         return self.layer_prefix(layer) + self.moe
 
-    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+    def mlp(self, layer: int, x: Array) -> Array:
         """The routed mixture (plus the gated shared expert), or the dense SwiGLU MLP on a dense layer."""
         p = self.mixture_prefix(layer)
         if not self.sparse[layer]:
             return self.swiglu(x, p, QWEN_PROJECTIONS, self.d_ff)
         chosen, weights = self.route(layer, x)
-        out = np.zeros_like(x)
+        xp = arrays_of(x)
+        out = xp.zeros_like(x)
         for expert in range(self.experts):  # every expert's weights are read, as ``mlp_tensors`` names them
             rows, slot = np.nonzero(chosen == expert)  # each token picks an expert at most once
-            y = self.swiglu(x[rows], f"{p}experts.{expert}.", self.projections_of_expert, self.expert_width)
-            out[rows] += y * weights[rows, slot][:, None]
+            at = xp.indices(rows)
+            y = self.swiglu(x[at], f"{p}experts.{expert}.", self.projections_of_expert, self.expert_width)
+            out[at] += y * xp.like(weights[rows, slot][:, None])
         if self.shared_width is not None:
             gate = dense(x, self.weight(f"{p}shared_expert_gate.weight", shape=(1, self.d_model)).T, None)
             shared = self.swiglu(x, f"{p}shared_expert.", QWEN_PROJECTIONS, self.shared_width)
-            out = out + shared / (1 + np.exp(-gate))  # sigmoid(gate) * shared
+            out = out + shared / (1 + xp.exp(-gate))  # sigmoid(gate) * shared
         return out
 
     def mlp_tensors(self, layer: int) -> Iterator[str]:

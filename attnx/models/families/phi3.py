@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import numpy as np
-
 from attnx.core.positions import SCALINGS
 from attnx.core.spec import Linear
+from attnx.engines.arrays import Array
 from attnx.errors import ModelError
 from attnx.models.decoder import Decoder
 
@@ -73,7 +72,7 @@ class Phi3(Decoder):
         p = self.attention_prefix(layer)
         yield from (f"{p}qkv_proj.weight", f"{p}o_proj.weight")
 
-    def mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+    def mlp(self, layer: int, x: Array) -> Array:
         """down(act(gate) * up), gate and up the first and second halves of ``gate_up_proj(x)``."""
         p = self.layer_prefix(layer) + "mlp."
         gate_up = self.project(x, p + "gate_up_proj", 2 * self.d_ff)  # (N, 2 d_ff)
