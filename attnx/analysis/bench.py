@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import OUTPUT, WEIGHTS, TensorName
 from attnx.engines import check_caps, compute, load_engine
+from attnx.engines.arrays import host_dtype
 from attnx.errors import EngineUnavailableError
 from attnx.io.schema import random_qkv
 from attnx.limits import Limits
 
 # A side whose run takes less (in seconds) runs once untimed before each timed run (see best_times).
+ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}  # bytes per number, for the weights' memory
 SETTLE = 0.5
 # Each path is named after the largest tensor it builds.
 PATHS: dict[str, frozenset[TensorName]] = {OUTPUT: frozenset({OUTPUT}), WEIGHTS: frozenset({WEIGHTS, OUTPUT})}
@@ -60,7 +62,8 @@ def problem(length: int, heads: int, d_model: int, dtype: str = "float64") -> At
 
     In the timed dtype from the start, as SDPA's inputs are: a conversion would be timed on one side only.
     """
-    q, k, v = (x.astype(dtype) for x in random_qkv(length, length, d_model))
+    # A half type has no NumPy dtype: float32 values then, which the torch engine rounds as it reads them (timed).
+    q, k, v = (x.astype(host_dtype(dtype)) for x in random_qkv(length, length, d_model))
     tokens = tuple(f"t{i}" for i in range(length))
     return AttentionSpec.build(
         q=q, k=k, v=v, heads=heads, tokens=tokens, key_tokens=tokens, source=f"random N={length}"
@@ -135,7 +138,7 @@ def run_bench(
         for engine in settings.engines:
             seconds, run = times[engine], sides[engine]
             previous = next((r for r in reversed(rows) if r.engine == engine), None)
-            itemsize = 4 if settings.dtype == "float32" else 8
+            itemsize = ITEMSIZE[settings.dtype]
             rows.append(
                 BenchRow(
                     engine=engine,

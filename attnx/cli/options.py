@@ -53,10 +53,12 @@ AnyFormat = OutputFormat | RowFormat | ReportFormat | RecordFormat  # what any c
 
 
 class Dtype(str, Enum):
-    """Floating-point types an engine can compute in."""
+    """Floating-point types an engine can compute in (the half types on torch alone)."""
 
     float64 = "float64"
     float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
 
 
 class Engine(str, Enum):

@@ -22,6 +22,15 @@ import numpy as np
 
 Array: TypeAlias = Any  # a NumPy array, or a torch tensor on the torch engine (the families' arrays quack alike)
 
+# Dtypes an engine may compute in that NumPy has no arithmetic for (bfloat16 it has not at all): arrays on the host
+# are float32 then, which holds every one of their values exactly.
+HALF = ("bfloat16", "float16")
+
+
+def host_dtype(dtype: str) -> str:
+    """The NumPy dtype that holds arrays computed in ``dtype`` on the host: float32 for a half type."""
+    return "float32" if dtype in HALF else dtype
+
 
 # erf(|x|) is 1 to float64 precision from here on (1 - erf(6) is 2e-17).
 ERF_TOP = 6.0

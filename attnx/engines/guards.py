@@ -13,11 +13,17 @@ from attnx.errors import NumericError
 
 # The share of a dtype's range that a bound may reach: rounding in long sums stays far inside the rest.
 ROUNDING_ROOM = 2.0**-10
+BFLOAT16_MAX = float.fromhex("0x1.fep127")  # NumPy has no bfloat16: its largest number, 3.39e38
+
+
+def largest_in(dtype: str) -> float:
+    """The largest finite number ``dtype`` holds (bfloat16's too, which NumPy lacks)."""
+    return BFLOAT16_MAX if dtype == "bfloat16" else float(np.finfo(dtype).max)
 
 
 def check_range(spec: AttentionSpec, dtype: str) -> None:
     """Refuse inputs beyond what ``dtype`` holds: cast to it, they would become infinite."""
-    largest = float(np.finfo(dtype).max)
+    largest = largest_in(dtype)
     if largest >= np.finfo(np.float64).max or spec.magnitude <= largest:
         return  # the spec's arrays are float64 already, or every value fits
     for name, array in spec.number_arrays().items():
@@ -44,7 +50,7 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     Only below float64, whose range ``check_range`` has already measured a for; in float64,
     measuring the inputs would cost more than the scan of the output it spares.
     """
-    largest = float(np.finfo(dtype).max)
+    largest = largest_in(dtype)
     if largest >= np.finfo(np.float64).max:
         return False
     a = spec.magnitude  # NaN when any input is NaN: every comparison below is then False
@@ -103,6 +109,6 @@ def _what(name: TensorName, index: tuple[int, ...], spec: AttentionSpec, result:
 
 
 def _remedy(dtype: str) -> str:
-    largest = float(np.finfo(dtype).max)
+    largest = largest_in(dtype)
     fix = "use --dtype float64" if largest < np.finfo(np.float64).max else "scale the inputs down"
     return f"{dtype} (beyond ±{largest:.4g}); {fix}"

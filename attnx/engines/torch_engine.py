@@ -12,6 +12,7 @@ import torch
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs
 from attnx.core.tensors import HEAD_OUTPUTS, MATRICES, TensorName
+from attnx.engines.arrays import HALF, host_dtype
 from attnx.engines.core import attention, dense, near_one_exponent
 from attnx.errors import EngineUnavailableError
 
@@ -19,11 +20,13 @@ PREFERENCE = ("cuda", "mps", "cpu")
 
 
 class TorchBackend:
-    """Array primitives as torch tensors of one dtype on one device."""
+    """Array primitives as torch tensors of one dtype on one device (``numpy_dtype``: the dtype arrays have on the
+    host, float32 for a half type)."""
 
     def __init__(self, dtype: str, device: str) -> None:
         self.dtype = getattr(torch, dtype)
-        self.numpy_dtype = np.dtype(dtype)
+        self.numpy_dtype = np.dtype(host_dtype(dtype))
+        self.half = dtype in HALF
         self.device = torch.device(device)
 
     def array(self, values: np.ndarray) -> torch.Tensor:
@@ -33,7 +36,7 @@ class TorchBackend:
         writes to its inputs, and the spec's arrays are read-only.
         """
         dtype = torch.bool if values.dtype == bool else self.dtype
-        if self.device.type == "cpu" and values.dtype in (bool, self.numpy_dtype):
+        if self.device.type == "cpu" and (values.dtype == bool or (values.dtype == self.numpy_dtype and not self.half)):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # torch's note that the array is read-only
                 return torch.from_numpy(values)
@@ -88,8 +91,9 @@ class TorchBackend:
         return {HEAD_OUTPUTS: out}
 
     def to_numpy(self, x: torch.Tensor) -> np.ndarray:
-        """A NumPy copy on the host."""
-        return x.detach().to("cpu").contiguous().numpy()
+        """A NumPy copy on the host (a half type widened to float32, exactly)."""
+        x = x.detach().to("cpu")
+        return (x.float() if x.dtype in (torch.bfloat16, torch.float16) else x).contiguous().numpy()
 
 
 class TorchArrays:
@@ -112,10 +116,9 @@ class TorchArrays:
         """Integer positions on the device."""
         return torch.as_tensor(np.asarray(values, dtype=np.int64), device=self.backend.device)
 
-    @staticmethod
-    def host(x: torch.Tensor) -> np.ndarray:
-        """A NumPy copy on the host."""
-        return x.detach().to("cpu").numpy()
+    def host(self, x: torch.Tensor) -> np.ndarray:
+        """A NumPy copy on the host (a half type widened to float32, exactly)."""
+        return self.backend.to_numpy(x)
 
     @staticmethod
     def mean(x: torch.Tensor) -> torch.Tensor:
@@ -213,8 +216,10 @@ class TorchEngine:
         return [name for name in PREFERENCE if present[name]]
 
     def dtypes(self, device: str) -> tuple[str, ...]:
-        """Dtypes supported on ``device``, the default first: MPS has no float64."""
-        return ("float32",) if device.startswith("mps") else ("float64", "float32")
+        """Dtypes supported on ``device``, the default first: MPS has no float64. The half types compute in torch's
+        own kernels (a model in bfloat16 on a GPU, as its checkpoint stores it); results come back widened to
+        float32."""
+        return ("float32", "float16") if device.startswith("mps") else ("float64", "float32", *HALF)
 
     def resolve_device(self, requested: str) -> str:
         """The one place devices are chosen: ``auto`` picks CUDA, then MPS, then CPU."""
@@ -234,7 +239,7 @@ class TorchEngine:
         backend = TorchBackend(dtype, device)
         with torch.inference_mode():
             arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec, needs).items()}
-        scale = float(np.dtype(dtype).type(spec.multiplier))  # as the dtype holds it (IEEE rounding, as torch)
+        scale = float(torch.tensor(spec.multiplier, dtype=backend.dtype))  # as the dtype holds it (IEEE rounding)
         return AttentionResult.assemble(
             spec, arrays, scale=scale, engine=self.name, device=str(backend.device), dtype=dtype, needs=needs
         )

@@ -84,8 +84,9 @@ def architecture_of(checkpoint: Checkpoint) -> type[Architecture]:
 class Model:
     """An open checkpoint: its family and config, its weights (read lazily) and its tokenizer.
 
-    ``dtype`` is the forward pass's working dtype (NumPy's name); ``limits`` the caps its files and
-    the arrays of a forward pass are held to (default: ``Limits.from_env()``).
+    ``dtype`` is the forward pass's working dtype (bfloat16 and float16 on the torch engine alone: NumPy's arrays
+    on the host are float32 then); ``limits`` the caps its files and the arrays of a forward pass are held to
+    (default: ``Limits.from_env()``).
     """
 
     def __init__(self, path: str | Path, dtype: str = "float64", limits: Limits | None = None) -> None:
@@ -233,7 +234,7 @@ class ForwardPass:
         self.engine, self.device = engine, device
         self.drop: Mapping[int, tuple[int, ...]] = drop or {}
         self.layer = 0
-        self.arrays = load_arrays(engine, model.architecture.dtype.name, device)
+        self.arrays = load_arrays(engine, model.architecture.working, device)
         self._stream: Array = self.arrays.like(model.architecture.embed(encoded))  # (N, d_model)
         self._pending: np.ndarray | None = None  # the projected attention output of layer - 1
 
@@ -281,7 +282,7 @@ class ForwardPass:
         from attnx.engines import compute
 
         spec = spec or self.spec()
-        dtype = self.model.architecture.dtype.name
+        dtype = self.model.architecture.working
         result = compute(spec, self.engine, dtype=dtype, device=self.device, needs={PROJECTED, *needs})
         self._pending = result.projected
         self.layer += 1

@@ -12,7 +12,7 @@ import numpy as np
 
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec
-from attnx.engines.arrays import Array
+from attnx.engines.arrays import Array, host_dtype
 from attnx.errors import ModelError
 from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.nn import ACTIVATIONS
@@ -172,7 +172,8 @@ class Architecture:
 
     def __init__(self, checkpoint: Checkpoint, dtype: str = "float64") -> None:
         self.checkpoint = checkpoint
-        self.dtype = np.dtype(dtype)
+        self.working = dtype  # what the engine computes in (bfloat16 too), and where NumPy works on the host:
+        self.dtype = np.dtype(host_dtype(dtype))
         self._output: np.ndarray | None = None  # the LM head's table, kept once read whole (``logits``)
         self.read_config()
         self.check_heads()

@@ -32,7 +32,7 @@ class TestEngines:
         by_name = {e["name"]: e for e in data["engines"]}
         assert by_name["numpy"]["devices"] == [{"name": "cpu", "dtypes": ["float64", "float32"]}]
         assert by_name["torch"]["available"] and by_name["torch"]["version"].startswith("2.")
-        assert {"name": "cpu", "dtypes": ["float64", "float32"]} in by_name["torch"]["devices"]
+        assert {"name": "cpu", "dtypes": ["float64", "float32", "bfloat16", "float16"]} in by_name["torch"]["devices"]
 
     def test_table(self) -> None:
         """The table names each engine and its CPU dtypes."""
@@ -58,6 +58,20 @@ class TestTorchEngineOption:
         assert b["engine"] == "torch" and b["device"] == "cpu"
         assert set(a) == set(b)
         np.testing.assert_allclose(b["weights"], a["weights"], rtol=0, atol=1e-15)
+
+    @pytest.mark.parametrize(("dtype", "bound"), [("bfloat16", 2**-7), ("float16", 2**-10)])
+    def test_half_types(self, dtype: str, bound: float) -> None:
+        """--dtype bfloat16/float16 computes on torch at that precision (within its epsilon of float64 on the worked
+        example's weights, and not equal to them); the NumPy engine refuses it, exit 2, naming what it supports."""
+        pytest.importorskip("torch")
+        exact = json.loads(run_attnx("run", "-f", "json").stdout)
+        half = json.loads(run_attnx("run", "-f", "json", "-e", "torch", "--dtype", dtype).stdout)
+        assert half["dtype"] == dtype
+        error = np.abs(np.array(half["weights"]) - np.array(exact["weights"])).max()
+        assert 0 < error <= bound
+        refused = run_attnx("run", "--dtype", dtype)
+        assert refused.code == 2 and refused.stdout == ""
+        assert refused.stderr == f"attnx: error: numpy on cpu does not support {dtype}; supported: float64, float32\n"
 
     def test_without_torch_is_exit_2_with_install_hint(self) -> None:
         """--engine torch without torch installed exits 2 with one line on how to install it."""
@@ -94,6 +108,7 @@ class TestCheck:
         assert data["passed"] and data["reference"] == {"engine": "numpy", "device": "cpu", "dtype": "float64"}
         targets = {(r["engine"], r["device"], r["dtype"]) for r in data["rows"]}
         assert {("numpy", "cpu", "float32"), ("torch", "cpu", "float64"), ("torch", "cpu", "float32")} <= targets
+        assert not {dtype for _, _, dtype in targets} & {"bfloat16", "float16"}  # half types are not held to it
         assert {r["tensor"] for r in data["rows"]} == {"scores", "weights", "head_outputs", "output"}
         f32 = next(r for r in data["rows"] if r["dtype"] == "float32" and r["tensor"] == "scores")
         assert f32["rtol"] == 1.3e-6 and f32["atol"] == pytest.approx(2e-5)  # max |score| is 2

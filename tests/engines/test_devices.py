@@ -29,8 +29,8 @@ class TestDeviceResolution:
             compute(load_spec(), "torch", device="cuda")
 
     def test_mps_has_no_float64(self) -> None:
-        """MPS offers float32 only, and float32 is its default."""
-        assert torch_engine.dtypes("mps") == ("float32",)
+        """MPS offers float32 (its default) and float16, no float64."""
+        assert torch_engine.dtypes("mps") == ("float32", "float16")
         assert torch_engine.dtypes("cpu")[0] == "float64"
 
 

@@ -80,12 +80,13 @@ class TestTorchEngine:
     """The torch engine as the registry gives it."""
 
     def test_what_it_offers_on_the_cpu(self) -> None:
-        """torch: the CPU last among its devices, float64 then float32 there, torch's version."""
+        """torch: the CPU last among its devices, float64, float32 and the half types there, torch's version."""
         import torch
 
         engine = load_engine("torch")
         assert engine.name == "torch" and engine.devices()[-1] == "cpu"
-        assert engine.dtypes("cpu") == ("float64", "float32") and engine.version() == str(torch.__version__)
+        assert engine.dtypes("cpu") == ("float64", "float32", "bfloat16", "float16")
+        assert engine.version() == str(torch.__version__)
         assert engine.resolve_device("cpu") == "cpu"
 
     def test_sdpa_reference_is_bare_sdpa(self) -> None:

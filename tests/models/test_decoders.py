@@ -12,7 +12,7 @@ import pytest
 
 from attnx.core.inputs import ProjectedInputs
 from attnx.core.positions import RopeScaling, Rotary
-from attnx.errors import ModelError
+from attnx.errors import EngineUnavailableError, ModelError
 from attnx.models import describe, open_model
 from attnx.models.runs import load_model_spec
 from tests.models.checkpoints import TEXT
@@ -69,6 +69,39 @@ class TestAgreement:
         for ours, theirs in zip(forward(decoder.path, "float64", engine="torch")[1], forward(decoder.path, "float64")[1],
                                 strict=True):  # fmt: skip
             assert_close(ours, theirs, "float64")
+
+    @pytest.mark.parametrize(("dtype", "bound"), [("bfloat16", 0.05), ("float16", 0.01)])
+    def test_half_types_on_torch(self, llama: DecoderReference, dtype: str, bound: float) -> None:
+        """On torch a model runs in bfloat16 or float16 (its stream a tensor of that dtype; results widened to
+        float32), within a few of the dtype's epsilons of the float64 pass; the NumPy engine refuses them."""
+        torch = pytest.importorskip("torch")
+        with open_model(llama.path, dtype) as model:
+            run = model.run(TEXT, engine="torch", layer=model.layers - 1)
+            results = [run.step({"weights"}) for _ in range(model.layers)]
+            assert run.current().dtype == getattr(torch, dtype)
+            hidden = run.finish()
+        assert {r.dtype for r in results} == {dtype} and {r.weights.dtype for r in results} == {np.dtype(np.float32)}
+        weights = forward(llama.path, "float64")[0]
+        for ours, theirs in zip(results, weights, strict=True):
+            assert 0 < np.abs(ours.weights - theirs).max() <= bound
+        with open_model(llama.path, "float64") as model:
+            final = model.run(TEXT, layer=model.layers - 1).finish()
+        assert 0 < np.abs(hidden - final).max() <= bound * np.abs(final).max()
+        with pytest.raises(EngineUnavailableError, match=f"numpy on cpu does not support {dtype}"):
+            load_model_spec(llama.path, TEXT, 0, dtype=dtype)
+
+    @pytest.mark.parametrize(("dtype", "bound"), [("float32", 1e-5), ("bfloat16", 0.05)])
+    def test_on_cuda(self, llama: DecoderReference, dtype: str, bound: float) -> None:
+        """On a CUDA device the whole pass runs there, its stream a CUDA tensor, to the CPU's float64 weights."""
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device on this machine")
+        with open_model(llama.path, dtype) as model:
+            run = model.run(TEXT, engine="torch", device="cuda", layer=model.layers - 1)
+            results = [run.step({"weights"}) for _ in range(model.layers)]
+            assert run.current().device.type == "cuda" and results[-1].device.startswith("cuda")
+        for ours, theirs in zip(results, forward(llama.path, "float64")[0], strict=True):
+            assert np.abs(ours.weights - theirs).max() <= bound
 
     @pytest.mark.parametrize(("name", "layer"), [("mistral", 0), ("qwen2", 1), ("gemma2", 0), ("gemma2", 1)])
     def test_windows_and_caps_matter(self, tmp_path_factory: pytest.TempPathFactory, name: str, layer: int) -> None:
