@@ -13,6 +13,7 @@ from attnx.core.rows import Rows
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import COMPUTED, MASK, MATRICES, TensorName
 from attnx.engines import guards
+from attnx.engines.arrays import Arrays, numpy_arrays
 from attnx.errors import EngineUnavailableError
 from attnx.limits import Limits
 
@@ -180,6 +181,17 @@ def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -
     """
     chosen = load_engine(engine)
     return _dtype_on(chosen, chosen.resolve_device(device), dtype)
+
+
+def load_arrays(engine: str, dtype: str, device: str = "auto") -> Arrays:
+    """The array primitives of ``engine`` in ``dtype`` on ``device`` (resolved as ``compute`` resolves it): where a
+    model's forward pass on that engine keeps its residual stream (``attnx.engines.arrays``)."""
+    chosen = load_engine(engine)
+    if chosen.name == "numpy":
+        return numpy_arrays(dtype)
+    from attnx.engines.torch_engine import arrays_on
+
+    return arrays_on(dtype, chosen.resolve_device(device))
 
 
 def _dtype_on(engine: Engine, device: str, dtype: str | None) -> str:

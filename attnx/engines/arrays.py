@@ -14,7 +14,7 @@ needs them. ``host`` brings an array back to NumPy (what a spec and a result hol
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, Protocol, TypeAlias
 
@@ -204,28 +204,26 @@ def numpy_arrays(dtype: str) -> NumpyArrays:
     return NumpyArrays(dtype)
 
 
+# Each engine whose arrays are not NumPy's registers their type as its module is imported (``register``): an
+# array of that type exists only once its engine's module has made it.
+_ENGINES: dict[type, Callable[[Any], Arrays]] = {}
+
+
+def register(kind: type, arrays: Callable[[Any], Arrays]) -> None:
+    """Let ``arrays_of`` take arrays of type ``kind`` to ``arrays(x)``, their engine's primitives."""
+    _ENGINES[kind] = arrays
+
+
 def arrays_of(x: Array) -> Arrays:
     """The primitives of the engine ``x`` lives on, in ``x``'s dtype (and device): NumPy's, or torch's."""
     if isinstance(x, np.ndarray):
         return numpy_arrays(x.dtype.name)
-    from attnx.engines.torch_engine import torch_arrays  # only a torch tensor gets here: torch is imported
-
-    return torch_arrays(x)
+    for kind, arrays in _ENGINES.items():
+        if isinstance(x, kind):
+            return arrays(x)
+    raise TypeError(f"no engine computes on {type(x).__name__}")
 
 
 def host(x: Array) -> np.ndarray:
     """``x`` as a NumPy array on the host (a NumPy array as it is)."""
     return x if isinstance(x, np.ndarray) else arrays_of(x).host(x)
-
-
-def load_arrays(engine: str, dtype: str, device: str = "auto") -> Arrays:
-    """The primitives of ``engine`` (``numpy``, ``torch``) in ``dtype`` on ``device`` (resolved as ``compute``
-    resolves it): where a forward pass on that engine keeps its residual stream."""
-    from attnx.engines import load_engine
-
-    chosen = load_engine(engine)
-    if chosen.name == "numpy":
-        return numpy_arrays(dtype)
-    from attnx.engines.torch_engine import arrays_on
-
-    return arrays_on(dtype, chosen.resolve_device(device))

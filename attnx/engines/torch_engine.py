@@ -12,7 +12,7 @@ import torch
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs
 from attnx.core.tensors import HEAD_OUTPUTS, MATRICES, TensorName
-from attnx.engines.arrays import HALF, host_dtype
+from attnx.engines.arrays import HALF, host_dtype, register
 from attnx.engines.core import attention, dense, near_one_exponent
 from attnx.errors import EngineUnavailableError
 
@@ -185,6 +185,9 @@ def arrays_on(dtype: str, device: str) -> TorchArrays:
 def torch_arrays(x: torch.Tensor) -> TorchArrays:
     """The primitives of the engine ``x`` lives on: its dtype and device."""
     return arrays_on(str(x.dtype).removeprefix("torch."), str(x.device))
+
+
+register(torch.Tensor, torch_arrays)
 
 
 def _values_near_one(v: torch.Tensor) -> tuple[torch.Tensor, int]:

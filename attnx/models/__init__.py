@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnx.core.tensors import PROJECTED, TensorName
-from attnx.engines.arrays import Array, host, load_arrays
+from attnx.engines import load_arrays
+from attnx.engines.arrays import Array, host
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo

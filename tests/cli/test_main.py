@@ -46,7 +46,7 @@ class TestUsageErrors:
             (["engines", "--format", "npz"], "'npz' is not one of 'table', 'json', 'jsonl', 'csv'"),
             (["check", "--format", "npy"], "'npy' is not one of 'table', 'json', 'jsonl', 'csv'"),
             (["bench", "--format", "csv"], "'csv' is not one of 'table', 'json'"),
-            (["bench", "--dtype", "float16"], "'float16' is not one of 'float64', 'float32'"),
+            (["bench", "--dtype", "float8"], "'float8' is not one of 'float64', 'float32', 'bfloat16', 'float16'"),
             (["diff", "--format", "npy"], "'npy' is not one of 'table', 'json'"),
             (["heads", "--format", "jsonl"], "'jsonl' is not one of 'table', 'json'"),
             (["run", "--drop-head", "-1"], "Input should be greater than or equal to 0"),
