@@ -12,7 +12,7 @@ import numpy as np
 
 from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec
-from attnx.engines.arrays import Array, host_dtype
+from attnx.engines.arrays import Array, arrays_of, host_dtype
 from attnx.errors import ModelError
 from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.nn import ACTIVATIONS
@@ -281,24 +281,29 @@ class Architecture:
         """Whether the checkpoint can turn a hidden state into next-token logits (``logits``)."""
         return False
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
+    def logits(self, hidden: Array) -> np.ndarray:
         """Next-token logits ``[token, vocab]`` from the last hidden state (only where ``has_lm_head``), put together
         from ``logit_blocks``."""
-        logits = np.empty((hidden.shape[0], self.vocab_size), dtype=np.result_type(hidden.dtype, self.dtype))
+        logits: np.ndarray | None = None
         for columns, block in self.logit_blocks(hidden):
+            if logits is None:
+                logits = np.empty((block.shape[0], self.vocab_size), dtype=block.dtype)
             logits[:, columns] = block
-        return logits
+        return logits if logits is not None else np.empty((hidden.shape[0], 0), dtype=self.dtype)
 
-    def logit_blocks(self, hidden: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    def logit_blocks(self, hidden: Array) -> Iterator[tuple[slice, np.ndarray]]:
         """The logits of ``hidden`` ``[row, d_model]`` a block of vocabulary columns at a time, each block within the
         element cap: ``shape_logits(hidden @ W.T)``, the output table W (vocab × d_model: 525M elements for an 8B
         model) read once, in chunks of rows within the cap. A table within the element cap is read whole once
-        and kept (an ablation sweep asks for logits per batch)."""
+        and kept (an ablation sweep asks for logits per batch). Computed where ``hidden`` lives (a torch tensor: on
+        its device, each chunk of the table moved there), each block handed back as a NumPy array."""
+        xp = arrays_of(hidden)
         per_block = self.checkpoint.limits.rows_per_chunk(hidden.shape[0])  # vocabulary columns per block
         for index, table in self.output_chunks():
             for at in range(0, len(table), per_block):
                 part = table[at : at + per_block]
-                yield slice(index.start + at, index.start + at + len(part)), self.shape_logits(hidden @ part.T)
+                block = xp.host(self.shape_logits(hidden @ xp.like(part).T))
+                yield slice(index.start + at, index.start + at + len(part)), block
 
     def output_chunks(self) -> Iterator[tuple[slice, np.ndarray]]:
         """The output table's rows in the working dtype, in chunks within the element cap (``output_tensor``)."""
