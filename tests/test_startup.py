@@ -30,9 +30,10 @@ HELP_AND_VERSION = (
 )  # fmt: skip
 
 
-def heavy_modules_in_turn(*runs: list[str]) -> list[set[str]]:
-    """For each run of one fresh process running `attnx ARGS` after `attnx ARGS`, the heavy modules imported by then."""
-    code = PROBE.format(runs=[list(args) for args in runs], modules=HEAVY)
+def heavy_modules_in_turn(*runs: list[str], modules: tuple[str, ...] = HEAVY) -> list[set[str]]:
+    """For each run of one fresh process running `attnx ARGS` after `attnx ARGS`, the ``modules`` (by default the
+    heavy ones) imported by then."""
+    code = PROBE.format(runs=[list(args) for args in runs], modules=modules)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     seen = [set(json.loads(line)) for line in proc.stderr.splitlines() if line.startswith("[")]
     assert len(seen) == len(runs), proc.stderr
@@ -69,3 +70,62 @@ class TestLazyImports:
         """The probe can see torch when the torch engine runs (so the tests above can fail)."""
         pytest.importorskip("torch")
         assert "torch" in heavy_modules("run", "--engine", "torch", "--format", "json")
+
+
+# One fresh process: `attnx --help` with Typer's help laid out as attnx imports it (attnx.cli.richhelp); then the
+# same help with typer.rich_utils imported again as it is when its import takes a name the stand-ins lack (the real
+# rich.markdown and rich.traceback); what each printed (in colour), the modules the first had imported, and what the
+# stand-ins are once used.
+HELP_PROBE = """\
+import contextlib, io, json, os, sys
+os.environ.update(FORCE_COLOR="1", COLUMNS="100")
+from attnx.cli import COMMANDS, main, richhelp
+
+def help_text():
+    sys.argv = ["attnx", "--help"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        main()
+    return out.getvalue()
+
+light = help_text()
+names = ("rich.markdown", "rich.traceback", "markdown_it", "pygments", *(f"attnx.cli.{c}" for c in COMMANDS))
+imported = sorted(name for name in names if name in sys.modules)
+import rich.markdown, rich.traceback, typer.rich_utils
+stand_ins = typer.rich_utils.Markdown, typer.rich_utils.Traceback
+made = type(stand_ins[0]("*x*")) is rich.markdown.Markdown
+real = stand_ins[1].from_exception.__func__ is rich.traceback.Traceback.from_exception.__func__
+for name in ("typer.rich_utils", "rich.markdown", "rich.traceback"):
+    del sys.modules[name]
+richhelp.STOOD_IN = {"rich.markdown": "Heading", "rich.traceback": "Traceback"}  # rich_utils takes Markdown
+full = help_text()
+fell_back = sys.modules["typer.rich_utils"].Markdown is sys.modules["rich.markdown"].Markdown
+print(json.dumps({"imported": imported, "same": light == full, "colour": "\\x1b[" in light, "made": made,
+                  "real": real, "fell_back": fell_back}))
+"""
+
+
+class TestWhatStartUpSkips:
+    def test_a_table_run_imports_no_machine_format(self) -> None:
+        """`attnx run` writing its table imports neither the machine formats (csv), nor secrets (for the temp name
+        of an --output file), nor Typer's help; `--format csv` then imports csv."""
+        modules = ("csv", "secrets", "attnx.render.formats", "typer.rich_utils")
+        assert heavy_modules_in_turn(["run"], ["run", "-f", "csv"], modules=modules) == [
+            set(),
+            {"csv", "attnx.render.formats"},
+        ]
+
+    def test_app_help_imports_no_command_nor_markdown(self) -> None:
+        """`attnx --help` imports no command's module and neither Rich's Markdown (markdown-it, Pygments) nor its
+        traceback, and prints, in colour, exactly what it prints with them; the stand-ins Typer holds make and
+        hand over to the real classes; a Typer that takes a name the stand-ins lack is imported as it is."""
+        proc = subprocess.run([sys.executable, "-c", HELP_PROBE], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {
+            "imported": [],
+            "same": True,
+            "colour": True,
+            "made": True,
+            "real": True,
+            "fell_back": True,
+        }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 import os
 import sys
 import warnings
@@ -119,6 +118,27 @@ COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "rollout", "ablat
             "bench")  # fmt: skip
 
 
+# What the app's help says of each command: the first paragraph of its function's docstring, as written there
+# (tests/cli/test_help.py holds the two equal). Listing the commands from their modules would import all twelve:
+# 0.06 s of a 0.34 s `attnx --help` (AMD EPYC, 2 cores).
+SUMMARIES = {
+    "run": "Compute multi-head attention and print raw scores, scaled scores, weights and outputs.",
+    "trace": "Explain one query token step by step: per head, the dot products term by term, the softmax, the output.",
+    "check": "Cross-check every engine/device/dtype against the float64 NumPy reference, or a kernel (--against).",
+    "diff": "Compare: one input at several settings (--heads 1,2,4, --scale, --layout or --kv-heads), or A with B.",
+    "heads": "Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.",
+    "model": "Describe a local checkpoint folder or GGUF file: family, layers, heads, d_model, vocabulary, max length.",
+    "rollout": "Attention rollout: how much each token reaches a query through every layer, residual stream included.",
+    "ablate": "Drop heads and measure the whole model: its last hidden state and, with an LM head, its next-token "
+    "guesses.",
+    "detect": "Find previous-token, duplicate-token and induction heads and sinks, over many sequences, with the "
+    "counts.",
+    "explore": "Explore attention full screen: move over queries, heads and layers, and every panel follows.",
+    "engines": "List the engines, their versions, the devices present and the dtypes each supports.",
+    "bench": "Time the engines on random Q/K/V over a range of sequence lengths (progress on stderr).",
+}
+
+
 def function(name: str) -> Callable[..., None]:
     """The function of command ``name`` (``run`` -> ``attnx.cli.run.run``), its module imported now."""
     module = importlib.import_module(f"attnx.cli.{name}")
@@ -133,12 +153,23 @@ SETTINGS: dict[str, Any] = {
 }
 
 
+class Command(TyperCommand):
+    """A command, whose help is laid out by Typer without importing what attnx's help never uses (``richhelp``)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The command's help, as Typer lays it out."""
+        from attnx.cli.richhelp import import_rich_utils
+
+        import_rich_utils()
+        super().format_help(ctx, formatter)
+
+
 class Commands(TyperGroup):
     """The app's commands, each made into a Click command from its function the first time it is asked for.
 
     Typer reads every command's signature when it makes the app (``typer.main.get_command``): 65 ms for twelve
     commands of a 0.55 s ``attnx run`` (cProfile, Typer 0.29.2, AMD EPYC 2 cores). Made one at a time, a command
-    pays for itself only; the app's help, which lists them all, makes them all.
+    pays for itself only; the app's help lists them by their ``SUMMARIES`` without making them.
     """
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -148,7 +179,10 @@ class Commands(TyperGroup):
     listing = False  # while the app's help is written: its list of commands needs their summaries alone
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        """The app's help, which lists each command by its function's docstring without making it."""
+        """The app's help, which lists each command by its summary without making it (nor importing its module)."""
+        from attnx.cli.richhelp import import_rich_utils
+
+        import_rich_utils()
         self.listing = True
         try:
             super().format_help(ctx, formatter)
@@ -157,14 +191,14 @@ class Commands(TyperGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         """Command ``cmd_name``, made now if it was not yet (None: no such command); while the app's help is
-        written, a command not yet made stands in as its name and docstring (the help lists nothing else)."""
+        written, a command not yet made stands in as its name and summary (the help lists nothing else)."""
         if self.listing and cmd_name not in self.commands and cmd_name in COMMANDS:
             from rich.markup import escape
 
-            return TyperCommand(cmd_name, help=escape(inspect.getdoc(function(cmd_name)) or ""))
+            return TyperCommand(cmd_name, help=escape(SUMMARIES[cmd_name]))
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             single = typer.Typer(**SETTINGS)
-            single.command(cmd_name, epilog=epilog(cmd_name))(function(cmd_name))
+            single.command(cmd_name, cls=Command, epilog=epilog(cmd_name))(function(cmd_name))
             made = typer.main.get_command(single)
             as_written(made)
             self.commands[cmd_name] = made

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -90,7 +89,9 @@ def atomic_write(path: str | Path, data: bytes) -> None:
             raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from exc
         return
     folder = target.parent if str(target.parent) else Path(".")
-    tmp = folder / f".attnx-{secrets.token_hex(6)}.tmp"
+    # 12 random hex digits, as secrets.token_hex(6) gives them (importing secrets costs 5 ms of start-up: hmac,
+    # hashlib, OpenSSL)
+    tmp = folder / f".attnx-{os.urandom(6).hex()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:

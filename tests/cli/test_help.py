@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shlex
@@ -13,7 +14,7 @@ import pytest
 import typer
 from rich.cells import cell_len
 
-from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, KERNEL_OUTPUT, click_command
+from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, KERNEL_OUTPUT, SUMMARIES, click_command, function
 from attnx.cli import command as command_of
 from attnx.engines import compute
 from attnx.io import load_spec
@@ -101,6 +102,23 @@ class TestExamples:
         assert result.stdout.strip()
         if "--format json" in example:
             assert json.loads(result.stdout)["format_version"]
+
+
+class TestSummaries:
+    """The app's help lists each command by its summary, kept beside the commands so that it imports none of them."""
+
+    def test_each_summary_is_its_docstrings_first_paragraph(self) -> None:
+        """Every command has a summary, and it is the first paragraph of its function's docstring, word for word."""
+        firsts = {name: (inspect.getdoc(function(name)) or "").split("\n\n")[0] for name in COMMANDS}
+        assert firsts == SUMMARIES
+
+    def test_the_help_lists_them(self) -> None:
+        """`attnx --help` shows each command beside its summary, in the order of COMMANDS."""
+        shown = " ".join(help_text("", columns=300).split())
+        listed = [f"│ {name} {SUMMARIES[name]} │" for name in COMMANDS]
+        assert [entry for entry in listed if " ".join(entry.split()) not in shown] == []
+        places = [shown.index(f"│ {name} ") for name in COMMANDS]
+        assert places == sorted(places)
 
 
 class TestLegibleAt80Columns:
