@@ -1,6 +1,6 @@
 """`attnx explore` on a real terminal (a pseudo-terminal): start-up against `attnx run`, and each key's redraw.
 
-Usage: python benchmarks/explore.py [--repeat 5] [--size 120x40] [--tokens 1024]
+Usage: python benchmarks/explore.py [--repeat 5] [--size 120x40] [--tokens 1024] [--baseline DIR]
 
 For the worked example and for a random causal input of ``--tokens`` tokens (d_model 128, 8 heads), in fresh
 processes on a pseudo-terminal of ``--size``:
@@ -15,6 +15,10 @@ processes on a pseudo-terminal of ``--size``:
 
 Each figure is a median over ``--repeat`` sessions (keys: over every press of every session); ``worst`` is
 the largest. Frames are told apart by the silence between them (``FRAME_GAP``).
+
+``--baseline DIR`` times a second source tree (a copy of the repository from before a change: its ``attnx``
+package is put first on ``PYTHONPATH``) in the same run, its sessions alternating with this tree's, and prints
+the ratios this tree ÷ baseline: on a shared machine only figures taken side by side compare.
 """
 
 from __future__ import annotations
@@ -53,11 +57,11 @@ def _controlled_by_stdin() -> None:
 class Terminal:
     """A command running on a pseudo-terminal of ``size`` (columns, rows), its output read as it comes."""
 
-    def __init__(self, command: list[str], size: tuple[int, int]) -> None:
+    def __init__(self, command: list[str], size: tuple[int, int], env: dict[str, str] = ENV) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
         self.start = time.perf_counter()
-        self.process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=ENV,
+        self.process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env,
                                         preexec_fn=_controlled_by_stdin)  # fmt: skip
         os.close(slave)
 
@@ -114,9 +118,9 @@ def first_frame_end(arrivals: list[float]) -> float:
     return end
 
 
-def run_time(arguments: list[str], size: tuple[int, int]) -> float:
+def run_time(arguments: list[str], size: tuple[int, int], env: dict[str, str] = ENV) -> float:
     """Seconds `attnx run` takes on a terminal of ``size``, printing its tables."""
-    terminal = Terminal([*ATTNX, "run", *arguments], size)
+    terminal = Terminal([*ATTNX, "run", *arguments], size, env)
     terminal.read_until_quiet(SETTLED)
     terminal.process.wait()
     elapsed = time.perf_counter() - terminal.start
@@ -124,9 +128,11 @@ def run_time(arguments: list[str], size: tuple[int, int]) -> float:
     return elapsed
 
 
-def explore_session(arguments: list[str], size: tuple[int, int]) -> tuple[float, list[float], list[float]]:
+def explore_session(
+    arguments: list[str], size: tuple[int, int], env: dict[str, str] = ENV
+) -> tuple[float, list[float], list[float]]:
     """Start-up (to the end of the first screen), then each key's answer and settled times, in seconds."""
-    terminal = Terminal([*ATTNX, "explore", *arguments], size)
+    terminal = Terminal([*ATTNX, "explore", *arguments], size, env)
     try:
         drawn = terminal.read_until(DRAWN)
         startup = first_frame_end([drawn, *terminal.read_until_quiet(FRAME_GAP, FRAME_GAP)]) - terminal.start
@@ -142,32 +148,68 @@ def explore_session(arguments: list[str], size: tuple[int, int]) -> tuple[float,
         terminal.close()
 
 
+class Figures:
+    """One source tree's figures on one input: its runs, start-ups, and every key's answer and settled times."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.runs: list[float] = []
+        self.startups: list[float] = []
+        self.answers: list[float] = []
+        self.settled: list[float] = []
+
+    def session(self, arguments: list[str], size: tuple[int, int]) -> None:
+        """One `attnx run` and one explore session."""
+        self.runs.append(run_time(arguments, size, self.env))
+        startup, answers, settled = explore_session(arguments, size, self.env)
+        self.startups.append(startup)
+        self.answers += answers
+        self.settled += settled
+
+    def medians(self) -> tuple[float, float, float, float]:
+        """run s, explore s, key answer s, key settled s."""
+        lists = (self.runs, self.startups, self.answers, self.settled)
+        run, start, answer, settled = (statistics.median(values) for values in lists)
+        return run, start, answer, settled
+
+    def row(self, name: str) -> str:
+        """The figures as a line of the table, under ``name``."""
+        run, start, a, s = self.medians()
+        return (f"{name:<38} {run:>7.3f} {start:>10.3f} {start / run:>6.2f} {a * 1e3:>6.1f} "
+                f"({max(self.answers) * 1e3:>6.1f}) {s * 1e3:>6.1f} ({max(self.settled) * 1e3:>6.1f})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--size", default="120x40", help="columns x rows")
     parser.add_argument("--tokens", type=int, default=1024)
+    parser.add_argument("--baseline", type=Path, help="a source tree to time alongside, alternating")
     args = parser.parse_args()
     size = tuple(int(part) for part in args.size.split("x"))
     assert len(size) == 2
     long = ["--seed", "0", "--tokens", " ".join(f"t{i}" for i in range(args.tokens)), "--d-model", "128", "-H", "8",
             "--causal"]  # fmt: skip
     inputs = {"worked example": [], f"random, {args.tokens} tokens, causal": long}
+    sides = {"": ENV}
+    if args.baseline is not None:
+        sides["baseline: "] = ENV | {"PYTHONPATH": str(args.baseline.resolve())}
     print(f"terminal {size[0]}x{size[1]}, {args.repeat} sessions each, medians (worst)")
-    print(f"{'input':<30} {'run s':>7} {'explore s':>10} {'ratio':>6} {'key: answer ms':>15} {'settled ms':>14}")
+    print(f"{'input':<38} {'run s':>7} {'explore s':>10} {'ratio':>6} {'key: answer ms':>16} {'settled ms':>15}")
     for name, arguments in inputs.items():
-        runs, startups, answers, settled = [], [], [], []
-        run_time(arguments, size)  # warm the file cache and the bytecode caches
-        for _ in range(args.repeat):  # interleaved
-            runs.append(run_time(arguments, size))
-            startup, answer, still = explore_session(arguments, size)
-            startups.append(startup)
-            answers += answer
-            settled += still
-        run, start = statistics.median(runs), statistics.median(startups)
-        a, s = statistics.median(answers) * 1e3, statistics.median(settled) * 1e3
-        print(f"{name:<30} {run:>7.3f} {start:>10.3f} {start / run:>6.2f} {a:>6.1f} ({max(answers) * 1e3:>5.1f}) "
-              f"{s:>6.1f} ({max(settled) * 1e3:>5.1f})")  # fmt: skip
+        figures = {side: Figures(env) for side, env in sides.items()}
+        for figure in figures.values():
+            run_time(arguments, size, figure.env)  # warm the file cache and the bytecode caches
+        for _ in range(args.repeat):  # interleaved: the sides share the machine's moods
+            for figure in figures.values():
+                figure.session(arguments, size)
+        for side, figure in figures.items():
+            print(figure.row(f"{side}{name}"))
+        if args.baseline is not None:
+            now, before = figures[""].medians(), figures["baseline: "].medians()
+            ratios = [a / b for a, b in zip(now, before, strict=True)]
+            print(f"{'  this tree ÷ baseline':<38} {ratios[0]:>7.2f} {ratios[1]:>10.2f} {'':>6} {ratios[2]:>6.2f} "
+                  f"{'':>9} {ratios[3]:>6.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

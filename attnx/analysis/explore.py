@@ -33,6 +33,7 @@ BLOCK = 64  # queries computed together
 NEEDS: frozenset[TensorName] = frozenset({WEIGHTS, SCALED, V, MASK})
 
 Setting = tuple[tuple[str, Any], ...]  # an input's settings changed from the file's, in the order of CHANGES
+Progress = Callable[[int, int], object]  # told (done, total) as blocks are computed
 CHANGES = ("heads", "scale", "layout", "causal")  # the settings an input's keys change
 
 
@@ -130,7 +131,8 @@ class Explorer:
     @property
     def computed(self) -> list[tuple[int, int]]:
         """The blocks computed so far under the current setting, as ``(layer, block)``."""
-        return sorted((layer, b) for layer, setting, b in self._blocks if setting == self.setting)
+        blocks = list(self._blocks)  # a copy: a rollout computed beside the app adds blocks meanwhile
+        return sorted((layer, b) for layer, setting, b in blocks if setting == self.setting)
 
     def _block_rows(self, lo: int, hi: int) -> list[tuple[int, slice]]:
         """The blocks that hold queries ``lo … hi − 1``, each with the slice of its rows they take."""
@@ -194,20 +196,43 @@ class Explorer:
         lo = min(max(self.query - rows // 2, 0), max(n - rows, 0))
         return lo, min(n, lo + rows)
 
-    def rollout(self) -> Rollout:
+    def rollout(self, progress: Progress | None = None, at: tuple[int, Setting] | None = None) -> Rollout:
         """Rollout through layers 0 … the cursor's (Abnar & Zuidema), once: every block of each of them is
-        computed."""
+        computed. ``at`` names the layer and setting instead of the cursor's (a rollout computed beside the
+        cursor, which may move meanwhile); ``progress(done, total)`` is called after each block of the layers not
+        averaged yet (it may raise to stop: what was computed is kept)."""
         from attnx.analysis.measures import rollout
 
-        key = (self.layer, self.setting)
-        if key not in self._rollouts:
-            for layer in range(self.layer + 1):
-                if (layer, self.setting) not in self._averages:
-                    weights = self.matrix(0, len(self.tokens), "weights", layer)
-                    self._averages[layer, self.setting] = weights.mean(axis=0)
-            averages = (self._averages[layer, self.setting] for layer in range(self.layer + 1))
-            self._rollouts[key] = rollout(averages, self.tokens)
-        return self._rollouts[key]
+        layer, setting = (self.layer, self.setting) if at is None else at
+        if (layer, setting) not in self._rollouts:
+            missing = [lay for lay in range(layer + 1) if (lay, setting) not in self._averages]
+            total, done = sum(self._block_count(lay) for lay in missing), 0
+            for lay in missing:
+                parts = []
+                for b in range(self._block_count(lay)):  # heads averaged a block at a time: [query, key]
+                    parts.append(np.asarray(self.block(b, setting, lay).tensor(WEIGHTS)).mean(axis=0))
+                    done += 1
+                    if progress is not None:
+                        progress(done, total)
+                self._averages[lay, setting] = np.concatenate(parts, axis=0)
+            averages = (self._averages[lay, setting] for lay in range(layer + 1))
+            self._rollouts[layer, setting] = rollout(averages, self.spec_of(layer).tokens)
+        return self._rollouts[layer, setting]
+
+    def rollout_needs(self) -> int:
+        """How many blocks the rollout under the cursor still needs computed (0: kept, or every block at hand)."""
+        if (self.layer, self.setting) in self._rollouts:
+            return 0
+        return sum(
+            (lay, self.setting, b) not in self._blocks
+            for lay in range(self.layer + 1)
+            if (lay, self.setting) not in self._averages
+            for b in range(self._block_count(lay))
+        )
+
+    def _block_count(self, layer: int) -> int:
+        """How many blocks hold layer ``layer``'s queries."""
+        return -(-len(self.spec_of(layer).tokens) // BLOCK)
 
     @property
     def trace(self) -> Trace:

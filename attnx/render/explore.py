@@ -22,6 +22,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from attnx.analysis.explore import BLOCK
 from attnx.render.fitted import FittedGrid
 from attnx.render.heatmap import HeatScale, heatmap, legend, number_width, scale_of
 from attnx.render.numbers import fmt
@@ -40,6 +41,7 @@ GAP = 2  # blanks between two heatmaps side by side
 COLUMN = 6  # characters a heatmap column usually takes (" 0.12" and a blank): the first guess at how many fit
 ROWS = 12  # queries the head's heatmap shows unless told
 CHANGE_LABELS = ("before", "now")  # the change panel's rows
+BAR = 40  # characters of the rollout's progress bar
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,22 @@ def _change_view(state: Explorer, change: Change, colour: bool, width: int, shar
     lines.append(Text(f"output row of query {state.query}: moved by {fmt(change.shift, 4)} (L2), largest entry "
                       f"{fmt(change.largest, 4)}"))  # fmt: skip
     return Group(*lines)
+
+
+def rollout_waiting(state: Explorer, done: int, total: int, refused: str | None = None) -> RenderableType:
+    """What the head's panel says while the rollout is computed beside the app: how many blocks of queries are
+    done, as a bar; or why the engine refused it."""
+    through = f"layer{'s 0-' if state.layer else ' '}{state.layer}"
+    if refused is not None:
+        return Text(f"Rollout through {through}: not computed ({refused})", style="dim")
+    share = done / total if total else 0.0
+    filled = round(share * BAR)
+    bar = Text("█" * filled, style="bold")
+    bar.append("░" * (BAR - filled), style="dim")
+    bar.append(f" {share:>4.0%}")
+    what = f"{done} of {total} blocks of {BLOCK} queries" if total else "starting"
+    meanwhile = Text("every key answers meanwhile; v leaves the rollout (what is computed is kept)", style="dim")
+    return Group(Text(f"Rollout through {through}: computing every query's weights, {what}"), bar, meanwhile)
 
 
 def trace_panel(state: Explorer) -> RenderableType:

@@ -18,6 +18,7 @@ about 0.07 s against 0.48 s, more than the whole start-up, which a user would no
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from math import ceil
 from typing import overload
@@ -25,6 +26,7 @@ from typing import overload
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 
 from attnx.core.rows import Rows, after_gap
@@ -99,7 +101,8 @@ class FittedGrid:
     Cells are justified as ``justify`` says, or as their own ``Text.justify``; column labels are
     made by ``header``. ``label_width`` is the least width of the row labels' column, and
     ``widen`` whether a title wider than the columns widens them (else the title runs past the last
-    column): grids drawn one above another keep their columns in line with both.
+    column): grids drawn one above another keep their columns in line with both. ``cell_width``, where the
+    caller knows every cell's width (a heatmap's), lets the grid fit its columns without making their cells.
     """
 
     def __init__(
@@ -117,16 +120,19 @@ class FittedGrid:
         justify: str = "right",
         label_width: int = 0,
         widen: bool = True,
+        cell_width: int | None = None,
     ) -> None:
         self.title, self.row_labels, self.col_labels = title, as_labels(row_labels), as_labels(col_labels)
         self.title_width = Text(title).cell_len
         self.footer, self.padding, self.header, self.justify = footer, padding, header, justify
         self._column = column
         self._cells: dict[int, Sequence[Text]] = {}
+        self._widths: dict[int, int] = {}
         self.rows = list(rows) if rows is not None else list(Rows.ends(len(row_labels), max_rows).shown)
         labels = [self.row_labels[i] for i in self.rows] + ([footer[0]] if footer is not None else [])
         self.label_width = max([label_width, *(Text(label).cell_len for label in labels)])
         self.widen = widen
+        self.cell_width = cell_width
 
     @property
     def separator(self) -> int:
@@ -141,8 +147,14 @@ class FittedGrid:
         return self._cells[j]
 
     def width(self, j: int) -> int:
-        """Characters column ``j`` takes, without separators."""
-        return max(self.header(self.col_labels[j]).cell_len, *(cell.cell_len for cell in self.cells(j)))
+        """Characters column ``j`` takes, without separators (measured once: fitting a grid asks for it often)."""
+        if j not in self._widths:
+            label = self.header(self.col_labels[j]).cell_len
+            if self.cell_width is not None and self.footer is None:  # known: the cells are made only if shown
+                self._widths[j] = max(label, self.cell_width)
+            else:
+                self._widths[j] = max(label, *(cell.cell_len for cell in self.cells(j)))
+        return self._widths[j]
 
     def span(self, columns: int) -> int:
         """Characters the grid takes with its first ``columns`` columns, all shown."""
@@ -180,6 +192,23 @@ class FittedGrid:
         to ``max_width``), each in proportion to its width, unless ``widen`` is off; a title wider
         still wraps.
         """
+        row, lines = self._laid_out(left, right, console, max_width)
+        return [line if isinstance(line, Text) else row.line(*line) for line in lines]
+
+    def segments(self, left: Sequence[int], right: Sequence[int], console: Console, max_width: int) -> RenderResult:
+        """The segments of ``lines``, each line ended by a line break: the same segments, drawn without making a
+        ``Text`` of each line (a heatmap's rows, a cell a colour each, cost a third of the time)."""
+        row, lines = self._laid_out(left, right, console, max_width)
+        style_of = _Styles(console)
+        for line in lines:
+            yield from line.render(console) if isinstance(line, Text) else row.segments(*line, style_of)
+            yield Segment.line()
+
+    def _laid_out(
+        self, left: Sequence[int], right: Sequence[int], console: Console, max_width: int
+    ) -> tuple[_Row, list[Text | tuple[list[Text], list[str]]]]:
+        """How ``lines`` draws its rows (a ``_Row``), and its lines: the title's as ``Text``, the others as the cells
+        and the styles of their columns (the rule and the blank line as ``Text``)."""
         hidden = len(left) + len(right) < len(self.col_labels)
         columns: list[int | None] = [*left, None, *right] if hidden else [*left]
         last = len(columns)
@@ -195,22 +224,23 @@ class FittedGrid:
 
         # Labels and titles are Text, never read as Rich markup (a token such as "[b]" stays as it is).
         title = Text(self.title)
-        lines = [line.copy() for line in title.wrap(console, width)] if self.title_width > width else [title]
+        lines: list[Text | tuple[list[Text], list[str]]] = (
+            [line.copy() for line in title.wrap(console, width)] if self.title_width > width else [title]
+        )
         for line in lines:
+            assert isinstance(line, Text)  # the title's lines alone, so far
             line.pad_right(width - line.cell_len)
         header = [Text(""), *(self.header(GAP if j is None else self.col_labels[j]) for j in columns)]
-        lines += [row.line(header, ["bold", *[LABEL_STYLE] * last]), Text(RULE * width)]
+        lines += [(header, ["bold", *[LABEL_STYLE] * last]), Text(RULE * width)]
         gap, row_gap = Text(GAP, style="dim"), Text(ROW_GAP, style="dim")
         for k, i in enumerate(self.rows):
             if after_gap(self.rows, k):
-                lines.append(row.line([row_gap] * (last + 1), body))
-            lines.append(
-                row.line([Text(self.row_labels[i]), *(gap if j is None else self.cells(j)[k] for j in columns)], body)
-            )
+                lines.append(([row_gap] * (last + 1), body))
+            lines.append(([Text(self.row_labels[i]), *(gap if j is None else self.cells(j)[k] for j in columns)], body))
         if self.footer is not None:
             cells = [gap if j is None else self.cells(j)[-1] for j in columns]
-            lines += [Text(" " * width), row.line([Text(self.footer[0]), *cells], body)]
-        return lines
+            lines += [Text(" " * width), ([Text(self.footer[0]), *cells], body)]
+        return row, lines
 
     def note(self, shown: int) -> Text | None:
         """What a grid showing ``shown`` columns says about the rows and columns it left out, and how to see them."""
@@ -219,9 +249,7 @@ class FittedGrid:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         left, right = self.shown(options.max_width)
-        for line in self.lines(left, right, console, options.max_width):
-            yield from line.render(console)
-            yield Segment.line()
+        yield from self.segments(left, right, console, options.max_width)
         note = self.note(len(left) + len(right))
         if note is not None:
             yield note
@@ -261,6 +289,121 @@ class _Row:
             if style:
                 line.stylize_before(style, start, len(line))
         return line
+
+    def segments(self, cells: Sequence[Text], styles: Sequence[str], style_of: _Styles) -> list[Segment]:
+        """The segments ``line(cells, styles).render(console)`` yields (``style_of``: the console's styles), drawn
+        without the ``Text``."""
+        out = _Segments(style_of)
+        base = (style_of.base,)
+        for i, (cell, width, (before, after), style) in enumerate(
+            zip(cells, self.widths, self.pads, styles, strict=True)
+        ):
+            if i:
+                out.add(" ", base)  # the divider between two columns
+            excess = width - cell.cell_len
+            justify = "left" if i == 0 else cell.justify or self.justify
+            lead = {"left": 0, "center": excess // 2}.get(justify, excess)
+            chars = before + max(lead, 0) + len(cell) + max(excess - lead, 0) + after
+            spanned = bool(style) and chars > 0  # the column's style, under its cell's
+            if spanned:
+                out.cut()
+            column = (*base, style_of(style)) if spanned else base
+            out.add(" " * before, column)
+            self._blank(out, lead, cell, column)
+            out.cell(cell, column)
+            self._blank(out, excess - lead, cell, column)
+            out.add(" " * after, column)
+            if spanned:
+                out.cut()
+        return out.line()
+
+    @staticmethod
+    def _blank(out: _Segments, count: int, cell: Text, column: tuple[Style, ...]) -> None:
+        """``count`` blanks that justify ``cell``, in its style (a span of their own)."""
+        if count > 0 and cell.style:
+            out.cut()
+            out.add(" " * count, (*column, out.styles(cell.style)))
+            out.cut()
+        else:
+            out.add(" " * count, column)
+
+
+class _Styles:
+    """A console's styles by name (``console.get_style``), and the combinations of them a line draws, each looked
+    up once per drawing."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.named: dict[str | Style, Style] = {}
+        self.combined: dict[tuple[Style, ...], Style] = {}
+        self.base = self("")
+
+    def __call__(self, name: str | Style) -> Style:
+        style = self.named.get(name)
+        if style is None:
+            style = self.named[name] = self.console.get_style(name, default=Style.null())
+        return style
+
+    def combine(self, styles: tuple[Style, ...]) -> Style:
+        """``Style.combine(styles)``, once per combination."""
+        style = self.combined.get(styles)
+        if style is None:
+            style = self.combined[styles] = Style.combine(styles)
+        return style
+
+
+class _Segments:
+    """The segments of one line as ``Text.render`` cuts them: a cut wherever a style's span starts or ends (an
+    empty one too), each piece in the combination of the styles over it; a line without any span, one segment
+    without a style."""
+
+    def __init__(self, styles: _Styles) -> None:
+        self.styles = styles
+        self.done: list[Segment] = []
+        self.piece: list[str] = []
+        self.stack: tuple[Style, ...] = (styles.base,)
+        self.spans = False
+
+    def add(self, text: str, stack: tuple[Style, ...]) -> None:
+        """``text`` under the styles ``stack`` (those of the piece it continues: a new stack follows a cut)."""
+        if text:
+            self.piece.append(text)
+            self.stack = stack
+
+    def cut(self) -> None:
+        """A span starts or ends here."""
+        self.spans = True
+        if self.piece:
+            self.done.append(Segment("".join(self.piece), self.styles.combine(self.stack)))
+            self.piece = []
+
+    def cell(self, cell: Text, stack: tuple[Style, ...]) -> None:
+        """A cell's text (``Text.append_text``): its style over it, then its own spans."""
+        if cell.style:
+            self.cut()
+            stack = (*stack, self.styles(cell.style))
+        text = cell.plain
+        if not cell.spans:
+            self.add(text, stack)
+        else:
+            spans = cell.spans
+            edges = {s.start for s in spans} | {s.end for s in spans}
+            for start, end in itertools.pairwise(sorted(edges | {0, len(text)})):
+                if start in edges:
+                    self.cut()
+                over = tuple(self.styles(s.style) for s in spans if s.start <= start and s.end >= end)
+                self.add(text[start:end], (*stack, *over))
+            if len(text) in edges:
+                self.cut()
+        if cell.style:
+            self.cut()
+
+    def line(self) -> list[Segment]:
+        """The line's segments."""
+        if not self.spans:
+            return [Segment("".join(self.piece))]
+        self.cut()
+        return self.done
 
 
 def _shares(total: int, weights: Sequence[int]) -> list[int]:

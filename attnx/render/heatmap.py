@@ -136,7 +136,7 @@ def heatmap(
         return [cell(local(i), j) for i in rows]
 
     return FittedGrid(title, row_labels, col_labels, column, padding=0, max_rows=max_rows, rows=matrix_rows,
-                      label_width=label_width, widen=widen)  # fmt: skip
+                      label_width=label_width, widen=widen, cell_width=masked.cell_len)  # fmt: skip
 
 
 def number_width(matrix: np.ndarray, precision: int) -> int:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import threading
+import time
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -18,10 +21,11 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
-from attnx.analysis.explore import Explorer
+from attnx.analysis.explore import Explorer, Setting
 from attnx.errors import AttnxError
 from attnx.render import explore as panels
 from attnx.text import Inert, message_line
@@ -39,6 +43,46 @@ COMPACT_FOOTER = 90
 # titles, its column labels and the footer, 12 rows is the least that shows the query's own row of the heatmap (at 10
 # rows only the titles showed). Below it the explorer hides its panels, says so and waits.
 MIN_SIZE = (40, 12)
+# Blocks a rollout may still need and be computed as its key is answered (a short input: at once). Past it the
+# rollout is computed beside the app, block by block, its progress shown, every key answered meanwhile: on 1024
+# tokens (16 blocks) it took 0.6-6.5 s, the screen frozen until then.
+INLINE_BLOCKS = 2
+PROGRESS_EVERY = 0.1  # seconds between two drawings of a rollout's progress
+
+
+class RolloutProgress(Message):
+    """``done`` of ``total`` blocks of the rollout at ``key`` (layer, setting) are computed."""
+
+    def __init__(self, key: tuple[int, Setting], done: int, total: int) -> None:
+        super().__init__()
+        self.key, self.done, self.total = key, done, total
+
+
+class RolloutDone(Message):
+    """The rollout at ``key`` is computed and kept, or failed: ``error`` (an AttnxError's line) or ``failure``."""
+
+    def __init__(
+        self, key: tuple[int, Setting], error: str | None = None, failure: BaseException | None = None
+    ) -> None:
+        super().__init__()
+        self.key, self.error, self.failure = key, error, failure
+
+
+class _Stopped(Exception):
+    """The rollout's thread was asked to stop (the cursor left it)."""
+
+
+@dataclass
+class Rolling:
+    """A rollout computed beside the app: its layer and setting, its progress, and how to stop its thread."""
+
+    key: tuple[int, Setting]
+    done: int = 0
+    total: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    shown_at: float = 0.0  # when its progress was last drawn (time.monotonic)
+    pending: bool = False  # whether a drawing of its progress is due
 
 
 class ExploreApp(App[None]):
@@ -91,6 +135,10 @@ class ExploreApp(App[None]):
         self._tracing: Timer | None = None
         self.failure: BaseException | None = None  # what ended the app, when something failed inside it
         self._signals: dict[int, Any] = {}  # the handlers the app's own replaced, put back when it ends
+        self.inline_blocks = INLINE_BLOCKS
+        self.rolling: Rolling | None = None  # the rollout under the cursor, while it is computed beside the app
+        self._threads: list[threading.Thread] = []  # every rollout's thread, joined before the app ends
+        self._refused: dict[tuple[int, Setting], str] = {}  # rollouts the engine refused (an overflow), and why
 
     def compose(self) -> ComposeResult:
         """The status line and the token strip, then the panels in a scrolling column, the key help and the box
@@ -128,12 +176,17 @@ class ExploreApp(App[None]):
                 self._signals[signum] = signal.SIG_DFL if previous is None else previous
 
     def on_unmount(self) -> None:
-        """Put back the signal handlers the app replaced: after it, a signal ends the command as before it."""
+        """Put back the signal handlers the app replaced: after it, a signal ends the command as before it. Stop
+        a rollout's thread and wait for it (a block at most): nothing computes once the command lets go of a
+        checkpoint."""
         loop = asyncio.get_running_loop()
         for signum, previous in self._signals.items():
             loop.remove_signal_handler(signum)
             signal.signal(signum, previous)
         self._signals.clear()
+        self._stop_rollout()
+        for thread in self._threads:
+            thread.join()
 
     def watch_terminal(self) -> None:
         """End the app (exit code ``HANG_UP``) once its terminal can no longer be read or written: a terminal that
@@ -178,10 +231,102 @@ class ExploreApp(App[None]):
         rows = min(max(self.size.height - 12, 4), 16)  # the head's heatmap fits the screen with its titles
         with self.batch_update():  # every panel in one frame
             try:
-                self._panels(state, width, rows)
+                if self._awaiting_rollout():
+                    self._waiting()
+                else:
+                    self._panels(state, width, rows)
             except AttnxError as exc:  # a block of a long input the engine refuses (an overflow): say so, stay
                 self.notify(message_line(str(exc)), severity="error")
         self._tracing = self.set_timer(self.trace_delay, self.draw_trace)
+
+    def _awaiting_rollout(self) -> bool:
+        """Whether the view waits for the rollout under the cursor, computed beside the app: started here when it
+        needs more than ``inline_blocks`` blocks; stopped when the cursor leaves it (the blocks done are kept)."""
+        state = self.state
+        key = (state.layer, state.setting)
+        if state.view != "rollout" or (self.rolling is not None and self.rolling.key != key):
+            self._stop_rollout()
+        if state.view != "rollout":
+            return False
+        if self.rolling is not None or key in self._refused:
+            return True
+        if state.rollout_needs() <= self.inline_blocks:
+            return False
+        self.rolling = rolling = Rolling(key)
+        rolling.thread = threading.Thread(target=self._roll_out, args=(rolling,), name="attnx-rollout", daemon=True)
+        self._threads = [thread for thread in self._threads if thread.is_alive()] + [rolling.thread]
+        rolling.thread.start()
+        return True
+
+    def _roll_out(self, rolling: Rolling) -> None:
+        """In the rollout's thread: compute it, telling the app each block, until done or told to stop."""
+
+        def progress(done: int, total: int) -> None:
+            if rolling.stop.is_set():
+                raise _Stopped
+            self.post_message(RolloutProgress(rolling.key, done, total))  # thread-safe
+
+        try:
+            self.state.rollout(progress, at=rolling.key)
+        except _Stopped:
+            return
+        except AttnxError as exc:  # the engine refused a block (an overflow)
+            self.post_message(RolloutDone(rolling.key, error=message_line(str(exc))))
+        except Exception as exc:  # anything else ends the app, as a failure on its loop would
+            self.post_message(RolloutDone(rolling.key, failure=exc))
+        else:
+            self.post_message(RolloutDone(rolling.key))
+
+    def _stop_rollout(self) -> None:
+        """Ask the rollout's thread to stop after its block (it keeps the blocks done)."""
+        if self.rolling is not None:
+            self.rolling.stop.set()
+            self.rolling = None
+
+    def on_rollout_progress(self, message: RolloutProgress) -> None:
+        """Show how far the rollout under the cursor has come."""
+        rolling = self.rolling
+        if rolling is None or rolling.key != message.key:
+            return
+        rolling.done, rolling.total = message.done, message.total
+        wait = rolling.shown_at + PROGRESS_EVERY - time.monotonic()  # not a frame for every block
+        if wait <= 0:
+            self._show_progress(rolling)
+        elif not rolling.pending:
+            rolling.pending = True
+            self.set_timer(wait, lambda: self._show_progress(rolling))
+
+    def _show_progress(self, rolling: Rolling) -> None:
+        """Draw the progress of ``rolling`` if it is still the rollout under the cursor."""
+        rolling.pending, rolling.shown_at = False, time.monotonic()
+        if rolling is self.rolling and not self.too_small():
+            with self.batch_update():
+                self._waiting()
+
+    def on_rollout_done(self, message: RolloutDone) -> None:
+        """Draw the rollout once computed (or say why not); a rollout the cursor left is kept for later."""
+        if message.failure is not None:
+            raise message.failure  # Textual's hook for a failure: the command says it and exits 1
+        if self.rolling is None or self.rolling.key != message.key:
+            return
+        self.rolling = None
+        if message.error is not None:
+            self._refused[message.key] = message.error
+            self.notify(message.error, severity="error")
+        self.redraw()
+
+    def _waiting(self) -> None:
+        """The status, the tokens and the rollout's progress in place of the panels that need it."""
+        state, rolling = self.state, self.rolling
+        done, total = (rolling.done, rolling.total) if rolling is not None else (0, 0)
+        refused = self._refused.get((state.layer, state.setting))
+        status = panels.status_line(state)
+        status.append(" · rollout refused" if refused else f" · computing the rollout: {done} of {total or '…'} blocks")
+        self._show("status", status)
+        self._show("tokens", panels.token_strip(state, self.size.width))
+        self._show("head", panels.rollout_waiting(state, done, total, refused))
+        self._show("change", None)
+        self._show("heads", None)
 
     def _panels(self, state: Explorer, width: int, rows: int) -> None:
         """Every panel but the trace, drawn; the last trace faded."""
@@ -193,8 +338,8 @@ class ExploreApp(App[None]):
         self._show("change", panels.change_panel(state, colour=colour, width=width, shared=shared))
         self._show("heads", panels.heads_panel(state, colour=colour, width=width, shared=shared))
         trace = self.query_one("#trace", Static)
-        if isinstance(trace.content, Once):  # the last trace, faded until the cursor rests
-            trace.update(trace.content.faded(), layout=False)
+        if isinstance(trace.content, Once) and not trace.content.dimmed:  # the last trace, faded until the cursor
+            trace.update(trace.content.faded(), layout=False)  # rests (once: a faded trace is not drawn again)
 
     def draw_trace(self) -> None:
         """Draw the trace of the cursor's query and head (its row computed once, then kept)."""
@@ -362,13 +507,14 @@ class Once:
     """A renderable drawn once per width: Textual draws a panel's content to measure its height, then again to
     show it; the second time reads the first's segments."""
 
-    def __init__(self, renderable: RenderableType) -> None:
+    def __init__(self, renderable: RenderableType, *, dimmed: bool = False) -> None:
         self.renderable = renderable
+        self.dimmed = dimmed  # a faded drawing
         self._drawn: dict[int, list[Segment]] = {}
 
     def faded(self) -> Once:
         """The same drawing, dimmed (drawn anew only at a width it was not drawn at)."""
-        faded = Once(Styled(self.renderable, "dim"))
+        faded = Once(Styled(self.renderable, "dim"), dimmed=True)
         faded._drawn = {width: list(Segment.apply_style(segments, post_style=FADED))
                         for width, segments in self._drawn.items()}  # fmt: skip
         return faded

@@ -1,19 +1,21 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 from rich.columns import Columns
 from rich.console import Console
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
+from rich.text import Span, Text
 
 from attnx.core.rows import Rows, after_gap
 from attnx.render.colours import LABEL
 from attnx.render.fitted import FittedGrid, _shares, row_lookup
-from attnx.render.heatmap import number_width
+from attnx.render.heatmap import heatmap, number_width, scale_of
 from attnx.render.numbers import fmt
 from attnx.render.tables import matrix_table
 
@@ -237,6 +239,49 @@ class TestDrawing:
         assert _shares(11, [5, 5, 4]) == [4, 4, 3]
         assert _shares(1, [3, 3]) == [1, 0]
         assert sum(_shares(97, [1, 7, 13, 2])) == 97
+
+
+class TestSegments:
+    """A grid draws its rows as segments without a ``Text`` per line: the very segments ``Text.render`` gives."""
+
+    @staticmethod
+    def both(grid: FittedGrid, width: int) -> tuple[list[Segment], list[Segment]]:
+        console = Console(file=io.StringIO(), width=width, color_system="truecolor")
+        left, right = grid.shown(width)
+        texts = [s for line in grid.lines(left, right, console, width) for s in [*line.render(console), Segment.line()]]
+        return list(grid.segments(left, right, console, width)), texts
+
+    def test_heatmaps_in_colour_and_in_shades(self) -> None:
+        """Heatmaps with blocked cells, a gap column and a gap row, wide and control-character labels, coloured
+        and shaded: each segment's text and style, and where segments are cut, as ``Text.render`` has them."""
+        rng = np.random.default_rng(0)
+        matrix = rng.random((12, 30))
+        blocked = np.triu(np.ones((12, 30), dtype=bool), 1)
+        names = [f"t{j}" for j in range(28)] + ["猫猫", "a\x1b[31mb"]
+        for colour in (True, False):
+            grid = heatmap("a title", matrix, [f"q{i}" for i in range(12)], names, 2, scale=scale_of([matrix]),
+                           colour=colour, blocked=blocked, max_rows=6, label_width=5)  # fmt: skip
+            for width in (30, 80, 200):
+                fast, slow = self.both(grid, width)
+                assert fast == slow
+
+    def test_spans_inside_cells_and_a_footer(self) -> None:
+        """Cells with spans of their own (an empty one too), centred and left cells, padding, a wide title and a
+        footer: the same segments."""
+
+        def column(j: int, rows: Sequence[int]) -> list[Text]:
+            cells = [Text.assemble("c", ("ab", "bold"), "c", ("d", "red")) if i % 2 else Text("xy", style="italic")
+                     for i in rows]  # fmt: skip
+            cells[-1].spans.append(Span(1, 1, "underline"))  # an empty span cuts a segment too
+            cells[0].justify = "center" if j % 2 else "left"
+            return cells
+
+        footer = ("sum", [Text("9" * (j % 2), style="green") for j in range(6)])  # an empty cell cuts one
+        grid = FittedGrid("a title much wider than its two columns", ["r0", "r1", "", "r3"], [f"c{j}" for j in range(6)],
+                          column, footer=footer, padding=1)  # fmt: skip
+        for width in (20, 60):
+            fast, slow = self.both(grid, width)
+            assert fast == slow
 
 
 class TestMatrixTable:

@@ -176,6 +176,20 @@ class TestAlignment:
             "a        0.25   -0.50",
         ]
 
+    @pytest.mark.parametrize("colour", [True, False], ids=["colour", "shades"])
+    def test_columns_measured_without_their_cells(self, colour: bool) -> None:
+        """A heatmap knows its cells' width: each column measures as its cells do (NaN, -inf, blocked and wide
+        labels among them), and fitting a width makes no cell."""
+        matrix = np.array([[0.25, np.nan, -np.inf, 12.5], [0.1, 0.2, 0.7, -3.0]])
+        blocked = np.array([[False, False, True, False], [False, True, False, False]])
+        grid = heatmap("t", matrix, ["a", "b"], ["x", " a-long-token", "y", "z"], 2, scale=HeatScale(1.0),
+                       colour=colour, blocked=blocked, numbers=3)  # fmt: skip
+        grid.shown(30)
+        assert grid._cells == {}
+        assert [grid.width(j) for j in range(4)] == [
+            max(len(grid.col_labels[j]), *(cell.cell_len for cell in grid.cells(j))) for j in range(4)
+        ]
+
 
 class TestViewsAndExports:
     def test_run_heatmap_view_without_colour(self) -> None:

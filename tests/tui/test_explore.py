@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from attnx.analysis.explore import Explorer
+from attnx.analysis.explore import Explorer, Setting
 from attnx.analysis.heads import head_stats
 from attnx.cli.explore import explorer
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags
+from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.models.runs import load_model_spec
@@ -28,11 +30,15 @@ from textual.widgets import Input
 from attnx.tui.app import ExploreApp
 
 
-def drive(state: Explorer, session: Callable[[ExploreApp, Pilot[None]], Awaitable[None]], size=(80, 24)) -> None:
-    """Run the app headless at ``size`` and play ``session`` on it."""
+def drive(
+    state: Explorer, session: Callable[[ExploreApp, Pilot[None]], Awaitable[None]], size=(80, 24), trace: bool = True
+) -> None:
+    """Run the app headless at ``size`` and play ``session`` on it (``trace`` off: no trace is drawn)."""
 
     async def play() -> None:
         app = ExploreApp(state, colour=True)
+        if not trace:
+            app.trace_delay = 3600.0
         async with app.run_test(size=size) as pilot:
             await session(app, pilot)
 
@@ -282,6 +288,53 @@ class TestViews:
             assert "  L0" in heads and "▶ L1" in heads
 
         drive(state, session)
+
+    def test_a_long_rollout_shows_its_progress(self) -> None:
+        """On 200 tokens (4 blocks) the rollout is computed beside the app: the status and the head's panel count
+        the blocks, a key still moves the cursor; leaving the view stops it, the blocks done are kept, and back in
+        the view the last is computed at once: the analysis's own rollout."""
+        from attnx.analysis.measures import rollout
+
+        state = long_input(200, heads=2)
+        gate, original = threading.Event(), state.block
+
+        def held(index: int, setting: Setting | None = None, layer: int | None = None) -> AttentionResult:
+            if index >= 2 and threading.current_thread().name == "attnx-rollout":
+                assert gate.wait(10)  # the rollout's thread waits here until the test lets it go
+            return original(index, setting, layer)
+
+        state.block = held  # type: ignore[method-assign]
+        state.view = "value"  # one v from the rollout
+
+        async def until(check: Callable[[], bool], pilot: Pilot[None]) -> None:
+            for _ in range(200):
+                if check():
+                    return
+                await pilot.pause(0.01)
+            raise AssertionError("never came")
+
+        async def session(app: ExploreApp, pilot: Pilot[None]) -> None:
+            await pilot.press("v")  # value shares → rollout
+            await until(lambda: "computing the rollout: 2 of 4 blocks" in shown(app, "status"), pilot)
+            assert "Rollout through layer 0: computing every query's weights, 2 of 4 blocks" in shown(app, "head")
+            assert not app.query_one("#heads").display
+            await pilot.press("right")  # the screen answers meanwhile
+            assert app.state.query == 1 and "query 1 't1'" in shown(app, "status")
+            thread = app.rolling.thread if app.rolling is not None else None
+            await pilot.press("v")  # leave the rollout: its thread stops after its block
+            assert app.rolling is None and app.state.view == "weights" and thread is not None
+            gate.set()
+            thread.join(10)
+            assert not thread.is_alive() and state.rollout_needs() == 1  # block 2 kept; 3 is computed at once
+            for _ in range(3):  # weights → scores → value shares → rollout, as v does
+                app.action_view()
+            await pilot.pause()
+            assert app.rolling is None and "Rollout through layer 0 " in shown(app, "head")
+            weights = np.asarray(compute(state.spec).weights).mean(axis=0)
+            np.testing.assert_array_equal(app.state.matrix(0, 200)[0], rollout([weights], state.tokens).final)
+            assert "rolled out after each layer" in shown(app, "heads")
+
+        drive(state, session, trace=False)
 
     def test_learned_sinks(self) -> None:
         """With learned sinks the weights heatmaps end in a sink column holding the result's shares; the scores
