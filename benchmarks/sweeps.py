@@ -1,6 +1,6 @@
 """Head sweeps against one forward pass: `attnx ablate` of every head and `attnx detect`, each timed in one run.
 
-Usage: python benchmarks/sweeps.py [--folder DIR] [--repeat 3] [--gguf FILE]
+Usage: python benchmarks/sweeps.py [--folder DIR] [--repeat 3] [--gguf FILE] [--baseline SRC]
 
 Writes (once; reused when DIR holds it) a random float32 Llama of the issue's shape: 12 layers, hidden 384,
 8 heads, MLP 1024, vocabulary 32,000, untied, with a word-level tokenizer (`w0` ... `w1999`, 24 words of text).
@@ -13,8 +13,10 @@ is timed on it too, on an 11-token sentence. In fresh processes, interleaved, it
 - transformers doing what detect does: load the model (eager attention, float32) and run 8 sequences of the
   same length with `output_attentions=True` (goal: detect ≤ ½ of it).
 
-Each figure is the median over the repetitions; ratios are taken between medians of the same run. Measured
-figures live in docs/performance.md.
+With `--baseline SRC` (a folder holding another version's `attnx/` package, such as
+`git archive HEAD attnx | tar -x -C SRC`), that version's `ablate` is timed in the same run too, its ratio to
+this version's `run` printed beside. Each figure is the median over the repetitions; ratios are taken between
+medians of the same run. Measured figures live in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -78,16 +80,33 @@ def smollm2() -> Path | None:
     return next(Path(spec.submodule_search_locations[0]).glob("*.gguf"), None)
 
 
-def commands(model: Path, text: str, layers: int) -> dict[str, list[str]]:
-    """The four processes timed on ``model``."""
+BASELINE = "ablate, baseline"
+
+
+def commands(model: Path, text: str, layers: int, baseline: Path | None) -> dict[str, list[str]]:
+    """The processes timed on ``model``: four, and the baseline's ``ablate`` (run with ``PYTHONPATH`` set to it)."""
     given = ["--model", str(model), "--text", text]
-    return {
+    timed = {
         "run, last layer": [*ATTNX, "run", *given, "--layer", str(layers - 1), "-f", "npy", "--tensor", "weights",
                             "-o", os.devnull],
         "ablate, every head": [*ATTNX, "ablate", *given, "-f", "json"],
         "detect": [*ATTNX, "detect", "--model", str(model), "-f", "json"],
         "transformers, detect's passes": [sys.executable, "-c", TRANSFORMERS, str(model)],
     }  # fmt: skip
+    if baseline is not None:
+        # -P: the working folder (perhaps this version's checkout) does not go before PYTHONPATH on sys.path
+        python = ["env", f"PYTHONPATH={baseline.resolve()}", sys.executable, "-P"]
+        timed[BASELINE] = [*python, "-m", "attnx", "ablate", *given, "-f", "json"]
+    return timed
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as Linux reports it (``unknown CPU`` elsewhere)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "unknown CPU"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown CPU")
 
 
 def report(name: str, runs: dict[str, list[float]]) -> None:
@@ -97,6 +116,9 @@ def report(name: str, runs: dict[str, list[float]]) -> None:
     for label, seconds in median.items():
         print(f"  {label:32} {seconds:7.2f} s")
     print(f"  ablate ÷ run: {median['ablate, every head'] / median['run, last layer']:.1f}× (goal ≤ 10×)")
+    if BASELINE in median:
+        print(f"  baseline's ablate ÷ run: {median[BASELINE] / median['run, last layer']:.1f}×; "
+              f"ablate ÷ baseline's: {median['ablate, every head'] / median[BASELINE]:.2f}×")  # fmt: skip
     print(f"  detect ÷ transformers: {median['detect'] / median['transformers, detect' + chr(39) + 's passes']:.2f}× "
           "(goal ≤ 0.5×)")  # fmt: skip
 
@@ -106,6 +128,7 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, help="keep the Llama here (default: a temporary folder)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--gguf", type=Path, default=smollm2())
+    parser.add_argument("--baseline", type=Path, help="a folder holding another version's attnx/ to time ablate with")
     args = parser.parse_args()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -113,15 +136,17 @@ def main() -> None:
         llama = (args.folder or Path(scratch)) / "llama-12"
         if not (llama / "config.json").is_file():
             subprocess.run([sys.executable, __file__, "--write-only", str(llama)], check=True)
-        models = {"random Llama, 12 layers × 8 heads, 24 tokens": commands(llama, TEXT, SHAPE["num_hidden_layers"])}
+        layers = SHAPE["num_hidden_layers"]
+        models = {"random Llama, 12 layers × 8 heads, 24 tokens": commands(llama, TEXT, layers, args.baseline)}
         if args.gguf is not None:
-            models[f"{args.gguf.name}, 30 layers × 9 heads, 11 tokens"] = commands(args.gguf, SENTENCE, 30)
+            name = f"{args.gguf.name}, 30 layers × 9 heads, 11 tokens"
+            models[name] = commands(args.gguf, SENTENCE, 30, args.baseline)
         runs = {name: {label: [] for label in table} for name, table in models.items()}
         for _ in range(args.repeat):  # interleaved, so load on the machine hits every command alike
             for name, table in models.items():
                 for label, command in table.items():
                     runs[name][label].append(measure(command, env)[0])
-    print(f"median of {args.repeat}, {os.cpu_count()} CPUs")
+    print(f"median of {args.repeat}, {os.cpu_count()} CPUs ({cpu_name()})")
     for name, found in runs.items():
         report(name, found)
 

@@ -161,7 +161,8 @@ def ablations(
 
     The intact pass runs once; each ablation joins at its first dropped head's layer, branched from it there, and
     runs on with the others in lockstep (``attnx.models.lockstep``): every layer's weights are read once for all
-    of them, in batches of ``batch_size`` ablations. ``progress`` counts the ablations done."""
+    of them and its attention computed for all of them at once, in batches of ``batch_size`` ablations.
+    ``progress`` counts the ablations done."""
     from attnx.models.lockstep import batches
 
     arch, n = model.architecture, len(encoded.ids)
@@ -229,7 +230,7 @@ def run_batch(
             joined = {index: starts[layer].branch(drops[index]) for index in joining.get(layer, ())}
             together.join(joined.values())
             passes.update(joined)
-            together.step()
+            together.advance()
         order = {id(forward): at for at, forward in enumerate(together.passes)}
         hidden = [np.asarray(rows, dtype=np.float64) for rows in together.finish()]
     return (None if intact is None else hidden[0]), [hidden[order[id(passes[index])]] for index in range(len(drops))]

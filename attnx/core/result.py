@@ -106,16 +106,18 @@ class AttentionResult:
         device: str,
         dtype: str,
         needs: Collection[TensorName] | None = None,
+        census: tuple[tuple[int, ...], int] | None = None,
     ) -> AttentionResult:
         """A result for ``spec`` from an engine's arrays (names from ``attnx.core.tensors.COMPUTED``).
 
         The ``[query, key]`` mask (an N × M array) is kept when ``needs`` is None or names ``mask``;
-        the fully masked rows are then read from it, else found block by block.
+        the fully masked rows are then read from it, else found block by block (``census``: what
+        ``spec.mask_census()`` gives, found already for problems with the same mask).
         """
         settings = spec.settings
         mask = spec.allowed() if needs is None or MASK in needs else None
         if mask is None:
-            fully_masked, blocked = spec.mask_census()
+            fully_masked, blocked = spec.mask_census() if census is None else census
         else:
             positions = spec.query_positions
             fully_masked = tuple(positions[i] for i in np.flatnonzero(~mask.any(axis=1)))

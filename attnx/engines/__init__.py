@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
@@ -10,10 +10,11 @@ import numpy as np
 
 from attnx.core.result import AttentionResult
 from attnx.core.rows import Rows
-from attnx.core.spec import AttentionSpec
-from attnx.core.tensors import COMPUTED, MASK, MATRICES, TensorName
+from attnx.core.spec import AttentionSpec, ProjectedInputs, frozen
+from attnx.core.tensors import COMPUTED, MASK, MATRICES, PROJECTED, TensorName
 from attnx.engines import guards
 from attnx.engines.arrays import Arrays, numpy_arrays
+from attnx.engines.guards import caps_for
 from attnx.errors import EngineUnavailableError
 from attnx.limits import Limits
 
@@ -146,6 +147,78 @@ def compute(
     return result
 
 
+def compute_many(
+    specs: Sequence[AttentionSpec],
+    engine: str = "numpy",
+    *,
+    dtype: str | None = None,
+    device: str = "auto",
+    needs: Collection[TensorName] | None = None,
+    strict: bool = True,
+) -> list[AttentionResult]:
+    """``compute`` of each of ``specs``, in order, with the same arguments (every row; the caps each spec was read
+    under). On the NumPy engine, problems alike (``attnx.engines.alike``: one model layer's attention on copies of
+    a text, each dropping other heads, as an ablation sweep steps them) are computed together, each projection
+    one matmul over all their tokens: each result equals its ``compute`` to the rounding of a taller matmul."""
+    chosen = load_engine(engine)
+    options: dict[str, Any] = {"engine": engine, "dtype": dtype, "device": device, "needs": needs, "strict": strict}
+    if chosen.name != "numpy" or len(specs) < 2:
+        return [compute(spec, **options) for spec in specs]
+    from attnx.engines import alike  # with the NumPy engine's module: only now
+
+    in_dtype = _dtype_on(chosen, chosen.resolve_device(device), dtype)
+    results: list[AttentionResult | None] = [None] * len(specs)
+    for group in alike.groups(specs):
+        if len(group) == 1:
+            results[group[0]] = compute(specs[group[0]], **options)
+            continue
+        check_caps(specs[group[0]], needs=needs)  # alike: the same shapes, the same caps
+        found = alike.compute_alike([specs[index] for index in group], in_dtype, needs, strict)
+        for index, result in zip(group, found, strict=True):
+            results[index] = result
+    return [result for result in results if result is not None]
+
+
+def compute_copies(
+    spec: AttentionSpec,
+    xs: np.ndarray,
+    dropped: Sequence[tuple[int, ...]],
+    engine: str = "numpy",
+    *,
+    dtype: str | None = None,
+    device: str = "auto",
+    strict: bool = True,
+) -> np.ndarray:
+    """The projected output, ``[copy, query, d_out]``, of ``spec``'s problem (projected from X, with W_o) for each
+    copy of its input X in ``xs`` (``[copy, query, d_in]``), copy c dropping the heads ``dropped[c]`` in place of
+    the spec's own: ``compute(...).projected`` of each copy alone, as a model's forward passes need it of a layer
+    (``attnx.models.lockstep``). On the NumPy engine, where it computes the problem whole, the copies are computed
+    together (``attnx.engines.alike``), as many at once as keep the stacked arrays within ``DENSE_LIMIT`` and the
+    caps, equal to each alone to the rounding of a taller matmul; elsewhere, and where ``compute`` must decide
+    (inputs beyond ``dtype``'s range, results not finite), copy by copy."""
+    from attnx.engines import alike  # with the NumPy engine's module: only now
+
+    inputs = spec.inputs
+    if not isinstance(inputs, ProjectedInputs) or inputs.x_kv is not None or spec.w_o is None:
+        raise TypeError("compute_copies takes a problem projected from X alone (no x_kv), with W_o")
+    options: dict[str, Any] = {"dtype": dtype, "device": device, "needs": (PROJECTED,), "strict": strict}
+    chosen = load_engine(engine)
+    found: list[np.ndarray | None] = [None] * len(xs)
+    if chosen.name == "numpy" and len(xs) > 1 and alike.key(spec) is not None:
+        check_caps(spec, needs=(PROJECTED,))
+        in_dtype = _dtype_on(chosen, chosen.resolve_device(device), dtype)
+        size = max(1, min(alike.DENSE_LIMIT, caps_for(spec).max_elements) // alike.footprint(spec))
+        for at in range(0, len(xs), size):
+            part = alike.projected_copies(spec, xs[at : at + size], dropped[at : at + size], in_dtype, strict)
+            if part is not None:
+                found[at : at + len(part)] = list(part)
+    for copy, rows in enumerate(found):
+        if rows is None:
+            alone = replace(spec, inputs=replace(inputs, x=frozen(xs[copy])))
+            found[copy] = compute(alone.with_settings(dropped_heads=dropped[copy]), engine, **options).projected
+    return np.stack([rows for rows in found if rows is not None])
+
+
 def check_caps(
     spec: AttentionSpec,
     *,
@@ -165,13 +238,6 @@ def check_caps(
     matrices = needs is None or not MATRICES.isdisjoint(needs)
     shown = None if rows is None or rows.complete else len(rows.shown)
     limits.check_problem(spec, matrices=matrices, rows=shown)
-
-
-def caps_for(spec: AttentionSpec, limits: Limits | None = None) -> Limits:
-    """``limits`` if given, else the caps ``spec`` was read under, else the defaults replaced by ``ATTNX_MAX_*``."""
-    if limits is not None:
-        return limits
-    return spec.limits if spec.limits is not None else Limits.from_env()
 
 
 def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -68,24 +69,32 @@ class Backend(Protocol):
 
 
 def split_heads(ops: Backend, x: Array, heads: int, layout: str) -> Array:
-    """``[token, heads*d_k]`` -> ``[head, token, d_k]`` with head h on ``head_columns(h)``."""
-    n, width = x.shape
+    """``[token, heads*d_k]`` -> ``[head, token, d_k]`` with head h on ``head_columns(h)`` (leading axes, a copy's
+    in ``attention_copies``, stay in front)."""
+    *lead, n, width = x.shape
+    front = tuple(range(len(lead)))
+    a, b, c = (len(lead) + i for i in range(3))
     if layout == "interleaved":  # column j belongs to head j mod H
-        return ops.permute(x.reshape(n, width // heads, heads), (2, 0, 1))  # (H, n, d_k)
-    return ops.permute(x.reshape(n, heads, width // heads), (1, 0, 2))  # (H, n, d_k)
+        return ops.permute(x.reshape(*lead, n, width // heads, heads), (*front, c, a, b))  # (…, H, n, d_k)
+    return ops.permute(x.reshape(*lead, n, heads, width // heads), (*front, b, a, c))  # (…, H, n, d_k)
 
 
 def merge_heads(ops: Backend, x: Array, layout: str) -> Array:
-    """``[head, token, d_k]`` -> ``[token, heads*d_k]``: the inverse of ``split_heads``."""
-    h, n, d_k = x.shape
-    axes = (1, 2, 0) if layout == "interleaved" else (1, 0, 2)
-    return ops.permute(x, axes).reshape(n, h * d_k)  # (n, H*d_k)
+    """``[head, token, d_k]`` -> ``[token, heads*d_k]``: the inverse of ``split_heads`` (leading axes kept)."""
+    *lead, h, n, d_k = x.shape
+    front = tuple(range(len(lead)))
+    a, b, c = (len(lead) + i for i in range(3))
+    axes = (b, c, a) if layout == "interleaved" else (b, a, c)
+    return ops.permute(x, (*front, *axes)).reshape(*lead, n, h * d_k)  # (…, n, H*d_k)
 
 
 def linear(ops: Backend, x: Array, w: Linear) -> Array:
-    """``x @ W + b``."""
-    out = x @ ops.array(w.weight)
-    return out + ops.array(w.bias) if w.bias is not None else out
+    """``x @ W + b`` for ``x`` ``[…, d_in]``: leading axes (copies, in ``attention_copies``) are stacked into one
+    matmul, the weights read once for all of them."""
+    rows = x if x.ndim <= 2 else x.reshape(-1, x.shape[-1])  # (Σ tokens, d_in)
+    out = rows @ ops.array(w.weight)
+    out = out + ops.array(w.bias) if w.bias is not None else out
+    return out if x.ndim <= 2 else out.reshape(*x.shape[:-1], out.shape[-1])  # (…, tokens, d_out)
 
 
 def project(ops: Backend, inputs: Inputs) -> tuple[Array, Array, Array]:
@@ -134,7 +143,9 @@ def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray, le
         if len(_TABLES) >= TABLES_KEPT:
             _TABLES.pop(next(iter(_TABLES)))
         _TABLES[key] = (cos, sin, turn)
-    return heads * ops.array(cos) + (heads @ ops.array(turn)) * ops.array(sin)  # (H, n, d_k)
+    rows = heads if heads.ndim <= 3 else heads.reshape(-1, heads.shape[-1])  # copies' heads: one matmul for all
+    turned = (rows @ ops.array(turn)).reshape(heads.shape)  # R has one ±1 per column: exact in any order
+    return heads * ops.array(cos) + turned * ops.array(sin)  # (…, H, n, d_k)
 
 
 TABLES_KEPT = 8  # rotary tables kept, the oldest let go first
@@ -150,13 +161,15 @@ def dense(
     With grouped K/V heads (GQA/MQA) the ``g = H / H_kv`` query heads of a group are stacked along
     the query axis and share one matmul with their K/V head, so K and V are never repeated. A
     matrix not in ``keep`` is overwritten by the next step: without ``scores`` and ``scaled``, one
-    H × N × M array serves all three (fewer passes, and less new memory to fault in).
+    H × N × M array serves all three (fewer passes, and less new memory to fault in). Leading axes
+    (copies, in ``attention_copies``) stay in front of every array.
     """
-    (h, n, d_k), h_kv, m = q.shape, k.shape[0], k.shape[1]
+    *lead, h, n, d_k = q.shape
+    h_kv, m = k.shape[-3], k.shape[-2]
     g = h // h_kv
-    scores = (q.reshape(h_kv, g * n, d_k) @ ops.permute(k, (0, 2, 1))).reshape(h, n, m)  # (H, N, M)
+    scores = (q.reshape(*lead, h_kv, g * n, d_k) @ transposed(ops, k)).reshape(*lead, h, n, m)  # (…, H, N, M)
     if SCORES in keep:
-        scaled = scores * spec.multiplier  # (H, N, M); a Python float keeps the array's dtype
+        scaled = scores * spec.multiplier  # (…, H, N, M); a Python float keeps the array's dtype
     else:
         scaled = scores
         scaled *= spec.multiplier  # in place, in NumPy and in torch
@@ -167,14 +180,20 @@ def dense(
     out: dict[TensorName, Array] = {SCORES: scores, SCALED: scaled}
     if spec.settings.sink_logits is None:
         mask = None if allowed is None else ops.array(allowed)
-        weights = ops.softmax_masked(scaled, mask, reuse=SCALED not in keep)  # (H, N, M)
+        weights = ops.softmax_masked(scaled, mask, reuse=SCALED not in keep)  # (…, H, N, M)
     else:
         weights, out[SINK_WEIGHTS] = softmax_with_sinks(ops, scaled, allowed, spec.settings.sink_logits)
-    head_outputs = (weights.reshape(h_kv, g * n, m) @ v).reshape(h, n, d_k)  # (H, N, d_k)
+    head_outputs = (weights.reshape(*lead, h_kv, g * n, m) @ v).reshape(*lead, h, n, d_k)  # (…, H, N, d_k)
     out |= {WEIGHTS: weights, HEAD_OUTPUTS: head_outputs}
     if AVERAGE_WEIGHTS in keep:
-        out[AVERAGE_WEIGHTS] = weights.mean(0)  # (N, M)
+        out[AVERAGE_WEIGHTS] = weights.mean(-3)  # (…, N, M)
     return {name: array for name, array in out.items() if name in keep or name in (HEAD_OUTPUTS, SINK_WEIGHTS)}
+
+
+def transposed(ops: Backend, x: Array) -> Array:
+    """``x`` with its last two axes swapped (a view)."""
+    axes = tuple(range(x.ndim))
+    return ops.permute(x, (*axes[:-2], axes[-1], axes[-2]))
 
 
 def softmax_with_sinks(
@@ -182,16 +201,19 @@ def softmax_with_sinks(
 ) -> tuple[Array, Array]:
     """The weights ``[head, query, key]`` and the sinks' shares ``[head, query]`` of a softmax over each row's
     allowed keys and its head's learned sink logit, which is always allowed: a row whose keys are all masked
-    gives its sink everything (and its keys nothing, as without sinks)."""
-    h, n, m = scaled.shape
-    logits = np.broadcast_to(np.asarray(sinks, dtype=np.float64)[:, None, None], (h, n, 1))
-    joined = ops.join(scaled, ops.array(np.ascontiguousarray(logits)))  # (H, N, M + 1)
+    gives its sink everything (and its keys nothing, as without sinks). Leading axes stay in front."""
+    *lead, h, n, m = scaled.shape
+    logits = np.broadcast_to(np.asarray(sinks, dtype=np.float64)[:, None, None], (*lead, h, n, 1))
+    joined = ops.join(scaled, ops.array(np.ascontiguousarray(logits)))  # (…, H, N, M + 1)
     mask = None
     if allowed is not None:
         rows = np.broadcast_to(allowed, (n, m))
         mask = ops.array(np.concatenate([rows, np.ones((n, 1), dtype=bool)], axis=1))  # (N, M + 1)
-    shares = ops.softmax_masked(joined, mask, reuse=True)  # (H, N, M + 1)
+    shares = ops.softmax_masked(joined, mask, reuse=True)  # (…, H, N, M + 1)
     return shares[..., :m], shares[..., m]
+
+
+Attend = Callable[[Array, Array, Array, AttentionSpec, frozenset[TensorName]], dict[TensorName, Array]]
 
 
 def attention(
@@ -203,37 +225,87 @@ def attention(
     are N × d_model); H × N × M matrices only when asked for.
     """
     keep = EVERYTHING if needs is None else frozenset(needs)
-    settings = spec.settings
     # 1. Project: Q, K and V as the input gives them, or made from X.
     q, k, v = project(ops, spec.inputs)  # (N, d_model), (M, H_kv·d_k), (M, H_kv·d_k)
+    kept = heads_kept(spec.settings.heads, [spec.settings.dropped_heads])
+    return attend_projected(ops, spec, (q, k, v), keep, None if kept is None else kept[0], ops.attend, intact=True)
+
+
+def attention_copies(
+    ops: Backend,
+    spec: AttentionSpec,
+    xs: np.ndarray,
+    dropped: Sequence[tuple[int, ...]],
+    needs: Collection[TensorName] | None = None,
+) -> dict[TensorName, Array]:
+    """``attention`` of ``spec``'s problem on whole matrices (``dense``) for each copy of its input X in ``xs``
+    (``[copy, query, d_in]``), copy c dropping the heads ``dropped[c]`` (in place of the spec's own): copies of a
+    text in a model's layer, each with other heads dropped. They are computed together on the leading copy axis:
+    each projection is one matmul over all their tokens (the weights read once), the scores, softmax and values
+    one batched step. Every array comes back with that axis first (``[copy, …]``): copy c's is made by the same
+    steps as alone, the same numbers to the rounding of a taller matmul. Unlike ``attention``, ``intact_output``
+    and ``intact_projected`` only where ``needs`` (None: every array) names one of them (a model's forward pass
+    never reads them; their second W_o would be a third of the projections' work), for every copy."""
+    keep, inputs = EVERYTHING if needs is None else frozenset(needs), spec.inputs
+    if not isinstance(inputs, ProjectedInputs) or inputs.x_kv is not None:
+        raise TypeError("attention_copies takes a problem projected from X alone (no direct Q, K, V, no x_kv)")
+    x = ops.array(xs)  # (P, N, d_in)
+    q, k, v = (linear(ops, x, w) for w in (inputs.w_q, inputs.w_k, inputs.w_v))  # (P, N, H·d_k), (P, M, H_kv·d_k) ×2
+    kept = heads_kept(spec.settings.heads, dropped)  # (P, H, 1, 1)
+    intact = not keep.isdisjoint((INTACT_OUTPUT, INTACT_PROJECTED))
+    return attend_projected(ops, spec, (q, k, v), keep, kept, functools.partial(dense, ops), intact=intact)
+
+
+def heads_kept(heads: int, dropped: Sequence[tuple[int, ...]]) -> np.ndarray | None:
+    """``[copy, head, 1, 1]``: 0 where a copy drops a head, else 1; None when no copy drops any."""
+    if not any(dropped):
+        return None
+    kept = np.ones((len(dropped), heads, 1, 1))
+    for copy, drop in enumerate(dropped):
+        kept[copy, list(drop)] = 0.0
+    return kept
+
+
+def attend_projected(
+    ops: Backend,
+    spec: AttentionSpec,
+    projected: tuple[Array, Array, Array],
+    keep: frozenset[TensorName],
+    kept: np.ndarray | None,
+    attend: Attend,
+    *,
+    intact: bool,
+) -> dict[TensorName, Array]:
+    """``attention`` from Q, K and V made (``[…, token, width]``): heads split, normed and turned, ``attend``-ed,
+    ``kept`` (``[…, head, 1, 1]``, 0 on a dropped head; None: none dropped) applied, merged and projected by W_o;
+    with ``intact`` and heads dropped, also the output and projection without dropping them."""
+    settings = spec.settings
     # 2. Normalise Q and K (QK-norm) over the whole projection, or split into heads and normalise each head; turn
     #    them by position (rotary positions), when the inputs and settings ask.
-    q, k = normed_projections(ops, spec.inputs, q, k)  # (N, d_model), (M, H_kv·d_k)
-    q_heads = split_heads(ops, q, settings.heads, settings.layout)  # (H, N, d_k)
-    k_heads = split_heads(ops, k, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
-    v_heads = split_heads(ops, v, settings.kv_heads, settings.layout)  # (H_kv, M, d_k)
+    q, k = normed_projections(ops, spec.inputs, *projected[:2])  # (…, N, d_model), (…, M, H_kv·d_k)
+    q_heads = split_heads(ops, q, settings.heads, settings.layout)  # (…, H, N, d_k)
+    k_heads = split_heads(ops, k, settings.kv_heads, settings.layout)  # (…, H_kv, M, d_k)
+    v_heads = split_heads(ops, projected[2], settings.kv_heads, settings.layout)  # (…, H_kv, M, d_k)
     q_heads, k_heads = normed_heads(ops, spec.inputs, q_heads, k_heads)
     if settings.rotary is not None:
         length = sequence_length(spec.positions, spec.n_keys)  # what dynamic and longrope scaling read
-        q_heads = rotate(ops, q_heads, settings.rotary, spec.positions, length)  # (H, N, d_k)
-        k_heads = rotate(ops, k_heads, settings.rotary, np.arange(spec.n_keys), length)  # (H_kv, M, d_k)
+        q_heads = rotate(ops, q_heads, settings.rotary, spec.positions, length)  # (…, H, N, d_k)
+        k_heads = rotate(ops, k_heads, settings.rotary, np.arange(spec.n_keys), length)  # (…, H_kv, M, d_k)
     # 3. Attend: scores, softmax over the allowed keys, weighted values.
-    out = ops.attend(q_heads, k_heads, v_heads, spec, keep)
+    out = attend(q_heads, k_heads, v_heads, spec, keep)
     for name, heads in ((Q, q_heads), (K, k_heads), (V, v_heads)):
         if name in keep:
             out[name] = heads
     head_outputs = out[HEAD_OUTPUTS]
-    kept = head_outputs
-    if settings.dropped_heads:
-        keep_heads = np.ones((settings.heads, 1, 1))
-        keep_heads[list(settings.dropped_heads)] = 0.0
-        kept = head_outputs * ops.array(keep_heads)
-        out[INTACT_OUTPUT] = merge_heads(ops, head_outputs, settings.layout)
-        if spec.w_o is not None:
-            out[INTACT_PROJECTED] = linear(ops, out[INTACT_OUTPUT], spec.w_o)
-    out[OUTPUT] = merge_heads(ops, kept, settings.layout)  # (N, d_model)
+    if kept is not None:
+        if intact:
+            out[INTACT_OUTPUT] = merge_heads(ops, head_outputs, settings.layout)
+            if spec.w_o is not None:
+                out[INTACT_PROJECTED] = linear(ops, out[INTACT_OUTPUT], spec.w_o)
+        head_outputs = head_outputs * ops.array(kept)
+    out[OUTPUT] = merge_heads(ops, head_outputs, settings.layout)  # (…, N, d_model)
     if spec.w_o is not None:
-        out[PROJECTED] = linear(ops, out[OUTPUT], spec.w_o)  # (N, d_out)
+        out[PROJECTED] = linear(ops, out[OUTPUT], spec.w_o)  # (…, N, d_out)
     if HEAD_OUTPUTS not in keep:
         del out[HEAD_OUTPUTS]
     return out

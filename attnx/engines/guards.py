@@ -1,4 +1,4 @@
-"""Checks around one engine run: the dtype's range before it, finite numbers after it."""
+"""Checks around one engine run: the caps it is held to and the dtype's range before it, finite numbers after it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, ProjectedInputs, largest_abs
 from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, PROJECTED, SCALED, TensorName
 from attnx.errors import NumericError
+from attnx.limits import Limits
 
 # The share of a dtype's range that a bound may reach: rounding in long sums stays far inside the rest.
 ROUNDING_ROOM = 2.0**-10
@@ -19,6 +20,13 @@ BFLOAT16_MAX = float.fromhex("0x1.fep127")  # NumPy has no bfloat16: its largest
 def largest_in(dtype: str) -> float:
     """The largest finite number ``dtype`` holds (bfloat16's too, which NumPy lacks)."""
     return BFLOAT16_MAX if dtype == "bfloat16" else float(np.finfo(dtype).max)
+
+
+def caps_for(spec: AttentionSpec, limits: Limits | None = None) -> Limits:
+    """``limits`` if given, else the caps ``spec`` was read under, else the defaults replaced by ``ATTNX_MAX_*``."""
+    if limits is not None:
+        return limits
+    return spec.limits if spec.limits is not None else Limits.from_env()
 
 
 def check_range(spec: AttentionSpec, dtype: str) -> None:

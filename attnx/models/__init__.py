@@ -295,6 +295,12 @@ class ForwardPass:
             self.step()
         return host(self.model.architecture.final(self.current()))
 
+    def take(self, projected: np.ndarray | None) -> None:
+        """``step`` with the current layer's projected attention output computed elsewhere (``attnx.models.lockstep``
+        computes many passes' together): move to the next layer with it."""
+        self._pending = projected
+        self.layer += 1
+
 
 def describe(path: str | Path, limits: Limits | None = None) -> ModelInfo:
     """What the checkpoint folder ``path`` holds: family, layers, heads, sizes, vocabulary, maximum length."""

@@ -5,6 +5,9 @@ detection many texts; one pass at a time, each would read (and, from a GGUF file
 weights again. ``Lockstep`` holds the passes at one layer: its weights are read once and kept while every pass
 computes its attention there (``Checkpoint.kept``), and the rest of the layer (residuals, norms, MLP), which
 works token by token, runs once on all their tokens stacked into one array, in slices within the element cap.
+The attention goes to the engine for all the passes at once (``compute_many``; an ablation's copies of one text,
+``advance``: ``compute_copies``): on the NumPy engine, copies of a text are stacked, each projection one matmul
+over all their tokens, where one at a time each paid about 1 ms of Python and small matmuls at 11 tokens.
 Each pass's rows come out as they would alone, to rounding (tests hold them to 1e-12 in float64).
 """
 
@@ -16,7 +19,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from attnx.core.tensors import TensorName
+from attnx.core.inputs import ProjectedInputs
+from attnx.core.tensors import PROJECTED, TensorName
+from attnx.engines.arrays import Array, Arrays, arrays_of, host
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.result import AttentionResult
@@ -49,33 +54,91 @@ class Lockstep:
 
     def step(self, needs: Collection[TensorName] = ()) -> list[AttentionResult]:
         """Every pass's attention at the current layer (``ForwardPass.step(needs)``), in order, the last layer's
-        rest run first on every pass's tokens stacked; the layer before's weights are let go."""
+        rest run first on every pass's tokens stacked; the layer before's weights are let go. The passes'
+        attention problems go to the engine together (``compute_many``: copies of a text, alike, in one go)."""
+        from attnx.engines import compute_many
+
         self.model.checkpoint.forget()
         self.settle()
-        return [forward.step(needs) for forward in self.passes]
+        wanted, dtype = {PROJECTED, *needs}, self.model.architecture.working
+        engines: dict[tuple[str, str], list[int]] = {}
+        for index, forward in enumerate(self.passes):
+            engines.setdefault((forward.engine, forward.device), []).append(index)
+        results: dict[int, AttentionResult] = {}
+        for (engine, device), indices in engines.items():
+            specs = [self.passes[index].spec() for index in indices]
+            found = compute_many(specs, engine, dtype=dtype, device=device, needs=wanted)
+            results.update(zip(indices, found, strict=True))
+        for index, forward in enumerate(self.passes):
+            forward.take(results[index].projected)
+        return [results[index] for index in range(len(self.passes))]
+
+    def advance(self) -> None:
+        """Every pass's attention at the current layer, as ``step`` computes it, but only what the next layer needs
+        kept: its projected output (an ablation's passes ask no more). Copies of one text on the NumPy engine go
+        to it together (``compute_copies``), their inputs made from their streams stacked: the attention's input
+        is made token by token (a norm), as the rest of a layer is."""
+        from attnx.engines import compute_copies
+
+        self.model.checkpoint.forget()
+        self.settle()
+        for copies in self.copies():
+            xs = self.inputs(copies) if len(copies) > 1 and copies[0].engine == "numpy" else None
+            if xs is None:
+                for forward in copies:
+                    forward.step()
+                continue
+            first, layer = copies[0], copies[0].layer
+            dropped = [tuple(forward.drop.get(layer, ())) for forward in copies]
+            dtype = self.model.architecture.working
+            found = compute_copies(first.spec(), xs, dropped, first.engine, dtype=dtype, device=first.device)
+            for forward, projected in zip(copies, found, strict=True):
+                forward.take(projected)
+
+    def inputs(self, copies: Sequence[ForwardPass]) -> np.ndarray | None:
+        """The attention's input X of each of ``copies`` at their layer, ``[copy, token, d_in]``, made at once from
+        their streams stacked; None where the layer's attention is not projected from X alone."""
+        layer, n, model = copies[0].layer, len(copies[0].tokens), self.model
+        spec = model.architecture.attention_spec(layer, stacked(copies), copies[0].tokens * len(copies),
+                                                 model.source(layer))  # fmt: skip
+        inputs = spec.inputs
+        if not isinstance(inputs, ProjectedInputs) or inputs.x_kv is not None:
+            return None
+        return inputs.x.reshape(len(copies), n, -1)
+
+    def copies(self) -> Iterator[list[ForwardPass]]:
+        """The passes in groups of copies of one text at one layer on one engine (branches of one pass), each
+        group's streams within the element cap (``slices``)."""
+        found: dict[tuple[object, ...], list[ForwardPass]] = {}
+        for forward in self.passes:
+            key = (forward.layer, forward.tokens, forward.special_keys, forward.engine, forward.device)
+            found.setdefault(key, []).append(forward)
+        for group in found.values():
+            yield from self.slices(group)
 
     def finish(self) -> list[np.ndarray]:
         """Each pass's last hidden state (``ForwardPass.finish``): the layers left run together, then the final
         norm on their tokens stacked."""
         while any(forward.layer < self.model.layers for forward in self.passes):
-            self.step()
+            self.advance()
         self.model.checkpoint.forget()
         self.settle()
         final = self.model.architecture.final
-        return [rows for group in self.slices(self.passes) for rows in split(final(stacked(group)), group)]
+        return [host(rows) for group in self.slices(self.passes) for rows in split(final(stacked(group)), group)]
 
     def settle(self) -> None:
-        """Run the rest of the last layer of every pass that owes it, on their tokens stacked, a slice at a time."""
-        owing: dict[int, list[ForwardPass]] = {}
+        """Run the rest of the last layer of every pass that owes it, on their tokens stacked (where their engine
+        keeps them: ``ForwardPass.arrays``), a slice at a time."""
+        owing: dict[tuple[int, Arrays], list[ForwardPass]] = {}
         for forward in self.passes:
             owed = forward.owing()
             if owed is not None:
-                owing.setdefault(owed[0], []).append(forward)
+                owing.setdefault((owed[0], forward.arrays), []).append(forward)
         after = self.model.architecture.after_attention
-        for layer, passes in owing.items():
+        for (layer, arrays), passes in owing.items():
             for group in self.slices(passes):
                 rows = [forward.owing() for forward in group]
-                stream = np.concatenate([owed[1] for owed in rows if owed is not None])  # (Σ tokens, d_model)
+                stream = arrays.concatenate([owed[1] for owed in rows if owed is not None])  # (Σ tokens, d_model)
                 projected = np.concatenate([owed[2] for owed in rows if owed is not None])
                 for forward, out in zip(group, split(after(layer, stream, projected), group), strict=True):
                     forward.settle(out)
@@ -88,14 +151,14 @@ class Lockstep:
         return batches(passes, lambda forward: len(forward.tokens), rows)
 
 
-def stacked(passes: Sequence[ForwardPass]) -> np.ndarray:
-    """The passes' streams, one under another: ``[Σ tokens, d_model]``."""
-    return np.concatenate([forward.stream() for forward in passes])
+def stacked(passes: Sequence[ForwardPass]) -> Array:
+    """The passes' streams, one under another, where their engine keeps them: ``[Σ tokens, d_model]``."""
+    return passes[0].arrays.concatenate([forward.current() for forward in passes])
 
 
-def split(rows: np.ndarray, passes: Sequence[ForwardPass]) -> list[np.ndarray]:
+def split(rows: Array, passes: Sequence[ForwardPass]) -> list[Array]:
     """``rows`` of the passes' tokens stacked, cut back into each pass's own."""
-    return np.split(rows, np.cumsum([len(forward.tokens) for forward in passes])[:-1])
+    return arrays_of(rows).split(rows, [len(forward.tokens) for forward in passes])
 
 
 def batches(items: Iterable[T], size: Callable[[T], int], budget: int) -> Iterator[list[T]]:

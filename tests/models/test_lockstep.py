@@ -4,13 +4,18 @@ one, read each layer's weights once, and stay within the element cap."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
 
+from attnx import engines
 from attnx.analysis.detect import Detector, detect_heads
 from attnx.analysis.effects import Ablations, ablations, kl_divergence, log_softmax
+from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import MASK, WEIGHTS
+from attnx.engines import alike
 from attnx.limits import Limits
 from attnx.models import Model, open_model
 from attnx.models.checkpoint import Checkpoint
@@ -65,6 +70,25 @@ class TestAblationSweep:
             assert max(float(effect.mean_shift) for effect in found.effects) > 1e-3  # the drops do move things
             assert_as_alone(found, model, encoded)
 
+    def test_on_torch(self, llama: DecoderReference, monkeypatch: pytest.MonkeyPatch) -> None:
+        """On the torch engine the sweep's streams stay torch tensors through the stacked rest of each layer, and
+        every effect equals the NumPy engine's sweep (float64: to 1e-10)."""
+        torch = pytest.importorskip("torch")
+        from attnx.models import lockstep
+
+        kinds: set[type] = set()
+        stack = lockstep.stacked
+        monkeypatch.setattr(lockstep, "stacked", lambda passes: kinds.add(type(found := stack(passes))) or found)
+        with open_model(llama.path) as model:
+            encoded = model.encode(TEXT)
+            sweeps = [ablations(model, encoded, layers=[1, 2], engine=engine) for engine in ("torch", "numpy")]
+        assert kinds == {torch.Tensor, np.ndarray}
+        for ours, theirs in zip(*(sweep.effects for sweep in sweeps), strict=True):
+            assert ours.dropped == theirs.dropped and ours.kl is not None and theirs.kl is not None
+            np.testing.assert_allclose(ours.shift, theirs.shift, rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(ours.kl, theirs.kl, rtol=1e-8, atol=1e-13)
+            np.testing.assert_array_equal(ours.top_after, theirs.top_after)
+
     def test_heads_of_several_layers_together(self, llama: DecoderReference) -> None:
         """A set of heads across layers joins at its first layer and equals the set dropped alone."""
         with open_model(llama.path) as model:
@@ -94,6 +118,31 @@ class TestAblationSweep:
             np.testing.assert_allclose(capped.kl, default.kl, rtol=1e-9, atol=1e-15)
             np.testing.assert_array_equal(capped.top_after, default.top_after)
 
+    def test_each_layer_attention_goes_to_the_engine_at_once(
+        self, llama: DecoderReference, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """At each layer, the attention of every copy of the text there (the intact pass and each ablation joined
+        so far) is computed in one stacked engine call (``attnx.engines.alike``), none alone."""
+        stacked: list[int] = []
+        alone = Counter[str]()
+        original, single = alike.projected_copies, engines.compute
+
+        def counting(spec: AttentionSpec, xs: np.ndarray, *args: Any) -> np.ndarray | None:
+            stacked.append(len(xs))
+            return original(spec, xs, *args)
+
+        def one(spec: AttentionSpec, *args: Any, **kwargs: Any) -> AttentionResult:
+            alone[spec.source] += 1
+            return single(spec, *args, **kwargs)
+
+        monkeypatch.setattr(alike, "projected_copies", counting)
+        monkeypatch.setattr(engines, "compute", one)
+        with open_model(llama.path) as model:
+            found = ablations(model, model.encode(TEXT))
+            heads = model.architecture.heads
+        assert stacked == [1 + heads * (layer + 1) for layer in range(model.layers)] and not alone
+        assert len(found.effects) == model.layers * heads
+
     def test_each_layer_is_read_once_per_sweep(self, llama: DecoderReference, monkeypatch: pytest.MonkeyPatch) -> None:
         """Sweeping every head reads each layer's weights once in all: the intact pass and every ablation run
         together (one by one, layer l's would be read once per head of the layers up to l, and once more)."""
@@ -115,13 +164,22 @@ class TestAblationSweep:
 class TestDetectionBatch:
     """Head detection runs its sequences together and scores each as it would alone."""
 
-    def test_scores_and_records_equal_each_sequence_alone(self, llama: DecoderReference) -> None:
-        """Sequences of different lengths: every measure's tally and each sequence's record equal those of the
-        sequences run one at a time."""
+    @pytest.mark.parametrize(
+        ("texts", "lengths"),
+        [
+            ([TEXT, "the mat", "it was tired because the cat sat on it"], 3),
+            ([TEXT, "it was tired because the cat sat on the mat", "the mat"], 2),
+        ],
+        ids=["lengths differ", "two of one length"],
+    )
+    def test_scores_and_records_equal_each_sequence_alone(
+        self, llama: DecoderReference, texts: list[str], lengths: int
+    ) -> None:
+        """Sequences of different lengths, and two of one length (their attention computed together, weights
+        and all): every measure's tally and each sequence's record equal those of the sequences run one at a time."""
         with open_model(llama.path) as model:
-            texts = [TEXT, "the mat", "it was tired because the cat sat on it"]
             encoded = [model.encode(text) for text in texts]
-            assert len({len(e.ids) for e in encoded}) == 3
+            assert len({len(e.ids) for e in encoded}) == lengths
             together, records = detect_heads(model, encoded, count=3, source="texts")
             alone = Detector()
             for index, sequence in enumerate(encoded):
