@@ -1,3 +1,5 @@
+"""The caps (attnx.limits): their defaults, ATTNX_MAX_* from the environment, and the messages that name them."""
+
 from __future__ import annotations
 
 import pytest

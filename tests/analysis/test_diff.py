@@ -1,3 +1,5 @@
+"""Diffs: sweeps of heads and other settings, K/V heads pooled, two sides compared, masks."""
+
 from __future__ import annotations
 
 import dataclasses

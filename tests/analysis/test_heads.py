@@ -1,3 +1,5 @@
+"""Head statistics: labels, per-query numbers, induction targets, counts, sinks and the shared pattern pick."""
+
 from __future__ import annotations
 
 import math

@@ -1,3 +1,5 @@
+"""The trace of one query: the worked example's numbers, terms, keys, the softmax, and resolving query and head."""
+
 from __future__ import annotations
 
 import math

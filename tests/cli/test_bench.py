@@ -1,3 +1,5 @@
+"""attnx bench: the rows it builds from measured times, and the command's output."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,3 +1,5 @@
+"""attnx diff: sweeps of heads, scale, layout and K/V heads, two inputs side by side, masks and widths."""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,5 @@
+"""attnx engines, --engine torch and attnx check against every engine, device and dtype."""
+
 from __future__ import annotations
 
 import json

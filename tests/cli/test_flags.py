@@ -1,3 +1,5 @@
+"""Flag groups: how grouped expands them into a command's options and gathers them back, and each group's rules."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,3 +1,5 @@
+"""attnx heads: per-head statistics and labels, in a table and JSON."""
+
 from __future__ import annotations
 
 import json

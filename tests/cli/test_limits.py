@@ -1,3 +1,5 @@
+"""The cap flags on every command: one line and exit 2 over a cap, checked at one entry."""
+
 from __future__ import annotations
 
 import io

@@ -1,3 +1,5 @@
+"""Commands on a checkpoint: attnx model, run/trace/heads on a layer, the model view, usage errors and limits."""
+
 from __future__ import annotations
 
 import io

@@ -1,3 +1,5 @@
+"""attnx run: tables, rows, JSON, exports, errors, entry points and what is computed for what is shown."""
+
 from __future__ import annotations
 
 import io

@@ -1,3 +1,5 @@
+"""attnx run on the flags and the example configs as users run them."""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,5 @@
+"""attnx in scripts: machine formats, round trips, -o files, terminals, pipes and signals."""
+
 from __future__ import annotations
 
 import csv

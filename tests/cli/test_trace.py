@@ -1,3 +1,5 @@
+"""attnx trace: its table and JSON, its errors, its start-up, settings in the trace and rotary bands."""
+
 from __future__ import annotations
 
 import json

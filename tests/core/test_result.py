@@ -1,3 +1,5 @@
+"""AttentionResult: row maxima with ties, columns, and tensors by name."""
+
 from __future__ import annotations
 
 from pathlib import Path

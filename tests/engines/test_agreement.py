@@ -1,3 +1,5 @@
+"""The engines agree: NumPy against torch, torch against bare SDPA, and the comparison that says so."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,3 +1,5 @@
+"""Devices: how auto resolves, each device's dtypes, and CUDA and MPS where the hardware exists."""
+
 from __future__ import annotations
 
 import numpy as np

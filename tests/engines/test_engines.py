@@ -1,3 +1,5 @@
+"""The engines on the worked example, against a per-head loop, in every layout, chosen by name, and on chosen queries."""
+
 from __future__ import annotations
 
 import math

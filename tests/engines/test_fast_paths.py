@@ -1,3 +1,5 @@
+"""The blocked paths that build no H × N × M matrix equal the dense one, for every choice of matrices kept."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,3 +1,5 @@
+"""The checks around an engine run: sizes, overflow before and after, the bound that skips the scan, stable softmax."""
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,3 +1,5 @@
+"""attnx against torch's own attention (nn.MultiheadAttention, SDPA) on real settings, pitfalls and ablations."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,3 +1,5 @@
+"""NumPy inputs: headers checked before loading, archives, a causal member, and reading from a source."""
+
 from __future__ import annotations
 
 import io

@@ -1,3 +1,5 @@
+"""Reading YAML and JSON documents: bounded reading, parsing, nesting and located errors."""
+
 from __future__ import annotations
 
 import io

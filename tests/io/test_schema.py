@@ -1,3 +1,5 @@
+"""Input schemas: valid and invalid inputs, caps and cells, hand-written inputs, results as inputs, GQA and overrides."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,3 +1,5 @@
+"""Inputs of real attention (X with projection weights): the keys read and the errors located."""
+
 from __future__ import annotations
 
 from typing import Any

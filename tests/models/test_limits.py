@@ -1,3 +1,5 @@
+"""A model under the caps: its files, the arrays of its forward pass, its tensors and weights."""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,5 @@
+"""Colours: contrast on dark and light backgrounds, foregrounds, and the style check every renderer's styles pass."""
+
 from __future__ import annotations
 
 import itertools

@@ -1,3 +1,5 @@
+"""Fitted grids: columns fitted to the width, rows, drawing as segments, matrix tables and number widths."""
+
 from __future__ import annotations
 
 import io

@@ -1,3 +1,5 @@
+"""Heatmaps: shades, contrast on dark and light backgrounds, rendering, labels over their columns, exports."""
+
 from __future__ import annotations
 
 import io

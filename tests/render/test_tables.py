@@ -1,3 +1,5 @@
+"""The run command's tables: tied maxima, masked cells, per-head numbers, slices and the summary line."""
+
 from __future__ import annotations
 
 import dataclasses

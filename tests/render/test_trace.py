@@ -1,3 +1,5 @@
+"""The trace's renderables and its JSON: numbers, dot products term by term, the view of one query."""
+
 from __future__ import annotations
 
 import dataclasses
