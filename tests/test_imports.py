@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,8 +59,10 @@ def imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[
                 yield target, node in typing_only
 
 
+@functools.cache
 def import_edges(root: Path = ROOT) -> dict[tuple[str, str], bool]:
-    """Every import edge between attnx's modules, with whether it is only ever made under ``TYPE_CHECKING``."""
+    """Every import edge between attnx's modules, with whether it is only ever made under ``TYPE_CHECKING`` (read
+    once per session: each module parsed once for every test here)."""
     modules = module_names(root)
     edges: dict[tuple[str, str], bool] = {}
     for name, path in modules.items():
