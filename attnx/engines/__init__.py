@@ -207,7 +207,7 @@ def compute_copies(
     if chosen.name == "numpy" and len(xs) > 1 and alike.key(spec) is not None:
         check_caps(spec, needs=(PROJECTED,))
         in_dtype = _dtype_on(chosen, chosen.resolve_device(device), dtype)
-        size = max(1, min(alike.DENSE_LIMIT, caps_for(spec).max_elements) // alike.footprint(spec))
+        size = alike.per_batch(spec)
         for at in range(0, len(xs), size):
             part = alike.projected_copies(spec, xs[at : at + size], dropped[at : at + size], in_dtype, strict)
             if part is not None:

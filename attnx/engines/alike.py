@@ -64,10 +64,15 @@ def groups(specs: Sequence[AttentionSpec]) -> Iterator[list[int]]:
     for index, spec in enumerate(specs):
         found.setdefault(key(spec) or ("alone", index), []).append(index)
     for indices in found.values():
-        first = specs[indices[0]]
-        size = max(1, min(DENSE_LIMIT, guards.caps_for(first).max_elements) // footprint(first))
+        size = per_batch(specs[indices[0]])
         for start in range(0, len(indices), size):
             yield indices[start : start + size]
+
+
+def per_batch(spec: AttentionSpec) -> int:
+    """How many copies of ``spec``'s problem are stacked at once: as many as keep the stacked arrays within
+    ``DENSE_LIMIT`` elements and the caps (at least one)."""
+    return max(1, min(DENSE_LIMIT, guards.caps_for(spec).max_elements) // footprint(spec))
 
 
 def footprint(spec: AttentionSpec) -> int:

@@ -285,8 +285,7 @@ class ForwardPass:
         spec = spec or self.spec()
         dtype = self.model.architecture.working
         result = compute(spec, self.engine, dtype=dtype, device=self.device, needs={PROJECTED, *needs})
-        self._pending = result.projected
-        self.layer += 1
+        self.take(result.projected)
         return result
 
     def finish(self) -> np.ndarray:
