@@ -22,7 +22,9 @@ q, k and v share one layout and batch size; k and v one shape (d_v = d_k). Head 
 query may attend a key (SDPA's convention), and lines up with the weights from the right as SDPA broadcasts it:
 ``[N, M]``, ``[B, 1, N, M]`` beside ``[B, H, N, d]`` inputs (one mask for every head), ``[B, N, M]`` beside the
 others, B being 1 or the batch size. Every argument is checked before any arithmetic: a TypeError or ValueError
-names the one it refuses. The tolerance follows ``actual``'s dtype (``attnx.analysis.tolerance.default_tolerance``).
+names the one it refuses. The tolerance follows ``actual``'s dtype (``attnx.analysis.tolerance.default_tolerance``),
+or the inputs' where they are less precise: a float64 ``actual`` of float32 q, k and v (NumPy 2 promotes
+``s / np.sqrt(d)``) is judged at float32's tolerance, and a report says so.
 NumPy is imported on first use, torch never: a tensor is read through its own methods.
 """
 
@@ -71,11 +73,9 @@ def _array(x: Any, name: str, *, finite: bool = True) -> tuple[np.ndarray, str]:
 
     if x is None or isinstance(x, (str, bytes)):
         raise TypeError(f"{name} must be an array of floating-point numbers, got {type(x).__name__}")
-    if _is_torch(x):
-        dtype = str(x.dtype).removeprefix("torch.")
-    else:
+    if not _is_torch(x):
         x = _asarray(x, name)
-        dtype = x.dtype.name
+    dtype = _dtype(x)
     if dtype not in FLOATS:
         raise TypeError(f"{name} must hold real floating-point numbers ({', '.join(FLOATS)}), got {dtype}")
     values = x.detach().to("cpu").double().numpy() if _is_torch(x) else x.astype(np.float64)
@@ -83,6 +83,11 @@ def _array(x: Any, name: str, *, finite: bool = True) -> tuple[np.ndarray, str]:
         index = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
         raise ValueError(f"{name} must hold finite numbers, got {values[index]} at {name}{list(index)}")
     return values, dtype
+
+
+def _dtype(x: Any) -> str:
+    """The dtype's name of a torch tensor or a NumPy array: ``float32``, ``bfloat16``."""
+    return str(x.dtype).removeprefix("torch.") if _is_torch(x) else str(x.dtype.name)
 
 
 def _asarray(x: Any, name: str) -> np.ndarray:
@@ -326,12 +331,16 @@ def _verifications(actual: Any, q: Any, k: Any, v: Any, settings: _Settings, rto
                    atol: float | None) -> list[Verification]:  # fmt: skip
     """One verification per batch element: ``actual`` against the float64 reference of q, k and v."""
     from attnx.analysis.check import verify_kernel
+    from attnx.analysis.tolerance import loosest
     from attnx.io.results import SavedResult
 
-    specs = _specs(q, k, v, settings)
+    specs = _specs(q, k, v, settings)  # q, k and v in float64, each checked: the dtype of each is a float's
+    inputs = loosest(*(_dtype(x if _is_torch(x) else _asarray(x, "q, k or v")) for x in (q, k, v)))
     values, dtype = _array(actual, "actual", finite=False)  # NaN in actual fails the comparison
     return [
-        verify_kernel(spec, SavedResult(_read_as(tensors), {}, tensors, dtype), rtol=rtol, atol=atol)
+        verify_kernel(
+            spec, SavedResult(_read_as(tensors), {}, tensors, dtype), rtol=rtol, atol=atol, inputs_dtype=inputs
+        )
         for spec, tensors in zip(specs, _actual(values, len(specs), specs[0]), strict=True)
     ]
 

@@ -88,6 +88,49 @@ class TestWrongKernelsRaise:
             assert_attention_close(actual, q, k, v, heads=4, kv_heads=2, causal=True)
 
 
+class TestPromotedOutput:
+    """A float64 output of float32 inputs (NumPy 2 promotes ``s / np.sqrt(d)``) is judged at float32's tolerance."""
+
+    @staticmethod
+    def numpy_kernel(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float = 1.0) -> np.ndarray:
+        """softmax(QKᵀ/√d)V written out in NumPy, the scores divided by a float64 ``np.sqrt``: float64 out."""
+        scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1] * scale)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return (weights / weights.sum(axis=-1, keepdims=True)) @ v
+
+    @staticmethod
+    def inputs() -> tuple[np.ndarray, ...]:
+        return tuple(np.random.default_rng(0).standard_normal((3, 1, 2, 16, 32)).astype(np.float32))
+
+    def test_a_right_kernel_passes(self) -> None:
+        """Its output is float64 and 2e-7 off: beyond float64's tolerance, within float32's, where it is judged."""
+        q, k, v = self.inputs()
+        out = self.numpy_kernel(q, k, v)
+        assert out.dtype == np.float64
+        assert 1e-7 < np.abs(out[0] - reference(q, k, v, heads=2).head_outputs).max() < 1e-6
+        assert_attention_close(out, q, k, v, heads=2)
+
+    def test_a_wrong_kernel_is_caught_and_the_report_says_which_tolerance(self) -> None:
+        """1/√(2d) in place of 1/√d fails at float32's tolerance; the report names both dtypes."""
+        q, k, v = self.inputs()
+        with pytest.raises(AssertionError) as caught:
+            assert_attention_close(self.numpy_kernel(q, k, v, scale=2.0), q, k, v, heads=2)
+        lines = str(caught.value).splitlines()
+        assert "actual: head_outputs [head, query, d_k] (float64)" in lines
+        assert "actual is float64 but q, k and v are float32: judged at float32's tolerance" in lines
+        assert (
+            "tolerance (float32): |actual − reference| ≤ atol + rtol·|reference|, rtol 1.3e-06, atol 1.6e-05" in lines
+        )
+
+    def test_float64_inputs_keep_float64s_tolerance(self) -> None:
+        """The same 2e-7 error from float64 inputs is beyond float64's tolerance: nothing is loosened."""
+        q, k, v = self.inputs()
+        out = self.numpy_kernel(q, k, v)
+        with pytest.raises(AssertionError, match=r"tolerance \(float64\)") as caught:
+            assert_attention_close(out, *(x.astype(np.float64) for x in (q, k, v)), heads=2)
+        assert "judged at" not in str(caught.value)
+
+
 class TestInsidePytest:
     """The report speaks pytest's language: the arguments' names, no flag, and no frame of attnx's own."""
 

@@ -14,7 +14,7 @@ import numpy as np
 from attnx.analysis.array_layouts import recognise
 from attnx.analysis.check_against import KERNEL_TENSORS, Diagnosis, Verification, verify
 from attnx.analysis.check_diagnosis import diagnose
-from attnx.analysis.tolerance import DTYPES, TensorDiff, compare, tolerance_for
+from attnx.analysis.tolerance import DTYPES, TensorDiff, compare, loosest, tolerance_for
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, PROJECTED, SCORES, TENSORS, WEIGHTS, K, Q, TensorName, V
 from attnx.engines import EngineStatus, compute
@@ -109,12 +109,17 @@ def verify_kernel(
     names: Collection[str] | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    inputs_dtype: str | None = None,
 ) -> Verification:
     """A kernel's saved tensors (or one bare array, read by its shape or ``layout``: as the output where its
     shape fits the weights too) against the float64 reference of ``spec``, with the known bugs that explain a
     difference.
 
-    ``dtype`` is what the kernel computed in (default: the file's dtype); it sets the tolerances.
+    ``dtype`` is what the kernel computed in; it sets the tolerances. By default it is what the file says (a
+    result's ``dtype`` key), else the dtype its numbers are stored in, or the inputs' (``inputs_dtype``, default
+    the dtype ``spec``'s arrays are held in) where that is less precise: a float64 output of float32 inputs
+    (NumPy 2 promotes ``s / np.sqrt(d)``) was computed in float32 in part, and is judged at float32's tolerance
+    (the verification's ``held`` says the file's dtype).
     """
     if isinstance(saved, BareArray):
         sizes = {"query": spec.n_queries, "key": spec.n_keys, "head": spec.settings.heads,
@@ -134,6 +139,12 @@ def verify_kernel(
             f"{saved.source}: holds {kernel_dtype} numbers; say what the kernel computed in with --kernel-dtype "
             f"({', '.join(DTYPES)})"
         )
+    held = None
+    stated = dtype is not None or (isinstance(saved, SavedResult) and isinstance(saved.meta.get("dtype"), str))
+    if not stated:  # the dtype is the one the numbers are stored in, not what the kernel says it computed in
+        inputs = inputs_dtype or loosest(*(array.dtype.name for array in spec.inputs.arrays().values()))
+        if loosest(kernel_dtype, inputs) != kernel_dtype:  # the output is more precise than its inputs
+            held, kernel_dtype = kernel_dtype, inputs
     # Only what is compared, and the heads' Q, K and V the diagnoses start from: no [head, query, key]
     # matrix unless the kernel's file holds one.
     wanted = {name for name in KERNEL_TENSORS if name in (names if names is not None else tensors)}
@@ -145,4 +156,4 @@ def verify_kernel(
     if any(not check.passed for check in verification.checks):
         with np.errstate(over="ignore"):  # atol + rtol·|r| beyond float64 (rtol 1e308) is an infinite bound
             diagnoses = diagnose(spec, verification, tensors, rtol=rtol, atol=atol)
-    return replace(verification, diagnoses=diagnoses, weights_too=weights_too)
+    return replace(verification, diagnoses=diagnoses, weights_too=weights_too, held=held)

@@ -92,7 +92,8 @@ class Verification:
     cannot be compared, each with the reason; ``mismatched`` the tensors it holds under a name the reference has
     but in another shape (kernel's shape, reference's): each a failure, as ``attnx diff`` counts it;
     ``diagnoses`` the known bugs its output matches; ``weights_too`` the weights layouts a bare array's shape fits
-    as well, set aside for the output it was read as.
+    as well, set aside for the output it was read as; ``held`` the dtype the kernel's numbers are in where it is more
+    precise than the inputs' ``dtype``, at whose tolerance they are judged (None: they are in ``dtype``).
     """
 
     source: str
@@ -104,6 +105,7 @@ class Verification:
     diagnoses: tuple[Diagnosis, ...] = ()
     weights_too: tuple[str, ...] = ()
     mismatched: tuple[tuple[TensorName, tuple[int, ...], tuple[int, ...]], ...] = ()
+    held: str | None = None
 
     @property
     def passed(self) -> bool:

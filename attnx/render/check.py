@@ -106,7 +106,9 @@ class Voice:
     ``assert_attention_close`` does inside pytest, in its arguments' names.
 
     ``kernel`` names the side in formulas and values, ``subject`` in the verdict, ``owner`` before a tensor;
-    ``not_held`` is why a reference tensor was not compared; ``see_all`` says how to see what a heatmap left
+    ``not_held`` is why a reference tensor was not compared; ``numbers`` names what the kernel handed over,
+    ``inputs`` what it read, and ``stricter`` how to hold it to its own dtype's tolerance (a ``{}`` for that
+    dtype; empty where the caller's rtol and atol are the way); ``see_all`` says how to see what a heatmap left
     out (None: the heatmap's own note, which names the command line's flags).
     """
 
@@ -114,11 +116,15 @@ class Voice:
     subject: str
     owner: str
     not_held: str
+    numbers: str
+    inputs: str
+    stricter: str
     see_all: str | None = None
 
 
-SHELL = Voice("kernel", "the kernel", "the kernel's", NOT_HELD)
-PYTEST = Voice("actual", "actual", "actual's", "not in actual",
+SHELL = Voice("kernel", "the kernel", "the kernel's", NOT_HELD, "the kernel's file", "the inputs",
+              "; --kernel-dtype {} holds it to that dtype's")  # fmt: skip
+PYTEST = Voice("actual", "actual", "actual's", "not in actual", "actual", "q, k and v", "",
                "to see them all, compare actual with attnx.testing.reference(q, k, v, ...)")  # fmt: skip
 
 
@@ -267,8 +273,12 @@ def read_lines(verification: Verification, voice: Voice = SHELL) -> list[str]:
     """What was compared: the reference, the kernel's side and how it was read, the tolerance, what was not."""
     lines = [
         f"reference: {verification.source}, computed in float64",
-        f"{voice.kernel}: {verification.kernel} ({verification.dtype})",
+        f"{voice.kernel}: {verification.kernel} ({verification.held or verification.dtype})",
     ]
+    if verification.held is not None:
+        dtype, stricter = verification.dtype, voice.stricter.format(verification.held)
+        lines.append(f"{voice.numbers} is {verification.held} but {voice.inputs} are {dtype}: judged at {dtype}'s "
+                     f"tolerance{stricter}")  # fmt: skip
     if verification.weights_too:
         layouts = " or ".join(verification.weights_too)
         lines.append(f"its shape fits weights [head, query, key] too: --array-layout {layouts} reads it as weights")

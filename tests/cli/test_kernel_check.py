@@ -201,6 +201,28 @@ class TestCheckAgainst:
         invoke(*args, code=1)
         assert "(bfloat16)" in invoke(*args, "--kernel-dtype", "bfloat16").stdout
 
+    def test_a_float64_file_of_float32_inputs_is_judged_at_float32(self, kernel_dir: Path) -> None:
+        """A right kernel's float32 output saved as float64 (NumPy 2 promotes ``s / np.sqrt(d)``): judged at the
+        inputs' float32 tolerance, and said; --kernel-dtype float64 holds it to float64's."""
+        n, d = 16, 32  # 2e-7 off: beyond float64's tolerance, within float32's
+        q, k, v = np.random.default_rng(0).standard_normal((3, n, 2 * d)).astype(np.float32)
+        np.savez(kernel_dir / "wide.npz", q=q, k=k, v=v, heads=np.array(2))
+        qh, kh, vh = (x.reshape(n, 2, d).transpose(1, 0, 2) for x in (q, k, v))
+        s = qh @ kh.transpose(0, 2, 1) / np.sqrt(d)  # float32 scores, float64 once divided
+        w = np.exp(s - s.max(-1, keepdims=True))
+        out = (w / w.sum(-1, keepdims=True)) @ vh
+        assert out.dtype == np.float64
+        np.save(kernel_dir / "promoted.npy", out.transpose(1, 0, 2).reshape(n, 2 * d))
+        args = ["check", path(kernel_dir, "wide.npz"), "--against", path(kernel_dir, "promoted.npy")]
+        lines = invoke(*args).stdout.splitlines()
+        assert (
+            f"kernel: {path(kernel_dir, 'promoted.npy')}, one array read as output [query, d_model] (float64)" in lines
+        )
+        assert ("the kernel's file is float64 but the inputs are float32: judged at float32's tolerance; "
+                "--kernel-dtype float64 holds it to that dtype's") in lines  # fmt: skip
+        assert any(line.startswith("tolerance (float32): ") for line in lines)
+        assert "judged at" not in invoke(*args, "--kernel-dtype", "float64", code=1).stdout
+
     def test_ambiguous_shape_takes_a_layout(self, tmp_path: Path) -> None:
         """4 tokens, 4 heads of 4: [4, 4, 4] is hnd, nhd or hnm (weights); --array-layout nhd reads it."""
         rng = np.random.default_rng(1)
