@@ -228,6 +228,10 @@ def compare_checkpoints(
     if extra:
         raise UsageError(f"{extra[0]} does not apply to two checkpoints: diff --model A --model B runs every layer "
                          "of both as they are")  # fmt: skip
+    if same_file(*pair):
+        names = pair[0] if pair[0] == pair[1] else f"{pair[0]} and {pair[1]}"
+        raise UsageError(f"--model names one checkpoint twice ({names}: the same file): every difference would be 0; "
+                         "give two different checkpoints")  # fmt: skip
     first, text = open_with_text(None, TextFlags(model=pair[0], text=checkpoint.text), report, report)
     with first, open_checkpoint(pair[1], report, report.limits()) as second:
         options = report.options()
@@ -239,6 +243,17 @@ def compare_checkpoints(
         return render.comparison_view(comparison, report.precision, colour=colour)
 
     report.show({OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, shown)
+
+
+def same_file(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` name one file or folder (one device and inode: the same path, a link to it, a
+    path through a link); False when they differ or either cannot be read (opening it says why)."""
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def compare_two(

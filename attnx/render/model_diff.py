@@ -32,6 +32,12 @@ def unit_of(top: float) -> tuple[float, str]:
     return 10.0**-power, f" ×10{str(power).translate(SUPERSCRIPTS)}"
 
 
+def js_unit(comparison: ModelComparison) -> tuple[float, str]:
+    """The one power of ten every JS divergence on the screen is shown in (the grid's means and the table's means
+    and largest alike): ``unit_of`` the largest of them, a head's largest over its queries."""
+    return unit_of(max((head.js_max for layer in comparison.layers for head in layer.heads), default=0.0))
+
+
 def where(shift: HeadShift, tokens: tuple[str, ...]) -> str:
     """``query 5 'cat' → key 2 'the'`` (``→ the sink`` for a learned sink)."""
     key = "the sink" if shift.key < 0 else f"key {shift.key} {label(tokens[shift.key])!r}"
@@ -43,7 +49,7 @@ def worst_table(comparison: ModelComparison, precision: int) -> Table:
     title = f"Heads that moved most (of {sum(len(layer.heads) for layer in comparison.layers)})"
     table = compact_table(title, min_width=len(title))
     worst = comparison.worst(WORST)
-    factor, unit = unit_of(max((shift.js_max for shift in worst), default=0.0))
+    factor, unit = js_unit(comparison)
     for header in ("head", f"mean JS{unit}", f"max JS{unit}", "max |Δα|"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("where")
@@ -83,9 +89,8 @@ def kl_line(comparison: ModelComparison, precision: int) -> Text:
 
 def comparison_view(comparison: ModelComparison, precision: int, *, colour: bool) -> RenderableType:
     """Both checkpoints named, the grid of mean JS divergence per layer and head, the worst heads, the layers."""
-    divergences = comparison.grid()
-    factor, unit = unit_of(float(divergences.max(initial=0.0)))
-    grid = divergences * factor
+    factor, unit = js_unit(comparison)
+    grid = comparison.grid() * factor
     scale = scale_of([grid], f"mean JS divergence ({unit.strip() + ' ' if unit else ''}bits)")
     heads = [f"H{h}" for h in range(grid.shape[1])]
     layers = [f"L{layer}" for layer in range(grid.shape[0])]

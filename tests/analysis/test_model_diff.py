@@ -102,6 +102,27 @@ class TestQuantization:
         assert unit_of(top) == (factor, unit)
 
 
+class TestOneUnit:
+    def test_grid_and_table_share_the_power_of_ten(self) -> None:
+        """Means up to 3.0e-4 and a largest of 2.0e-3 (a head's worst query): the grid and the table both show
+        ×10⁻³, so one head reads 0.3048 in both (the grid showed ×10⁻⁴, 3.0481, above a table in ×10⁻³)."""
+        from attnx.analysis.model_diff import HeadShift, LayerShift, ModelComparison
+        from attnx.render.model_diff import comparison_view
+        from tests.render.test_heads import plain
+
+        heads = (HeadShift(0, 0, 3.0481e-4, 2.0e-3, 0.01, 1, 0), HeadShift(0, 1, 1.0e-5, 5.0e-5, 0.001, 1, 1))
+        layer = LayerShift(0, heads, np.zeros(2), 0.0)
+        shown = plain(comparison_view(ModelComparison("a", "b", "llama", ("x", "y"), (layer,), None), 4, colour=False))
+        assert "Mean JS divergence per layer and head ×10⁻³ · 2 tokens" in shown
+        assert "mean JS ×10⁻³" in shown and "×10⁻⁴" not in shown
+        grid_row = next(line for line in shown.splitlines() if line.startswith("L0 "))
+        assert "0.3048" in grid_row and "0.0100" in grid_row
+        assert next(line for line in shown.splitlines() if line.lstrip().startswith("L0 H0")).split()[2:4] == [
+            "0.3048",
+            "2.0000",
+        ]
+
+
 class TestCommand:
     def test_table_and_json(self, pair: tuple[DecoderReference, Path]) -> None:
         """The grid, the worst heads (L1 H2 first) and the layers; the JSON holds the same numbers."""
@@ -116,6 +137,20 @@ class TestCommand:
             "js_mean": data["layers"][1]["heads"][2]["js_mean"],
         }
         assert data["layers"][0]["output_shift"] == 0 and len(data["kl"]) == len(data["tokens"])
+
+    def test_one_checkpoint_twice(self, pair: tuple[DecoderReference, Path], tmp_path: Path) -> None:
+        """The same folder twice, or through a link, is exit 2 at once, saying so (it ran every layer of both to
+        print zeros); a copy is another file, compared as one."""
+        folder = pair[0].path
+        (tmp_path / "link").symlink_to(folder)
+        for other in (folder, tmp_path / "link", Path(f"{folder}/../{folder.name}")):
+            refused = invoke("diff", "--model", str(folder), "--model", str(other), "--text", TEXT, code=2)
+            assert refused.stdout == ""
+            names = str(folder) if other == folder else f"{folder} and {other}"
+            assert refused.stderr == (
+                f"attnx: error: --model names one checkpoint twice ({names}: the same file): every difference would "
+                "be 0; give two different checkpoints\n"
+            )
 
     def test_usage(self, pair: tuple[DecoderReference, Path]) -> None:
         """--layer and sweeps do not apply to two checkpoints; three --model are refused; exit 2 each."""
