@@ -25,13 +25,12 @@ LARGEST = 3  # how many of the largest differences a tensor comparison lists
 
 @dataclass(frozen=True, eq=False)
 class Variant:
-    """One configuration of a sweep: its label and value, and its result or why it has none."""
+    """One configuration of a sweep: its label and value, its result and the saturation of its heads."""
 
     label: str
     value: int | float | str
-    result: AttentionResult | None = None
-    saturation: Saturation | None = None
-    error: str | None = None
+    result: AttentionResult
+    saturation: Saturation
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,7 +53,7 @@ class Shift:
 class Sweep:
     """The same input at each value of one setting (``varied``, a key of ``SWEEPS``).
 
-    ``shifts`` run between consecutive computed variants, then from the first computed variant to
+    ``shifts`` run between consecutive variants, then from the first variant to
     each later one not already covered. ``compared`` names the output they measure: ``projected``
     when every computed variant has W_o, else ``output``.
     """
@@ -108,22 +107,18 @@ def sweep(
     dtype: str | None = None,
     device: str = "auto",
 ) -> Sweep:
-    """Compute ``spec`` once per value of ``varied``; a value the input cannot take becomes a reported variant."""
+    """Compute ``spec`` once per value of ``varied`` (duplicates dropped). A value the input cannot take is refused
+    before anything is computed, with the ConfigError ``run`` gives for it (``d_model 4 is not divisible by heads
+    3; head counts that work: 1, 2, 4``): a sweep shows every value it was given, or none."""
+    specs = {value: variant_spec(spec, varied, value) for value in dict.fromkeys(values)}
     variants = []
-    for value in dict.fromkeys(values):
-        try:
-            changed = variant_spec(spec, varied, value)
-        except ConfigError as exc:
-            reason = str(exc).removeprefix(f"{spec.source}: ")
-            variants.append(Variant(_label(varied, value), value, error=reason))
-            continue
+    for value, changed in specs.items():
         result = compute(changed, engine, dtype=dtype, device=device)
         variants.append(Variant(_label(varied, value), value, result, saturation(result)))
-    computed = [i for i, v in enumerate(variants) if v.result is not None]
-    results = [v.result for v in variants if v.result is not None]  # those of ``computed``
+    results = [v.result for v in variants]
     compared = PROJECTED if results and all(r.projected is not None for r in results) else OUTPUT
-    pairs = list(itertools.pairwise(computed))
-    pairs += [(computed[0], i) for i in computed[2:]]
+    pairs = list(itertools.pairwise(range(len(variants))))
+    pairs += [(0, i) for i in range(2, len(variants))]
     shifts = tuple(
         shift(getattr(variants[a].result, compared), getattr(variants[b].result, compared), (a, b)) for a, b in pairs
     )

@@ -16,7 +16,6 @@ from rich.text import Text
 from attnx.analysis.diff import Sweep, Variant
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import WEIGHTS
-from attnx.render.colours import WARNING
 from attnx.render.fitted import FittedGrid, Labels
 from attnx.render.heatmap import HeatScale, legend, scale_of, weight_heatmaps
 from attnx.render.layout import add_columns, compact_table
@@ -81,7 +80,7 @@ def split_settings(sweep: Sweep, precision: int) -> tuple[dict[str, str], list[s
 
     The varying setting a label already names is left out of the varying ones (``H=2`` says heads 2).
     """
-    rows = [settings(v.result, precision) for v in sweep.variants if v.result is not None]
+    rows = [settings(v.result, precision) for v in sweep.variants]
     if not rows:
         return {}, []
     named = NAMED_BY_LABEL[sweep.varied]
@@ -105,8 +104,6 @@ def variants_table(sweep: Sweep, precision: int) -> Table:
     add_columns(table, "head", "std scaled", "mean max w")
     for variant in sweep.variants:
         r, s = variant.result, variant.saturation
-        if r is None or s is None:
-            continue
         shown = settings(r, precision)
         config = [variant.label, *(shown[name] for name in varying)]
         for h in range(r.heads):
@@ -115,18 +112,11 @@ def variants_table(sweep: Sweep, precision: int) -> Table:
     return table
 
 
-def errors_view(sweep: Sweep) -> RenderableType:
-    """One line per configuration that could not be computed, saying why."""
-    lines = [Text(f"{v.label}: not computed: {v.error}", style=WARNING) for v in sweep.variants if v.error]
-    return Group(*lines)
-
-
 def variant_view(
     variant: Variant, precision: int, *, heatmap: bool, colour: bool, scale: HeatScale, max_rows: int | None = None
 ) -> RenderableType:
     """One computed configuration: each head's weights (tables or heatmaps) and the concatenated output."""
     r = variant.result
-    assert r is not None  # only computed variants are shown
     if heatmap:
         weights = weight_heatmaps(r, precision, colour=colour, scale=scale, max_rows=max_rows)
     else:
@@ -220,7 +210,7 @@ class ShiftTables:
 def shifts_view(sweep: Sweep, precision: int, max_rows: int | None = None) -> RenderableType:
     """Per token and overall, how far the output moves between configurations: L2 and max abs."""
     if not sweep.shifts:
-        return Text("fewer than two configurations computed: no output shifts", style="dim")
+        return Text("one configuration (the values given repeat it): no output shifts", style="dim")
     return ShiftTables(sweep, precision, max_rows)
 
 
@@ -229,23 +219,22 @@ def sweep_view(
 ) -> RenderableType:
     """Everything `attnx diff --heads 1,2,4` (or another sweep) prints; tables of more than ``max_rows`` rows
     show both ends."""
-    computed = [v for v in sweep.variants if v.result is not None]
-    first = computed[0].result if computed else None
-    engine = f" · {first.engine} {first.dtype} {first.device}" if first is not None else ""
+    computed = sweep.variants
+    first = computed[0].result
+    engine = f" · {first.engine} {first.dtype} {first.device}"
     shared, _ = split_settings(sweep, precision)
     same = f"; every configuration has {shared_settings(shared)}" if shared_settings(shared) else ""
     parts: list[RenderableType] = [
         Text(f"{sweep.source}{engine} · {FLAGS[sweep.varied]} varies{same}", style="dim"),
         variants_table(sweep, precision),
-        errors_view(sweep),
     ]
-    results = [v.result for v in computed if v.result is not None]
+    results = [v.result for v in computed]
     if any(r.blocked_pairs for r in results):
         parts.append(Text(MASKED_NOTE, style="dim"))
     scale = scale_of([r.tensor(WEIGHTS) for r in results])  # one colour scale for every configuration
     parts += [variant_view(v, precision, heatmap=heatmap, colour=colour, scale=scale, max_rows=max_rows)
               for v in computed]  # fmt: skip
-    if heatmap and computed:
+    if heatmap:
         parts.append(legend(scale, precision, colour))
     parts += [Rule("Output shifts", align="left", style="dim"), shifts_view(sweep, precision, max_rows)]
     return Group(*parts)
@@ -258,16 +247,14 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
     """
     configs = []
     for v in sweep.variants:
-        entry: dict[str, Any] = {"label": v.label, "value": v.value, "error": v.error}
         r, s = v.result, v.saturation
-        if r is not None and s is not None:
-            entry.update(
-                heads=r.heads, kv_heads=r.kv_heads, d_k=r.d_k, scale=r.scale, scale_mode=r.scale_mode,
-                layout=r.layout, kv_pooled_from=r.kv_pooled_from,
-                scaled_std=to_plain(s.scaled_std), mean_max_weight=to_plain(s.mean_max_weight),
-                weights=to_plain(r.tensor(WEIGHTS)), output=to_plain(r.tensor(sweep.compared)),
-            )  # fmt: skip
-        configs.append(entry)
+        configs.append({
+            "label": v.label, "value": v.value, "error": None,  # format 1.x: a value no input takes is refused now
+            "heads": r.heads, "kv_heads": r.kv_heads, "d_k": r.d_k, "scale": r.scale, "scale_mode": r.scale_mode,
+            "layout": r.layout, "kv_pooled_from": r.kv_pooled_from,
+            "scaled_std": to_plain(s.scaled_std), "mean_max_weight": to_plain(s.mean_max_weight),
+            "weights": to_plain(r.tensor(WEIGHTS)), "output": to_plain(r.tensor(sweep.compared)),
+        })  # fmt: skip
     return {
         "format_version": FORMAT_VERSION,
         "mode": "sweep",

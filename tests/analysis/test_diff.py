@@ -43,7 +43,6 @@ class TestHeadsSweep:
         assert [v.label for v in found.variants] == ["H=1", "H=2", "H=4"]
         for variant, h in zip(found.variants, (1, 2, 4), strict=True):
             expected = reference(worked.with_heads(h))
-            assert variant.result is not None and variant.error is None
             np.testing.assert_allclose(variant.result.weights, expected["weights"], rtol=1e-13, atol=1e-15)
             np.testing.assert_allclose(variant.result.output, expected["output"], rtol=1e-13, atol=1e-15)
 
@@ -81,19 +80,18 @@ class TestHeadsSweep:
             assert s.max_abs_overall == pytest.approx(np.abs(change).max(), rel=1e-12)
         assert found.compared == "output"
 
-    def test_head_count_that_does_not_divide_is_reported(self, worked: AttentionSpec) -> None:
-        """H = 3 on d_model 4 becomes a row with the reason; the others are computed and compared."""
-        found = sweep(worked, "heads", [1, 3, 2])
-        bad = found.variants[1]
-        assert bad.result is None
-        assert bad.error == "d_model 4 is not divisible by heads 3; head counts that work: 1, 2, 4"
-        assert [(s.before, s.after) for s in found.shifts] == [(0, 2)]
+    def test_head_count_that_does_not_divide_is_refused(self, worked: AttentionSpec) -> None:
+        """H = 3 on d_model 4 is the ConfigError `run -H 3` gives, before anything is computed."""
+        message = "d_model 4 is not divisible by heads 3; head counts that work: 1, 2, 4"
+        with pytest.raises(ConfigError, match=f"^built-in example \\(cat-sat-on-mat\\): {message}$"):
+            sweep(worked, "heads", [1, 3, 2])
 
     def test_grouped_kv_heads_stay(self) -> None:
-        """With GQA (4 heads over 2 K/V heads) a head sweep keeps kv_heads and reports counts it cannot take."""
-        found = sweep(load_spec("configs/gqa.yaml"), "heads", [4, 2])
-        assert found.variants[0].result is not None and found.variants[0].result.kv_heads == 2
-        assert found.variants[1].error is not None and "kv_heads" in found.variants[1].error
+        """With GQA (4 heads over 2 K/V heads) a head sweep keeps kv_heads and refuses counts it cannot take."""
+        found = sweep(load_spec("configs/gqa.yaml"), "heads", [4])
+        assert [v.result.kv_heads for v in found.variants] == [2]
+        with pytest.raises(ConfigError, match="kv_heads"):
+            sweep(load_spec("configs/gqa.yaml"), "heads", [4, 2])
 
 
 class TestOtherSweeps:
@@ -122,12 +120,9 @@ class TestOtherSweeps:
         np.testing.assert_allclose(interleaved.weights[0], expected["weights"][0], rtol=1e-13)
 
     def test_kv_heads_sweep_reports_what_it_cannot_make(self, worked: AttentionSpec) -> None:
-        """3 K/V heads for 2 query heads (no whole groups) is a reported configuration, not an error."""
-        found = sweep(worked, "kv_heads", [2, 3])
-        assert [v.label for v in found.variants] == ["kv_heads=2", "kv_heads=3"]
-        assert found.variants[0].result is not None and found.variants[0].result.kv_heads == 2
-        assert found.variants[1].result is None and "kv_heads" in (found.variants[1].error or "")
-        assert found.shifts == ()
+        """3 K/V heads for 2 query heads (no whole groups) is refused, as `run --kv-heads 3` is."""
+        with pytest.raises(ConfigError, match="kv_heads"):
+            sweep(worked, "kv_heads", [2, 3])
 
 
 class TestKvHeadsPooling:
@@ -162,10 +157,9 @@ class TestKvHeadsPooling:
             np.testing.assert_allclose(r.head_outputs[h], weights @ v, rtol=1e-12)
 
     def test_more_kv_heads_than_the_input_has_is_reported(self) -> None:
-        """gqa.yaml has 2 K/V heads: 4 cannot be made from them, and says so in its configuration."""
-        found = sweep(load_spec("configs/gqa.yaml"), "kv_heads", [2, 4])
-        assert found.variants[0].result is not None
-        assert found.variants[1].result is None and "kv_heads" in (found.variants[1].error or "")
+        """gqa.yaml has 2 K/V heads: 4 cannot be made from them, and the sweep is refused, saying so."""
+        with pytest.raises(ConfigError, match="kv_heads"):
+            sweep(load_spec("configs/gqa.yaml"), "kv_heads", [2, 4])
 
 
 def side(name: str, **tensors: np.ndarray) -> Side:
