@@ -204,7 +204,7 @@ class Architecture:
             )
             raise ModelError(
                 f"{ckpt.file_of(left[0])}: tensor {left[0]!r} is not used by {self.name} ({self.family}){more}: attnx "
-                "would run the model without it, so config.json and the weights disagree"
+                f"would run the model without it, so {ckpt.config_name} and the weights disagree"
             )
 
     def allowed(self, name: str) -> bool:

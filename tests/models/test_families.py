@@ -103,6 +103,7 @@ class TestUnusedTensors:
             "tensor 'model.layers.1.self_attn.v_norm.weight' is not used by qwen3 (Qwen 3): attnx would run"
             in out.stderr
         )
+        assert out.stderr.endswith("so config.json and the weights disagree\n")  # a GGUF file says its metadata
 
     def test_layers_past_the_config(self, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
         """A config that counts fewer layers than the file holds: the first tensor left is named, the rest counted."""

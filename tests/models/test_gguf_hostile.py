@@ -160,7 +160,9 @@ class TestLies:
         variant = VARIANTS["llama"]
         extra = {"blk.1.attn_extra.weight": np.ones((32, 32), dtype=np.float32)}
         path = write_gguf(tmp_path / "extra.gguf", random_model(variant), variant, extra=extra)
-        refused(path, r"extra.gguf: tensor 'blk.1.attn_extra.weight' is not used by llama \(Llama\)")
+        message = refused(path, r"extra.gguf: tensor 'blk.1.attn_extra.weight' is not used by llama \(Llama\)")
+        assert message.endswith("attnx would run the model without it, so its metadata and the weights disagree")
+        assert "config.json" not in message  # a GGUF file has none
 
     def test_tokenizer_that_cannot_be_built(self, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
         """A merge naming a token the vocabulary lacks (Ġ respelled ǅ, outside the byte alphabet) is one line."""
