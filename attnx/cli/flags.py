@@ -316,15 +316,21 @@ class CompareFlags(FlagGroup):
 
 @flag_group(frozen=True)
 class CheckpointFlags(FlagGroup):
-    """--model: a local checkpoint."""
+    """--model: a local checkpoint (``detect``'s: it reads random sequences, or its own --texts)."""
 
-    model: Annotated[str | None, typer.Option("--model", metavar="PATH", help=MODEL_HELP)] = None
+    model: Annotated[
+        str | None,
+        typer.Option("--model", metavar="PATH", help=MODEL_HELP + ": find its heads over random sequences or --texts."),
+    ] = None
 
 
 @flag_group(frozen=True)
 class TextFlags(CheckpointFlags):
     """--model, --text: a local checkpoint and the text it reads."""
 
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="PATH", help=MODEL_HELP + ": run every layer of it on --text.")
+    ] = None
     text: Annotated[
         str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.")
     ] = None
@@ -339,6 +345,8 @@ class TextFlags(CheckpointFlags):
 class ModelFlags(TextFlags):
     """--model, --text, --layer: one layer of a local checkpoint as the input."""
 
+    model: Annotated[str | None, typer.Option("--model", metavar="PATH", help=MODEL_HELP + ": explore one of its "
+                                              "layers (--layer) on --text.")] = None  # fmt: skip
     layer: Annotated[
         str | None, typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).")
     ] = None
@@ -350,7 +358,12 @@ class ModelPairFlags(FlagGroup):
 
     model: Annotated[
         list[str] | None,
-        typer.Option("--model", metavar="PATH", help=MODEL_HELP + " Twice: compare two checkpoints head by head."),
+        typer.Option(
+            "--model",
+            metavar="PATH",
+            help=MODEL_HELP + ": explore one of its layers (--layer) on "
+            "--text. Twice: compare two checkpoints head by head.",
+        ),
     ] = None
     text: Annotated[
         str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.")

@@ -119,9 +119,11 @@ ArrayLayoutOpt = Annotated[
                  "nhd [query, head, d], hnm [head, query, key] weights; b...: with a batch axis of 1 first (bhnd: "
                  "SDPA's). Default: told from the shape."),
 ]  # fmt: skip
+# What --model takes; each flag group that offers --model says what its commands do with it, naming only flags
+# those commands take (detect has --texts, no --text).
 MODEL_HELP = (
     "A local checkpoint folder (config.json, model.safetensors, tokenizer.json), a GGUF file (or a folder holding "
-    "one) or ollama:NAME[:TAG]: explore one of its layers on --text."
+    "one) or ollama:NAME[:TAG]"
 )
 
 

@@ -222,6 +222,21 @@ class TestHelpTellsTheTruth:
         named = set(re.findall(r"--[a-z][a-z-]*", option.help))
         assert named <= set(options(command)), named - set(options(command))
 
+    @pytest.mark.parametrize("command", COMMANDS)
+    def test_options_name_only_flags_the_command_takes(self, command: str) -> None:
+        """Each option's help names only flags of its own command (detect's --model spoke of --text, which
+        detect does not take)."""
+        taken = set(options(command))
+        named = {(name, flag) for name, option in options(command).items()
+                 for flag in re.findall(r"--[a-z][a-z-]*", option.help or "")}  # fmt: skip
+        assert {(name, flag) for name, flag in named if flag not in taken} == set()
+
+    def test_detect_model_names_texts(self) -> None:
+        """detect's --model says what it reads: random sequences or --texts; its help has no --text."""
+        shown = " ".join(help_text("detect", columns=300).split())
+        assert "ollama:NAME[:TAG]: find its heads over random sequences or --texts." in shown
+        assert re.search(r"--text\b(?!s)", shown) is None
+
     @pytest.mark.parametrize("command", ["run", "trace", "check", "heads"])
     def test_config_names_every_input_format(self, command: str) -> None:
         """CONFIG's help names YAML, JSON, .npz and - for stdin."""
