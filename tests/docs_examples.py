@@ -8,7 +8,9 @@ The contract the docs are written to (tests/test_docs.py runs it; DEVELOPERS.md 
   stdout then stderr, compared line by line with trailing spaces ignored (and blank lines at the end
   of either ignored). A line that is exactly ``...`` matches any number of lines, none included.
   A command with no lines after it only has its exit status checked.
-- A command ending in the comment ``# exits N`` must exit with N; any other command must exit 0.
+- A command ending in the comment ``# exits N`` must exit with N; any other command must exit 0. ``# exits N``
+  (N not 0) on a pipeline is an error: a reader's shell gives the status of its last command, not attnx's (the
+  harness checks pipelines as ``pipefail`` does); show the status of attnx alone, its output written to a file.
 - Set-up commands are not run (CI runs them): those starting with ``python -m pip``, ``pip ``, ``git ``,
   ``python -m pytest``, ``python -m venv``, ``python3 -m venv``, ``cd ``, ``source `` or ``. ``.
 - A line starting with ``attnx `` (or ``$ attnx ``) in any other fenced block, or before the first
@@ -113,14 +115,21 @@ class Example:
 
 @dataclass(frozen=True)
 class Mistake:
-    """A line that shows an attnx command the harness cannot run as written."""
+    """A line that shows an attnx command the harness cannot run as written, or that says what it cannot show."""
 
     path: Path
     line: int
     text: str
+    fix: str = "write it as `$ attnx ...` in a console block"
 
     def __str__(self) -> str:
-        return f"{self.path.name}:{self.line}: {self.text!r}: write it as `$ attnx ...` in a console block"
+        return f"{self.path.name}:{self.line}: {self.text!r}: {self.fix}"
+
+
+PIPED_EXIT = (
+    "`# exits {}` on a pipeline: a reader's shell shows the status of its last command, not attnx's; run attnx "
+    "alone (-o FILE) and show FILE in a command of its own"
+)
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,8 @@ def _block_commands(
         exits = EXITS.search(command)
         if exits:
             command = command[: exits.start()].rstrip()
+            if int(exits.group(1)) and is_pipeline(command):
+                mistakes.append(Mistake(path, body[start][0] + 1, command, PIPED_EXIT.format(exits.group(1))))
         region = [text.rstrip() for _, text in body[i + 1 : end_of_region]]
         while region and not region[-1]:
             region.pop()
@@ -270,6 +281,25 @@ def in_process_form(command: str) -> tuple[dict[str, str], list[str]] | None:
     if not words or words[0] != "attnx":
         return None
     return env, words[1:]
+
+
+def is_pipeline(command: str) -> bool:
+    """Whether ``command`` pipes one command into another: a ``|`` outside quotes that is not ``||``."""
+    quote = None
+    escaped = False
+    for i, char in enumerate(command):
+        if escaped:
+            escaped = False
+        elif quote is not None:
+            quote = None if char == quote else quote
+            escaped = char == "\\" and quote == '"'
+        elif char == "\\":
+            escaped = True
+        elif char in "'\"":
+            quote = char
+        elif char == "|" and "|" not in (command[i - 1 : i], command[i + 1 : i + 2]):
+            return True
+    return False
 
 
 def split_pipe(command: str) -> tuple[str, str] | None:

@@ -46,7 +46,8 @@ class TestDocumentedCommands:
 
     @pytest.mark.parametrize("path", docs.documents(), ids=lambda p: p.relative_to(docs.ROOT).as_posix())
     def test_no_command_outside_a_console_block(self, path: Path) -> None:
-        """Each attnx command shown is a `$ attnx ...` line of a console block, where it is run."""
+        """Each attnx command shown is a `$ attnx ...` line of a console block, where it is run; no pipeline is said
+        to exit with attnx's failing status."""
         mistakes = [str(m) for m in MISTAKES if m.path == path]
         if mistakes:
             pytest.fail("\n".join(mistakes), pytrace=False)
@@ -166,6 +167,24 @@ class TestParsing:
         """`$ attnx` in a block that is not `console` is reported too."""
         _, mistakes = docs.parse("```sh\n$ attnx run\n```\n", "doc.md")
         assert [(m.line, m.text) for m in mistakes] == [(2, "$ attnx run")]
+
+    def test_a_failing_status_on_a_pipeline_is_a_mistake(self) -> None:
+        """`# exits 1` on `attnx ... | tail` is refused: a reader's shell shows tail's 0. A `||`, a quoted `|`, a
+        pipeline said to exit 0 and attnx alone are fine."""
+        text = (
+            "```console\n$ attnx check --against k.npy | tail -3  # exits 1\n"
+            "$ attnx run -f json | jq .heads  # exits 0\n"
+            "$ attnx check --against k.npy -o report.txt  # exits 1\n"
+            "$ attnx run --tokens 'a|b'  # exits 2\n"
+            "$ attnx run --heads 3 || true  # exits 2\n```\n"
+        )
+        examples, mistakes = docs.parse(text, "doc.md")
+        assert [e.exit_code for e in examples] == [1, 0, 1, 2, 2]
+        assert [str(m) for m in mistakes] == [
+            "doc.md:2: 'attnx check --against k.npy | tail -3': `# exits 1` on a pipeline: a reader's shell shows "
+            "the status of its last command, not attnx's; run attnx alone (-o FILE) and show FILE in a command of "
+            "its own"
+        ]
 
     def test_an_unclosed_block_runs_to_the_end(self) -> None:
         """A console block without its closing fence ends with the text."""
