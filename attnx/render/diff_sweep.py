@@ -18,7 +18,7 @@ from attnx.core.result import AttentionResult
 from attnx.core.tensors import WEIGHTS
 from attnx.render.fitted import FittedGrid, Labels
 from attnx.render.heatmap import HeatScale, legend, scale_of, weight_heatmaps
-from attnx.render.layout import add_columns, compact_table
+from attnx.render.layout import add_columns, column_legend, compact_table
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
@@ -89,6 +89,13 @@ def split_settings(sweep: Sweep, precision: int) -> tuple[dict[str, str], list[s
     return {name: value for name, value in shared.items() if name != named}, varying
 
 
+# What the configurations table's numbers are (the saturation pair of `heads`: its std and max w).
+SATURATION = (
+    ("std scaled", "standard deviation of the head's scaled scores over the pairs it may attend"),
+    ("mean max w", "its largest weight, averaged over the queries that see two keys or more (near 1: saturated)"),
+)
+
+
 def variants_table(sweep: Sweep, precision: int) -> Table:
     """One row per head (``H0``, ``H1``, …) of each configuration: the settings that vary, and saturation.
 
@@ -101,7 +108,7 @@ def variants_table(sweep: Sweep, precision: int) -> Table:
     add_columns(table, "config", numeric=False)
     for name in varying:
         add_columns(table, name, numeric=name in NUMERIC_SETTINGS)
-    add_columns(table, "head", "std scaled", "mean max w")
+    add_columns(table, "head", *(header for header, _ in SATURATION))
     for variant in sweep.variants:
         r, s = variant.result, variant.saturation
         shown = settings(r, precision)
@@ -227,6 +234,7 @@ def sweep_view(
     parts: list[RenderableType] = [
         Text(f"{sweep.source}{engine} · {FLAGS[sweep.varied]} varies{same}", style="dim"),
         variants_table(sweep, precision),
+        column_legend(*SATURATION),
     ]
     results = [v.result for v in computed]
     if any(r.blocked_pairs for r in results):

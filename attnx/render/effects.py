@@ -11,7 +11,7 @@ from rich.text import Text
 from attnx.analysis.effects import Ablations, Effect, Head
 from attnx.render.heads import cell
 from attnx.render.heatmap import HeatScale, cell_style, legend
-from attnx.render.layout import add_columns, compact_table
+from attnx.render.layout import add_columns, column_legend, compact_table
 from attnx.render.model import head_grid, model_keys, tokens_line
 from attnx.render.numbers import fmt
 from attnx.render.serialize import to_plain
@@ -20,6 +20,9 @@ from attnx.text import label
 LARGEST = 8  # heads the sweep lists, largest effect first
 CHANGED = "≠"  # marks a token whose most likely next token changed
 RULE = "dropped: the head's output zeroed before W_o (as transformers' head_mask); the rest of the model runs as it is"
+SHIFT = "‖h' − h‖ / ‖h‖ of the last hidden state"  # h intact, h' with the heads dropped
+KL = "KL(intact ‖ dropped) of the next-token distribution, nats"
+DROPPED = "h intact, h' with the heads dropped"
 
 
 def head_label(head: Head) -> str:
@@ -30,8 +33,8 @@ def head_label(head: Head) -> str:
 def _measure(view: Ablations) -> tuple[str, str]:
     """What the sweep's grid shows: the mean KL with an LM head, else the mean relative shift."""
     if view.lm_head:
-        return "kl", "mean KL(intact ‖ dropped) of the next-token distribution, nats"
-    return "shift", "mean ‖h' − h‖ / ‖h‖ of the last hidden state"
+        return "kl", f"mean {KL}"
+    return "shift", f"mean {SHIFT}"
 
 
 def _value(effect: Effect, measure: str) -> float:
@@ -51,7 +54,7 @@ def sweep_view(view: Ablations, precision: int, *, colour: bool) -> RenderableTy
     ranked = sorted(view.effects, key=lambda effect: -_value(effect, measure))[:LARGEST]
     key = [legend(scale, precision, colour)] if colour else []  # without colour the cells are plain numbers
     return Group(_about(view), Text(RULE, style="dim"), title, drawn, *key, Text("largest effects:"),
-                 _effects_table(view, ranked, precision))  # fmt: skip
+                 _effects_table(view, ranked, precision), _effects_legend(view))  # fmt: skip
 
 
 def _cell(value: float, scale: HeatScale, precision: int, colour: bool) -> Text:
@@ -73,6 +76,14 @@ def _effects_table(view: Ablations, effects: list[Effect], precision: int) -> Re
             cells += [fmt(effect.mean_kl or 0.0, precision), f"{effect.top_changed} of {len(view.tokens)}"]
         table.add_row(*cells)
     return table
+
+
+def _effects_legend(view: Ablations) -> Text:
+    """What the table of largest effects shows: each a mean over the tokens."""
+    columns = [("shift", f"mean {SHIFT} ({DROPPED})")]
+    if view.lm_head:
+        columns += [("KL", f"mean {KL}"), ("top changed", "tokens whose most likely next token changed")]
+    return column_legend(*columns)
 
 
 def set_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | None = None) -> RenderableType:
@@ -104,7 +115,9 @@ def set_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | N
     title = f"Dropping {', '.join(map(head_label, effect.dropped))} together"
     skipped = len(view.tokens) - len(rows)
     more = [Text(f"the first {skipped} tokens are not shown (--rows all shows them)", style="dim")] if skipped else []
-    return Group(_about(view), Text(RULE, style="dim"), Text(title, style="bold"), table, *more, Text(summary))
+    columns = [("shift", f"{SHIFT} at the token ({DROPPED})")] + ([("KL", KL)] if view.lm_head else [])
+    return Group(_about(view), Text(RULE, style="dim"), Text(title, style="bold"), table, column_legend(*columns),
+                 *more, Text(summary))  # fmt: skip
 
 
 def _about(view: Ablations) -> Text:

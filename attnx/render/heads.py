@@ -20,7 +20,7 @@ from attnx.core.tensors import WEIGHTS
 from attnx.render.colours import EMPHASIS, LABEL
 from attnx.render.fitted import ROW_GAP, left_out
 from attnx.render.heatmap import legend, scale_of, weight_heatmaps
-from attnx.render.layout import compact_table
+from attnx.render.layout import compact_table, meanings
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import head_title
@@ -42,8 +42,7 @@ def _named(m: Measure) -> str:
 SCORE_MEANINGS = (
     "scores (the label's own in bold), each a mean over the queries that see two keys or more and, for a target "
     f"key, have one ({COUNTS_ROW}: how many): "
-    + " · ".join(f"{_named(m)}: {m.description}" for m in (*SCORE_COLUMNS, LAST))
-    + " · std: of the scaled scores"
+    + meanings([*((_named(m), m.description) for m in (*SCORE_COLUMNS, LAST)), ("std", "of the scaled scores")])
 )
 
 
@@ -95,7 +94,7 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
 
 
 WRITES_COLUMNS = tuple(MEASURES[name] for name in WRITES)
-WRITES_MEANING = " · ".join(f"{m.header}: {m.description}" for m in WRITES_COLUMNS)
+WRITES_MEANING = meanings((m.header, m.description) for m in WRITES_COLUMNS)
 
 
 def writes_table(stats: Sequence[HeadStats], measures: HeadMeasures, precision: int) -> Table:

@@ -3,6 +3,7 @@ several layouts that fits the width."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
@@ -30,6 +31,16 @@ def compact_table(title: str | Text | None = None, **options: Any) -> Table:
         "collapse_padding": True,
     }
     return Table(**(settings | options))
+
+
+def meanings(columns: Iterable[tuple[str, str]]) -> str:
+    """What a table's columns mean, in one line: ``std: of the scaled scores · max w: mean max weight``."""
+    return " · ".join(f"{header}: {meaning}" for header, meaning in columns)
+
+
+def column_legend(*columns: tuple[str, str]) -> Text:
+    """The dim line under a table saying what its columns (header, meaning) are, as `heads` prints under its own."""
+    return Text(meanings(columns), style="dim")
 
 
 def verdict(passed: bool, agree: str, differ: str) -> Text:

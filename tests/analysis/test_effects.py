@@ -211,6 +211,22 @@ class TestCommand:
         out = run_attnx(*args, "--head", "L0H1")
         assert out.code == 2 and "give one or the other" in out.stderr
 
+    def test_a_legend_says_what_each_column_is(self, gpt2: Reference, bert: Reference) -> None:
+        """Under each table a line explains its columns: shift, and with an LM head KL and top changed."""
+        legend = "shift: mean ‖h' − h‖ / ‖h‖ of the last hidden state (h intact, h' with the heads dropped)"
+        with_lm = f"{legend} · KL: mean KL(intact ‖ dropped) of the next-token distribution, nats · top changed: "
+        swept = " ".join(run_attnx("ablate", "--model", str(gpt2.path), "--text", TEXT, "--layer", "1").stdout.split())
+        assert f"{with_lm}tokens whose most likely next token changed" in swept
+        encoder = " ".join(
+            run_attnx("ablate", "--model", str(bert.path), "--text", TEXT, "--layer", "0").stdout.split()
+        )
+        assert encoder.endswith(f"{legend}")
+        one = " ".join(run_attnx("ablate", "--model", str(gpt2.path), "--text", TEXT, "--head", "L0H1").stdout.split())
+        assert (
+            "shift: ‖h' − h‖ / ‖h‖ of the last hidden state at the token (h intact, h' with the heads dropped) · "
+            "KL: KL(intact ‖ dropped) of the next-token distribution, nats mean shift" in one
+        )
+
     def test_unknown_head_is_a_usage_error(self, gpt2: Reference) -> None:
         out = run_attnx("ablate", "--model", str(gpt2.path), "--text", TEXT, "--head", "L9H0")
         assert out.code == 2 and "L9H0 does not exist" in out.stderr

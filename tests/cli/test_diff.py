@@ -104,6 +104,15 @@ class TestHeadsSweep:
         header = " ".join(invoke("diff", "--heads", "1,2").stdout.split("\nConfigurations")[0].split())
         assert header.endswith("--heads varies; every configuration has scale 1/√d_k · layout contiguous")
 
+    def test_a_legend_explains_the_saturation_columns(self) -> None:
+        """The line under the configurations says what std scaled and mean max w are."""
+        lines = invoke("diff", "--heads", "1,2", columns=200).stdout.splitlines()
+        under = lines[lines.index(next(line for line in lines if line.lstrip().startswith("H1 "))) + 1]
+        assert under == (
+            "std scaled: standard deviation of the head's scaled scores over the pairs it may attend · mean max w: "
+            "its largest weight, averaged over the queries that see two keys or more (near 1: saturated)"
+        )
+
     def test_scale_sweep_shows_saturation(self) -> None:
         """--scale on random d_k = 64 rows: without scaling the scores spread ~√64 times wider and max weights grow."""
         args = ["--seed", "3", "--tokens", "a b c d e f g h i j", "--d-model", "64", "-f", "json"]
