@@ -256,13 +256,13 @@ def sweep_to_dict(sweep: Sweep) -> dict[str, Any]:
     configs = []
     for v in sweep.variants:
         r, s = v.result, v.saturation
-        configs.append({
-            "label": v.label, "value": v.value, "error": None,  # format 1.x: a value no input takes is refused now
-            "heads": r.heads, "kv_heads": r.kv_heads, "d_k": r.d_k, "scale": r.scale, "scale_mode": r.scale_mode,
-            "layout": r.layout, "kv_pooled_from": r.kv_pooled_from,
-            "scaled_std": to_plain(s.scaled_std), "mean_max_weight": to_plain(s.mean_max_weight),
-            "weights": to_plain(r.tensor(WEIGHTS)), "output": to_plain(r.tensor(sweep.compared)),
-        })  # fmt: skip
+        configs.append(dict(
+            label=v.label, value=v.value, error=None,  # format 1.x: a value no input takes is refused now
+            heads=r.heads, kv_heads=r.kv_heads, d_k=r.d_k, scale=r.scale, scale_mode=r.scale_mode,
+            layout=r.layout, kv_pooled_from=r.kv_pooled_from,
+            scaled_std=to_plain(s.scaled_std), mean_max_weight=to_plain(s.mean_max_weight),
+            weights=to_plain(r.tensor(WEIGHTS)), output=to_plain(r.tensor(sweep.compared)),
+        ))  # fmt: skip
     return {
         "format_version": FORMAT_VERSION,
         "mode": "sweep",

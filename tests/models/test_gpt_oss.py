@@ -125,7 +125,7 @@ class TestShown:
         assert min(ablated["ablations"][0]["shift"]) > 0
         assert "L2" in invoke("detect", "--model", str(oss.path), "--samples", "2", "--length", "6").stdout
         assert "after all 3 layers" in invoke("rollout", *args(oss, "--token", "tired")).stdout
-        invoke("diff", *args(oss, "--layer", "1", "--heads", "1,2,4"))
+        invoke("diff", *args(oss, "--layer", "1", "--scale", "sqrt_dk,none"))  # not --heads: a sink logit per head of 4
 
 
 def quantized(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
