@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.core.counting import from_end, span
 from attnx.core.positions import sequence_length
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.settings import AttentionSettings
@@ -142,9 +143,10 @@ def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | 
     if (token is None) == (query is None):
         raise ChoiceError(f"pick one query, by its token or by its position; tokens: {listing(tokens)}")
     if query is not None:
-        if not 0 <= query < len(tokens):
-            raise ChoiceError(f"query {query} is out of range; the input has queries 0..{len(tokens) - 1}")
-        return query
+        row = from_end(query, len(tokens))
+        if row is None:
+            raise ChoiceError(f"query {query} is out of range; the input has queries {span(len(tokens))}")
+        return row
     assert token is not None  # exactly one of the two is given
     found = [i for i, t in enumerate(tokens) if t == token]
     if not found and token.strip():
@@ -168,12 +170,13 @@ def listing(tokens: Sequence[str]) -> str:
 
 
 def resolve_head(head: int | None, n_heads: int) -> tuple[int, ...] | None:
-    """The head picked by ``head``, counted from 0 as everywhere in attnx; None means every head."""
+    """The head picked by ``head``, counted from 0 as everywhere in attnx (-1: the last); None means every head."""
     if head is None:
         return None
-    if not 0 <= head < n_heads:
-        raise ChoiceError(f"head {head} is out of range; heads are numbered 0..{n_heads - 1}")
-    return (head,)
+    chosen = from_end(head, n_heads)
+    if chosen is None:
+        raise ChoiceError(f"head {head} is out of range; heads are numbered {span(n_heads)}")
+    return (chosen,)
 
 
 def select_terms(products: np.ndarray, limit: int | None) -> tuple[tuple[int, ...], float]:

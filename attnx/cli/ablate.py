@@ -23,8 +23,8 @@ HeadOpt = Annotated[
 
 LayerOpt = Annotated[
     int | None,
-    typer.Option("--layer", min=0, metavar="L", help="Without --head: drop the heads of layer L (from 0) one by one, "
-                 "not every layer's."),
+    typer.Option("--layer", metavar="L", help="Without --head: drop the heads of layer L (from 0, -1 the last) one by "
+                 "one, not every layer's."),
 ]  # fmt: skip
 
 DEFAULTS = ReportFlags(precision=3, view=View.heatmap)  # a layer × head heatmap of shifts, 3 decimals

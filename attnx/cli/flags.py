@@ -348,7 +348,8 @@ class ModelFlags(TextFlags):
     model: Annotated[str | None, typer.Option("--model", metavar="PATH", help=MODEL_HELP + ": explore one of its "
                                               "layers (--layer) on --text.")] = None  # fmt: skip
     layer: Annotated[
-        str | None, typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).")
+        str | None,
+        typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0, -1 the last (default 0)."),
     ] = None
 
 
@@ -369,7 +370,8 @@ class ModelPairFlags(FlagGroup):
         str | None, typer.Option("--text", help="With --model: the text the model reads, or - for stdin.")
     ] = None
     layer: Annotated[
-        str | None, typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0 (default 0).")
+        str | None,
+        typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0, -1 the last (default 0)."),
     ] = None
 
     @property

@@ -30,8 +30,8 @@ class LayerOrAllFlags(ModelFlags):
 
     layer: Annotated[
         str | None,
-        typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 0 (default 0); "
-                     "all: the model view, a layer × head grid of labels and entropy."),
+        typer.Option("--layer", metavar="L|all", help="With --model: the layer, counted from 0, -1 the last "
+                     "(default 0); all: the model view, a layer × head grid of labels and entropy."),
     ] = None  # fmt: skip
 
 

@@ -26,7 +26,8 @@ STDIN = "-"
 
 
 def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
-    """``--layer``: ``"3"`` -> 3 (layers count from 0, as heads do); ``"all"`` -> None; default layer 0."""
+    """``--layer``: ``"3"`` -> 3 (layers count from 0, as heads do; ``"-1"`` -> -1, the last, which the model
+    resolves); ``"all"`` -> None; default layer 0."""
     if value is None:
         return 0
     if value.strip().lower() == ALL:
@@ -34,12 +35,11 @@ def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
             raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 0")
         return None
     try:
-        number = int(value)
+        return int(value)
     except ValueError:
-        number = -1
-    if number < 0:
-        raise UsageError(f"--layer takes a layer number counted from 0{' or all' if allow_all else ''}, not {value!r}")
-    return number
+        raise UsageError(
+            f"--layer takes a layer number counted from 0 (-1: the last){' or all' if allow_all else ''}, not {value!r}"
+        ) from None
 
 
 def read_text(text: str, limits: Limits) -> str:
@@ -248,10 +248,13 @@ def load_input_with(
 
     random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")
-    index = parse_layer(checkpoint.layer)
-    assert index is not None  # parse_layer without allow_all never returns None
-    task = f"running layers before {index}"
-    with model_session(config, checkpoint, backend, caps, task, quiet=quiet, config_name=config_name) as run:
+    given = parse_layer(checkpoint.layer)
+    assert given is not None  # parse_layer without allow_all never returns None
+    with model_session(
+        config, checkpoint, backend, caps, "running layers", quiet=quiet, config_name=config_name
+    ) as run:
+        index = run.model.check_layer(given)  # -1: the last layer
+        run.progress.description = f"running layers before {index}"
         spec = layer_spec(run.model, run.text, index, engine=run.engine, device=run.device,
                           heads=settings.get("heads"), progress=run.progress)  # fmt: skip
     return settings.apply(spec)  # one way for both

@@ -115,12 +115,16 @@ class Model:
         """How specs of layer ``layer`` (from 0) name themselves: ``"DIR (bert), layer 3 of 6"``."""
         return f"{self.checkpoint.name} ({self.architecture.name}), layer {layer} of {self.layers}"
 
-    def check_layer(self, layer: int) -> None:
-        """A layer index out of range is a ModelError that gives the range (layers count from 0)."""
-        if not 0 <= layer < self.layers:
-            raise ModelError(
-                f"{self.checkpoint.name}: layer {layer} does not exist: the model has layers 0..{self.layers - 1}"
-            )
+    def check_layer(self, layer: int) -> int:
+        """Layer ``layer`` counted from 0 (-1: the last, as in Python); one out of range is a ModelError that gives
+        the range."""
+        from attnx.core.counting import from_end, span
+
+        resolved = from_end(layer, self.layers)
+        if resolved is None:
+            raise ModelError(f"{self.checkpoint.name}: layer {layer} does not exist: the model has layers "
+                             f"{span(self.layers)}")  # fmt: skip
+        return resolved
 
     def check_sizes(self, n: int, *, heads: int | None = None, layer: int = 0) -> None:
         """Refuse, before anything runs, a text of ``n`` tokens whose forward pass up to ``layer`` would build

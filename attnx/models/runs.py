@@ -43,8 +43,8 @@ def layer_spec(
     progress: Progress | None = None,
 ) -> AttentionSpec:
     """Layer ``layer``'s attention (from 0) on ``text`` as a spec, the layers before it run on ``engine``;
-    ``heads`` is the count the caller will split it into (checked against the model's caps)."""
-    model.check_layer(layer)
+    ``heads`` is the count the caller will split it into (checked against the model's caps); -1 is the last layer."""
+    layer = model.check_layer(layer)
     forward = model.run(text, engine=engine, device=device, heads=heads, layer=layer)
     for done in range(layer):
         forward.step()
@@ -166,7 +166,7 @@ def ablate(
         raise UsageError("name the heads to drop together, or a layer whose heads drop one by one, not both")
     sets = [check_heads(model, heads)] if heads is not None else None
     if layer is not None:
-        model.check_layer(layer)
+        layer = model.check_layer(layer)
     encoded = model.encode(text)
     return ablations(model, encoded, sets, layers=None if layer is None else [layer], engine=engine, device=device,
                      progress=progress)  # fmt: skip

@@ -334,11 +334,16 @@ class TestResolveQuery:
         with pytest.raises(UsageError, match=r"tokens: w0, w1, .*, w19, … \(80 more\)$"):
             resolve_query(tokens, token="zzz")
 
-    @pytest.mark.parametrize("query", [5, -1])
+    @pytest.mark.parametrize("query", [5, -6])
     def test_query_out_of_range(self, query: int) -> None:
-        """A query outside 0..N-1 says the valid range."""
-        with pytest.raises(UsageError, match=rf"^query {query} is out of range; the input has queries 0\.\.4$"):
+        """A query outside 0..N-1 and -N..-1 says the valid range, both ways."""
+        match = rf"^query {query} is out of range; the input has queries 0\.\.4 \(or -5\.\.-1\)$"
+        with pytest.raises(UsageError, match=match):
             resolve_query(TOKENS, query=query)
+
+    def test_query_counted_from_the_end(self) -> None:
+        """-1 is the last query and -N the first, as in Python."""
+        assert [resolve_query(TOKENS, query=q) for q in (-1, -2, -5)] == [4, 3, 0]
 
     def test_one_of_token_and_query(self) -> None:
         """Neither or both of a token and a position is a ChoiceError that names no flag (the CLI words its own)."""
@@ -359,8 +364,14 @@ class TestResolveHead:
         assert resolve_head(0, 2) == (0,)
         assert resolve_head(None, 2) is None
 
-    @pytest.mark.parametrize("head", [-1, 2])
+    def test_counted_from_the_end(self) -> None:
+        """--head -1 is the last head and -H the first, as in Python."""
+        assert (resolve_head(-1, 2), resolve_head(-2, 2)) == ((1,), (0,))
+
+    @pytest.mark.parametrize("head", [-3, 2])
     def test_out_of_range(self, head: int) -> None:
-        """A head outside 0..H-1 says the valid range."""
-        with pytest.raises(UsageError, match=rf"^head {head} is out of range; heads are numbered 0\.\.1$"):
+        """A head outside 0..H-1 and -H..-1 says the valid range, both ways."""
+        with pytest.raises(
+            UsageError, match=rf"^head {head} is out of range; heads are numbered 0\.\.1 \(or -2\.\.-1\)$"
+        ):
             resolve_head(head, 2)

@@ -216,9 +216,9 @@ class TestHelpTellsTheTruth:
 
     @pytest.mark.parametrize("command", ["run", "trace", "check", "diff", "heads"])
     def test_layer_counts_from_0_and_names_no_missing_flag(self, command: str) -> None:
-        """--layer's help says layers count from 0 (default 0) and names no flag the command lacks."""
+        """--layer's help says layers count from 0, -1 the last (default 0), and names no flag the command lacks."""
         option = options(command)["--layer"]
-        assert "counted from 0 (default 0)" in option.help
+        assert "counted from 0, -1 the last (default 0)" in option.help
         named = set(re.findall(r"--[a-z][a-z-]*", option.help))
         assert named <= set(options(command)), named - set(options(command))
 

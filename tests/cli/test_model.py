@@ -86,6 +86,36 @@ class TestCommandsOnAModel:
         assert data["passed"] and {row["tensor"] for row in data["rows"]} >= {"weights", "projected"}
 
 
+class TestLayerFromTheEnd:
+    """--layer -1 is the last layer and -L the first, as in Python and TransformerLens, on every command that takes
+    a layer of a model; what they print names the layer counted from 0."""
+
+    def test_run_names_the_layer_from_0(self, gpt2: Reference) -> None:
+        """run --layer -1 is layer 2 of 3: the same weights, and the header says layer 2."""
+        last = json.loads(invoke("run", *model_args(gpt2, "-1"), "-f", "json").stdout)
+        np.testing.assert_allclose(last["weights"], gpt2.attentions[2], atol=1e-5)
+        out = invoke("run", *model_args(gpt2, "-1"), "--show", "weights").stdout
+        assert out.startswith(f"{gpt2.path} (gpt2), layer 2 of 3 · ") and "layer -1" not in out
+
+    def test_trace_and_check(self, gpt2: Reference) -> None:
+        """trace --layer -3 is the first layer; check --layer -1 checks the last."""
+        data = json.loads(invoke("trace", *model_args(gpt2, "-3"), "--query", "3", "-f", "json").stdout)
+        weights = [[key["weight"] for key in head["keys"]] for head in data["heads"]]
+        np.testing.assert_allclose(weights, gpt2.attentions[0][:, 3, :], atol=1e-5)
+        check = invoke("check", *model_args(gpt2, "-1")).stdout
+        assert check.startswith(f"{gpt2.path} (gpt2), layer 2 of 3 · against numpy")
+
+    def test_heads_and_diff(self, gpt2: Reference) -> None:
+        """heads and diff on --layer -2 print what they print on --layer 1."""
+        for command in (["heads", "-f", "json"], ["diff", "--heads", "2,4", "-f", "json"]):
+            assert invoke(*command, *model_args(gpt2, "-2")).stdout == invoke(*command, *model_args(gpt2, "1")).stdout
+
+    def test_ablate(self, gpt2: Reference) -> None:
+        """ablate --layer -1 drops the last layer's heads one by one, named L2H0..L2H3."""
+        data = json.loads(invoke("ablate", *model_args(gpt2, "-1"), "-f", "json").stdout)
+        assert [a["labels"] for a in data["ablations"]] == [["L2H0"], ["L2H1"], ["L2H2"], ["L2H3"]]
+
+
 class TestModelView:
     def test_json_grid(self, gpt2: Reference) -> None:
         """heads --layer all -f json: layers × heads, each with the label and entropy of that layer's weights."""
@@ -177,13 +207,21 @@ class TestUsageErrors:
             (["run", "--model", "{path}"], "--model needs the text to run"),
             (["run", "--model", "{path}", "--text", "a", "--seed", "3"], "--seed describes random inputs"),
             (
-                ["run", "--model", "{path}", "--text", "a", "--layer", "-1"],
-                "--layer takes a layer number counted from 0, not '-1'",
+                ["run", "--model", "{path}", "--text", "a", "--layer", "x"],
+                "--layer takes a layer number counted from 0 (-1: the last), not 'x'",
             ),
             (["trace", "--model", "{path}", "--text", "a", "--layer", "all"], "--layer all is for `attnx heads`"),
             (
                 ["run", "--model", "{path}", "--text", "a", "--layer", "3"],
-                "layer 3 does not exist: the model has layers 0..2",
+                "layer 3 does not exist: the model has layers 0..2 (or -3..-1)",
+            ),
+            (
+                ["run", "--model", "{path}", "--text", "a", "--layer", "-4"],
+                "layer -4 does not exist: the model has layers 0..2 (or -3..-1)",
+            ),
+            (
+                ["ablate", "--model", "{path}", "--text", "a", "--layer", "-4"],
+                "layer -4 does not exist: the model has layers 0..2 (or -3..-1)",
             ),
             (
                 ["heads", "--model", "{path}", "--text", "a", "--layer", "all", "-H", "2"],
@@ -364,6 +402,7 @@ class TestLayerOption:
             parse_layer("all")
         with pytest.raises(UsageError):
             parse_layer("x")
+        assert parse_layer("-1") == -1  # the model resolves it: the last layer
 
 
 class TestProgress:

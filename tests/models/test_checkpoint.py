@@ -119,9 +119,17 @@ class TestErrors:
             load_model_spec(gpt2.path, "", 0)
 
     def test_layer_out_of_range(self, bert: Reference) -> None:
-        """Layers count from 0: the message gives the range 0..L-1."""
-        with pytest.raises(ModelError, match=r"layer 3 does not exist: the model has layers 0\.\.2$"):
-            load_model_spec(bert.path, TEXT, 3)
+        """Layers count from 0, -1 the last: the message gives the range both ways."""
+        for layer in (3, -4):
+            with pytest.raises(
+                ModelError, match=rf"layer {layer} does not exist: the model has layers 0\.\.2 \(or -3\.\.-1\)$"
+            ):
+                load_model_spec(bert.path, TEXT, layer)
+
+    def test_layer_from_the_end(self, bert: Reference) -> None:
+        """Layer -1 is the last and -3 the first: the spec names the layer counted from 0."""
+        assert load_model_spec(bert.path, TEXT, -1).source.endswith("layer 2 of 3")
+        assert load_model_spec(bert.path, TEXT, -3).source.endswith("layer 0 of 3")
 
     def test_missing_tensor(self, bert: Reference, tmp_path: Path) -> None:
         """A tensor the layer needs but the file lacks is named."""
