@@ -286,6 +286,26 @@ class InputFlags(SettingFlags, RandomFlags, HeadFlags):
 
 
 @flag_group(frozen=True)
+class PickFlags(FlagGroup):
+    """--head: one head of the input, shown (or traced) alone."""
+
+    head: Annotated[
+        int | None,
+        typer.Option("--head", metavar="N", help="Only head N, counted from 0 as in the tables, -1 the last. "
+                     "Default: every head."),
+    ] = None  # fmt: skip
+
+    def heads_of(self, n_heads: int) -> tuple[int, ...] | None:
+        """The heads to show of ``n_heads``, counted from 0 (None: every head); one out of range is a usage
+        error that gives the range."""
+        if self.head is None:
+            return None
+        from attnx.analysis.trace import resolve_head
+
+        return resolve_head(self.head, n_heads)
+
+
+@flag_group(frozen=True)
 class CompareFlags(FlagGroup):
     """--tensor, --array-layout, --rtol, --atol: what a comparison reads and how close is close enough."""
 

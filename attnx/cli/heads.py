@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import InputFlags, ModelFlags, ReportFlags, grouped
+from attnx.cli.flags import InputFlags, ModelFlags, PickFlags, ReportFlags, grouped
 from attnx.cli.inputs import load_input, model_session, refuse
 from attnx.cli.options import ConfigArg, OutputFormat, ReportFormat, TextsOpt
 from attnx.cli.output import warn_fully_masked
@@ -42,6 +42,7 @@ def heads(
     *,
     inputs: InputFlags,
     checkpoint: LayerOrAllFlags,
+    pick: PickFlags,
     texts: TextsOpt = None,
     value_weighted: ValueWeightedOpt = False,
     report: ReportFlags,
@@ -51,6 +52,7 @@ def heads(
     Labels: self, previous-token, sink, induction, uniform, focused (thresholds in docs/commands.md).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
     --model DIR --texts FILE: every layer's heads over many texts, means with their spread and counts.
+    --head N: head N's rows alone, in the tables and the JSON.
     """
     from attnx.analysis.heads import head_stats
     from attnx.analysis.measures import head_measures, value_shares
@@ -59,6 +61,8 @@ def heads(
     layer = checkpoint.layer
     if value_weighted and report.output_format is ReportFormat.table and not report.heatmap:
         raise UsageError("--value-weighted draws heatmaps beside the weights: add --view heatmap (or -f json)")
+    if pick.head is not None and (texts is not None or (layer is not None and layer.strip().lower() == "all")):
+        raise UsageError("--head shows one head of one layer; --texts and --layer all show every head")
     if texts is not None:
         over_texts(texts, checkpoint, report, input_flags=inputs.given())
         return
@@ -70,7 +74,8 @@ def heads(
     spec = load_input(config, inputs, checkpoint, caps=report, backend=report, quiet=report.quiet)
     result = compute(spec, **report.options())
     warn_fully_masked(result.fully_masked_rows, report.quiet)
-    stats = head_stats(result, spec.sinks)
+    shown = pick.heads_of(result.heads)
+    stats = [s for s in head_stats(result, spec.sinks) if shown is None or s.head in shown]
     w_o = None if spec.w_o is None else spec.w_o.weight
     measures = head_measures(result, w_o, spec.sinks)
     shares = value_shares(result, w_o) if value_weighted else None

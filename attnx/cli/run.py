@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, ViewFlags, grouped
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, PickFlags, ViewFlags, grouped
 from attnx.cli.inputs import load_input
 from attnx.cli.options import ConfigArg, DropHeadOpt, FormatOpt, OutputFormat, PrecisionOpt, TensorOpt
 from attnx.cli.output import check_destination, warn_fully_masked
@@ -94,6 +94,7 @@ def run(
     drop_head: DropHeadOpt = None,
     checkpoint: ModelFlags,
     backend: EngineFlags,
+    pick: PickFlags,
     show: ShowOpt = None,
     precision: PrecisionOpt = 4,
     output_format: FormatOpt = OutputFormat.table,
@@ -107,8 +108,12 @@ def run(
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     --view heatmap draws each head's weights as a heatmap instead.
     --show q,k,v: the slices of Q, K and V each head reads (--show all: every section).
+    --head N: head N's tables alone; the output and the average still come from every head, and say so.
     """
     sections = parse_sections(show)
+    if pick.head is not None and output_format is not OutputFormat.table:
+        raise UsageError(f"--head picks the tables' heads; --format {output_format.value} holds every head's arrays, "
+                         "indexed from 0 (leave out --head)")  # fmt: skip
     if tensor:  # the machine formats are imported only where they are written (csv: 1 ms of every start-up)
         from attnx.render.formats import check_tensor_names
 
@@ -122,6 +127,7 @@ def run(
     from attnx.core.rows import Rows
     from attnx.engines import compute
 
+    shown_heads = pick.heads_of(spec.settings.heads)
     result = compute(spec, **backend.options(), needs=needs, rows=Rows.ends(spec.n_queries, max_rows))
     warn_fully_masked(result.fully_masked_rows, display.quiet)
     from attnx.analysis.ablation import ablation
@@ -136,10 +142,10 @@ def run(
         if display.heatmap:
             from attnx.render.heatmap import weights_view
 
-            shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows)
+            shown = weights_view(result, precision, colour=colour, max_rows=display.max_rows, heads=shown_heads)
         else:
             chosen = [Section(n) for n in sections]
-            shown = run_view(result, chosen, precision, max_rows=display.max_rows, shift=shift)
+            shown = run_view(result, chosen, precision, max_rows=display.max_rows, shift=shift, heads=shown_heads)
         return Group(summary_line(result, spec.source), shown)
 
     machine = (OutputFormat.json, OutputFormat.jsonl, OutputFormat.csv, OutputFormat.npy, OutputFormat.npz)

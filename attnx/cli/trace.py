@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, OutputFlags, grouped
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, OutputFlags, PickFlags, grouped
 from attnx.cli.inputs import flag_worded, load_input
 from attnx.cli.options import (
     ConfigArg,
@@ -35,13 +35,6 @@ TokenOpt = Annotated[
     ),
 ]
 QueryOpt = Annotated[int | None, typer.Option("--query", help="The query to trace by position, counted from 0.")]
-HeadOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--head",
-        help="Trace only head N, counted from 0 as in the tables (0..H-1). Default: every head.",
-    ),
-]
 TermsOpt = Annotated[
     str,
     typer.Option(
@@ -65,7 +58,7 @@ def trace(
     *,
     token: TokenOpt = None,
     query: QueryOpt = None,
-    head: HeadOpt = None,
+    pick: PickFlags,
     terms: TermsOpt = "8",
     keys: KeysOpt = "10",
     inputs: InputFlags,
@@ -83,13 +76,13 @@ def trace(
     Pick the token with --token cat or --query 1. With no CONFIG: the worked example "The cat sat on mat".
     --model DIR --text "..." --layer L: layer L of a local checkpoint on that text.
     """
-    from attnx.analysis.trace import build_trace, resolve_head
+    from attnx.analysis.trace import build_trace
     from attnx.engines import compute
 
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
     spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet)
     row = query_row(spec.tokens, token, query)
-    chosen = resolve_head(head, spec.settings.heads)
+    chosen = pick.heads_of(spec.settings.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.
     result = compute(spec.select_queries([row]), **backend.options())
     warn_fully_masked(result.fully_masked_rows, quiet)

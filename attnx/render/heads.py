@@ -183,7 +183,8 @@ def heads_view(
     max_rows: int | None = None,
 ) -> RenderableType:
     """Everything `attnx heads` prints: the label table, what the heads write (with ``measures``), then per head
-    its queries (or its weights as heatmaps, followed by the value-weighted ``shares`` ``[head, query, key]``).
+    its queries (or its weights as heatmaps, followed by the value-weighted ``shares`` ``[head, query, key]``),
+    for the heads of ``stats`` (every head, or those picked).
 
     Per-query tables and heatmaps of more than ``max_rows`` queries (None: no limit) show both ends.
     """
@@ -191,13 +192,17 @@ def heads_view(
     if measures is not None:
         parts += [writes_table(stats, measures, precision), writes_lines(measures)]
     if heatmap:
-        weights = result.tensor(WEIGHTS)  # computed: the heads view always asks for the weights
-        scale = scale_of([weights] if shares is None else [weights, shares])
-        parts += [Rule(style="dim"), weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)]
+        heads = [s.head for s in stats]
+        weights = result.tensor(WEIGHTS)[heads]  # computed: the heads view always asks for the weights
+        scale = scale_of([weights] if shares is None else [weights, shares[heads]])
+        parts += [
+            Rule(style="dim"),
+            weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows, heads=heads),
+        ]
         if shares is not None:
             parts += [Rule("by value: each key's share of ‖α·v·W_O‖ in the row (Kobayashi et al., 2020)", style="dim"),
                       weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows,
-                                      matrices=shares, what=" · by value")]  # fmt: skip
+                                      matrices=shares, what=" · by value", heads=heads)]  # fmt: skip
         parts.append(legend(scale, precision, colour))
         return Group(*parts)
     for s in stats:

@@ -175,16 +175,17 @@ def weight_heatmaps(
     max_rows: int | None = None,
     matrices: np.ndarray | None = None,
     what: str = "",
+    heads: Sequence[int] | None = None,
 ) -> RenderableType:
     """Every head's weights (or ``matrices`` ``[head, query, key]`` instead, ``what`` added to each title) as a
     grid titled as in the tables, side by side where they fit (the rows the result's matrices hold, when it holds
-    some only); a learned sink's share is a column of its own after the keys."""
+    some only); a learned sink's share is a column of its own after the keys. ``heads``: those heads only."""
     held, matrix_rows = result, result.matrix_rows
     weights = held.tensor(WEIGHTS) if matrices is None else matrices  # NotComputedError, not a drawing of nothing
     scale = scale or scale_of([weights])
     blocked = None if held.mask is None else ~held.mask
     grids = []
-    for h in range(result.heads):
+    for h in range(result.heads) if heads is None else heads:
         shown, keys, hidden = (
             (weights[h], result.key_tokens, blocked)
             if matrices is not None
@@ -201,9 +202,12 @@ def weights_view(
     *,
     colour: bool,
     max_rows: int | None = None,
+    heads: Sequence[int] | None = None,
 ) -> RenderableType:
-    """`attnx run --view heatmap`: every head's weights (and learned sinks' shares) as a heatmap, then the legend."""
-    sinks = [] if result.sink_weights is None else [result.sink_weights]
-    scale = scale_of([result.tensor(WEIGHTS), *sinks])
-    grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows)
+    """`attnx run --view heatmap`: every head's weights (and learned sinks' shares) as a heatmap, then the legend;
+    ``heads``: those heads only (the shades' scale theirs)."""
+    picked = slice(None) if heads is None else list(heads)
+    sinks = [] if result.sink_weights is None else [result.sink_weights[picked]]
+    scale = scale_of([result.tensor(WEIGHTS)[picked], *sinks])
+    grids = weight_heatmaps(result, precision, colour=colour, scale=scale, max_rows=max_rows, heads=heads)
     return Group(grids, legend(scale, precision, colour))

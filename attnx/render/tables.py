@@ -205,10 +205,13 @@ def run_view(
     *,
     max_rows: int | None = None,
     shift: Ablation | None = None,
+    heads: Sequence[int] | None = None,
 ) -> RenderableType:
     """Everything `attnx run` prints, as one renderable; tables of more than ``max_rows`` rows show both ends.
 
     ``shift`` is the ablation measured on the result (``attnx.analysis.ablation``), when heads were dropped.
+    ``heads`` (None: every head) are the heads whose own tables are shown; the tables of the whole layer (the
+    output, the average) come from every head whatever it holds, and their titles say so.
 
     A result whose matrices hold some rows only (``matrix_rows``) shows those rows.
     """
@@ -216,7 +219,7 @@ def run_view(
     parts: list[RenderableType] = []
     per_head = {Section.q, Section.k, Section.v, Section.scores, Section.scaled, Section.weights, Section.heads}
     if chosen & per_head:
-        for head in range(result.heads):
+        for head in range(result.heads) if heads is None else heads:
             parts.append(Rule(head_title(result, head), align="left", style="dim"))
             # Stacked, not laid out with rich.columns.Columns: measuring tables side by side doubles
             # the rendering time, the largest part of `attnx run`'s start-up after imports.

@@ -21,6 +21,46 @@ def invoke(*args: str, code: int = 0, env: dict[str, str] | None = None) -> Outc
     return result
 
 
+class TestHeadPicked:
+    """--head N: that head's rows alone, in the tables and the JSON (-1: the last)."""
+
+    def test_json(self) -> None:
+        """The JSON lists head 4 alone, with the numbers it has among all five."""
+        every = json.loads(invoke("heads", PATTERNS, "-f", "json").stdout)
+        for head in ("4", "-1"):
+            picked = json.loads(invoke("heads", PATTERNS, "--head", head, "-f", "json").stdout)
+            assert picked["heads"] == [every["heads"][4]] and picked["n_heads"] == 5
+
+    def test_table(self) -> None:
+        """The label table, the writes table and the per-query tables show head 1 alone."""
+
+        def head_rows(out: str) -> list[list[str]]:
+            return [line.split() for line in out.splitlines() if re.match(r"\s*H\d ", line)]
+
+        out = invoke("heads", PATTERNS, "--head", "1", env={"NO_COLOR": "1"}).stdout
+        every = head_rows(invoke("heads", PATTERNS, env={"NO_COLOR": "1"}).stdout)
+        assert head_rows(out) == [row for row in every if row[0] == "H1"]  # its label row, then what it writes
+        assert [row[:2] for row in head_rows(out)] == [["H1", "previous-token"], ["H1", "0.2009"]]
+        assert "Head 1 · columns 6-11 · d_k = 6 · previous-token" in out and "Head 0 ·" not in out
+
+    def test_heatmap(self) -> None:
+        """--view heatmap --head 2 draws head 2's weights alone."""
+        out = invoke("heads", PATTERNS, "--head", "2", "--view", "heatmap", env={"NO_COLOR": "1"}).stdout
+        assert "Head 2 · columns 12-17" in out and "Head 0 ·" not in out and "Head 3 ·" not in out
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["--head", "5"], "head 5 is out of range; heads are numbered 0..4 (or -5..-1)"),
+            (["--head", "0", "--model", "m", "--text", "a", "--layer", "all"], "--head shows one head of one layer"),
+        ],
+    )
+    def test_refused(self, args: list[str], message: str) -> None:
+        """A head the input lacks, or --head with the model view: exit 2, one line."""
+        result = invoke("heads", *([PATTERNS] if "--model" not in args else []), *args, code=2)
+        assert result.stderr == f"attnx: error: {message}\n" or result.stderr.startswith(f"attnx: error: {message}")
+
+
 class TestHeadsCommand:
     def test_pattern_config_labels(self) -> None:
         """configs/attention-patterns.yaml: its five heads are self, previous-token, sink, uniform, induction."""

@@ -89,6 +89,38 @@ class TestRunTable:
         assert "Q_h (columns 0-1 of Q)" in every and "Weights averaged" in every
         assert "Q_h" not in default and "K_h" not in default and "Weights averaged" in default
 
+    @pytest.mark.parametrize("head", ["1", "-1"])
+    def test_head_shows_one_head(self, head: str) -> None:
+        """--head 1 (or -1, the last) prints head 1's tables alone; the output and the average, made of every
+        head, stay and say so."""
+        result = run_attnx("run", "--head", head, env={"NO_COLOR": "1"})
+        assert result.code == 0, result.stderr
+        out, flat = result.stdout, " ".join(result.stdout.replace("│", " ").split())
+        assert "Head 1 · columns 2-3 · d_k = 2" in out and "Head 0" not in out
+        assert out.count("weights (softmax)") == 1
+        for row in (*HEAD2_WEIGHTS, *OUTPUT, *AVERAGE_WEIGHTS):
+            assert " ".join(f"{x:.4f}" for x in row) in flat
+        assert " ".join(f"{x:.4f}" for x in HEAD1_WEIGHTS[1]) not in flat  # head 0's row of "cat"
+        assert "Concatenated output (2 heads × d_k 2)" in out and "Weights averaged over 2 heads" in out
+
+    def test_head_with_a_heatmap(self) -> None:
+        """--view heatmap --head 0 draws head 0's weights alone."""
+        out = run_attnx("run", "--view", "heatmap", "--head", "0", env={"NO_COLOR": "1"}).stdout
+        assert "Head 0 · columns 0-1" in out and "Head 1" not in out and "0.3664" in out
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (["--head", "2"], "head 2 is out of range; heads are numbered 0..1 (or -2..-1)"),
+            (["--head", "0", "-f", "json"], "--head picks the tables' heads; --format json holds every head's arrays"),
+        ],
+    )
+    def test_head_refused(self, args: list[str], message: str) -> None:
+        """A head the input lacks, or --head with a machine format (which holds every head): exit 2, one line."""
+        result = run_attnx("run", *args)
+        assert result.code == 2 and result.stderr.startswith(f"attnx: error: {message}")
+        assert result.stderr.count("\n") == 1
+
     def test_precision(self) -> None:
         """--precision 2 rounds table cells to two decimals."""
         result = run_attnx("run", "--show", "output", "--precision", "2")

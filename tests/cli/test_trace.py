@@ -189,10 +189,18 @@ class TestStartup:
         assert proc.stdout == "False False\n"
 
     def test_help_counts_heads_from_zero(self) -> None:
-        """The help of --head says heads are counted from 0."""
-        result = run_attnx("trace", "--help", env={"COLUMNS": "200"})
-        assert result.code == 0
-        assert "Trace only head N, counted from 0 as in the tables (0..H-1)" in squeeze(result.stdout)
+        """The help of --head says heads are counted from 0, -1 the last, on every command that takes it."""
+        for command in ("trace", "run", "heads"):
+            result = run_attnx(command, "--help", env={"COLUMNS": "200"})
+            assert result.code == 0
+            assert "Only head N, counted from 0 as in the tables, -1 the last." in squeeze(result.stdout)
+
+    def test_head_from_the_end(self) -> None:
+        """--head -1 traces the last head, as --head 1 does on two heads; --query -1 is the last query."""
+        last = run_attnx("trace", "-t", "cat", "--head", "-1", "-f", "json")
+        assert last.code == 0, last.stderr
+        assert [h["head"] for h in json.loads(last.stdout)["heads"]] == [1]
+        assert json.loads(run_attnx("trace", "--query", "-1", "-f", "json").stdout)["query"] == 4
 
 
 class TestSettingsInTheTrace:
