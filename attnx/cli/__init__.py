@@ -271,9 +271,34 @@ def as_written(command: Any) -> None:
         param.help = getattr(param, "help", None) and escape(param.help)
         if getattr(param, "is_flag", False):
             param.metavar = ""
+        elif getattr(param, "metavar", "") is None and getattr(param, "param_type_name", "") == "option":
+            short_metavar(param)
         lighten(param)  # values converted without pydantic where they plainly fit (attnx/cli/coercion.py)
     for sub in getattr(command, "commands", {}).values():
         as_written(sub)
+
+
+def short_metavar(param: Any) -> None:
+    """Show a choice by its name, its choices in its help (``--dtype DTYPE`` ... ``One of: float64, float32, ...``),
+    and a whole number as ``N``: Typer's ``<float64|float32|bfloat16|float16>`` and ``<int range>`` widen the
+    column of values until, at 80 columns, the descriptions are squeezed into their last 25 cells. An option
+    declared with a metavar keeps it; parameters of a Typer before 0.29 (no ``type_descriptor``) are left as
+    they are."""
+    from enum import Enum
+    from typing import get_args, get_origin
+
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is None:
+        return
+    annotation = descriptor.annotation
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        param.metavar = max(param.opts, key=len).split("-")[-1].upper()  # --kernel-dtype: DTYPE
+        choices = f"One of: {', '.join(str(member.value) for member in annotation)}."
+        param.help = f"{param.help} {choices}" if param.help else choices
+    elif annotation is int:
+        param.metavar = "N"
 
 
 WIDTH_RANGE = (20, 1000)  # terminal widths attnx lays out for: narrower cannot show a table, wider floods

@@ -494,7 +494,11 @@ class ViewFlags(Destination, FlagGroup):
     ] = "40"  # fmt: skip
     export: Annotated[
         str | None,
-        typer.Option("--export", metavar="FILE.svg|.html|.txt", help="Also save what is printed as SVG, HTML or text."),
+        typer.Option(
+            "--export",
+            metavar="FILE",
+            help="Also save what is printed as SVG, HTML or text, by FILE's ending: .svg, .html or .txt.",
+        ),
     ] = None
     quiet: QuietOpt = False
     no_color: NoColorOpt = False

@@ -25,7 +25,7 @@ from attnx.render.colours import FAIL, LABEL, PASS, WARNING
 from attnx.render.fitted import FittedGrid
 from attnx.render.formats import to_jsonl
 from attnx.render.heatmap import HeatScale, heatmap, legend
-from attnx.render.layout import FirstFit, add_columns, compact_table, under_name, verdict
+from attnx.render.layout import FirstFit, Headline, add_columns, compact_table, under_name, verdict
 from attnx.render.location import locate
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tolerance import diff_to_dict, sci, tolerance_text
@@ -34,7 +34,8 @@ from attnx.text import console as inert_console
 
 def check_view(report: CheckReport, source: str) -> RenderableType:
     """The check table, the engines left out, and a one-line verdict."""
-    table = compact_table(f"{source} · against {' '.join(REFERENCE)}")
+    title = Headline(f"{source} · against {' '.join(REFERENCE)}", style="bold")  # a long source cut to the width
+    table = compact_table()
     for header in ("target", "tensor", "max abs", "max rel", "rtol", "atol", "verdict"):
         numeric = header in ("max abs", "max rel", "rtol", "atol")
         table.add_column(header, justify="right" if numeric else "left", header_style=LABEL, no_wrap=True)
@@ -48,7 +49,7 @@ def check_view(report: CheckReport, source: str) -> RenderableType:
             sci(d.max_abs), sci(d.max_rel), tolerance_text(d.tolerance.rtol), tolerance_text(d.tolerance.atol), cell,
         )  # fmt: skip
         previous = label
-    parts: list[RenderableType] = [table]
+    parts: list[RenderableType] = [title, table]
     for status in report.unavailable:
         parts.append(Text(f"skipped {status.name}: {status.problem}", style=WARNING))
     total = len(report.rows)

@@ -12,7 +12,7 @@ from attnx.analysis.detect import Detection, TextRecord
 from attnx.core.measures import DETECT, MEASURES
 from attnx.render.heads import NONE, cell, plain_number
 from attnx.render.heatmap import HeatScale, legend
-from attnx.render.layout import add_columns, compact_table
+from attnx.render.layout import Headline, add_columns, compact_table
 from attnx.render.model import CODES, coded_cell, codes_line, head_grid, model_keys
 from attnx.render.serialize import FORMAT_VERSION, dumps
 
@@ -34,7 +34,7 @@ def detection_view(
     about = (f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads · "
              f"{view.source}: {view.sequences} sequence{plural}, {view.tokens:,} tokens")  # fmt: skip
     return Group(
-        Text(about, style="dim"),
+        Headline(about),
         Text(f"Heads found: each head's label over its {measure} ({MEANINGS[measure]})", style="bold"),
         head_grid(view.heads, rows),
         legend(scale, precision, colour),

@@ -18,7 +18,7 @@ from attnx.core.result import AttentionResult
 from attnx.core.tensors import WEIGHTS
 from attnx.render.fitted import FittedGrid, Labels
 from attnx.render.heatmap import HeatScale, legend, scale_of, weight_heatmaps
-from attnx.render.layout import add_columns, column_legend, compact_table
+from attnx.render.layout import Headline, add_columns, column_legend, compact_table
 from attnx.render.numbers import MASKED_NOTE, fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
 from attnx.render.tables import SCALE_LABELS, head_title, matrix_table, pooling
@@ -232,7 +232,7 @@ def sweep_view(
     shared, _ = split_settings(sweep, precision)
     same = f"; every configuration has {shared_settings(shared)}" if shared_settings(shared) else ""
     parts: list[RenderableType] = [
-        Text(f"{sweep.source}{engine} · {FLAGS[sweep.varied]} varies{same}", style="dim"),
+        Headline(f"{sweep.source}{engine} · {FLAGS[sweep.varied]} varies{same}"),
         variants_table(sweep, precision),
         column_legend(*SATURATION),
     ]

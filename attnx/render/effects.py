@@ -11,7 +11,7 @@ from rich.text import Text
 from attnx.analysis.effects import Ablations, Effect, Head
 from attnx.render.heads import cell
 from attnx.render.heatmap import HeatScale, cell_style, legend
-from attnx.render.layout import add_columns, column_legend, compact_table
+from attnx.render.layout import Headline, add_columns, column_legend, compact_table
 from attnx.render.model import head_grid, model_keys, tokens_line
 from attnx.render.numbers import fmt
 from attnx.render.serialize import to_plain
@@ -120,10 +120,10 @@ def set_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | N
                  *more, Text(summary))  # fmt: skip
 
 
-def _about(view: Ablations) -> Text:
+def _about(view: Ablations) -> Headline:
     head = "" if view.lm_head else " · no LM head: the last hidden state only"
-    return Text(f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads{head}\n"
-                f"{tokens_line(view.tokens)}", style="dim")  # fmt: skip
+    return Headline(f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads{head}\n"
+                    f"{tokens_line(view.tokens)}")  # fmt: skip
 
 
 def ablations_view(view: Ablations, precision: int, *, colour: bool, max_rows: int | None = None) -> RenderableType:

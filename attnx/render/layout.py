@@ -83,3 +83,39 @@ class FirstFit:
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         sizes = [Measurement.get(console, options, choice) for choice in self.choices]
         return Measurement(min(size.minimum for size in sizes), sizes[0].maximum)
+
+
+def fit_words(text: str, width: int) -> str:
+    """``text`` with each word too wide for ``width`` cells cut in its middle with ``…``, as tokens are (``label``):
+    to leave room, where it can, for the rest of its clause (up to the next `` · ``), else to ``width``. A long
+    model path then stays one word, whole at both ends, instead of breaking across lines."""
+    from rich.cells import cell_len
+
+    from attnx.text import label
+
+    lines = []
+    for line in text.split("\n"):
+        words = line.split(" ")
+        for i, word in enumerate(words):
+            if label(word, width) == word:
+                continue
+            clause = " ".join(words[i + 1 :]).split("·")[0].rstrip()
+            room = width - cell_len(clause) - 1 if clause else width
+            words[i] = label(word, room if room >= width // 2 else width)
+        lines.append(" ".join(words))
+    return "\n".join(lines)
+
+
+class Headline:
+    """A header's lines (the source, the sizes, the engine) whose too-wide words are cut to the console's width
+    when drawn (``fit_words``); never parsed as markup."""
+
+    def __init__(self, text: str, style: str = "dim") -> None:
+        self.text = text
+        self.style = style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(fit_words(self.text, options.max_width), style=self.style)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, Text(fit_words(self.text, options.max_width), style=self.style))

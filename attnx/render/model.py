@@ -21,6 +21,7 @@ from attnx.models.architecture import ModelInfo
 from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
+from attnx.render.layout import Headline
 from attnx.render.serialize import FORMAT_VERSION
 from attnx.text import NAME_LIMIT, label
 
@@ -166,7 +167,7 @@ def info_view(info: ModelInfo) -> RenderableType:
     table.add_column()
     for name, value in info_rows(info):
         table.add_row(name, Text(value))  # a path or name with [brackets] is not Rich markup
-    return Group(Text(info.path, style="bold"), table)
+    return Group(Headline(info.path, style="bold"), table)
 
 
 def info_to_dict(info: ModelInfo) -> dict[str, Any]:
@@ -292,7 +293,7 @@ def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True
         f"{view.heads} heads · {view.engine} {view.dtype} {view.device}"
     )
     return Group(
-        Text(about, style="dim"),
+        Headline(about),
         Text(tokens_line(view.tokens), style="dim"),
         Text("Model view: each head's pattern label over its mean normalised entropy", style="bold"),
         head_grid(view.heads, rows),

@@ -16,6 +16,7 @@ from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.tensors import AVERAGE_WEIGHTS, HEAD_OUTPUTS, SCALED, SCORES, WEIGHTS, K, Q, V
 from attnx.render.colours import EMPHASIS
 from attnx.render.fitted import FittedGrid, row_lookup
+from attnx.render.layout import Headline
 from attnx.render.numbers import MASKED, MASKED_NOTE, MASKED_STYLE, fmt
 
 TOP_STYLE = EMPHASIS  # every cell that is its row's maximum, ties included (``row_maxima``)
@@ -268,8 +269,9 @@ def pooling(result: AttentionResult) -> str:
     return f"K/V heads mean-pooled {before} → {result.kv_heads}" if before else ""
 
 
-def summary_line(result: AttentionResult, source: str) -> Text:
-    """Two to four lines naming the problem: its source; sizes, scale and engine; masks, layout, pooling.
+def summary_line(result: AttentionResult, source: str) -> Headline:
+    """Two to four lines naming the problem: its source; sizes, scale and engine; masks, layout, pooling (a long
+    source cut in its middle to the width, ``Headline``).
 
     With a mask, the last line says how masked cells look (``MASKED_NOTE``).
     """
@@ -299,4 +301,4 @@ def summary_line(result: AttentionResult, source: str) -> Text:
         lines.append(" · ".join(extras))
     if result.blocked_pairs:
         lines.append(MASKED_NOTE)
-    return Text("\n".join(lines), style="dim")
+    return Headline("\n".join(lines))

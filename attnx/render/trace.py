@@ -15,7 +15,7 @@ from attnx.analysis.trace import HeadTrace, KeyLine, KeySummary, Trace
 from attnx.core.positions import Rotary
 from attnx.core.result import AttentionResult
 from attnx.render.colours import EMPHASIS, LABEL
-from attnx.render.layout import compact_table
+from attnx.render.layout import Headline, compact_table
 from attnx.render.numbers import MASKED, fmt, fmt_row
 from attnx.render.tables import SINK_LABEL, head_heading, matrix_table
 from attnx.text import label
@@ -321,9 +321,10 @@ def head_label(head: HeadTrace) -> str:
     return head_heading(head.head, head.columns, head.d_k, head.kv_head, head.shared_with, head.dropped)
 
 
-def source_line(result: AttentionResult, source: str) -> Text:
-    """Where the problem came from and what computed it: ``"built-in example (…) · numpy float64 cpu"``."""
-    return Text(f"{source} · {result.engine} {result.dtype} {result.device}", style="dim")
+def source_line(result: AttentionResult, source: str) -> Headline:
+    """Where the problem came from and what computed it: ``"built-in example (…) · numpy float64 cpu"`` (a long
+    source cut in its middle to the width)."""
+    return Headline(f"{source} · {result.engine} {result.dtype} {result.device}")
 
 
 def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> RenderableType:

@@ -38,11 +38,11 @@ def options(command: str) -> dict[str, typer.core.TyperOption]:
 
 
 def format_choices(command: str) -> list[str]:
-    """The formats ``attnx COMMAND --help`` offers, read from the help as a user sees it (``<table|json>``)."""
+    """The formats ``attnx COMMAND --help`` offers, read from the help as a user sees it (``One of: table, json.``)."""
     shown = run_attnx(command, "--help", env={"COLUMNS": "200"}).stdout
-    found = re.search(r"--format\s+-f\s+<([a-z|]+)>", shown)
+    found = re.search(r"--format\s+-f\s+FORMAT\s+[^│]*One of: ([a-z, ]+)\.", shown)
     assert found, shown
-    return found[1].split("|")
+    return found[1].split(", ")
 
 
 class TestExamples:
@@ -130,6 +130,30 @@ class TestLegibleAt80Columns:
         text = help_text(command)
         widest = max(text.splitlines(), key=cell_len)
         assert cell_len(widest) <= 80, widest
+
+    @pytest.mark.parametrize("command", COMMANDS)
+    def test_descriptions_keep_their_room(self, command: str) -> None:
+        """At 80 columns every panel's descriptions start by cell 42 (they started at 53, squeezed into 25 cells
+        behind ``<float64|float32|bfloat16|float16>``): a choice shows its name, a number N."""
+        panels: dict[str, int] = {}
+        panel = ""
+        for line in help_text(command).splitlines():
+            if line.startswith("╭─"):
+                panel = line
+            indented = re.match(r"│( {4,})\S", line)
+            if indented and panel:  # a description's second line, or a [default: ...] under it
+                panels[panel] = max(panels.get(panel, 0), len(indented[1]) + 1)
+        assert panels and all(start <= 42 for start in panels.values()), panels
+
+    @pytest.mark.parametrize("command", COMMANDS)
+    def test_choices_are_named_and_listed(self, command: str) -> None:
+        """A choice shows its name as its metavar (``--dtype DTYPE``) and its choices in its description."""
+        for name, option in options(command).items():
+            choices = getattr(option.type_descriptor.annotation, "__members__", None)
+            if choices is not None:
+                assert option.metavar == name.split("-")[-1].upper(), name
+                assert option.help.endswith(f"One of: {', '.join(m.value for m in choices.values())}."), name
+        assert "<float64|" not in help_text(command) and "<int range>" not in help_text(command)
 
     @pytest.mark.parametrize("command", ["", *COMMANDS])
     def test_description_lines_are_whole_sentences(self, command: str) -> None:
