@@ -522,6 +522,17 @@ class Pages:
         prepared.copy_into(folder)
         return prepared.code, prepared.lines
 
+    def made(self) -> set[str]:
+        """Every path the pages' commands have made so far in their folders, beyond what a fresh clone holds
+        (``clone_folder``), relative to a folder as they would be to a clone's root, and written as git writes
+        them: ``kernel/``, ``kernel/output.npy``."""
+        found: set[str] = set()
+        for folder in self._folders.values():
+            for path in _made(folder):
+                if path.parts[0] not in ("configs", "scripts"):
+                    found.add(path.as_posix() + "/" * (folder / path).is_dir())
+        return found
+
     def _check(self, example: Example, folder: Path) -> Result:
         """Run ``example`` in ``folder`` (``run`` above) and judge it."""
         code, lines = self.run(example, folder)

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,6 +57,59 @@ class TestDocumentedCommands:
         """The scan finds the README and its examples, so that a broken scan cannot pass silently."""
         assert (docs.ROOT / "README.md") in docs.documents()
         assert sum(e.path.name == "README.md" for e in EXAMPLES) >= 5
+
+
+class TestWhatTheDocsTell:
+    """The set-up the docs show keeps a reader's clone as it was: its install editable, its `git status` clean,
+    and the download commands those of the tools installed."""
+
+    def test_what_the_commands_make_is_ignored(self, pages: docs.Pages) -> None:
+        """Every file the pages' commands make, run in a clone's root as written (models/, kernel/, run.json,
+        bomb.yaml, ...), is ignored by the repository's .gitignore."""
+        git = shutil.which("git")
+        if git is None or not (docs.ROOT / ".git").exists():
+            pytest.skip("not a git clone")
+        for example in EXAMPLES:
+            pages.check(example)
+        made = sorted(pages.made())
+        assert {"models/", "kernel/", "run.json", "bomb.yaml"} <= set(made)
+        ignored = subprocess.run([git, "-C", str(docs.ROOT), "check-ignore", "--no-index", "--stdin"],
+                                 input="\n".join(made), capture_output=True, text=True, check=False)  # fmt: skip
+        assert sorted(set(made) - set(ignored.stdout.splitlines())) == []
+
+    def test_extras_keep_the_install_editable(self) -> None:
+        """The set-up installs attnx editable (``pip install -e ".[dev]"``); every extra installed after it, in the
+        docs and in attnx's own hints, keeps ``-e``: without it pip replaces the install with a copy."""
+        places = [*docs.documents(), docs.ROOT / "DEVELOPERS.md", *sorted((docs.ROOT / "attnx").rglob("*.py"))]
+        plain = re.compile(r"pip install (?!-e )[\"']?\.\[")
+        found = [f"{path.name}:{n}" for path in places
+                 for n, line in enumerate(path.read_text("utf-8").splitlines(), 1) if plain.search(line)]  # fmt: skip
+        assert found == []
+        assert 'pip install -e ".[models]"' in (docs.ROOT / "docs" / "models.md").read_text("utf-8")
+
+    def test_downloads_use_hf(self) -> None:
+        """huggingface_hub 1.0 and later ships ``hf``, not ``huggingface-cli``: no command shown runs the old one."""
+        texts = {path.name: path.read_text("utf-8") for path in [*docs.documents(), docs.ROOT / "DEVELOPERS.md"]}
+        old = re.compile(r"^\s*(\$ )?huggingface-cli |`huggingface-cli [a-z]", re.M)
+        assert [name for name, text in texts.items() if old.search(text)] == []
+        assert "hf download gpt2 " in texts["models.md"]
+
+    def test_downloads_parse_as_meant(self) -> None:
+        """Each ``hf download`` line of docs/models.md, read by the installed hf's own parser: files named, or
+        --include patterns and no file (hf ignores --include once a file is named)."""
+        pytest.importorskip("huggingface_hub.cli.hf")
+        import shlex
+
+        from huggingface_hub.cli.hf import app
+
+        download = app.get_command(None, "download").materialize()  # hf loads its commands on first use
+        lines = [line for line in (docs.ROOT / "docs" / "models.md").read_text("utf-8").splitlines()
+                 if line.startswith("hf download ")]  # fmt: skip
+        parsed = [download.make_context("download", shlex.split(line)[2:]).params for line in lines]
+        assert [(p["repo_id"], p["filenames"], p["include"], p["local_dir"]) for p in parsed] == [
+            ("gpt2", ("config.json", "model.safetensors", "tokenizer.json"), (), "models/gpt2"),
+            ("Qwen/Qwen2.5-0.5B", (), ("*.json", "*.safetensors"), "models/qwen2.5-0.5b"),
+        ]
 
 
 PYTHON_PAGE = docs.ROOT / "docs" / "python.md"

@@ -74,7 +74,7 @@ class EngineEntry:
 # Install hints that work from a clone of attnx (it is not on PyPI).
 ENGINES: dict[str, EngineEntry] = {
     "numpy": EngineEntry("numpy", _numpy, "python -m pip install numpy"),
-    "torch": EngineEntry("torch", _torch, 'python -m pip install ".[torch]"'),
+    "torch": EngineEntry("torch", _torch, 'python -m pip install -e ".[torch]"'),
 }
 
 

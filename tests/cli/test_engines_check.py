@@ -48,7 +48,7 @@ class TestEngines:
         assert proc.returncode == 0, proc.stderr
         torch_row = next(e for e in json.loads(proc.stdout)["engines"] if e["name"] == "torch")
         assert not torch_row["available"]
-        assert 'python -m pip install ".[torch]"' in torch_row["problem"]
+        assert 'python -m pip install -e ".[torch]"' in torch_row["problem"]
 
 
 class TestTorchEngineOption:
@@ -81,7 +81,7 @@ class TestTorchEngineOption:
         assert proc.returncode == 2
         assert proc.stdout == ""
         assert proc.stderr == (
-            'attnx: error: the torch engine needs torch, which is not installed: python -m pip install ".[torch]"\n'
+            'attnx: error: the torch engine needs torch, which is not installed: python -m pip install -e ".[torch]"\n'
         )
 
     def test_unavailable_device_lists_available(self) -> None:

@@ -57,7 +57,7 @@ class TestRegistry:
         """Without torch, loading its engine says how to install it, and engine_status carries the same line."""
         monkeypatch.setitem(sys.modules, "torch", None)  # importing torch now fails, as when it is not installed
         monkeypatch.delitem(sys.modules, "attnx.engines.torch_engine", raising=False)
-        hint = 'the torch engine needs torch, which is not installed: python -m pip install ".[torch]"'
+        hint = 'the torch engine needs torch, which is not installed: python -m pip install -e ".[torch]"'
         with pytest.raises(EngineUnavailableError) as info:
             load_engine("torch")
         assert str(info.value) == hint
