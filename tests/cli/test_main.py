@@ -86,7 +86,7 @@ class TestExitCodes:
         """`attnx engines --help` prints the help, its formats and examples, and exits 0."""
         done = attnx("engines", "--help")
         assert done.returncode == 0 and done.stderr == ""
-        assert "table|json|jsonl|csv" in done.stdout and "attnx engines --format json" in done.stdout
+        assert "table, json, jsonl, csv." in done.stdout and "attnx engines --format json" in done.stdout
 
     def test_attnx_errors_keep_their_code(self, attnx) -> None:
         """attnx's own errors come through unchanged: a missing file is exit 2 with one line."""
