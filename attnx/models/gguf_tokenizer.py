@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from attnx.errors import ModelError
+from attnx.models.gguf_file import Strings
 from attnx.models.tokenize import METASPACE, byte_decoder, native
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+KINDS = {"gpt2": "BPE", "llama": "BPE"}  # tokenizer.ggml.model -> the tokenizers model it is built as
 
 # The pre-tokenizers of tokenizer.ggml.pre that transformers knows, as the regular expressions that split text.
 LLAMA3_SPLIT = (
@@ -66,7 +68,7 @@ class Vocabulary:
         self.path, self.metadata = path, metadata
         self.model = self.text("tokenizer.ggml.model")
         self.tokens: list[str] = self.strings("tokenizer.ggml.tokens", required=True)
-        self.types: list[int] = self.numbers("tokenizer.ggml.token_type", int)
+        self.types: list[int] = self.numbers("tokenizer.ggml.token_type", (int,))
         self.scores: list[float] = self.numbers("tokenizer.ggml.scores", (int, float))
         self.merges: list[str] = self.strings("tokenizer.ggml.merges")
         for key, values in (("token_type", self.types), ("scores", self.scores)):
@@ -86,14 +88,16 @@ class Vocabulary:
         value = self.metadata.get(key)
         if value is None and not required:
             return []
-        if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
+        if isinstance(value, Strings):  # read from the header only now
+            value = value.items()
+        if not isinstance(value, list) or not value or not set(map(type, value)) <= {str}:
             raise ModelError(f"{self.path}: {key} must be a non-empty list of strings")
         return value
 
-    def numbers(self, key: str, kinds: type | tuple[type, ...]) -> list[Any]:
+    def numbers(self, key: str, kinds: tuple[type, ...]) -> list[Any]:
         """A list of numbers (absent: empty)."""
         value = self.metadata.get(key) or []
-        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, kinds) for v in value):
+        if not isinstance(value, list) or not set(map(type, value)) <= set(kinds):
             raise ModelError(f"{self.path}: {key} must be a list of numbers")
         return value
 
@@ -127,15 +131,85 @@ class Vocabulary:
 
 def rebuilt_merges(vocab: Mapping[str, int], scores: Mapping[str, float]) -> list[tuple[str, str]]:
     """The merges a SentencePiece vocabulary implies: every split of a token into two tokens of the vocabulary,
-    best-scored token first, ties by the lengths of the two parts (as transformers' ``generate_merges``)."""
-    found = []
-    for merge, score in scores.items():
-        splits = ((merge[:i], merge[i:]) for i in range(1, len(merge)))
-        local = [(left, right, score) for left, right in splits if left in vocab and right in vocab]
-        local.sort(key=lambda item: (vocab[item[0]], vocab[item[1]]))
-        found.extend(local)
-    found.sort(key=lambda item: (item[2], len(item[0]), len(item[1])), reverse=True)
-    return [(left, right) for left, right, _ in found]
+    best-scored token first, ties by the lengths of the two parts, longest first, then by the tokens' order in
+    ``scores`` (as transformers' ``generate_merges``).
+
+    A vocabulary of 262,144 tokens (Gemma's) has over a million splits: each is found by a hash of its two parts in
+    NumPy (a part's hash is a slice of its token's running sums), and only the splits whose hashes are both among the
+    vocabulary's are made as strings and checked against it, so a hash that collides costs a check, never a merge."""
+    import numpy as np
+
+    tokens = list(scores)
+    lengths = np.fromiter(map(len, tokens), dtype=np.intp, count=len(tokens))
+    if not tokens or lengths.max() < 2:
+        return []
+    hashes = _Hashes(tokens, lengths)
+    known = np.sort(hashes.whole() if vocab.keys() == scores.keys() else _Hashes(list(vocab)).whole())
+    splits = np.maximum(lengths - 1, 0)  # token k splits after each of its characters but the last
+    owner = np.repeat(np.arange(len(tokens)), splits)
+    cut = np.arange(owner.size) - np.repeat(np.cumsum(splits) - splits, splits) + 1  # the left part's length
+    keep = _among(hashes.part(owner, 0, cut), known)
+    owner, cut = owner[keep], cut[keep]
+    keep = _among(hashes.part(owner, cut, lengths[owner]), known)
+    owner, cut = owner[keep], cut[keep]
+    score = np.fromiter((scores[token] for token in tokens), dtype=np.float64, count=len(tokens))[owner]
+    order = np.lexsort((owner, cut - lengths[owner], -cut, -score))  # the last key sorts first
+    owners, cuts = owner[order].tolist(), cut[order].tolist()
+    lefts = [tokens[k][:i] for k, i in zip(owners, cuts, strict=True)]
+    rights = [tokens[k][i:] for k, i in zip(owners, cuts, strict=True)]
+    pairs = list(zip(lefts, rights, strict=True))
+    if all(map(vocab.__contains__, lefts)) and all(map(vocab.__contains__, rights)):
+        return pairs
+    return [(left, right) for left, right in pairs if left in vocab and right in vocab]  # a hash collided
+
+
+class _Hashes:
+    """Polynomial hashes modulo 2^64 of every substring of ``tokens``, from each character's running sum: the part
+    ``[a, b)`` of token k hashes as ``sum(c[j] * B^(j - a))`` over its characters ``c`` (code points + 1)."""
+
+    BASE = 0x9E3779B97F4A7C15  # odd, so invertible modulo 2^64
+
+    def __init__(self, tokens: Sequence[str], lengths: Any = None) -> None:
+        import numpy as np
+
+        if lengths is None:
+            lengths = np.fromiter(map(len, tokens), dtype=np.intp, count=len(tokens))
+        points = np.frombuffer("".join(tokens).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        self.ends = np.cumsum(lengths)
+        self.starts = self.ends - lengths
+        base, inverse = np.uint64(self.BASE), np.uint64(pow(self.BASE, -1, 1 << 64))
+        self.sums = np.zeros(points.size + 1, dtype=np.uint64)
+        self.inverses = np.ones(points.size + 1, dtype=np.uint64)
+        with np.errstate(over="ignore"):  # arithmetic modulo 2^64 wraps by design
+            powers = np.ones(points.size, dtype=np.uint64)
+            np.cumprod(np.full(max(points.size - 1, 0), base), out=powers[1:])
+            np.cumsum((points.astype(np.uint64) + np.uint64(1)) * powers, out=self.sums[1:])
+            np.cumprod(np.full(points.size, inverse), out=self.inverses[1:])
+
+    def part(self, owner: Any, start: Any, stop: Any) -> Any:
+        """The hash of characters ``start:stop`` of token ``owner`` (arrays of one length)."""
+        import numpy as np
+
+        first, last = self.starts[owner] + start, self.starts[owner] + stop
+        with np.errstate(over="ignore"):
+            return (self.sums[last] - self.sums[first]) * self.inverses[first]
+
+    def whole(self) -> Any:
+        """Each token's hash."""
+        import numpy as np
+
+        with np.errstate(over="ignore"):
+            return (self.sums[self.ends] - self.sums[self.starts]) * self.inverses[self.starts]
+
+
+def _among(values: Any, known: Any) -> Any:
+    """Which of ``values`` are in the sorted array ``known``."""
+    import numpy as np
+
+    if not known.size:
+        return np.zeros(values.shape, dtype=bool)
+    at = np.searchsorted(known, values)
+    return known[np.minimum(at, known.size - 1)] == values
 
 
 def byte_level(vocabulary: Vocabulary) -> Any:
@@ -208,13 +282,32 @@ def add_specials(tokenizer: Any, vocabulary: Vocabulary, byte_level: bool, named
     control = [token for token, kind in zip(vocabulary.tokens, types, strict=True)
                if kind == CONTROL and (alphabet is None or set(token) <= alphabet)]  # fmt: skip
     tokenizer.add_special_tokens([AddedToken(token, normalized=False, special=True) for token in control])
-    vocab = tokenizer.get_vocab()
     user = [token for token, kind in zip(vocabulary.tokens, types, strict=True)
-            if kind == USER_DEFINED and token in vocab]  # fmt: skip
+            if kind == USER_DEFINED and tokenizer.token_to_id(token) is not None]  # fmt: skip
     tokenizer.add_tokens([AddedToken(token, normalized=False, special=False) for token in user])
     added = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
     rest = [token for token in dict.fromkeys(named) if token not in added]
     tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in rest])
+
+
+def kind(model: str, path: Path) -> str:
+    """The kind of ``tokenizers`` model that ``tokenizer.ggml.model`` ``model`` is built as (``BPE``); one attnx does
+    not build is a ModelError."""
+    if model not in KINDS:
+        raise ModelError(f"{path}: tokenizer.ggml.model {model!r:.40} is not supported (gpt2: byte-level BPE, llama: "
+                         "SentencePiece-style BPE)")  # fmt: skip
+    return KINDS[model]
+
+
+def described(metadata: Mapping[str, Any], path: Path) -> tuple[str, int]:
+    """The kind and vocabulary size of the tokenizer GGUF file ``path``'s metadata describes, without building it:
+    the size is the count of ``tokenizer.ggml.tokens``, the special tokens among them."""
+    model, tokens = metadata.get("tokenizer.ggml.model", ""), metadata.get("tokenizer.ggml.tokens")
+    if not isinstance(model, str):
+        raise ModelError(f"{path}: tokenizer.ggml.model must be a string, got {model!r:.40}")
+    if not isinstance(tokens, (list, Strings)) or not tokens:
+        raise ModelError(f"{path}: tokenizer.ggml.tokens must be a non-empty list of strings")
+    return kind(model, path), len(tokens)
 
 
 def build_tokenizer(metadata: Mapping[str, Any], path: Path) -> Any:
@@ -229,14 +322,8 @@ def from_vocabulary(vocabulary: Vocabulary, architecture: str) -> Any:
     """The tokenizer ``vocabulary`` describes, with its special tokens and BOS/EOS template."""
     from tokenizers import processors
 
-    path = vocabulary.path
-    if vocabulary.model == "gpt2":
-        tokenizer = byte_level(vocabulary)
-    elif vocabulary.model == "llama":
-        tokenizer = sentencepiece(vocabulary, architecture)
-    else:
-        raise ModelError(f"{path}: tokenizer.ggml.model {vocabulary.model!r:.40} is not supported (gpt2: byte-level "
-                         "BPE, llama: SentencePiece-style BPE)")  # fmt: skip
+    kind(vocabulary.model, vocabulary.path)
+    tokenizer = byte_level(vocabulary) if vocabulary.model == "gpt2" else sentencepiece(vocabulary, architecture)
     bos, eos = vocabulary.token("bos"), vocabulary.token("eos")
     named = [token for token in (bos, eos, vocabulary.token("unknown"), vocabulary.token("padding")) if token]
     add_specials(tokenizer, vocabulary, vocabulary.model == "gpt2", named)
