@@ -249,6 +249,8 @@ class TestRebuiltMerges:
         scores = {token: float(-(index // 7) if ties else -index) for token, index in vocab.items()}
         merges = rebuilt_merges(vocab, scores)
         assert merges == generate(vocab, scores) and len(merges) > len(vocab)
+        if not ties:  # Gemma's: the vocabulary's order, a token's score minus its id
+            assert rebuilt_merges(vocab) == merges
 
     def test_collisions_are_checked(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A split whose hashes collide with a token's is checked against the vocabulary, never made a merge."""
