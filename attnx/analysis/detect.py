@@ -161,22 +161,24 @@ def detect_heads(
     model: Model,
     sequences: Iterable[Encoded],
     *,
-    count: int,
     source: str,
     engine: str = "numpy",
     device: str = "auto",
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Detection, list[TextRecord]]:
-    """Every layer's heads of ``model`` over ``sequences`` (``count`` of them, for the progress), each run once
-    through every layer; with each sequence's own record. Sinks: key 0 and each sequence's special tokens.
+    """Every layer's heads of ``model`` over ``sequences``, each run once through every layer; with each sequence's
+    own record. Sinks: key 0 and each sequence's special tokens.
 
     The sequences run in lockstep (``attnx.models.lockstep``), as many at once as keep their streams stacked
-    within the element cap: each layer's weights are read once for all of them."""
+    within the element cap: each layer's weights are read once for all of them. Every sequence is taken (a text
+    tokenized) before the first layer runs; ``progress`` counts the layers run, batch after batch, as each is done."""
     from attnx.models.lockstep import Lockstep, batches
 
     detector, records = Detector(), list[TextRecord]()
     budget = model.limits.rows_per_chunk(model.architecture.d_model)
-    for batch in batches(sequences, lambda encoded: len(encoded.ids), budget):
+    plan = list(batches(sequences, lambda encoded: len(encoded.ids), budget))
+    total = len(plan) * model.layers
+    for number, batch in enumerate(plan):
         passes = [model.run(encoded, engine=engine, device=device, layer=model.layers - 1) for encoded in batch]
         ids = [[int(i) for i in encoded.ids] for encoded in batch]
         own: list[list[list[dict[str, float | None]]]] = [[] for _ in batch]
@@ -184,11 +186,11 @@ def detect_heads(
             for layer in range(model.layers):
                 for mine, forward, result, tokens in zip(own, passes, together.step((WEIGHTS, MASK)), ids, strict=True):
                     mine.append(detector.add(layer, result, tokens, (0, *forward.special_keys)))
+                if progress is not None:
+                    progress(number * model.layers + layer + 1, total)
         first = len(records)
         records += [
             TextRecord(first + i, encoded.tokens, mine)
             for i, (encoded, mine) in enumerate(zip(batch, own, strict=True))
         ]
-        if progress is not None:
-            progress(len(records), count)
     return detector.done(model=model.checkpoint.name, architecture=model.architecture.name, source=source), records

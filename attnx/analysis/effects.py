@@ -162,7 +162,8 @@ def ablations(
     The intact pass runs once; each ablation joins at its first dropped head's layer, branched from it there, and
     runs on with the others in lockstep (``attnx.models.lockstep``): every layer's weights are read once for all
     of them and its attention computed for all of them at once, in batches of ``batch_size`` ablations.
-    ``progress`` counts the ablations done."""
+    ``progress`` counts the layers run, batch after batch, as each is done (a batch's last once its effects are
+    measured)."""
     from attnx.models.lockstep import batches
 
     arch, n = model.architecture, len(encoded.ids)
@@ -178,8 +179,16 @@ def ablations(
     intact: ForwardPass | None = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
     starts: list[ForwardPass] = []  # the intact pass about to enter each layer, kept as the first batch runs
     effects: list[Effect] = []
-    for batch in batches(todo, lambda _heads: 1, batch_size(model, n)):  # in order: a sweep's, layer by layer
-        last, after = run_batch(model, starts, [dropping(heads) for heads in batch], intact)
+    plan = list(batches(todo, lambda _heads: 1, batch_size(model, n)))  # in order: a sweep's, layer by layer
+    firsts = [0, *(min(min(dropping(heads)) for heads in batch) for batch in plan[1:])]  # where each batch starts
+    total, done = sum(model.layers - first for first in firsts), 0
+
+    def stepped(layer: int) -> None:  # a batch's layer run: its last one is counted once the batch is measured
+        if progress is not None and layer < model.layers - 1:
+            progress(done + layer + 1 - first, total)
+
+    for batch, first in zip(plan, firsts, strict=True):
+        last, after = run_batch(model, starts, [dropping(heads) for heads in batch], intact, stepped)
         if intact is not None and last is not None:  # the first batch ran the intact pass along
             intact, hidden = None, last
             norms = np.where((norm := np.linalg.norm(hidden, axis=1)) > 0, norm, 1.0)
@@ -193,8 +202,9 @@ def ablations(
             kl, top_after = (x.reshape(len(batch), n) for x in intact_next.compare(model, stacked))
             effects.extend(Effect(heads, moved, nats, intact_next.top, top) for heads, moved, nats, top in
                            zip(batch, shift, kl, top_after, strict=True))  # fmt: skip
+        done += model.layers - first
         if progress is not None:
-            progress(len(effects), len(todo))
+            progress(done, total)
     shown = sorted({int(i) for e in effects for ids in (e.top, e.top_after) if ids is not None for i in ids})
     labels = dict(zip(shown, model.tokenizer.labels(np.asarray(shown, dtype=np.intp)), strict=True))
     return Ablations(model.checkpoint.name, arch.name, encoded.tokens, model.layers, arch.heads, lm_head,
@@ -210,12 +220,16 @@ def dropping(heads: tuple[Head, ...]) -> dict[int, tuple[int, ...]]:
 
 
 def run_batch(
-    model: Model, starts: list[ForwardPass], drops: Sequence[dict[int, tuple[int, ...]]], intact: ForwardPass | None
+    model: Model,
+    starts: list[ForwardPass],
+    drops: Sequence[dict[int, tuple[int, ...]]],
+    intact: ForwardPass | None,
+    stepped: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray | None, list[np.ndarray]]:
     """The last hidden state of each ablation in ``drops``, each branched at its first dropped layer from the intact
     pass about to enter it, all advanced in lockstep. ``intact`` (the first batch): the intact pass, about to enter
     layer 0, runs along, ``starts`` filled with it layer by layer, and its own last hidden state comes first;
-    later batches branch from ``starts`` (None first)."""
+    later batches branch from ``starts`` (None first). ``stepped(layer)`` is called as each layer is run."""
     from attnx.models.lockstep import Lockstep
 
     joining: dict[int, list[int]] = {}
@@ -231,6 +245,8 @@ def run_batch(
             together.join(joined.values())
             passes.update(joined)
             together.advance()
+            if stepped is not None:
+                stepped(layer)
         order = {id(forward): at for at, forward in enumerate(together.passes)}
         hidden = [np.asarray(rows, dtype=np.float64) for rows in together.finish()]
     return (None if intact is None else hidden[0]), [hidden[order[id(passes[index])]] for index in range(len(drops))]

@@ -47,8 +47,7 @@ def ablate(
     if head and layer is not None:
         raise UsageError("--layer picks the heads to drop one by one; --head names them: give one or the other")
     dropped = parse_heads(head) if head else None
-    session = model_session(None, checkpoint, backend=report, caps=report, task="ablating", quiet=report.quiet,
-                            unit="ablations")  # fmt: skip
+    session = model_session(None, checkpoint, backend=report, caps=report, task="ablating", quiet=report.quiet)
     with session as run, flag_worded("--head {}"):
         found = runs.ablate(run.model, run.text, dropped, layer=layer, engine=run.engine, device=run.device,
                             progress=run.progress)  # fmt: skip

@@ -93,8 +93,7 @@ def detection(
     limits, options = caps.limits(), backend.options()
     lines = read_texts(texts, limits) if texts is not None else None
     source = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
-    unit = "texts" if lines is not None else "sequences"
-    progress = progress_for("detecting", quiet, unit=unit)
+    progress = progress_for(f"detecting over {'texts' if lines is not None else 'sequences'}", quiet)
     with open_checkpoint(model, backend, limits) as opened, progress as bar, flag_worded(f"--length {length}: {{}}"):
         return runs.detect(opened, lines, samples=samples, length=length, seed=seed, source=source,
                            engine=options["engine"], device=options["device"], progress=bar)  # fmt: skip

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from attnx.errors import ChoiceError, InputError, UsageError
@@ -132,14 +132,14 @@ class LayerProgress:
         self.close()
 
 
-def progress_for(description: str, quiet: bool, unit: str = "layers") -> LayerProgress:
+def progress_for(description: str, quiet: bool) -> LayerProgress:
     """A LayerProgress on stderr when stderr is a terminal and not --quiet; otherwise one that shows nothing."""
     console = None
     if not quiet and sys.stderr.isatty():
         from attnx.text import console as inert_console
 
         console = inert_console(stderr=True)
-    return LayerProgress(description, console, unit=unit)
+    return LayerProgress(description, console)
 
 
 @contextlib.contextmanager
@@ -193,14 +193,13 @@ def model_session(
     task: str,
     *,
     quiet: bool,
-    unit: str = "layers",
     config_name: str = "CONFIG",
 ) -> Iterator[Session]:
-    """``open_with_text`` with a progress bar for ``task`` (counted in ``unit``); the checkpoint is closed and
-    the bar taken off on leaving."""
+    """``open_with_text`` with a progress bar for ``task`` (counted in layers); the checkpoint is closed and the bar
+    taken off on leaving."""
     model, words = open_with_text(config, checkpoint, backend, caps, config_name=config_name)
     options = backend.options()
-    with model, progress_for(task, quiet, unit=unit) as progress:
+    with model, progress_for(task, quiet) as progress:
         yield Session(model, words, options["engine"], options["device"], progress)
 
 
@@ -213,11 +212,12 @@ def load_input(
     *,
     drop_heads: list[int] | None = None,
     quiet: bool = False,
+    queried: Callable[[Sequence[str]], object] | None = None,
 ) -> AttentionSpec:
     """The spec named by CONFIG (or ``--model``'s layer) with the settings the flags replace (see
     ``load_input_with``)."""
     described, settings = inputs.overrides(drop_heads)
-    return load_input_with(config, described, settings, checkpoint, caps, backend, quiet=quiet)
+    return load_input_with(config, described, settings, checkpoint, caps, backend, quiet=quiet, queried=queried)
 
 
 def load_input_with(
@@ -230,9 +230,13 @@ def load_input_with(
     *,
     quiet: bool = False,
     config_name: str = "CONFIG",
+    queried: Callable[[Sequence[str]], object] | None = None,
 ) -> AttentionSpec:
     """The spec named by CONFIG (``described`` by the flags of random inputs), or ``--model``'s layer, with
     ``settings`` in place of its own: one way for files and models alike.
+
+    ``queried``, given the text's tokens (their labels) as soon as it is tokenized, refuses a query that is not
+    among them (``--token``) by raising, before any layer runs.
 
     Layer ``--layer`` (from 0) of ``--model`` on ``--text`` is the layer as the model has it (``settings`` only
     say the head count it will be split into), the layers before it run on ``backend``; flags that describe
@@ -255,6 +259,9 @@ def load_input_with(
     ) as run:
         index = run.model.check_layer(given)  # -1: the last layer
         run.progress.description = f"running layers before {index}"
-        spec = layer_spec(run.model, run.text, index, engine=run.engine, device=run.device,
+        encoded = run.model.encode(run.text)
+        if queried is not None:
+            queried(encoded.tokens)
+        spec = layer_spec(run.model, encoded, index, engine=run.engine, device=run.device,
                           heads=settings.get("heads"), progress=run.progress)  # fmt: skip
     return settings.apply(spec)  # one way for both

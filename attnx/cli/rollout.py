@@ -26,8 +26,9 @@ def rollout(
     from attnx.models import runs
 
     with model_session(None, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
-        found = runs.rollout(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
-    row = query_row(found.tokens, token, query)
+        encoded = run.model.encode(run.text)
+        row = query_row(encoded.tokens, token, query)  # a token not in the text is refused before any layer runs
+        found = runs.rollout(run.model, encoded, engine=run.engine, device=run.device, progress=run.progress)
     from attnx.render import rollout as render
     from attnx.render.serialize import dumps
 

@@ -80,7 +80,11 @@ def trace(
     from attnx.engines import compute
 
     term_limit, key_limit = parse_limit(terms, "--terms"), parse_limit(keys, "--keys")
-    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet)
+
+    def queried(tokens: Sequence[str]) -> int:  # a model's text: checked before any layer runs
+        return query_row(tokens, token, query)
+
+    spec = load_input(config, inputs, checkpoint, caps, backend, drop_heads=drop_head, quiet=quiet, queried=queried)
     row = query_row(spec.tokens, token, query)
     chosen = pick.heads_of(spec.settings.heads)
     # Only this query's row of each head is computed: a trace stays cheap on long inputs.

@@ -95,16 +95,35 @@ class Model:
 
         self.limits = limits or Limits.from_env()
         self.checkpoint: Checkpoint = open_checkpoint(path, self.limits)  # a folder, a GGUF file, ollama:NAME
+        self._tokenizer: TextTokenizer | None = None
         try:
             self.architecture = architecture_of(self.checkpoint)(self.checkpoint, dtype)
-            if isinstance(self.checkpoint, GgufCheckpoint):
-                built = self.checkpoint.tokenizer()
-                self.tokenizer = TextTokenizer(self.checkpoint.gguf, self.limits, built=built)
-            else:
-                self.tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER), self.limits)
+            if not isinstance(self.checkpoint, GgufCheckpoint):  # a GGUF file's is built when first needed
+                self._tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER), self.limits)
         except BaseException:
             self.checkpoint.close()
             raise
+
+    @property
+    def tokenizer(self) -> TextTokenizer:
+        """The checkpoint's tokenizer: a folder's tokenizer.json is read when the model opens, a GGUF file's
+        tokenizer built from its metadata the first time a text is tokenized (describing the file needs none)."""
+        if self._tokenizer is None:
+            from attnx.models.gguf import GgufCheckpoint
+
+            checkpoint = self.checkpoint
+            assert isinstance(checkpoint, GgufCheckpoint)  # every other checkpoint's was read when it opened
+            self._tokenizer = TextTokenizer(checkpoint.gguf, self.limits, built=checkpoint.tokenizer())
+        return self._tokenizer
+
+    def tokenizer_facts(self) -> tuple[str, int, tuple[str, ...]]:
+        """The tokenizer's kind, vocabulary size (added tokens included) and the padding and truncation its file
+        asks for; a GGUF file's from its metadata, without building the tokenizer."""
+        from attnx.models.gguf import GgufCheckpoint
+
+        if self._tokenizer is None and isinstance(self.checkpoint, GgufCheckpoint):
+            return (*self.checkpoint.tokenizer_facts(), ())
+        return self.tokenizer.kind, self.tokenizer.vocab_size, self.tokenizer.stored
 
     @property
     def layers(self) -> int:
@@ -170,6 +189,7 @@ class Model:
         from attnx.models.gguf import GgufCheckpoint
 
         arch, ckpt = self.architecture, self.checkpoint
+        tokenizer, vocab_size, stored = self.tokenizer_facts()
         shapes = ckpt.shapes()
         learned = {name: shape for name, (shape, _) in shapes.items() if not arch.is_buffer(name)}
         return ModelInfo(
@@ -182,9 +202,9 @@ class Model:
             dtypes=tuple(sorted({dtype for name, (_, dtype) in shapes.items() if name in learned})),
             size_bytes=sum(path.stat().st_size for path in ckpt.weight_files()),
             weight_files=len(ckpt.weight_files()),
-            tokenizer=self.tokenizer.kind,
-            tokenizer_vocab_size=self.tokenizer.vocab_size,
-            tokenizer_settings=self.tokenizer.stored,
+            tokenizer=tokenizer,
+            tokenizer_vocab_size=vocab_size,
+            tokenizer_settings=stored,
             tied_embeddings=arch.tied,
             gguf=ckpt.summary() if isinstance(ckpt, GgufCheckpoint) else None,
             **{name: getattr(arch, name) for name in ARCHITECTURE_FACTS},

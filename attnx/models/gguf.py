@@ -73,7 +73,8 @@ class GgufPart:
 
 class GgufCheckpoint(Checkpoint):
     """A GGUF file (or split files) read as a checkpoint: ``config`` built from its metadata, tensors under the names
-    the family reads (``keys``), each dequantized when read; ``tokenizer()`` built from the metadata.
+    the family reads (``keys``), each dequantized when read; ``tokenizer()`` built from the metadata (only when called:
+    ``tokenizer_facts()`` says what it will be).
 
     Messages about a config key name the GGUF key it came from (``model.gguf: llama.attention.head_count``); every
     tensor's type is checked when the file is opened (one the gguf package cannot dequantize is refused then).
@@ -160,6 +161,12 @@ class GgufCheckpoint(Checkpoint):
         from attnx.models.gguf_tokenizer import build_tokenizer
 
         return build_tokenizer(self.model.metadata, self.gguf)
+
+    def tokenizer_facts(self) -> tuple[str, int]:
+        """The kind and vocabulary size of the tokenizer the metadata describes, read without building it."""
+        from attnx.models.gguf_tokenizer import described
+
+        return described(self.model.metadata, self.gguf)
 
     def summary(self) -> GgufSummary:
         """What the file holds and how it is stored (``GgufSummary``)."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from attnx.core.positions import RopeScaling, plain_frequencies
 from attnx.errors import ModelError
+from attnx.models.gguf_file import Strings
 
 Read = Callable[[str], np.ndarray]  # a tensor of the file by its GGUF name, dequantized, float32
 LLAMA3 = (1.0, 4.0, 8192)  # low_freq_factor, high_freq_factor, original context: every Llama 3.x release's
@@ -344,7 +345,7 @@ def build_config(metadata: Mapping[str, Any], tensors: Mapping[str, Any], read: 
     else:
         config = decoder(meta, arch, tensors)
     tokens = metadata.get("tokenizer.ggml.tokens")
-    vocab = meta.whole("vocab_size", "vocab_size") or (len(tokens) if isinstance(tokens, list) else None)
+    vocab = meta.whole("vocab_size", "vocab_size") or (len(tokens) if isinstance(tokens, (list, Strings)) else None)
     if vocab is not None:
         config["vocab_size"] = vocab
     meta.unread()

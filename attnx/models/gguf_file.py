@@ -16,10 +16,10 @@ import math
 import mmap
 import re
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -36,6 +36,7 @@ SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?
 SPLIT = re.compile(r"(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf")
 SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
 _LENGTH = struct.Struct("<Q")  # a string's length prefix
+LAZY = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges")  # arrays of strings decoded when first used (``Strings``)
 # Values per call of a type's row dequantizer. gguf.quants.dequantize calls it on 16 rows at a time, and on rows of
 # 576 values its Python overhead took most of the time; blocks are independent, so any grouping gives the same values.
 # 2^16 keeps each temporary array (256 KiB in float32) in L2: on SmolLM2 Q4_1 every layer took 0.39 s at 2^16, 0.34 s
@@ -189,8 +190,9 @@ class Cursor:
         except UnicodeDecodeError:
             raise ModelError(f"{self.path}: {what} at byte {start:,} is not UTF-8") from None
 
-    def value(self, kind: int, what: str, depth: int = 0) -> Any:
-        """A metadata value of type ``kind``: a number, a string, true or false, or a list (arrays nest)."""
+    def value(self, kind: int, what: str, depth: int = 0, *, lazy: bool = False) -> Any:
+        """A metadata value of type ``kind``: a number, a string, true or false, or a list (arrays nest); with
+        ``lazy``, an array of strings as ``Strings``, its bytes kept and decoded when first used."""
         if kind in SCALARS:
             return self.scalar(kind, what)
         if kind == STRING:
@@ -207,7 +209,7 @@ class Cursor:
             return np.frombuffer(self.data, dtype=np.dtype(form), count=count, offset=start).tolist()
         self.need(count * 8, what)  # each string or array takes 8 bytes or more: a false count fails here
         if item == STRING:
-            return self.texts(count, what)
+            return self.skip_texts(count, what) if lazy else self.texts(count, what)
         return [self.value(item, what, depth + 1) for _ in range(count)]
 
     def texts(self, count: int, what: str) -> list[str]:
@@ -230,6 +232,59 @@ class Cursor:
         out.extend(self.text(what) for _ in range(count - len(out)))  # raises at the string that stopped the loop
         return out
 
+    def skip_texts(self, count: int, what: str) -> Sequence[str]:
+        """``count`` length-prefixed strings passed over (their lengths checked against the end and the cap), kept as
+        ``Strings``; the first that runs past the end is read again by ``text``, which says so."""
+        data, end, at = self.data, self.end, self.at
+        length = _LENGTH.unpack_from
+        for _ in range(count):
+            if at + 8 > end:
+                return self.texts(count, what)  # raises at the string that runs past the end
+            at += 8 + length(data, at)[0]
+        if at > end:
+            return self.texts(count, what)
+        strings = Strings(bytes(data[self.at : at]), count, self.path, what, self.at)
+        self.at = at
+        return strings
+
+
+class Strings(Sequence[str]):
+    """A metadata array of strings whose bytes were only passed over (a vocabulary of 262,144 tokens takes longer to
+    decode than the rest of the header to read): its length is known, and its first use decodes every string (one
+    that is not UTF-8 is a ModelError then, naming the key and the byte)."""
+
+    def __init__(self, raw: bytes, count: int, path: Path, what: str, offset: int) -> None:
+        self.raw, self.size, self.path, self.what, self.offset = raw, count, path, what, offset
+        self._items: list[str] | None = None
+
+    def items(self) -> list[str]:
+        """Every string, decoded (once)."""
+        if self._items is None:
+            raw, at, out = self.raw, 0, []
+            length = _LENGTH.unpack_from
+            try:
+                for _ in range(self.size):
+                    size = length(raw, at)[0]
+                    out.append(raw[at + 8 : at + 8 + size].decode("utf-8"))
+                    at += 8 + size
+            except UnicodeDecodeError:
+                byte = self.offset + at + 8
+                raise ModelError(f"{self.path}: {self.what} at byte {byte:,} is not UTF-8") from None
+            self._items = out
+        return self._items
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        return self.items()[index]
+
 
 def _header(cursor: Cursor) -> tuple[int, int, int]:
     """The version, tensor count and key count, once the magic is there."""
@@ -245,13 +300,14 @@ def _header(cursor: Cursor) -> tuple[int, int, int]:
 
 
 def _metadata(cursor: Cursor, count: int) -> dict[str, Any]:
-    """Every metadata key and its value."""
+    """Every metadata key and its value (the vocabulary and its merges as ``Strings``, decoded when first used)."""
     metadata: dict[str, Any] = {}
     for number in range(count):
         key = cursor.text(f"metadata key {number}")
         if key in metadata:
             raise ModelError(f"{cursor.path}: metadata key {key!r} appears twice")
-        metadata[key] = cursor.value(cursor.scalar(4, f"metadata key {key!r}"), f"metadata key {key!r}")
+        kind, what = cursor.scalar(4, f"metadata key {key!r}"), f"metadata key {key!r}"
+        metadata[key] = cursor.value(kind, what, lazy=key in LAZY)
     return metadata
 
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def layer_spec(
     model: Model,
-    text: str,
+    text: str | Encoded,
     layer: int,
     *,
     engine: str = "numpy",
@@ -42,8 +42,9 @@ def layer_spec(
     heads: int | None = None,
     progress: Progress | None = None,
 ) -> AttentionSpec:
-    """Layer ``layer``'s attention (from 0) on ``text`` as a spec, the layers before it run on ``engine``;
-    ``heads`` is the count the caller will split it into (checked against the model's caps); -1 is the last layer."""
+    """Layer ``layer``'s attention (from 0; -1 is the last) on ``text`` (or its tokens, ``model.encode(text)``) as a
+    spec, the layers before it run on ``engine``; ``heads`` is the count the caller will split it into (checked
+    against the model's caps)."""
     layer = model.check_layer(layer)
     forward = model.run(text, engine=engine, device=device, heads=heads, layer=layer)
     for done in range(layer):
@@ -122,10 +123,10 @@ def model_view(
 
 
 def rollout(
-    model: Model, text: str, *, engine: str = "numpy", device: str = "auto", progress: Progress | None = None
+    model: Model, text: str | Encoded, *, engine: str = "numpy", device: str = "auto", progress: Progress | None = None
 ) -> Rollout:
-    """Attention rollout on ``text`` through every layer (Abnar & Zuidema, 2020), each layer's head average
-    used once."""
+    """Attention rollout on ``text`` (or its tokens, ``model.encode(text)``) through every layer (Abnar & Zuidema,
+    2020), each layer's head average used once."""
     from attnx.analysis.measures import rollout as roll
 
     results = layer_results(model, text, engine=engine, device=device, needs=(AVERAGE_WEIGHTS,), progress=progress)
@@ -211,9 +212,8 @@ def detect(
     from attnx.analysis.detect import detect_heads
 
     if texts is not None:
-        sequences, count = encoded_texts(model, texts, source), len(texts)
+        sequences = encoded_texts(model, texts, source)
     else:
-        sequences, count = repeated_sequences(model, samples=samples, length=length, seed=seed), samples
+        sequences = repeated_sequences(model, samples=samples, length=length, seed=seed)
         source = f"random sequences of {length} tokens, each repeated"
-    return detect_heads(model, sequences, count=count, source=source, engine=engine, device=device,
-                        progress=progress)  # fmt: skip
+    return detect_heads(model, sequences, source=source, engine=engine, device=device, progress=progress)

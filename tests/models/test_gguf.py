@@ -29,6 +29,13 @@ from tests.models.test_decoders import assert_close
 pytest.importorskip("gguf")
 
 
+def gguf_tokens(path: Path) -> list[str]:
+    """The file's ``tokenizer.ggml.tokens``, as the gguf package reads them."""
+    from gguf.gguf_reader import GGUFReader
+
+    return list(GGUFReader(path).fields["tokenizer.ggml.tokens"].contents())
+
+
 def forward(path: Path, dtype: str = "float32") -> tuple[list[np.ndarray], list[np.ndarray]]:
     """attnx's weights ``[head, query, key]`` for every layer and the hidden state each layer outputs (the last one
     through the final norm, as transformers' last hidden state is)."""
@@ -65,6 +72,25 @@ class TestAgreement:
             assert_close(ours, theirs, "float32")
         for ours, theirs in zip(hidden, tiny.hidden, strict=True):
             assert_close(ours, theirs, "float32")
+
+    def test_described_without_its_tokenizer(self, tiny: GgufReference, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Describing a file builds no tokenizer and decodes none of its tokens, yet gives the kind and vocabulary
+        size the built tokenizer has."""
+        from attnx.models import gguf_tokenizer
+        from attnx.models.gguf_file import Strings
+
+        def refused(*args: object) -> None:
+            raise AssertionError("the tokenizer was built, or its tokens decoded, to describe the file")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(gguf_tokenizer, "build_tokenizer", refused)
+            patched.setattr(Strings, "items", refused)
+            info = describe(tiny.path)
+        with open_model(tiny.path) as model:
+            assert model._tokenizer is None  # opening builds none either
+            assert (info.tokenizer, info.tokenizer_vocab_size) == (model.tokenizer.kind, model.tokenizer.vocab_size)
+            assert model.info().tokenizer_vocab_size == info.tokenizer_vocab_size  # once built, the same
+        assert info.tokenizer == "BPE" and info.tokenizer_vocab_size == len(gguf_tokens(tiny.path))
 
     def test_tokens(self, tiny: GgufReference) -> None:
         """Texts with spaces, digits, accents, emoji and CJK give transformers' GGUF tokenizer's ids, special tokens
@@ -196,3 +222,42 @@ class TestFiles:
         assert 8 < summary.bits_per_weight < 16 and summary.size_bytes == llama.path.stat().st_size
         info = describe(llama.path)
         assert info.dtypes == ("F16", "F32", "Q8_0") and info.parameters == summary.parameters
+
+
+class TestRebuiltMerges:
+    """The merges a SentencePiece vocabulary implies, found by hashing in NumPy, are transformers' own."""
+
+    @staticmethod
+    def vocabulary(seed: int, size: int = 3000) -> dict[str, int]:
+        """Pieces made of two earlier ones, as BPE makes them, over an alphabet with ▁, NUL, accents and emoji."""
+        rng = np.random.default_rng(seed)
+        pieces = ["▁", "\0", "a", "b", "c", "é", "猫", "😀", "<0x0A>"]
+        while len(pieces) < size:
+            left, right = (pieces[int(len(pieces) * rng.random() ** 2)] for _ in range(2))
+            if left + right not in pieces and len(left + right) <= 12:
+                pieces.append(left + right)
+        return {piece: index for index, piece in enumerate(pieces)}
+
+    @pytest.mark.parametrize("ties", [False, True])
+    def test_equal_transformers(self, ties: bool) -> None:
+        """Every split of every token, in transformers' order: by score, then the parts' lengths, then the tokens'
+        order (scores tied in sevens, or Gemma's order)."""
+        generate = pytest.importorskip("transformers.convert_slow_tokenizer").generate_merges
+        from attnx.models.gguf_tokenizer import rebuilt_merges
+
+        vocab = self.vocabulary(0)
+        scores = {token: float(-(index // 7) if ties else -index) for token, index in vocab.items()}
+        merges = rebuilt_merges(vocab, scores)
+        assert merges == generate(vocab, scores) and len(merges) > len(vocab)
+        if not ties:  # Gemma's: the vocabulary's order, a token's score minus its id
+            assert rebuilt_merges(vocab) == merges
+
+    def test_collisions_are_checked(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A split whose hashes collide with a token's is checked against the vocabulary, never made a merge."""
+        generate = pytest.importorskip("transformers.convert_slow_tokenizer").generate_merges
+        from attnx.models import gguf_tokenizer
+
+        vocab = self.vocabulary(1, 500)
+        scores = {token: float(-index) for token, index in vocab.items()}
+        monkeypatch.setattr(gguf_tokenizer, "_among", lambda values, known: np.ones(values.shape, dtype=bool))
+        assert gguf_tokenizer.rebuilt_merges(vocab, scores) == generate(vocab, scores)

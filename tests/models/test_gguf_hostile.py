@@ -49,6 +49,13 @@ def patched(path: Path, key: str, form: str, *values: object, tensor: bool = Fal
     return path
 
 
+def tokenized(path: Path, match: str) -> None:
+    """Tokenizing a text with ``path``'s tokenizer is refused with one line matching ``match``."""
+    with open_model(path) as model, pytest.raises(ModelError, match=match) as caught:
+        model.encode("the cat")
+    assert "\n" not in str(caught.value)
+
+
 def refused(path: Path | str, match: str, error: type[Exception] = ModelError) -> str:
     """The one-line message opening ``path`` is refused with."""
     with pytest.raises(error, match=match) as caught:
@@ -165,12 +172,23 @@ class TestLies:
         assert "config.json" not in message  # a GGUF file has none
 
     def test_tokenizer_that_cannot_be_built(self, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
-        """A merge naming a token the vocabulary lacks (Ġ respelled ǅ, outside the byte alphabet) is one line."""
+        """A merge naming a token the vocabulary lacks (Ġ respelled ǅ, outside the byte alphabet) is one line when a
+        text is tokenized; describing the file builds no tokenizer, so it is described."""
         data = built("qwen3", tmp_path_factory).path.read_bytes()
         start = data.index(b"tokenizer.ggml.merges")
         at = data.index("Ġ".encode(), start)
         path = copy_with(Path(), tmp_path / "merge.gguf", data[:at] + "ǅ".encode() + data[at + 2 :])
-        refused(path, r"merge.gguf: the tokenizer its metadata describes cannot be built: ")
+        assert describe(path).tokenizer == "BPE"
+        tokenized(path, r"merge.gguf: the tokenizer its metadata describes cannot be built: ")
+
+    def test_token_not_utf8(self, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+        """A token whose bytes are not UTF-8 is one line naming the key and the byte, when a text is tokenized."""
+        source = built("qwen3", tmp_path_factory).path
+        data = source.read_bytes()
+        at = data.index("Ġ".encode(), data.index(b"tokenizer.ggml.tokens"))
+        path = copy_with(Path(), tmp_path / "bytes.gguf", data[:at] + b"\xff" + data[at + 1 :])
+        assert describe(path).tokenizer_vocab_size == describe(source).tokenizer_vocab_size  # described all the same
+        tokenized(path, rf"bytes.gguf: metadata key 'tokenizer.ggml.tokens' at byte {at:,} is not UTF-8")
 
     def test_cli_exit_code(self, llama: GgufReference, tmp_path: Path) -> None:
         """attnx model describes a GGUF file; a truncated one exits 2 with one line."""

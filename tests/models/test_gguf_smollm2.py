@@ -84,7 +84,7 @@ def two_layers(folder: Path) -> tuple[Path, Path]:
     from gguf.quants import dequantize, quantize
 
     from attnx.limits import Limits
-    from attnx.models.gguf_file import GgufModel
+    from attnx.models.gguf_file import GgufModel, Strings
 
     source = GgufModel(FILE, Limits())
     paths = folder / "q4_1.gguf", folder / "q8_0.gguf"
@@ -94,6 +94,8 @@ def two_layers(folder: Path) -> tuple[Path, Path]:
             if name == "general.architecture":
                 continue
             value = 2 if name == "llama.block_count" else value
+            if isinstance(value, Strings):  # the vocabulary and merges, decoded when first read
+                value = value.items()
             if isinstance(value, list):
                 sub = metadata_type(value[0]) if value else gguf.GGUFValueType.INT32
                 writer.add_key_value(name, value, gguf.GGUFValueType.ARRAY, sub_type=sub)

@@ -180,7 +180,7 @@ class TestDetectionBatch:
         with open_model(llama.path) as model:
             encoded = [model.encode(text) for text in texts]
             assert len({len(e.ids) for e in encoded}) == lengths
-            together, records = detect_heads(model, encoded, count=3, source="texts")
+            together, records = detect_heads(model, encoded, source="texts")
             alone = Detector()
             for index, sequence in enumerate(encoded):
                 forward = model.run(sequence, layer=model.layers - 1)
