@@ -131,7 +131,7 @@ class Decoder(Architecture):
     ``name`` (its ``model_type``), ``family`` (its title) and ``stems`` (its transformers class names' stems)."""
 
     design = "pre-RMSNorm causal decoder"
-    prefixes = ("model.", "")
+    prefixes: ClassVar[tuple[str, ...]] = ("model.", "transformer.", "")  # transformer.: Llama's, Qwen's, … QA classes
     probe = "embed_tokens.weight"
     causal = True
     outside = (LM_HEAD,)
