@@ -182,6 +182,11 @@ class Architecture:
     opened, unless it is a buffer (``is_buffer``), matches one of ``unused``, the family's allow-list of
     tensors legitimately left unused (a tied copy of the embeddings), or is a task head after the last layer
     (``TASK_HEADS``: a classifier, a pooler), which ``task_heads`` names.
+
+    Never built on a claim: every count config.json claims is checked against the weights before anything is built
+    per item: the layers against the layers the weights hold (``layer_stem``), as soon as they are read
+    (``read_sizes``); the vocabulary, the width and the heads (and a family's experts) against the shapes of the
+    tensors ``claimed_shapes`` names, before ``tensor_names`` lists a tensor per layer or per expert.
     """
 
     name: str
@@ -193,6 +198,7 @@ class Architecture:
     stems: ClassVar[tuple[str, ...]]
     outside: ClassVar[tuple[str, ...]] = ()  # tensors read beside the prefix (a task model's head)
     unused: ClassVar[tuple[str, ...]] = ()  # fnmatch patterns, on the name as stored or under the prefix
+    layer_stem: ClassVar[str]  # where layer N's tensors are, under the prefix: ``layers.`` for ``layers.N.…``
     task_heads: tuple[TaskHead, ...] = ()  # the task heads the checkpoint holds, not read (``check_tensors``)
 
     activation_name: str
@@ -217,9 +223,10 @@ class Architecture:
         self.working = dtype  # what the engine computes in (bfloat16 too), and where NumPy works on the host:
         self.dtype = np.dtype(host_dtype(dtype))
         self._output: np.ndarray | None = None  # the LM head's table, kept once read whole (``logits``)
+        checkpoint.use_prefix(self.prefixes, self.probe, self.family)
         self.read_config()
         self.check_heads()
-        checkpoint.use_prefix(self.prefixes, self.probe, self.family)
+        self.check_counts()
         self.check_tensors()
 
     @classmethod
@@ -266,6 +273,29 @@ class Architecture:
                 return None if pattern == LM_HEADS and self.has_lm_head else kind
         return None
 
+    def claimed_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """The tensors (under the prefix) whose shapes prove the counts config.json claims, each with the shape it
+        implies: by default the token embeddings, ``[vocab_size, d_model]``; a family adds its heads' and experts'."""
+        yield self.probe, (self.vocab_size, self.d_model)
+
+    def check_counts(self) -> None:
+        """Refuse counts config.json claims that the weights do not hold (``claimed_shapes``), from the tensors'
+        headers, before anything is built per head, per expert or per token of the vocabulary."""
+        for name, shape in self.claimed_shapes():
+            self.checkpoint.claim(name, shape)
+
+    def check_layers(self, keys: tuple[str, ...]) -> None:
+        """Refuse more layers than the weights hold (counted as the distinct N of ``{prefix}{layer_stem}N.…``), before
+        anything is built per layer: ``keys`` are where config.json may give the count."""
+        ckpt, start = self.checkpoint, self.checkpoint.prefix + self.layer_stem
+        held_names = ckpt.keys()
+        found = {name[len(start) :].partition(".")[0] for name in held_names if name.startswith(start)}
+        held = sum(1 for n in found if n.isdigit() and len(n) < 20)
+        if self.layers > held:
+            key = next((key for key in keys if key in ckpt.config), keys[0])
+            raise ModelError(f"{ckpt.config_key(key)} claims {self.layers:,} layers, but {ckpt.weights_path} holds "
+                             f"{held} ({start}N.…)")  # fmt: skip
+
     def allowed(self, name: str) -> bool:
         """True when tensor ``name`` (as stored) is on the family's allow-list of tensors left unused."""
         bare = name.removeprefix(self.checkpoint.prefix)
@@ -285,9 +315,11 @@ class Architecture:
         """The sizes from config.json, each under the first of its ``keys`` present (Hugging Face's usual name
         where ``keys`` gives none): layers, heads, K/V heads and head width (read only where ``keys`` names them,
         else one K/V head per head, hidden_size / heads wide), d_model, d_ff (absent: ``mlp_ratio`` × d_model,
-        or missing when ``mlp_ratio`` is None), vocabulary and maximum length (absent: ``max_length``)."""
+        or missing when ``mlp_ratio`` is None), vocabulary and maximum length (absent: ``max_length``). The layers
+        are checked against the weights at once (``check_layers``)."""
         ckpt, keys = self.checkpoint, {**SIZE_KEYS, **keys}
         self.layers = ckpt.integer(*keys["layers"])
+        self.check_layers(keys["layers"])
         self.heads = ckpt.integer(*keys["heads"])
         self.kv_heads = ckpt.integer(*keys.get("kv_heads", ()), default=self.heads)
         self.d_model = ckpt.integer(*keys["d_model"])

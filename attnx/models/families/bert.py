@@ -26,6 +26,7 @@ class Bert(Architecture):
     probe = "embeddings.word_embeddings.weight"
     causal = False
     stems = ("Bert",)
+    layer_stem = "encoder.layer."
 
     def read_config(self) -> None:
         """Sizes from config.json; relative position embeddings and decoder BERTs are refused."""
