@@ -34,6 +34,8 @@ def line_col(text: str, offset: int) -> str:
 
 def too_deep(text: str, max_depth: int) -> tuple[int, int] | None:
     """``(offset, level)`` of the first bracket that opens level ``max_depth + 1``, or None."""
+    if text.count("[") + text.count("{") <= max_depth:  # too few brackets to nest that deep: no scan (a million
+        return None  # strings in one list took seconds token by token)
     depth = 0
     for match in _TOKEN.finditer(text):
         token = match[0]

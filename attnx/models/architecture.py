@@ -46,6 +46,44 @@ class Mixture:
 
 
 @dataclass(frozen=True)
+class TaskHead:
+    """A task head a checkpoint holds after the last layer (``kind``: ``classification head``), which attnx does not
+    read: its tensors, as stored. It reads the last hidden state and writes nothing back, so it changes no attention
+    and no hidden state attnx shows."""
+
+    kind: str
+    tensors: tuple[str, ...]
+
+    def describe(self) -> str:
+        """``classification head: 2 tensors (classifier.*)``."""
+        stem: list[str] = []  # the dotted parts every tensor's name starts with
+        for column in zip(*(name.split(".")[:-1] for name in self.tensors), strict=False):
+            if len(set(column)) > 1:
+                break
+            stem.append(column[0])
+        where = ".".join(stem) + ".*" if stem and len(self.tensors) > 1 else self.tensors[0]
+        count = len(self.tensors)
+        return f"{self.kind}: {count} tensor{'s' if count != 1 else ''} ({where})"
+
+
+# What transformers' task classes (``BertForSequenceClassification``, ``LlamaForQuestionAnswering``, …) put after the
+# base model, as fnmatch patterns on a tensor's name without the model's prefix, each with what it is. Each reads the
+# last hidden state and feeds nothing back. ``lm_head.*`` counts only where the family reads no language-model head.
+TASK_HEADS = (
+    ("classifier.*", "classification head"),
+    ("pre_classifier.*", "classification head"),
+    ("score.*", "classification head"),
+    ("qa_outputs.*", "question-answering head"),
+    ("pooler.*", "pooler"),
+    ("cls.predictions.*", "masked-LM head"),
+    ("cls.seq_relationship.*", "next-sentence head"),
+    ("multiple_choice_head.*", "multiple-choice head"),
+    ("lm_head.*", "language-model head"),
+)
+LM_HEADS = "lm_head.*"
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What a checkpoint holds: its family, sizes and weights (``parameters`` counts learned values).
 
@@ -57,7 +95,8 @@ class ModelInfo:
     ``tied_embeddings`` whether the output layer reuses the input embeddings (None: an encoder); ``gated`` whether
     the MLP is gated; ``mixture`` its routed experts (None: a dense MLP); ``sinks`` whether each head has a learned
     sink; ``weight_files`` how many files hold the weights; ``gguf`` how a GGUF file stores them (its quantization,
-    tokenizer and what attnx does not read; None: a safetensors checkpoint).
+    tokenizer and what attnx does not read; None: a safetensors checkpoint); ``task_heads`` the task heads the file
+    holds after the last layer, which attnx does not read (a classifier, a pooler).
     """
 
     path: str
@@ -94,6 +133,7 @@ class ModelInfo:
     sinks: bool = False
     weight_files: int = 1
     gguf: GgufSummary | None = None
+    task_heads: tuple[TaskHead, ...] = ()
 
 
 # Where config.json usually keeps each size (Hugging Face's names); a family names others in ``read_sizes``.
@@ -139,8 +179,14 @@ class Architecture:
 
     Never silently wrong: ``tensor_names`` lists every tensor the family may read (under the prefix; ``outside``
     those beside it, such as ``lm_head.weight``), and a checkpoint holding any other is refused when it is
-    opened, unless it is a buffer (``is_buffer``) or matches one of ``unused``, the family's allow-list of
-    tensors legitimately left unused (a pooler, a tied copy of the embeddings).
+    opened, unless it is a buffer (``is_buffer``), matches one of ``unused``, the family's allow-list of
+    tensors legitimately left unused (a tied copy of the embeddings), or is a task head after the last layer
+    (``TASK_HEADS``: a classifier, a pooler), which ``task_heads`` names.
+
+    Never built on a claim: every count config.json claims is checked against the weights before anything is built
+    per item: the layers against the layers the weights hold (``layer_stem``), as soon as they are read
+    (``read_sizes``); the vocabulary, the width and the heads (and a family's experts) against the shapes of the
+    tensors ``claimed_shapes`` names, before ``tensor_names`` lists a tensor per layer or per expert.
     """
 
     name: str
@@ -152,6 +198,8 @@ class Architecture:
     stems: ClassVar[tuple[str, ...]]
     outside: ClassVar[tuple[str, ...]] = ()  # tensors read beside the prefix (a task model's head)
     unused: ClassVar[tuple[str, ...]] = ()  # fnmatch patterns, on the name as stored or under the prefix
+    layer_stem: ClassVar[str]  # where layer N's tensors are, under the prefix: ``layers.`` for ``layers.N.…``
+    task_heads: tuple[TaskHead, ...] = ()  # the task heads the checkpoint holds, not read (``check_tensors``)
 
     activation_name: str
     rotary: Rotary | None = None
@@ -175,9 +223,10 @@ class Architecture:
         self.working = dtype  # what the engine computes in (bfloat16 too), and where NumPy works on the host:
         self.dtype = np.dtype(host_dtype(dtype))
         self._output: np.ndarray | None = None  # the LM head's table, kept once read whole (``logits``)
+        checkpoint.use_prefix(self.prefixes, self.probe, self.family)
         self.read_config()
         self.check_heads()
-        checkpoint.use_prefix(self.prefixes, self.probe, self.family)
+        self.check_counts()
         self.check_tensors()
 
     @classmethod
@@ -192,11 +241,19 @@ class Architecture:
 
     def check_tensors(self) -> None:
         """Refuse a checkpoint that holds a tensor the family would not read (a ModelError naming it): attnx would
-        run the model without it. Buffers and the family's ``unused`` patterns are let through."""
+        run the model without it. Buffers and the family's ``unused`` patterns are let through, and task heads after
+        the last layer are kept in ``task_heads``."""
         ckpt = self.checkpoint
         read = {ckpt.prefix + name for name in self.tensor_names()} | set(self.outside)
         held = ckpt.keys()
-        left = sorted(name for name in held - read if not self.is_buffer(name) and not self.allowed(name))
+        rest = sorted(name for name in held - read if not self.is_buffer(name) and not self.allowed(name))
+        heads: dict[str, list[str]] = {}
+        for name in rest:
+            kind = self.task_head(name)
+            if kind is not None:
+                heads.setdefault(kind, []).append(name)
+        self.task_heads = tuple(TaskHead(kind, tuple(names)) for kind, names in heads.items())
+        left = [name for name in rest if self.task_head(name) is None]
         if left:
             kinds = sorted({re.sub(r"\.\d+\.", ".*.", name) for name in left[1:]})
             more = (
@@ -206,6 +263,38 @@ class Architecture:
                 f"{ckpt.file_of(left[0])}: tensor {left[0]!r} is not used by {self.name} ({self.family}){more}: attnx "
                 f"would run the model without it, so {ckpt.config_name} and the weights disagree"
             )
+
+    def task_head(self, name: str) -> str | None:
+        """What task head tensor ``name`` (as stored) belongs to (``TASK_HEADS``), or None: ``lm_head.*`` only where
+        the family reads no language-model head."""
+        bare = name.removeprefix(self.checkpoint.prefix)
+        for pattern, kind in TASK_HEADS:
+            if any(fnmatch.fnmatchcase(n, pattern) for n in (name, bare)):
+                return None if pattern == LM_HEADS and self.has_lm_head else kind
+        return None
+
+    def claimed_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """The tensors (under the prefix) whose shapes prove the counts config.json claims, each with the shape it
+        implies: by default the token embeddings, ``[vocab_size, d_model]``; a family adds its heads' and experts'."""
+        yield self.probe, (self.vocab_size, self.d_model)
+
+    def check_counts(self) -> None:
+        """Refuse counts config.json claims that the weights do not hold (``claimed_shapes``), from the tensors'
+        headers, before anything is built per head, per expert or per token of the vocabulary."""
+        for name, shape in self.claimed_shapes():
+            self.checkpoint.claim(name, shape)
+
+    def check_layers(self, keys: tuple[str, ...]) -> None:
+        """Refuse more layers than the weights hold (counted as the distinct N of ``{prefix}{layer_stem}N.…``), before
+        anything is built per layer: ``keys`` are where config.json may give the count."""
+        ckpt, start = self.checkpoint, self.checkpoint.prefix + self.layer_stem
+        held_names = ckpt.keys()
+        found = {name[len(start) :].partition(".")[0] for name in held_names if name.startswith(start)}
+        held = sum(1 for n in found if n.isdigit() and len(n) < 20)
+        if self.layers > held:
+            key = next((key for key in keys if key in ckpt.config), keys[0])
+            raise ModelError(f"{ckpt.config_key(key)} claims {self.layers:,} layers, but {ckpt.weights_path} holds "
+                             f"{held} ({start}N.…)")  # fmt: skip
 
     def allowed(self, name: str) -> bool:
         """True when tensor ``name`` (as stored) is on the family's allow-list of tensors left unused."""
@@ -226,9 +315,11 @@ class Architecture:
         """The sizes from config.json, each under the first of its ``keys`` present (Hugging Face's usual name
         where ``keys`` gives none): layers, heads, K/V heads and head width (read only where ``keys`` names them,
         else one K/V head per head, hidden_size / heads wide), d_model, d_ff (absent: ``mlp_ratio`` × d_model,
-        or missing when ``mlp_ratio`` is None), vocabulary and maximum length (absent: ``max_length``)."""
+        or missing when ``mlp_ratio`` is None), vocabulary and maximum length (absent: ``max_length``). The layers
+        are checked against the weights at once (``check_layers``)."""
         ckpt, keys = self.checkpoint, {**SIZE_KEYS, **keys}
         self.layers = ckpt.integer(*keys["layers"])
+        self.check_layers(keys["layers"])
         self.heads = ckpt.integer(*keys["heads"])
         self.kv_heads = ckpt.integer(*keys.get("kv_heads", ()), default=self.heads)
         self.d_model = ckpt.integer(*keys["d_model"])

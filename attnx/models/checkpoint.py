@@ -139,6 +139,10 @@ class Checkpoint:
         """Where config key ``key`` comes from, as messages name it: ``DIR/config.json: hidden_size``."""
         return f"{self.config_path}: {key}"
 
+    def config_key(self, key: str) -> str:
+        """Where config key ``key`` comes from, as messages name it (``_key``: a GGUF file's metadata key too)."""
+        return self._key(key)
+
     def _wrong(self, key: str, expected: str, value: Any) -> ModelError:
         return ModelError(f"{self._key(key)} must be {expected}, got {value!r}")
 
@@ -291,6 +295,11 @@ class Checkpoint:
                     raise ModelError(f"{where} has shape {found}, where {self.config_name} implies {implied}")
                 return part, full
         raise ModelError(f"{self.weights_path}: missing tensor {prefix + name!r}")
+
+    def claim(self, name: str, shape: Shape) -> None:
+        """Check tensor ``name`` (under the prefix) against ``shape``, as config.json implies it, from its header alone
+        (no data is read): a ModelError naming both where they differ, or where the tensor is missing."""
+        self._slice(name, shape=shape)
 
     def slab(self, name: str, index: int, shape: tuple[int, ...], *, packed: bool = False) -> np.ndarray:
         """Entry ``index`` of the first axis of tensor ``name`` (one expert of a fused ``[expert, …]`` tensor), read

@@ -131,10 +131,11 @@ class Decoder(Architecture):
     ``name`` (its ``model_type``), ``family`` (its title) and ``stems`` (its transformers class names' stems)."""
 
     design = "pre-RMSNorm causal decoder"
-    prefixes = ("model.", "")
+    prefixes: ClassVar[tuple[str, ...]] = ("model.", "transformer.", "")  # transformer.: Llama's, Qwen's, … QA classes
     probe = "embed_tokens.weight"
     causal = True
     outside = (LM_HEAD,)
+    layer_stem = "layers."
 
     norms: ClassVar[Norms] = Norms()
     norm_offset: ClassVar[bool] = False
@@ -297,7 +298,7 @@ class Decoder(Architecture):
 
     def layer_prefix(self, layer: int) -> str:
         """Where layer ``layer``'s tensors are, under the model's prefix."""
-        return f"layers.{layer}."
+        return f"{self.layer_stem}{layer}."
 
     def attention_prefix(self, layer: int) -> str:
         """Where layer ``layer``'s attention tensors are."""
@@ -309,6 +310,14 @@ class Decoder(Architecture):
         yield from self.norm_tensors(self.norms.final)
         for layer in range(self.layers):
             yield from self.layer_tensors(layer)
+
+    def claimed_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """The embeddings, and layer 0's W_q, ``[heads × head_dim, d_model]`` (the heads and their width), where the
+        file holds it: one that stores another layout is refused by ``check_tensors``, naming what it holds."""
+        yield from super().claimed_shapes()
+        name = f"{self.attention_prefix(0)}q_proj.weight"
+        if self.checkpoint.has(name):
+            yield name, (self.heads * self.head_dim, self.d_model)
 
     def layer_tensors(self, layer: int) -> Iterator[str]:
         """Layer ``layer``'s norms, attention and MLP tensors."""

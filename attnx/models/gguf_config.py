@@ -11,6 +11,7 @@ model computes. Settings llama.cpp stores as tensors (Llama 3's ``rope_freqs``, 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ LLAMA3 = (1.0, 4.0, 8192)  # low_freq_factor, high_freq_factor, original context
 GEMMA_LARGE = {"gemma2": 46, "gemma3": 62}  # layers of the 27B models, which llama.cpp scales by hidden / heads
 GEMMA3_PATTERN = 6  # llama.cpp's Gemma 3: five sliding layers, then a full one
 FULL, SLIDING = "full_attention", "sliding_attention"
+BLOCK = re.compile(r"blk\.(\d{1,19})\.")  # a layer's tensor: blk.N.…
 
 HARMLESS = frozenset({"rope.scaling.finetuned"})  # {arch}.* keys that change nothing attnx computes
 
@@ -114,13 +116,24 @@ class Built:
     consumed: dict[str, str]  # GGUF tensor name -> what it was read as
 
 
+def block_count(meta: Metadata, tensors: Mapping[str, Any], hf: str) -> int:
+    """``{arch}.block_count`` (read as ``hf``), refused where the file holds fewer blocks (the distinct N of its
+    ``blk.N.…`` tensors): a builder makes a list per layer (Gemma 3's layer types, Qwen MoE's dense layers)."""
+    layers = meta.need("block_count", hf)
+    held = len({match[1] for name in tensors if (match := BLOCK.match(name))})
+    if layers > held:
+        raise ModelError(f"{meta.path}: {meta.key('block_count')} claims {layers:,} layers, but the file holds {held} "
+                         "(blk.N.…)")  # fmt: skip
+    return layers
+
+
 def decoder(meta: Metadata, model_type: str, tensors: Mapping[str, Any], *, experts: bool = False) -> dict[str, Any]:
     """The settings every Llama-line decoder has: sizes, heads, head width, eps, context, RoPE base, ties (and no
     experts unless ``experts``: their keys are read elsewhere)."""
     hidden = meta.need("embedding_length", "hidden_size")
     heads = meta.need("attention.head_count", "num_attention_heads")
     config: dict[str, Any] = {
-        "model_type": model_type, "num_hidden_layers": meta.need("block_count", "num_hidden_layers"),
+        "model_type": model_type, "num_hidden_layers": block_count(meta, tensors, "num_hidden_layers"),
         "hidden_size": hidden, "num_attention_heads": heads,
         "num_key_value_heads": meta.whole("attention.head_count_kv", "num_key_value_heads") or heads,
         "intermediate_size": meta.whole("feed_forward_length", "intermediate_size"),
@@ -306,10 +319,10 @@ def phi3(meta: Metadata, tensors: Mapping[str, Any], read: Read) -> tuple[dict[s
                                                                  for name in names}  # fmt: skip
 
 
-def gpt2(meta: Metadata) -> dict[str, Any]:
+def gpt2(meta: Metadata, tensors: Mapping[str, Any]) -> dict[str, Any]:
     """GPT-2's sizes under its own names; llama.cpp's GELU is the tanh approximation (``gelu_new``)."""
     config = {
-        "model_type": "gpt2", "n_layer": meta.need("block_count", "n_layer"),
+        "model_type": "gpt2", "n_layer": block_count(meta, tensors, "n_layer"),
         "n_head": meta.need("attention.head_count", "n_head"), "n_embd": meta.need("embedding_length", "n_embd"),
         "n_inner": meta.whole("feed_forward_length", "n_inner"),
         "n_positions": meta.whole("context_length", "n_positions"),
@@ -337,7 +350,7 @@ def build_config(metadata: Mapping[str, Any], tensors: Mapping[str, Any], read: 
     elif arch == "phi3":
         config, consumed = phi3(meta, tensors, read)
     elif arch == "gpt2":
-        config = gpt2(meta)
+        config = gpt2(meta, tensors)
     elif arch.startswith("gemma"):
         config = gemma(meta, "gemma3_text" if arch == "gemma3" else arch, tensors)
     elif arch.endswith("moe"):

@@ -69,6 +69,7 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         *[("embeddings", "tied: the output layer reuses them" if tied else "untied") for tied in tied_of(info)],
         ("max length", f"{info.max_length} tokens (special tokens included)"),
         *(safetensors_rows(info) if info.gguf is None else gguf_rows(info.gguf, info)),
+        *[("not read", f"{head.describe()}, after the last layer") for head in info.task_heads],
         *ignored,
     ]
 
@@ -209,6 +210,7 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
             "stored_settings": list(info.tokenizer_settings),
         },
         "gguf": None if info.gguf is None else gguf_to_dict(info.gguf),
+        "task_heads": [{"kind": head.kind, "tensors": list(head.tensors)} for head in info.task_heads],
     }
 
 

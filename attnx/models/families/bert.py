@@ -26,7 +26,7 @@ class Bert(Architecture):
     probe = "embeddings.word_embeddings.weight"
     causal = False
     stems = ("Bert",)
-    unused = ("pooler.*", "cls.*")  # the pooler and a masked-LM head: after the last layer, never read
+    layer_stem = "encoder.layer."
 
     def read_config(self) -> None:
         """Sizes from config.json; relative position embeddings and decoder BERTs are refused."""

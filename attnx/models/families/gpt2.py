@@ -38,6 +38,7 @@ class Gpt2(Architecture):
     causal = True
     stems = ("GPT2",)
     unused = ("lm_head.weight",)  # the tied output layer, when a file keeps a copy of wte
+    layer_stem = "h."
 
     def read_config(self) -> None:
         """Sizes and the attention scale from config.json."""

@@ -76,6 +76,12 @@ class GptNeox(Decoder):
         )
         return w_q, w_k, w_v, self.linear(p + "dense", d, d)
 
+    def claimed_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """The embeddings, and layer 0's ``query_key_value``, ``[3 × d_model, d_model]`` (``check_heads`` ties the
+        heads to d_model)."""
+        yield from Architecture.claimed_shapes(self)
+        yield f"{self.attention_prefix(0)}query_key_value.weight", (3 * self.d_model, self.d_model)
+
     def attention_tensors(self, layer: int) -> Iterator[str]:
         """The tensors of ``projections``."""
         p = self.attention_prefix(layer)

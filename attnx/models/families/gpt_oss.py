@@ -65,6 +65,7 @@ class GptOss(Routed):
     defaults = (128, 4)
     always_renormalises = True
     dense_layers = False
+    router = "router.weight"
     sinks = True
 
     def read_config(self) -> None:

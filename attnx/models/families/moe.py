@@ -60,6 +60,7 @@ class Routed(Decoder):
     always_renormalises: ClassVar[bool] = False  # else as ``norm_topk_prob`` says (absent: False)
     shared_expert: ClassVar[bool] = False
     dense_layers: ClassVar[bool] = True  # whether mlp_only_layers and decoder_sparse_step are read
+    router: ClassVar[str] = "gate.weight"  # the router's weight, under the mixture
 
     def read_config(self) -> None:
         """The decoder's settings, then the mixture's: experts, top-k, renormalisation, widths, sparse layers."""
@@ -76,6 +77,13 @@ class Routed(Decoder):
         dense = tuple(layer for layer, sparse in enumerate(self.sparse) if not sparse)
         self.mixture = Mixture(self.experts, self.top_k, self.expert_width, self.renormalise, self.shared_width, dense)
         self.design = f"{Decoder.design}, routed MLP"
+
+    def claimed_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """The decoder's, and the first routed layer's router, ``[experts, d_model]``: the experts."""
+        yield from super().claimed_shapes()
+        routed = next((layer for layer, sparse in enumerate(self.sparse) if sparse), None)
+        if routed is not None:
+            yield f"{self.mixture_prefix(routed)}{self.router}", (self.experts, self.d_model)
 
     def is_sparse(self, layer: int) -> bool:
         """Whether layer ``layer``'s MLP is the mixture: not in ``mlp_only_layers`` and ``decoder_sparse_step``

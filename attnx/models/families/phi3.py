@@ -9,6 +9,7 @@ from attnx.core.positions import SCALINGS
 from attnx.core.spec import Linear
 from attnx.engines.arrays import Array
 from attnx.errors import ModelError
+from attnx.models.architecture import Architecture
 from attnx.models.decoder import Decoder
 
 # transformers' Phi3Config: its defaults where config.json leaves a key out, and the rope types it accepts.
@@ -66,6 +67,12 @@ class Phi3(Decoder):
         q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
         w_q, w_k, w_v = self.fused(p + "qkv_proj", (q_width, kv_width, kv_width), d)
         return w_q, w_k, w_v, self.linear(p + "o_proj", d, q_width)
+
+    def claimed_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """The embeddings, and layer 0's ``qkv_proj``, ``[(heads + 2 K/V heads) × head_dim, d_model]``."""
+        yield from Architecture.claimed_shapes(self)
+        rows = (self.heads + 2 * self.kv_heads) * self.head_dim
+        yield f"{self.attention_prefix(0)}qkv_proj.weight", (rows, self.d_model)
 
     def attention_tensors(self, layer: int) -> Iterator[str]:
         """The tensors of ``projections``: weights only (a bias transformers would leave unread is refused)."""

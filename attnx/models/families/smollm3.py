@@ -32,7 +32,11 @@ class SmolLM3(Decoder):
         if listed is None:
             interval = ckpt.integer("no_rope_layer_interval", default=4)
             return tuple((layer + 1) % interval != 0 for layer in range(self.layers))
-        if not isinstance(listed, list) or len(listed) < self.layers or any(flag not in (0, 1) for flag in listed):
+        if (
+            not isinstance(listed, list)
+            or len(listed) < self.layers
+            or any(flag not in (0, 1) for flag in listed[: self.layers])  # only the layers': a list may run on
+        ):
             raise ModelError(
                 f"{ckpt.config_path}: no_rope_layers must list 1 (RoPE) or 0 (none) for each of the {self.layers} "
                 f"layers, got {listed!r:.60}"
