@@ -127,3 +127,25 @@ class TestLaziness:
         heard: list[tuple[int, int]] = []
         load_model_spec(gpt2.path, TEXT, 2, progress=lambda done, total: heard.append((done, total)))
         assert heard == [(1, 2), (2, 2)]
+
+
+class TestUntiedOutputLayer:
+    """A GPT-2 saved with ``tie_word_embeddings: false`` predicts through its own ``lm_head``, not ``wte``."""
+
+    def test_logits_equal_transformers(self, tmp_path) -> None:
+        """The next-token logits equal GPT2LMHeadModel's within 1e-5 (float32); wte's would be far off."""
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+        from tests.models.checkpoints import build_gpt2
+
+        ref = build_gpt2(tmp_path, tie_word_embeddings=False)
+        model = transformers.GPT2LMHeadModel.from_pretrained(ref.path, attn_implementation="eager").eval()
+        assert not torch.equal(model.lm_head.weight, model.transformer.wte.weight)
+        with torch.no_grad():
+            theirs = model(torch.tensor([ref.ids])).logits[0].numpy()
+        with open_model(ref.path, "float32") as ours:
+            hidden = ours.run(TEXT, layer=ours.layers - 1).finish()
+            logits = ours.architecture.logits(hidden)
+            through_wte = hidden @ ours.architecture.weight("wte.weight").T
+        bound = TOLERANCE * max(1.0, float(np.abs(theirs).max()))
+        assert np.abs(logits - theirs).max() <= bound < np.abs(through_wte - theirs).max()

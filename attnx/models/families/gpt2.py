@@ -10,6 +10,7 @@ import numpy as np
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines.arrays import Array, arrays_of, host
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
+from attnx.models.decoder import LM_HEAD
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
 
@@ -37,7 +38,7 @@ class Gpt2(Architecture):
     probe = "wte.weight"
     causal = True
     stems = ("GPT2",)
-    unused = ("lm_head.weight",)  # the tied output layer, when a file keeps a copy of wte
+    unused = ("lm_head.weight",)  # a tied file's copy of wte (an untied one is read: ``output_tensor``)
     layer_stem = "h."
 
     def read_config(self) -> None:
@@ -109,12 +110,14 @@ class Gpt2(Architecture):
 
     @property
     def has_lm_head(self) -> bool:
-        """GPT-2's output layer is its token embeddings (tied), so every checkpoint has one."""
-        return True
+        """GPT-2 ties its output layer to the token embeddings unless ``tie_word_embeddings`` is false, where
+        ``lm_head.weight`` (beside ``transformer.``) holds it."""
+        return self.tied or self.checkpoint.has(LM_HEAD, prefixed=False)
 
     def output_tensor(self) -> WeightRef:
-        """``wte``: GPT-2 ties its output layer to the token embeddings."""
-        return WeightRef("wte.weight", (), (self.vocab_size, self.d_model), True)
+        """``wte`` (tied, the default), else ``lm_head``."""
+        shape = (self.vocab_size, self.d_model)
+        return WeightRef("wte.weight", (), shape, True) if self.tied else WeightRef(LM_HEAD, (), shape, False)
 
     def is_buffer(self, name: str) -> bool:
         """Older GPT-2 checkpoints store each layer's causal mask (``attn.bias``, ``attn.masked_bias``)."""
