@@ -16,8 +16,9 @@ from attnx.errors import UsageError
 
 HeadOpt = Annotated[
     list[str] | None,
-    typer.Option("--head", metavar="L2H3", help="A head to drop, as L2H3 (layer 2, head 3, both from 0) or 2.3; "
-                 "repeat it or separate with commas to drop several together. Default: each head alone, in turn."),
+    typer.Option("--head", metavar="L2H3", help="A head to drop, as L2H3 (layer 2, head 3, both from 0; -1 the "
+                 "last) or 2.3; repeat it or separate with commas to drop several together. Default: each head "
+                 "alone, in turn."),
 ]  # fmt: skip
 
 
@@ -65,8 +66,10 @@ def parse_heads(values: Iterable[str]) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for value in values:
         for part in value.split(","):
-            match = re.fullmatch(r"\s*(?:[Ll]\s*(\d+)\s*[Hh]\s*(\d+)|(\d+)\s*[.:]\s*(\d+))\s*", part)
+            match = re.fullmatch(r"\s*(?:[Ll]\s*(-?\d+)\s*[Hh]\s*(-?\d+)|(-?\d+)\s*[.:]\s*(-?\d+))\s*", part)
             if match is None:
-                raise UsageError(f"--head takes a layer and a head counted from 0, as L2H3 (or 2.3), not {part!r}")
+                raise UsageError(
+                    f"--head takes a layer and a head counted from 0 (-1 the last), as L2H3 (or 2.3), not {part!r}"
+                )
             found.append((int(match[1] or match[3]), int(match[2] or match[4])))
     return found

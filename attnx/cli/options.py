@@ -139,7 +139,7 @@ class KernelDtype(str, Enum):
 DropHeadOpt = Annotated[
     list[int] | None,
     typer.Option(
-        "--drop-head", min=0, metavar="N", help="Zero head N (counted from 0) before concatenation; repeatable."
+        "--drop-head", metavar="N", help="Zero head N (counted from 0, -1 the last) before concatenation; repeatable."
     ),
 ]
 FORMAT_HELP = "Output format (stdout or --output)."

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from attnx.core.counting import span
 from attnx.core.heads import divisors
 from attnx.core.positions import Rotary
 from attnx.errors import ConfigError
@@ -91,7 +92,7 @@ class AttentionSettings:
             raise ConfigError(f"sink_logits must be {self.heads} finite numbers, one per head, got {sinks!r:.80}")
         bad = [h for h in self.dropped_heads if not 0 <= h < self.heads]
         if bad:
-            raise ConfigError(f"cannot drop head {bad[0]}: heads are numbered 0..{self.heads - 1}")
+            raise ConfigError(f"cannot drop head {bad[0]}: heads are numbered {span(self.heads)}")
         if tuple(sorted(set(self.dropped_heads))) != self.dropped_heads:
             raise ConfigError(f"dropped_heads must be sorted and distinct, got {self.dropped_heads!r}")
 

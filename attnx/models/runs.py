@@ -136,16 +136,19 @@ def rollout(
 
 
 def check_heads(model: Model, heads: Iterable[Head]) -> tuple[Head, ...]:
-    """``heads`` as (layer, head) pairs from 0, each once, in the order given; one the model lacks is a
-    ChoiceError."""
+    """``heads`` as (layer, head) pairs from 0 (-1 the last layer or head), each once, in the order given; one the
+    model lacks is a ChoiceError."""
+    from attnx.core.counting import from_end, span
+
     layers, per_layer = model.layers, model.architecture.heads
     found: list[Head] = []
     for layer, head in heads:
-        if not (0 <= layer < layers and 0 <= head < per_layer):
-            raise ChoiceError(f"L{layer}H{head} does not exist: the model has layers 0..{layers - 1} and heads "
-                              f"0..{per_layer - 1}")  # fmt: skip
-        if (layer, head) not in found:
-            found.append((layer, head))
+        at_layer, at_head = from_end(layer, layers), from_end(head, per_layer)
+        if at_layer is None or at_head is None:
+            raise ChoiceError(f"L{layer}H{head} does not exist: the model has layers {span(layers)} and heads "
+                              f"{span(per_layer)}")  # fmt: skip
+        if (at_layer, at_head) not in found:
+            found.append((at_layer, at_head))
     return tuple(found)
 
 

@@ -168,6 +168,7 @@ class TestPieces:
     def test_parse_heads(self) -> None:
         """--head values in each spelling become (layer, head) pairs; a value that is no head is refused."""
         assert parse_heads(["L2H3", "0.1,1:0", "l2h3"]) == [(2, 3), (0, 1), (1, 0), (2, 3)]
+        assert parse_heads(["L-1H0", "-2.-1"]) == [(-1, 0), (-2, -1)]  # from the end, resolved by the model
         with pytest.raises(UsageError, match="as L2H3"):
             parse_heads(["head 3"])
 
@@ -175,8 +176,11 @@ class TestPieces:
         """runs.check_heads keeps each head once and names one the model lacks, without naming a flag."""
         with open_model(gpt2.path) as model:
             assert check_heads(model, [(1, 2), (0, 1), (1, 2)]) == ((1, 2), (0, 1))
-            with pytest.raises(ChoiceError, match=r"^L9H0 does not exist: the model has layers 0\.\.2"):
+            assert check_heads(model, [(-1, 0), (2, 0), (0, -1), (-3, -4)]) == ((2, 0), (0, 3), (0, 0))  # -1: the last
+            with pytest.raises(ChoiceError, match=r"^L9H0 does not exist: the model has layers 0\.\.2 \(or -3\.\.-1\)"):
                 check_heads(model, [(9, 0)])
+            with pytest.raises(ChoiceError, match=r"^L0H-5 does not exist: .* heads 0\.\.3 \(or -4\.\.-1\)$"):
+                check_heads(model, [(0, -5)])
 
 
 class TestCommand:

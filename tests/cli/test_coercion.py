@@ -102,7 +102,7 @@ class TestMessagesStayTypers:
             (("--heads", "0"), "greater than or equal to 1"),
             (("--precision", "13"), "less than or equal to 12"),
             (("--engine", "NUMPY"), "'NUMPY' is not one of 'numpy', 'torch'"),
-            (("--drop-head", "-1"), "Invalid value for '--drop-head'"),
+            (("--drop-head", "x"), "Invalid value for '--drop-head'"),
         ],
     )
     def test_refused_in_typers_words(self, args: tuple[str, ...], fragment: str) -> None:

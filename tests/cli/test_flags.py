@@ -181,6 +181,16 @@ class TestDropHead:
         assert np.all(output[:, :2] == 0.0)
         np.testing.assert_allclose(output[:, 2:], OUTPUT[:, 2:], atol=DECIMALS_4)  # head 1 as published
 
+    def test_minus_1_is_the_last_head(self) -> None:
+        """--drop-head -1 on the worked example (H = 2) zeroes head 1 (columns 2-3) and reports it as head 1."""
+        result = run_attnx("run", "--drop-head", "-1", "--drop-head", "1", "-f", "json")
+        assert result.code == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["ablation"]["dropped_heads"] == [1]
+        output = np.array(data["output"])
+        assert np.all(output[:, 2:] == 0.0)
+        np.testing.assert_allclose(output[:, :2], OUTPUT[:, :2], atol=DECIMALS_4)  # head 0 as published
+
     def test_a_head_past_the_last_is_refused(self) -> None:
         """--drop-head 2 with two heads (0 and 1) is exit 2 with one line."""
         result = run_attnx("run", "--drop-head", "2")

@@ -275,8 +275,8 @@ class TestHelpTellsTheTruth:
             assert stale not in text, stale
 
     def test_drop_head_counts_from_0(self) -> None:
-        """--drop-head takes 0 and up, and its help says heads count from 0."""
+        """--drop-head's help says heads count from 0, -1 the last; one past either end is refused."""
         option = options("run")["--drop-head"]
-        assert option.help == "Zero head N (counted from 0) before concatenation; repeatable."
-        result = run_attnx("run", "--drop-head", "-1")
-        assert (result.code, result.stdout) == (2, "") and "greater than or equal to 0" in result.stderr
+        assert option.help == "Zero head N (counted from 0, -1 the last) before concatenation; repeatable."
+        result = run_attnx("run", "--drop-head", "-3")
+        assert (result.code, result.stdout) == (2, "") and "heads are numbered 0..1 (or -2..-1)" in result.stderr

@@ -49,7 +49,6 @@ class TestUsageErrors:
             (["bench", "--dtype", "float8"], "'float8' is not one of 'float64', 'float32', 'bfloat16', 'float16'"),
             (["diff", "--format", "npy"], "'npy' is not one of 'table', 'json'"),
             (["heads", "--format", "jsonl"], "'jsonl' is not one of 'table', 'json'"),
-            (["run", "--drop-head", "-1"], "Input should be greater than or equal to 0"),
             (["nocommand"], "No such command 'nocommand'"),
         ],
     )

@@ -175,7 +175,7 @@ class TestDroppedHeads:
 
     def test_out_of_range(self) -> None:
         """Dropping head 4 of four is refused with the range 0..3."""
-        with pytest.raises(ConfigError, match=r"^s: cannot drop head 4: heads are numbered 0\.\.3$"):
+        with pytest.raises(ConfigError, match=r"^s: cannot drop head 4: heads are numbered 0\.\.3 \(or -4\.\.-1\)$"):
             spec_of(
                 np.ones((1, 8)), np.ones((1, 8)), np.ones((1, 8)), 4, ("a",), ("a",), source="s", dropped_heads=(4,)
             )
