@@ -283,27 +283,8 @@ def in_process_form(command: str) -> tuple[dict[str, str], list[str]] | None:
     return env, words[1:]
 
 
-def is_pipeline(command: str) -> bool:
-    """Whether ``command`` pipes one command into another: a ``|`` outside quotes that is not ``||``."""
-    quote = None
-    escaped = False
-    for i, char in enumerate(command):
-        if escaped:
-            escaped = False
-        elif quote is not None:
-            quote = None if char == quote else quote
-            escaped = char == "\\" and quote == '"'
-        elif char == "\\":
-            escaped = True
-        elif char in "'\"":
-            quote = char
-        elif char == "|" and "|" not in (command[i - 1 : i], command[i + 1 : i + 2]):
-            return True
-    return False
-
-
-def split_pipe(command: str) -> tuple[str, str] | None:
-    """``("attnx ARGS", "REST")`` for ``attnx ARGS | REST`` whose first part runs in-process, else None."""
+def bars(command: str) -> Iterator[int]:
+    """Where ``command`` holds a ``|`` outside quotes (a backslash escapes outside single quotes)."""
     quote = None
     escaped = False
     for i, char in enumerate(command):
@@ -317,10 +298,22 @@ def split_pipe(command: str) -> tuple[str, str] | None:
         elif char in "'\"":
             quote = char
         elif char == "|":
-            first, rest = command[:i].strip(), command[i + 1 :].strip()
-            if rest and not rest.startswith("|") and in_process_form(first) is not None:
-                return first, rest
-            return None
+            yield i
+
+
+def is_pipeline(command: str) -> bool:
+    """Whether ``command`` pipes one command into another: a ``|`` outside quotes that is not ``||``."""
+    return any("|" not in (command[i - 1 : i], command[i + 1 : i + 2]) for i in bars(command))
+
+
+def split_pipe(command: str) -> tuple[str, str] | None:
+    """``("attnx ARGS", "REST")`` for ``attnx ARGS | REST`` whose first part runs in-process, else None."""
+    i = next(bars(command), None)
+    if i is None:
+        return None
+    first, rest = command[:i].strip(), command[i + 1 :].strip()
+    if rest and not rest.startswith("|") and in_process_form(first) is not None:
+        return first, rest
     return None
 
 
