@@ -323,7 +323,12 @@ class Architecture:
         self.heads = ckpt.integer(*keys["heads"])
         self.kv_heads = ckpt.integer(*keys.get("kv_heads", ()), default=self.heads)
         self.d_model = ckpt.integer(*keys["d_model"])
-        self.head_dim = ckpt.integer(*keys.get("head_dim", ()), default=self.d_model // self.heads)
+        widths = keys.get("head_dim", ())
+        if self.heads > self.d_model and not any(key in ckpt.config for key in widths):  # each head 0 wide
+            key = next((key for key in keys["heads"] if key in ckpt.config), keys["heads"][0])
+            raise ModelError(f"{ckpt.config_key(key)} claims {self.heads:,} heads, more than the {self.d_model:,} "
+                             "columns of the hidden state they split")  # fmt: skip
+        self.head_dim = ckpt.integer(*widths, default=self.d_model // self.heads)
         self.d_ff = ckpt.integer(*keys["d_ff"], default=None if mlp_ratio is None else mlp_ratio * self.d_model)
         self.vocab_size = ckpt.integer(*keys["vocab_size"])
         self.max_length = ckpt.integer(*keys["max_length"], default=max_length)
