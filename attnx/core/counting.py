@@ -13,3 +13,9 @@ def from_end(index: int, count: int) -> int | None:
 def span(count: int) -> str:
     """How indices into ``count`` things are written, both ways: ``"0..29 (or -30..-1)"``."""
     return f"0..{count - 1} (or -{count}..-1)"
+
+
+def counted(index: int, count: int) -> int:
+    """``index`` counted from 0 (-1 the last of ``count``); one beyond either end as given, for its check to name."""
+    resolved = from_end(index, count)
+    return index if resolved is None else resolved

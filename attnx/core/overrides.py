@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from attnx.core.counting import from_end
 from attnx.core.positions import Rotary
 from attnx.errors import ConfigError
 
@@ -26,8 +25,7 @@ class SettingOverrides:
 
     ``heads`` re-splits the input (``AttentionSpec.with_heads``); ``kv_heads`` fewer than the input holds
     mean-pools its K/V heads (``AttentionSpec.with_kv_heads``); every other setting is checked by
-    ``AttentionSettings`` as it is put in; ``dropped_heads`` count from the end where negative (-1 the last). A
-    setting that is new needs no change here.
+    ``AttentionSettings`` as it is put in. A setting that is new needs no change here.
     """
 
     changes: Mapping[str, Any]
@@ -47,8 +45,6 @@ class SettingOverrides:
             spec = spec.with_heads(heads)
         if kv_heads is not None and kv_heads != spec.settings.kv_heads:
             spec = spec.with_kv_heads(kv_heads)
-        if rest.get("dropped_heads"):  # -1 the last head, as everywhere
-            rest["dropped_heads"] = tuple(counted(head, spec.settings.heads) for head in rest["dropped_heads"])
         rotary = {ROTARY_FIELDS[name]: rest.pop(name) for name in list(rest) if name in ROTARY_FIELDS}
         if rotary:  # on the input's own rotary positions, if it has them
             try:
@@ -56,9 +52,3 @@ class SettingOverrides:
             except ConfigError as exc:
                 raise ConfigError(f"{spec.source}: {exc}") from None
         return spec.with_settings(**rest) if rest else spec
-
-
-def counted(index: int, count: int) -> int:
-    """``index`` counted from 0 (-1 the last of ``count``); one beyond either end as given, for its check to name."""
-    resolved = from_end(index, count)
-    return index if resolved is None else resolved

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attnx.core.counting import span
+from attnx.core.counting import counted, span
 from attnx.core.heads import divisors
 from attnx.core.positions import Rotary
 from attnx.errors import ConfigError
@@ -106,11 +106,11 @@ class AttentionSettings:
         where: str = "<input>",
         **rest: Any,
     ) -> AttentionSettings:
-        """Settings with ``kv_heads`` defaulting to ``heads`` and dropped heads sorted; errors name ``where``."""
+        """Settings with ``kv_heads`` defaulting to ``heads`` and dropped heads counted from 0 (-1 the last) and
+        sorted; errors name ``where``."""
+        dropped = {counted(head, heads) for head in dropped_heads}
         try:
-            return cls(
-                heads, heads if kv_heads is None else kv_heads, dropped_heads=tuple(sorted(set(dropped_heads))), **rest
-            )
+            return cls(heads, heads if kv_heads is None else kv_heads, dropped_heads=tuple(sorted(dropped)), **rest)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
 

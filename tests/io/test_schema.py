@@ -433,9 +433,13 @@ class TestDropHeads:
         """Dropping head 0 (--drop-head 0) zeroes it."""
         assert loaded(drop_heads=(0,)).settings.dropped_heads == (0,)
 
+    def test_from_the_end(self) -> None:
+        """-1 is the last head (1 of two), once however it is named."""
+        assert loaded(drop_heads=(-1, 1)).settings.dropped_heads == (1,)
+
     def test_out_of_range(self) -> None:
         """Head 2 of two heads is out of range, and the message says heads are numbered 0..1."""
-        with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1$"):
+        with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1 \(or -2\.\.-1\)$"):
             loaded(drop_heads=(2,))
 
 

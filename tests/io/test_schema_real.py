@@ -122,7 +122,7 @@ class TestRealAttentionErrors:
 
     def test_drop_head_out_of_range(self) -> None:
         """Dropping a head that does not exist names the valid range."""
-        with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1$"):
+        with pytest.raises(ConfigError, match=r"cannot drop head 2: heads are numbered 0\.\.1 \(or -2\.\.-1\)$"):
             spec_of(PROJECTED + "heads: 2\n", drop_heads=(2,))
 
     def test_select_queries_keeps_causal_positions(self) -> None:
