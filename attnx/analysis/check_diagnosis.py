@@ -139,23 +139,25 @@ def _scale_bugs(reference: _Reference) -> Iterator[Hypothesis]:
 def _mask_bugs(reference: _Reference) -> Iterator[Hypothesis]:
     """A plain causal mask one key late or early, or aligned bottom-right where N ≠ M."""
     spec = reference.spec
-    if not spec.settings.causal or spec.settings.window is not None or spec.mask is not None:
+    masking = spec.masking
+    if not masking.plain_causal:
         return
-    keys = np.arange(spec.n_keys)[None, :]
-    at = spec.positions[:, None]
-    padding = np.ones_like(keys, dtype=bool) if spec.padding is None else ~spec.padding[None, :]
+
+    def shifted(shift: int) -> np.ndarray | None:
+        return masking.shifted(shift).allowed(spec.positions, spec.n_keys)
+
     yield (
         "causal mask one key late",
         "each query also sees the key after it (j ≤ i + 1)",
-        reference.run(allowed=(keys <= at + 1) & padding),
+        reference.run(allowed=shifted(1)),
     )
-    yield "causal mask one key early", "each query misses itself (j < i)", reference.run(allowed=(keys < at) & padding)
+    yield "causal mask one key early", "each query misses itself (j < i)", reference.run(allowed=shifted(-1))
     if spec.n_queries != spec.n_keys:
         shift = spec.n_keys - spec.n_queries
         yield (
             "causal mask aligned bottom-right",
             f"query i sees keys j ≤ i + {shift} (M − N), where the reference aligns the mask top-left (j ≤ i)",
-            reference.run(allowed=(keys <= at + shift) & padding),
+            reference.run(allowed=shifted(shift)),
         )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnx.core.counting import from_end, span
+from attnx.core.masks import Masking
 from attnx.core.positions import sequence_length
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.settings import AttentionSettings
@@ -119,8 +120,8 @@ class Trace:
     ``output`` the concatenated output of all heads (``[d_model]``) and ``projected`` the output
     after the output projection W_o, where the input has one (else None). ``softcap`` is the cap
     the scaled scores were bent by, and ``rotary`` the rotary positions that turned Q and K (the
-    traced slices are the turned ones), ``window`` the sliding window that hid the keys further back;
-    None for each when the settings have none.
+    traced slices are the turned ones); None for each when the settings have none. ``masking`` says what
+    the mask hid (a sliding window the keys further back).
     """
 
     token: str
@@ -131,6 +132,7 @@ class Trace:
     heads: tuple[HeadTrace, ...]
     output: np.ndarray
     settings: AttentionSettings
+    masking: Masking
     projected: np.ndarray | None = None
 
 
@@ -320,6 +322,7 @@ def build_trace(
         query=result.query_positions[row],
         scale=result.scale,
         settings=result.settings,
+        masking=result.masking,
         n_heads=result.heads,
         n_keys=len(result.key_tokens),
         heads=tuple(_trace_head(result, h, row, terms, keys) for h in chosen),

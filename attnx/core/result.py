@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from attnx.core.masks import Masking
 from attnx.core.settings import AttentionSettings
 from attnx.core.spec import columns_of
 from attnx.core.tensors import COMPUTED, MASK, TENSORS, TensorName
@@ -47,7 +48,7 @@ class AttentionResult:
     ``matrix_rows`` names the query rows the H × N × M matrices and ``mask`` hold, when a command
     asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
     ``settings`` are the attention settings it was computed with (its rotary positions, window and soft cap
-    among them).
+    among them), ``masking`` the spec's: what its mask is and what it hides.
     """
 
     tokens: tuple[str, ...]
@@ -69,6 +70,7 @@ class AttentionResult:
     device: str
     dtype: str
     settings: AttentionSettings
+    masking: Masking
     query_positions: tuple[int, ...] = ()
     kv_heads: int = 0
     layout: str = "contiguous"
@@ -138,11 +140,12 @@ class AttentionResult:
             scale_mode=settings.scale if isinstance(settings.scale, str) else "number",
             mask=mask,
             fully_masked_rows=fully_masked,
-            blocked_pairs=blocked if spec.masked else None,
+            blocked_pairs=blocked if spec.masking.masked else None,
             dropped_heads=settings.dropped_heads,
             parameters=spec.parameters,
             kv_pooled_from=spec.kv_pooled_from,
             settings=settings,
+            masking=spec.masking,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )

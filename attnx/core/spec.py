@@ -21,6 +21,7 @@ import numpy as np
 
 from attnx.core.heads import columns_of, divisors, largest_abs, pool_heads
 from attnx.core.inputs import DirectInputs, HeadNorm, Inputs, Linear, ProjectedInputs, frozen, shape_text
+from attnx.core.masks import Masking
 from attnx.core.positions import Rotary
 from attnx.core.settings import LAYOUTS, SCALE_MODES, AttentionSettings
 from attnx.errors import ConfigError
@@ -52,11 +53,11 @@ class AttentionSpec:
 
     Head ``h`` reads the columns ``head_columns(h)`` of Q and K/V head ``h // group_size``.
     ``mask`` (``[query, key]``, True = may attend), ``padding`` (``[key]``, True = padding) and the
-    causal setting combine into ``allowed()``. ``query_positions[i]`` is the original position of
-    query row ``i`` (see ``select_queries``). ``w_o`` projects the concatenated heads.
-    ``kv_pooled_from`` is the number of K/V heads the input had before ``with_kv_heads``
-    mean-pooled them (None: not pooled). ``source`` names where the problem came from, for
-    messages. ``special_keys`` are the keys a model's tokenizer added around the text (``[CLS]``,
+    causal and window settings combine into ``masking``, which says what the mask is and what it hides, and
+    ``allowed()``. ``query_positions[i]`` is the original position of query row ``i`` (see
+    ``select_queries``). ``w_o`` projects the concatenated heads. ``kv_pooled_from`` is the number of K/V heads
+    the input had before ``with_kv_heads`` mean-pooled them (None: not pooled). ``source`` names where the
+    problem came from, for messages. ``special_keys`` are the keys a model's tokenizer added around the text (``[CLS]``,
     ``<s>``): with key 0, where heads park attention (sinks). ``limits`` are the caps of the run that read
     the problem (a file's, a model's): ``attnx.engines.compute`` checks what it builds against them (None:
     ``Limits.from_env()``). Make one with ``build`` (flat keywords) or from its parts with ``of``.
@@ -281,31 +282,15 @@ class AttentionSpec:
         """Columns of Q that head ``head`` (0-based) reads."""
         return columns_of(head, self.settings.heads, self.d_k, self.settings.layout)
 
-    @property
-    def masked(self) -> bool:
-        """True when some query-key pair may be blocked (causal, a window, a mask or padding)."""
-        settings = self.settings
-        return settings.causal or settings.window is not None or self.mask is not None or self.padding is not None
-
-    @property
-    def future_hidden(self) -> bool:
-        """True when no query sees a key past its own position (causal, or a sliding window): a tiled engine
-        skips those tiles."""
-        return self.settings.causal or self.settings.window is not None
-
-    @property
-    def masked_beyond_causal(self) -> bool:
-        """True when some key a causal mask would show may still be blocked (a mask, padding or a window)."""
-        return self.mask is not None or self.padding is not None or self.settings.window is not None
+    @functools.cached_property
+    def masking(self) -> Masking:
+        """What the mask is and what it hides (causal, a window, the input's mask and padding), made once."""
+        return Masking.of(self.settings, self.mask, self.padding)
 
     def causal_only(self) -> bool:
         """True when the only mask is causal, on queries in their original order: a fused causal kernel's (the
         positions, a tuple to build, are compared only when the rest holds)."""
-        return (
-            self.settings.causal
-            and not self.masked_beyond_causal
-            and self.query_positions == tuple(range(self.n_queries))
-        )
+        return self.masking.causal_only and self.query_positions == tuple(range(self.n_queries))
 
     def allowed(self, rows: slice = slice(None)) -> np.ndarray | None:
         """``[query, key]`` booleans for query ``rows``, True where a query may attend a key; None when all may.
@@ -313,20 +298,7 @@ class AttentionSpec:
         Engines that work in query blocks ask for one block of rows at a time, so a causal mask is
         never built whole for long inputs.
         """
-        if not self.masked:
-            return None
-        positions = self.positions[rows]
-        allowed = np.ones((len(positions), self.n_keys), dtype=bool)
-        keys = np.arange(self.n_keys)[None, :]
-        if self.settings.causal or self.settings.window is not None:  # top-left aligned, as PyTorch's is_causal
-            allowed &= keys <= positions[:, None]
-        if self.settings.window is not None:  # and no further back than the window
-            allowed &= keys > positions[:, None] - self.settings.window
-        if self.mask is not None:
-            allowed &= self.mask[rows]
-        if self.padding is not None:
-            allowed &= ~self.padding[None, :]
-        return allowed
+        return self.masking.allowed(self.positions, self.n_keys, rows)
 
     def mask_census(self, block: int = 4096) -> tuple[tuple[int, ...], int]:
         """The original positions of queries whose keys are all blocked, and how many query-key pairs are
@@ -343,9 +315,7 @@ class AttentionSpec:
 
     def key_limit(self, rows: slice = slice(None)) -> int:
         """Keys past this index are blocked for every query in ``rows`` (causal masks end early)."""
-        if not self.settings.causal and self.settings.window is None:
-            return self.n_keys
-        return min(self.n_keys, int(self.positions[rows].max()) + 1)
+        return self.masking.key_limit(self.positions, self.n_keys, rows)
 
     def with_heads(self, heads: int) -> AttentionSpec:
         """The same problem split into a different number of heads (validated again).

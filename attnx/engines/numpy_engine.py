@@ -63,8 +63,8 @@ def tiled_rules(spec: AttentionSpec) -> Rules:
     return Rules(
         multiplier=spec.multiplier,
         layout=spec.settings.layout,
-        causal=spec.future_hidden,
-        explicit=spec.masked_beyond_causal,
+        future_hidden=spec.masking.future_hidden,
+        beyond_causal=spec.masking.beyond_causal,
         positions=spec.positions,
         allowed=spec.allowed,
         key_limit=spec.key_limit,

@@ -91,8 +91,7 @@ def _marked(labels: Sequence[str], index: int, pinned: int | None = None) -> lis
 def _settings(state: Explorer) -> str:
     """An input's settings as the status line says them: ``H=2 · scale sqrt_dk · contiguous · no mask``."""
     s = state.spec.settings
-    mask = "causal" if s.causal else ("window" if s.window is not None else "no mask")
-    parts = [f"H={s.heads}", f"scale {s.scale}", s.layout, mask]
+    parts = [f"H={s.heads}", f"scale {s.scale}", s.layout, state.spec.masking.status_word]
     return " · ".join(parts)
 
 

@@ -337,8 +337,8 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
     else:
         which = f"{trace.n_heads} head{'s' if trace.n_heads > 1 else ''}"
     sizes = f"{trace.n_keys} keys · d_model {len(trace.output)} · {which}"
-    if trace.settings.window is not None:
-        sizes += f" · window {trace.settings.window}"
+    if trace.masking.title_note is not None:
+        sizes += f" · {trace.masking.title_note}"
     if trace.settings.sink_logits is not None:
         sizes += " · learned sinks"
     token = label(trace.token)

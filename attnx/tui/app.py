@@ -483,7 +483,7 @@ def on_a_model(state: Explorer, name: str) -> str:
     layer = state.layer
     command = f'--model DIR --text "…" --layer {layer}'
     if name == "causal":
-        if state.spec.settings.causal:
+        if state.spec.masking.future_hidden:
             return f"a model's layers keep their own mask: layer {layer}'s is causal already"
         run = f"attnx run {command} --causal"
         return f"a model's layers keep their own mask; to add a causal one to layer {layer}: {run}"

@@ -53,7 +53,7 @@ def output_path(ops: Operands, plan: Plan) -> np.ndarray:
     """Head outputs (H, N, d_k), in ``rows × keys`` tiles: no H × N × M array is ever held."""
     rules, (h, n, d_k) = ops.rules, ops.q.shape
     head_outputs = ops.head_outputs()
-    rows_per_task = output_rows(plan, n, h, plan.causal_rows if rules.causal else plan.output_rows)
+    rows_per_task = output_rows(plan, n, h, plan.causal_rows if rules.future_hidden else plan.output_rows)
     width = min(key_tile(plan, rows_per_task, ops.dtype.itemsize), ops.k.shape[1])
     scratch = per_thread(lambda: Scratch(rows_per_task, width, d_k, ops.dtype))
 

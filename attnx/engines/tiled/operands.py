@@ -21,14 +21,15 @@ class Rules:
     """The settings of one problem the kernel reads (the engine builds it from the spec).
 
     ``allowed(rows)`` gives the (b, M) keys each row may attend (None: all), ``key_limit(rows)``
-    the number of keys past which every row of ``rows`` is blocked; ``explicit`` says a mask or
-    padding is given, ``causal`` a causal mask, with ``positions`` (N,) each query's position.
+    the number of keys past which every row of ``rows`` is blocked; ``future_hidden`` says no query sees a
+    key past its position, ``beyond_causal`` that some key before it may be blocked too (``Masking``'s
+    answers), with ``positions`` (N,) each query's position.
     """
 
     multiplier: float
     layout: str
-    causal: bool
-    explicit: bool
+    future_hidden: bool
+    beyond_causal: bool
     positions: np.ndarray
     allowed: Callable[[slice], np.ndarray | None]
     key_limit: Callable[[slice], int]
@@ -102,11 +103,11 @@ class Operands:
     def blocked(self, rows: slice) -> Blocked | None:
         """The keys ``rows`` may not attend, tile by tile (None: every key is open)."""
         rules = self.rules
-        if rules.explicit:
+        if rules.beyond_causal:
             allowed = rules.allowed(rows)
-            assert allowed is not None  # a mask or padding: allowed() builds the rows
+            assert allowed is not None  # a mask, padding or a window: allowed() builds the rows
             return Blocked(full=~allowed)
-        if rules.causal:
+        if rules.future_hidden:
             return Blocked(positions=rules.positions[rows, None])
         return None
 
