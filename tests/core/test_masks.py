@@ -1,7 +1,9 @@
-"""Masking: the one value that says what a mask is and what it hides."""
+"""Masking: the one value that says what a mask is and what it hides, and that no other module goes around."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,6 +12,55 @@ import pytest
 from attnx.core.masks import Masking
 from attnx.core.settings import AttentionSettings
 from attnx.core.spec import AttentionSpec
+
+ROOT = Path(__file__).parents[2]
+PACKAGE = ROOT / "attnx"
+
+# The settings that make a mask (``causal``, ``window``) are read as attributes only here: by the value itself,
+# by the settings' own checks, and where they are an input's value rather than a question about the mask (a flag,
+# a family's config, a checkpoint's facts, the kernel checker's settings, the explorer's setting cycle). An
+# engine, an analysis or a renderer asks ``spec.masking`` (or ``result.masking``), so a new kind of mask is a field
+# of Masking and of the input schema, and no renderer. None: every read is allowed.
+ALLOWED: dict[str, set[str] | None] = {
+    "attnx/core/masks.py": None,
+    "attnx/core/settings.py": {"self.window"},  # its __post_init__ checks the window
+    "attnx/cli/flags.py": {"self.causal"},  # --causal, put in the spec as a setting
+    "attnx/analysis/explore.py": {"settings.causal"},  # `c` cycles the causal setting: the value, not the mask
+    "attnx/models/architecture.py": {"self.causal"},  # whether a family is a decoder (tied embeddings)
+    "attnx/models/decoder.py": {"row.window"},  # a family's default window, read into the settings
+    "attnx/render/model.py": {"info.causal"},  # `attnx model`: a checkpoint's facts, not a spec's mask
+    "attnx/testing.py": {"self.causal", "settings.causal", "settings.window"},  # the checker's settings build a spec
+}
+
+
+def mask_setting_reads(path: Path) -> set[str]:
+    """Each ``X.causal`` or ``X.window`` read in ``path`` (a method called ``window`` is no setting)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return {
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in ("causal", "window") and id(node) not in called
+    }
+
+
+class TestNoModuleGoesAround:
+    """Engines, analyses and renderers ask the value; only the modules that set a mask read its settings."""
+
+    def test_only_the_allowed_modules_read_the_mask_settings(self) -> None:
+        """No module outside ALLOWED reads ``.causal`` or ``.window``, and those inside read only what they list."""
+        found = []
+        for path in sorted(PACKAGE.rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            allowed = ALLOWED.get(where, set())
+            if allowed is not None:
+                found += [f"{where}: {read}" for read in sorted(mask_setting_reads(path) - allowed)]
+        assert not found, "ask spec.masking (attnx/core/masks.py) instead of reading the settings:\n" + "\n".join(found)
+
+    def test_allowlist_is_still_needed(self) -> None:
+        """Every read the list allows still happens: an entry no longer needed is taken out."""
+        for where, allowed in ALLOWED.items():
+            assert allowed is None or allowed <= mask_setting_reads(ROOT / where), where
 
 
 def masking(*, explicit: object = None, padding: object = None, **rules: Any) -> Masking:
