@@ -178,3 +178,36 @@ def test_only_the_cli_imports_the_app() -> None:
     """The explorer's app (``attnx.tui``) sits above render and analysis: only the CLI imports it."""
     importers = sorted({name for name, target in import_edges() if target.startswith("attnx.tui")})
     assert all(name.startswith(("attnx.cli", "attnx.tui")) for name in importers), importers
+
+
+def within(name: str, package: str) -> bool:
+    """Whether module ``name`` is ``package`` or one of its modules."""
+    return name == package or name.startswith(f"{package}.")
+
+
+# The house's layers: what each package must not import (directly, at any level, under TYPE_CHECKING too).
+# core ← engines ← models; core ← analysis; workflows → models + analysis + engines; cli → workflows + render.
+BELOW = {
+    "attnx.models": ("attnx.analysis", "attnx.workflows"),
+    "attnx.analysis": ("attnx.models", "attnx.workflows"),
+}
+# The one arrow back up the house: the entry point starts the CLI.
+ENTRY_POINTS = ("attnx.cli", "attnx.console")
+
+
+def test_the_layers_point_down() -> None:
+    """No module of ``attnx.models`` imports ``attnx.analysis`` or ``attnx.workflows``; none of ``attnx.analysis``
+    imports ``attnx.models`` or ``attnx.workflows``; only the CLI and its entry point import ``attnx.cli``."""
+    edges = import_edges()
+    found = [
+        f"{name} {'⇢' if typing_only else '→'} {target}"
+        for (name, target), typing_only in sorted(edges.items())
+        for package, forbidden in BELOW.items()
+        if within(name, package) and any(within(target, above) for above in forbidden)
+    ]
+    found += [
+        f"{name} {'⇢' if typing_only else '→'} {target}"
+        for (name, target), typing_only in sorted(edges.items())
+        if within(target, "attnx.cli") and not any(within(name, entry) for entry in ENTRY_POINTS)
+    ]
+    assert not found, "imports up the house:\n" + "\n".join(found)

@@ -16,20 +16,14 @@ per-sequence means: how much a head's score moves from text to text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnx.analysis.heads import query_scores, target_keys
 from attnx.core.measures import DETECT
 from attnx.core.result import AttentionResult
-from attnx.core.tensors import MASK, WEIGHTS
-
-if TYPE_CHECKING:  # pragma: no cover
-    from attnx.models import Model
-    from attnx.models.tokenize import Encoded
 
 # The detectors, the measures and the label rule live in the measure registry (rule DETECT): a head is
 # labelled with the detector of highest mean score that reaches its threshold, else `sink`.
@@ -155,42 +149,3 @@ class Detector:
         """The detection over every sequence added."""
         frozen = tuple(tuple(layer) for layer in self.tallies)
         return Detection(model, architecture, source, self.sequences, self.tokens, frozen)
-
-
-def detect_heads(
-    model: Model,
-    sequences: Iterable[Encoded],
-    *,
-    source: str,
-    engine: str = "numpy",
-    device: str = "auto",
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[Detection, list[TextRecord]]:
-    """Every layer's heads of ``model`` over ``sequences``, each run once through every layer; with each sequence's
-    own record. Sinks: key 0 and each sequence's special tokens.
-
-    The sequences run in lockstep (``attnx.models.lockstep``), as many at once as keep their streams stacked
-    within the element cap: each layer's weights are read once for all of them. Every sequence is taken (a text
-    tokenized) before the first layer runs; ``progress`` counts the layers run, batch after batch, as each is done."""
-    from attnx.models.lockstep import Lockstep, batches
-
-    detector, records = Detector(), list[TextRecord]()
-    budget = model.limits.rows_per_chunk(model.architecture.d_model)
-    plan = list(batches(sequences, lambda encoded: len(encoded.ids), budget))
-    total = len(plan) * model.layers
-    for number, batch in enumerate(plan):
-        passes = [model.run(encoded, engine=engine, device=device, layer=model.layers - 1) for encoded in batch]
-        ids = [[int(i) for i in encoded.ids] for encoded in batch]
-        own: list[list[list[dict[str, float | None]]]] = [[] for _ in batch]
-        with Lockstep(model, passes) as together:
-            for layer in range(model.layers):
-                for mine, forward, result, tokens in zip(own, passes, together.step((WEIGHTS, MASK)), ids, strict=True):
-                    mine.append(detector.add(layer, result, tokens, (0, *forward.special_keys)))
-                if progress is not None:
-                    progress(number * model.layers + layer + 1, total)
-        first = len(records)
-        records += [
-            TextRecord(first + i, encoded.tokens, mine)
-            for i, (encoded, mine) in enumerate(zip(batch, own, strict=True))
-        ]
-    return detector.done(model=model.checkpoint.name, architecture=model.architecture.name, source=source), records

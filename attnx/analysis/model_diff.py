@@ -5,23 +5,18 @@ against its base. Both models read the same tokens (the tokenizers must agree) a
 of each held at a time. Per layer and head: the Jensen-Shannon divergence between the two sides' weights of
 each query's row (in bits: 0 the same, 1 disjoint; a learned sink counts as one more key), its mean and largest
 over the queries, and the largest |Δα| and where; per layer, how far the output left on the residual stream
-moved (‖B − A‖ / ‖A‖ per token); and, where both have an LM head, the next-token KL(A ‖ B) per token.
+moved (‖B − A‖ / ‖A‖ per token); and, where both have an LM head, the next-token KL(A ‖ B) per token. This module
+holds those values and the measures over arrays; ``attnx.workflows.model_diff`` runs the two models to get them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import WEIGHTS
-from attnx.errors import ModelError
-from attnx.models import Model
-
-# The sizes both sides must share, as ``Architecture`` names them.
-SHARED = ("layers", "heads", "kv_heads", "head_dim", "d_model")
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,16 +66,6 @@ class ModelComparison:
         return sorted(heads, key=lambda h: (-h.js_mean, h.layer, h.head))[:count]
 
 
-def check_comparable(a: Model, b: Model) -> None:
-    """A ModelError naming the first difference when ``a`` and ``b`` are not one architecture of one shape."""
-    first, second = a.architecture, b.architecture
-    if first.name != second.name:
-        raise ModelError(f"the models differ in architecture: A is {first.name}, B is {second.name}")
-    for size in SHARED:
-        if getattr(first, size) != getattr(second, size):
-            raise ModelError(f"the models differ in {size}: A has {getattr(first, size)}, B {getattr(second, size)}")
-
-
 def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The Jensen-Shannon divergence in bits of each row (last axis) of ``p`` and ``q``: 0 the same, 1 disjoint."""
     m = (p + q) / 2
@@ -121,38 +106,3 @@ def relative_shift(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     per_row = np.divide(rows, base, out=np.where(rows > 0, np.inf, 0.0), where=base > 0)
     whole = float(np.linalg.norm(a64))
     return per_row, float(np.linalg.norm(d64)) / whole if whole > 0 else 0.0
-
-
-def compare_models(
-    a: Model,
-    b: Model,
-    text: str,
-    *,
-    engine: str = "numpy",
-    device: str = "auto",
-    progress: Callable[[int, int], None] | None = None,
-) -> ModelComparison:
-    """Run ``text`` through ``a`` and ``b`` side by side and measure every layer's shift (see the module)."""
-    from attnx.analysis.effects import kl_divergence, outputs
-
-    check_comparable(a, b)
-    first, second = a.encode(text), b.encode(text)
-    if first.tokens != second.tokens or list(first.ids) != list(second.ids):
-        at = next((i for i, pair in enumerate(zip(first.tokens, second.tokens, strict=False)) if pair[0] != pair[1]),
-                  min(len(first.tokens), len(second.tokens)))  # fmt: skip
-        raise ModelError(f"the tokenizers differ: A reads {len(first.tokens)} tokens, B {len(second.tokens)}; "
-                         f"the first difference is at token {at}")  # fmt: skip
-    runs = [model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
-            for model, encoded in ((a, first), (b, second))]  # fmt: skip
-    layers = []
-    for layer in range(a.layers):
-        results = [run.step({WEIGHTS}) for run in runs]
-        per_token, overall = relative_shift(runs[0].stream(), runs[1].stream())
-        layers.append(LayerShift(layer, head_shifts(layer, *results), per_token, overall))
-        if progress is not None:
-            progress(layer + 1, a.layers)
-    kl = None
-    if a.architecture.has_lm_head and b.architecture.has_lm_head:
-        (_, logp_a), (_, logp_b) = (outputs(run, lm_head=True) for run in runs)
-        kl = None if logp_a is None or logp_b is None else kl_divergence(logp_a, logp_b)
-    return ModelComparison(a.checkpoint.name, b.checkpoint.name, a.architecture.name, first.tokens, tuple(layers), kl)

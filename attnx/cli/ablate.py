@@ -43,15 +43,15 @@ def ablate(
     Per token: the shift ‖h' − h‖ / ‖h‖, the KL of the next-token distribution (nats) and its top token.
     """
     require_checkpoint(checkpoint.model, "attnx ablate")
-    from attnx.models import runs
+    from attnx import workflows
 
     if head and layer is not None:
         raise UsageError("--layer picks the heads to drop one by one; --head names them: give one or the other")
     dropped = parse_heads(head) if head else None
     session = model_session(None, checkpoint, backend=report, caps=report, task="ablating", quiet=report.quiet)
     with session as run, flag_worded("--head {}"):
-        found = runs.ablate(run.model, run.text, dropped, layer=layer, engine=run.engine, device=run.device,
-                            progress=run.progress)  # fmt: skip
+        found = workflows.ablate(run.model, run.text, dropped, layer=layer, engine=run.engine, device=run.device,
+                                 progress=run.progress)  # fmt: skip
     from attnx.render import effects as render
     from attnx.render.serialize import dumps
 

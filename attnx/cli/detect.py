@@ -86,8 +86,8 @@ def detection(
 ) -> tuple[Detection, list[TextRecord]]:
     """Head detection on ``--model`` over the texts of ``--texts`` or, without it, over ``samples`` random
     sequences of ``length`` tokens repeated; with each sequence's own record."""
+    from attnx import workflows
     from attnx.io.texts import read_texts
-    from attnx.models import runs
 
     model = require_checkpoint(model, "--texts" if texts is not None else "attnx detect")
     limits, options = caps.limits(), backend.options()
@@ -95,5 +95,5 @@ def detection(
     source = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
     progress = progress_for(f"detecting over {'texts' if lines is not None else 'sequences'}", quiet)
     with open_checkpoint(model, backend, limits) as opened, progress as bar, flag_worded(f"--length {length}: {{}}"):
-        return runs.detect(opened, lines, samples=samples, length=length, seed=seed, source=source,
-                           engine=options["engine"], device=options["device"], progress=bar)  # fmt: skip
+        return workflows.detect(opened, lines, samples=samples, length=length, seed=seed, source=source,
+                                engine=options["engine"], device=options["device"], progress=bar)  # fmt: skip

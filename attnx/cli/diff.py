@@ -218,10 +218,10 @@ def compare_checkpoints(
     report: ReportFlags,
 ) -> None:  # fmt: skip
     """`diff --model A --model B --text T`: both checkpoints side by side, every layer and head."""
-    from attnx.analysis.model_diff import compare_models
     from attnx.cli.inputs import open_checkpoint, open_with_text, progress_for
     from attnx.render import model_diff as render
     from attnx.render.serialize import dumps
+    from attnx.workflows import compare_models
 
     extra = [flag for flag, given in (("A", a), ("--layer", checkpoint.layer)) if given is not None]
     extra += [flag for flag, value in {**swept.given(), **settings.given()}.items() if value not in (None, False)]

@@ -99,11 +99,11 @@ def model_view(
     config: str | None, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]
 ) -> None:
     """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
-    from attnx.models import runs
+    from attnx import workflows
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
     with model_session(config, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
-        view = runs.model_view(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
+        view = workflows.model_view(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 

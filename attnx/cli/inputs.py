@@ -248,7 +248,7 @@ def load_input_with(
         from attnx.io import load_spec
 
         return settings.apply(load_spec(config, described, caps.limits()))
-    from attnx.models.runs import layer_spec
+    from attnx.workflows import layer_spec
 
     random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")

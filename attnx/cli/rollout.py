@@ -23,12 +23,12 @@ def rollout(
     --model DIR --text "..." and the query: --token cat or --query 3 (from 0).
     """
     require_checkpoint(checkpoint.model, "attnx rollout")
-    from attnx.models import runs
+    from attnx import workflows
 
     with model_session(None, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
         encoded = run.model.encode(run.text)
         row = query_row(encoded.tokens, token, query)  # a token not in the text is refused before any layer runs
-        found = runs.rollout(run.model, encoded, engine=run.engine, device=run.device, progress=run.progress)
+        found = workflows.rollout(run.model, encoded, engine=run.engine, device=run.device, progress=run.progress)
     from attnx.render import rollout as render
     from attnx.render.serialize import dumps
 

@@ -1,6 +1,6 @@
 """Real models: a local Hugging Face checkpoint run by attnx's own forward pass, one layer handed out as a spec.
 
-The engines know nothing about models. ``runs.load_model_spec`` tokenizes a text, runs the model's
+The engines know nothing about models. ``attnx.workflows.load_model_spec`` tokenizes a text, runs the model's
 layers before the one asked for (each layer's attention through ``attnx.engines.compute`` on the
 selected engine, the rest in NumPy) and returns that layer's attention as an ordinary
 ``AttentionSpec``: its input x, W_q, W_k, W_v, W_o and biases, its mask and its token labels.

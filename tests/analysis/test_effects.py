@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnx.analysis.effects import ablations, kl_divergence, log_softmax
+from attnx.analysis.effects import kl_divergence, log_softmax
 from attnx.cli.ablate import parse_heads
 from attnx.errors import ChoiceError, UsageError
 from attnx.models import open_model
-from attnx.models.runs import check_heads
+from attnx.workflows import check_heads
+from attnx.workflows.effects import ablations
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.decoders import DecoderReference, float64_everywhere
 from tests.runner import run_attnx
@@ -173,7 +174,7 @@ class TestPieces:
             parse_heads(["head 3"])
 
     def test_heads_the_model_lacks(self, gpt2: Reference) -> None:
-        """runs.check_heads keeps each head once and names one the model lacks, without naming a flag."""
+        """workflows.check_heads keeps each head once and names one the model lacks, without naming a flag."""
         with open_model(gpt2.path) as model:
             assert check_heads(model, [(1, 2), (0, 1), (1, 2)]) == ((1, 2), (0, 1))
             assert check_heads(model, [(-1, 0), (2, 0), (0, -1), (-3, -4)]) == ((2, 0), (0, 3), (0, 0))  # -1: the last

@@ -12,7 +12,7 @@ from attnx.analysis.measures import head_measures, rollout, value_contributions,
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute
 from attnx.models import open_model
-from attnx.models.runs import rollout as model_rollout
+from attnx.workflows import rollout as model_rollout
 from tests.models.checkpoints import TEXT, Reference
 from tests.runner import run_attnx
 
@@ -137,7 +137,7 @@ class TestHeadMeasures:
         input, and the checkpoint's own c_attn and c_proj read with safetensors, in NumPy."""
         from safetensors.numpy import load_file
 
-        from attnx.models.runs import load_model_spec
+        from attnx.workflows import load_model_spec
 
         spec = load_model_spec(gpt2.path, TEXT, 1, dtype="float64")
         found = head_measures(compute(spec, dtype="float64"), spec.w_o.weight, spec.sinks)

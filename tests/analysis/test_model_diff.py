@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnx.analysis.model_diff import compare_models, js_divergence
+from attnx.analysis.model_diff import js_divergence
 from attnx.errors import ModelError
 from attnx.models import open_model
+from attnx.workflows import compare_models
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import DecoderReference, built

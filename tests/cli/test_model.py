@@ -15,7 +15,7 @@ from attnx.analysis.heads import head_stats
 from attnx.cli.inputs import LayerProgress, parse_layer
 from attnx.errors import UsageError
 from attnx.models import open_model
-from attnx.models.runs import layer_results
+from attnx.workflows import layer_results
 from tests.models.checkpoints import TEXT, Reference
 from tests.runner import Outcome, run_attnx
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from attnx import workflows as model_runs
 from attnx.limits import Limits
 from attnx.models import ForwardPass, open_model
-from attnx.models import runs as model_runs
 from attnx.models.lockstep import Lockstep
 from tests.models.checkpoints import TEXT, Reference
 from tests.runner import run_attnx

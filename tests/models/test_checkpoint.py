@@ -11,7 +11,7 @@ import pytest
 
 from attnx.errors import ModelError
 from attnx.models import ARCHITECTURES, describe, open_model
-from attnx.models.runs import layer_results, load_model_spec
+from attnx.workflows import layer_results, load_model_spec
 from tests.models.checkpoints import TEXT, Reference, build_bert
 
 

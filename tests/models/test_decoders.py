@@ -14,7 +14,7 @@ from attnx.core.inputs import ProjectedInputs
 from attnx.core.positions import RopeScaling, Rotary
 from attnx.errors import EngineUnavailableError, ModelError
 from attnx.models import describe, open_model
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import VARIANTS, DecoderReference, built
 

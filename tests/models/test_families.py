@@ -26,7 +26,7 @@ from attnx.models.families.bert import Bert
 from attnx.models.families.gemma import Gemma, Gemma2
 from attnx.models.families.gpt2 import Gpt2
 from attnx.models.families.llama import Llama, Qwen2
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.models.checkpoints import TEXT, Reference, gpt2_tokenizer
 from tests.models.decoders import SIZES, DecoderReference, built
 from tests.models.test_checkpoint import edit_config

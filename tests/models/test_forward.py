@@ -9,7 +9,7 @@ from attnx.core.overrides import SettingOverrides
 from attnx.engines import compute
 from attnx.models import open_model
 from attnx.models.checkpoint import Checkpoint
-from attnx.models.runs import layer_results, load_model_spec
+from attnx.workflows import layer_results, load_model_spec
 from tests.models.checkpoints import TEXT, Reference
 
 TOLERANCE = 1e-5  # float32 against transformers' float32, as the issue asks

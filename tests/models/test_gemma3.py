@@ -19,7 +19,7 @@ from attnx.core.positions import RopeScaling, Rotary
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.rope import SLIDING
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import DecoderReference, built

@@ -124,7 +124,7 @@ def two_layers(folder: Path) -> tuple[Path, Path]:
 def test_quantization_moves_heads(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """A Q8_0 copy of two layers against their Q4_1 original: every head moves, by little (under 0.01 bits of JS
     divergence on average), the outputs by under 5 %; the original against itself moves nothing."""
-    from attnx.analysis.model_diff import compare_models
+    from attnx.workflows import compare_models
 
     q4, q8 = two_layers(tmp_path)
     with open_model(q4) as a, open_model(q8) as b, open_model(q4) as same:

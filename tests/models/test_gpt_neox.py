@@ -21,7 +21,7 @@ from attnx.engines import compute
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.families.gpt_neox import GptNeox
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import DecoderReference, built, float64_everywhere

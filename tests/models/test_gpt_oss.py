@@ -19,7 +19,7 @@ from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.architecture import Mixture
 from attnx.models.families.gpt_oss import FP4, GptOss, mxfp4
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT, gpt2_tokenizer
 from tests.models.decoders import DecoderReference, built, randomise, run_reference

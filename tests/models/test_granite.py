@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnx.models import open_model
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import DecoderReference, built, float64_everywhere
 

@@ -13,7 +13,7 @@ import pytest
 from attnx.errors import LimitError
 from attnx.limits import Limits, size_text
 from attnx.models import describe, open_model
-from attnx.models.runs import layer_results, load_model_spec
+from attnx.workflows import layer_results, load_model_spec
 from tests.models.checkpoints import TEXT, Reference
 
 # TEXT is 12 tokens for the tiny BERT ([CLS], ten words, [SEP]); both tiny models have 4 heads, d_model 32.
@@ -153,7 +153,7 @@ class TestWeights:
         rounding: the logsumexp is gathered block by block)."""
         from safetensors.numpy import load_file
 
-        from attnx.analysis.effects import ablations
+        from attnx.workflows.effects import ablations
 
         table = load_file(gpt2.path / "model.safetensors")["transformer.wte.weight"].astype(np.float64)
         assert table.size > 2 * 4000

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from attnx import engines
-from attnx.analysis.detect import Detector, detect_heads
-from attnx.analysis.effects import Ablations, ablations, kl_divergence, log_softmax
+from attnx.analysis.detect import Detector
+from attnx.analysis.effects import Ablations, kl_divergence, log_softmax
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import MASK, WEIGHTS
@@ -21,6 +21,8 @@ from attnx.models import Model, open_model
 from attnx.models.checkpoint import Checkpoint
 from attnx.models.lockstep import batches
 from attnx.models.tokenize import Encoded
+from attnx.workflows.detection import detect_heads
+from attnx.workflows.effects import ablations
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.decoders import DecoderReference, built
 

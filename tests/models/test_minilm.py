@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnx.models import describe, open_model
-from attnx.models.runs import layer_results
+from attnx.workflows import layer_results
 
 SENTENCE = "The quick brown fox jumps over the lazy dog because it was bored, unbelievably."
 

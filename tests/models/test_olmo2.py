@@ -17,7 +17,7 @@ import pytest
 from attnx.core.inputs import ProjectedInputs
 from attnx.engines import compute
 from attnx.models import describe
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import DecoderReference, built

@@ -16,7 +16,7 @@ import pytest
 from attnx.core.positions import Rotary
 from attnx.errors import ModelError
 from attnx.models import describe
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.cli.test_model import invoke
 from tests.models.checkpoints import TEXT
 from tests.models.decoders import DecoderReference, built, run_reference

@@ -12,7 +12,7 @@ import pytest
 
 from attnx.errors import ModelError
 from attnx.models import describe
-from attnx.models.runs import load_model_spec
+from attnx.workflows import load_model_spec
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.test_checkpoint import copy_of, edit_config
 from tests.runner import run_attnx

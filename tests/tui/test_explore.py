@@ -17,8 +17,8 @@ from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
-from attnx.models.runs import load_model_spec
 from attnx.render import explore as panels
+from attnx.workflows import load_model_spec
 from tests.models.checkpoints import TEXT, Reference
 from tests.runner import run_attnx
 from tests.tui.screens import BYTE_LEVEL, byte_level, ends, grids, printed, screen_lines

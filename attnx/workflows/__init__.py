@@ -1,0 +1,59 @@
+"""What a person asks of an opened model: a layer's attention, the model view, rollout, ablations, detection, the diff.
+
+Each function takes a ``Model`` (``attnx.open_model``; the caller closes it) and returns the analysis value the
+CLI renders, so the same questions run from Python::
+
+    with attnx.open_model("models/minilm") as model:
+        view = workflows.model_view(model, "The cat sat on the mat")
+
+``progress(done, total)`` is called as the work goes; ``engine`` and ``device`` are ``attnx.compute``'s. The
+workflows sit above ``attnx.models`` (which they drive) and ``attnx.analysis`` (whose values they build); the CLI
+and the Python API call them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "ablate",
+    "check_heads",
+    "compare_models",
+    "detect",
+    "layer_attention",
+    "layer_results",
+    "layer_spec",
+    "load_model_spec",
+    "model_view",
+    "rollout",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.workflows.detection import detect
+    from attnx.workflows.effects import ablate, check_heads
+    from attnx.workflows.layers import layer_attention, layer_results, layer_spec, load_model_spec, model_view, rollout
+    from attnx.workflows.model_diff import compare_models
+
+# Each name is imported from its module on first use, so that a command loads only the workflow it runs (no
+# module is named as a function here: a loaded module would hide the function of its name).
+_LAZY = {
+    "ablate": "attnx.workflows.effects",
+    "check_heads": "attnx.workflows.effects",
+    "compare_models": "attnx.workflows.model_diff",
+    "detect": "attnx.workflows.detection",
+    "layer_attention": "attnx.workflows.layers",
+    "layer_results": "attnx.workflows.layers",
+    "layer_spec": "attnx.workflows.layers",
+    "load_model_spec": "attnx.workflows.layers",
+    "model_view": "attnx.workflows.layers",
+    "rollout": "attnx.workflows.layers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'attnx.workflows' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
