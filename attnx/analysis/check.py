@@ -14,11 +14,11 @@ import numpy as np
 from attnx.analysis.array_layouts import recognise
 from attnx.analysis.check_against import KERNEL_TENSORS, Diagnosis, Verification, verify
 from attnx.analysis.check_diagnosis import diagnose
-from attnx.analysis.tolerance import DTYPES, TensorDiff, compare, loosest, tolerance_for
+from attnx.analysis.tolerance import TensorDiff, compare, loosest, tolerance_for
+from attnx.core.choices import HALF, KERNEL_DTYPES
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, PROJECTED, SCORES, TENSORS, WEIGHTS, K, Q, TensorName, V
 from attnx.engines import EngineStatus, compute
-from attnx.engines.arrays import HALF
 from attnx.errors import ConfigError
 from attnx.io.results import BareArray, SavedResult
 
@@ -134,10 +134,10 @@ def verify_kernel(
             )
         tensors, kernel, weights_too = saved.tensors, saved.source, ()
     kernel_dtype = dtype or saved.dtype or "float64"
-    if kernel_dtype not in DTYPES:
+    if kernel_dtype not in KERNEL_DTYPES:
         raise ConfigError(
             f"{saved.source}: holds {kernel_dtype} numbers; say what the kernel computed in with --kernel-dtype "
-            f"({', '.join(DTYPES)})"
+            f"({', '.join(KERNEL_DTYPES)})"
         )
     held = None
     stated = dtype is not None or (isinstance(saved, SavedResult) and isinstance(saved.meta.get("dtype"), str))

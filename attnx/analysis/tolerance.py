@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.core.choices import KERNEL_DTYPES
 from attnx.errors import ConfigError
 
 # Against a float64 reference (docs/kernels.md says where each comes from): float64 results agree to rtol 1e-7,
@@ -20,7 +21,6 @@ FLOAT32_RTOL, FLOAT32_ATOL = 1.3e-6, 1e-5
 HALF_RTOL = {"float16": 1e-3, "bfloat16": 1.6e-2}
 HALF_ATOL_EPSILONS = 2.0
 EPSILON = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
-DTYPES = ("float64", "float32", "float16", "bfloat16")  # from the most precise to the least
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,13 @@ class Tolerance:
 
 def loosest(*dtypes: str | None) -> str:
     """The least precise of ``dtypes`` (unknown names and None count as float64)."""
-    return max((d if d in DTYPES else "float64" for d in dtypes), key=DTYPES.index, default="float64")
+    return max((d if d in KERNEL_DTYPES else "float64" for d in dtypes), key=KERNEL_DTYPES.index, default="float64")
 
 
 def default_tolerance(dtype: str, reference: np.ndarray) -> Tolerance:
     """The tolerance a result computed in ``dtype`` is held to against a float64 ``reference``."""
-    if dtype not in DTYPES:
-        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)} to choose a tolerance, got {dtype!r}")
+    if dtype not in KERNEL_DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(KERNEL_DTYPES)} to choose a tolerance, got {dtype!r}")
     if dtype == "float64":
         return Tolerance(FLOAT64_RTOL, FLOAT64_ATOL)
     finite = np.abs(reference[np.isfinite(reference)])

@@ -57,7 +57,7 @@ def bench(
     heads: BenchHeadsOpt = 8,
     d_model: BenchDModelOpt = 512,
     engines: EnginesOpt = None,
-    dtype: BenchDtypeOpt = Dtype.float32,
+    dtype: BenchDtypeOpt = Dtype("float32"),
     path: PathOpt = OUTPUT,
     repeat: RepeatOpt = 3,
     output_format: ReportFormatOpt = ReportFormat.table,

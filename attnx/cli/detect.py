@@ -10,20 +10,19 @@ import typer
 from attnx.cli.errors import guarded
 from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags, ViewFlags, grouped
 from attnx.cli.inputs import STDIN, flag_worded, open_checkpoint, progress_for, require_checkpoint
-from attnx.cli.options import OutputFormat, PrecisionOpt, RecordFormat, TextsOpt
+from attnx.cli.options import OutputFormat, PrecisionOpt, RecordFormat, TextsOpt, choices
+from attnx.core.measures import DETECT
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.detect import Detection, TextRecord
 
 
-class Measure(str, Enum):
-    """What the grid's numbers and colours show."""
+GRID_MEASURE = "induction"  # what the grid shows unless --measure says otherwise
 
-    induction = "induction"
-    previous = "previous-token"
-    duplicate = "duplicate-token"
-    sink = "sink"
-    entropy = "entropy"
+
+@choices(dict.fromkeys((GRID_MEASURE, *DETECT.measures)))  # the default first, then in the rule's order
+class Measure(str, Enum):
+    """What the grid's numbers and colours show: a measure `detect` scores heads by."""
 
 
 SamplesOpt = Annotated[int, typer.Option("--samples", min=1, max=10_000, help="Random sequences to run.")]
@@ -44,7 +43,7 @@ def detect(
     samples: SamplesOpt = 8,
     length: LengthOpt = 24,
     seed: SeedOpt = 0,
-    measure: MeasureOpt = Measure.induction,
+    measure: MeasureOpt = Measure(GRID_MEASURE),
     backend: EngineFlags,
     precision: PrecisionOpt = 2,
     output_format: DetectFormatOpt = RecordFormat.table,

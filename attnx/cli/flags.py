@@ -412,7 +412,7 @@ class EngineFlags(FlagGroup):
     """--engine, --device, --dtype: what computes, where, in which floating-point type."""
 
     engine: Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")] = (
-        Engine.numpy
+        Engine("numpy")
     )
     device: Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")] = (
         Device.auto

@@ -1,14 +1,43 @@
-"""The command line's vocabulary: closed choices as enums, shared options as Annotated aliases, parsers."""
+"""The command line's vocabulary: closed choices as enums, shared options as Annotated aliases, parsers.
+
+A choice that names what the library acts on (an engine, a dtype, a layout, rotary pairs) is made from its registry
+in ``attnx.core.choices`` (``choices``), which imports nothing, so that ``--help`` stays light; the formats, views,
+devices and array layouts are the command line's own, written out here.
+"""
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Callable, Iterable
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+from attnx.core.choices import DTYPES, ENGINE_NAMES, KERNEL_DTYPES, LAYOUTS, PAIRINGS
 from attnx.errors import UsageError
 from attnx.limits import CAPS, Limits, env_name, flag_name, size_text
+
+C = TypeVar("C", bound=Enum)
+
+
+def choices(names: Iterable[str]) -> Callable[[type[C]], type[C]]:
+    """A class decorator: the ``str`` Enum it decorates, declared without members, made again with one member for
+    each of ``names`` (a registry's, in its order), named and valued as the name (``Engine.numpy == "numpy"``).
+
+    Typer offers an Enum's values as the option's choices; the type checker sees the class as declared, so code
+    takes a member by its value (``Engine("numpy")``).
+    """
+
+    def remade(declared: type[C]) -> type[C]:
+        members = {name: name for name in names}
+        made: type[C] = typing.cast(Any, declared)(
+            declared.__name__, members, module=declared.__module__, qualname=declared.__qualname__
+        )
+        made.__doc__ = declared.__doc__
+        return made
+
+    return remade
 
 
 class OutputFormat(str, Enum):
@@ -52,34 +81,24 @@ class RecordFormat(str, Enum):
 AnyFormat = OutputFormat | RowFormat | ReportFormat | RecordFormat  # what any command's --format holds
 
 
+@choices(DTYPES)
 class Dtype(str, Enum):
     """Floating-point types an engine can compute in (the half types on torch alone)."""
 
-    float64 = "float64"
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
 
-
+@choices(ENGINE_NAMES)
 class Engine(str, Enum):
     """Engines that compute attention."""
 
-    numpy = "numpy"
-    torch = "torch"
 
-
+@choices(PAIRINGS)
 class RopePairs(str, Enum):
     """Which columns of a head rotary positions turn together."""
 
-    half = "half"
-    interleaved = "interleaved"
 
-
+@choices(LAYOUTS)
 class Layout(str, Enum):
     """How heads own the columns of Q, K and V."""
-
-    contiguous = "contiguous"
-    interleaved = "interleaved"
 
 
 class Device(str, Enum):
@@ -127,13 +146,9 @@ MODEL_HELP = (
 )
 
 
+@choices(KERNEL_DTYPES)
 class KernelDtype(str, Enum):
     """What a kernel computed in."""
-
-    float64 = "float64"
-    float32 = "float32"
-    float16 = "float16"
-    bfloat16 = "bfloat16"
 
 
 DropHeadOpt = Annotated[

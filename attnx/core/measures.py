@@ -22,17 +22,17 @@ from dataclasses import dataclass
 class Measure:
     """One number a head is scored by.
 
-    ``name`` is its key in `detect`'s JSON and JSONL and its ``detect --measure`` choice; ``key`` its key in
+    ``name`` is its key in `detect`'s JSON and JSONL and its ``detect --measure`` choice. ``scores`` says what it
+    averages (the key each query is scored on, or the number taken at each query); ``description`` is the line
+    legends and docs print. A head whose score reaches ``threshold`` may be labelled ``label`` (the name unless
+    given; the commands' ``Rule`` decides which label wins); with ``below``, a head under the threshold gets the
+    note ``label`` instead. ``header`` is its column in the heads table. Derived unless given: ``key``, its key in
     `heads`' JSON (in ``scores``, ``counts`` and ``thresholds`` for a measure that labels, a head's own key
-    otherwise). ``scores`` says what it averages (the key each query is scored on, or the number taken at
-    each query); ``description`` is the line legends and docs print. A head whose score reaches
-    ``threshold`` may be labelled ``label`` (the commands' ``Rule`` decides which label wins); with
-    ``below``, a head under the threshold gets the note ``label`` instead. ``header`` is its column in the
-    heads table and ``code`` its word in the layer × head grids (five characters at most).
+    otherwise), is the label, else the name; ``code``, its word in the layer × head grids (five characters at
+    most), is the header of a measure that labels (a note is never in a grid), else empty.
     """
 
     name: str
-    key: str
     scores: str
     description: str
     threshold: float | None = None
@@ -40,6 +40,13 @@ class Measure:
     below: bool = False
     header: str = ""
     code: str = ""
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        label = self.label if self.label is not None or self.threshold is None else self.name
+        object.__setattr__(self, "label", label)  # frozen: the derived fields are set once, here
+        object.__setattr__(self, "key", self.key or label or self.name)
+        object.__setattr__(self, "code", self.code or (self.header if label is not None and not self.below else ""))
 
     def holds(self, score: float | None) -> bool:
         """Whether ``score`` earns this measure's label or note (None, NaN and no threshold: never)."""
@@ -58,67 +65,50 @@ class Measure:
 _ALL = (
     Measure(
         "self",
-        "self",
         "the weight on the key at the query's own position",
         "mean weight on the query's own position",
         threshold=0.5,
-        label="self",
         header="self",
-        code="self",
     ),
     Measure(
-        "previous-token",
         "previous-token",
         "the weight on the key just before the query",
         "mean weight on the token before the query",
         threshold=0.5,
-        label="previous-token",
         header="prev",
-        code="prev",
     ),
     Measure(
-        "duplicate-token",
         "duplicate-token",
         "the weight on the latest earlier key holding the query's token",
         "mean weight on the latest earlier copy of the query's token",
         threshold=0.5,
-        label="duplicate-token",
         header="dup",
-        code="dup",
     ),
     Measure(
-        "induction",
         "induction",
         "the weight on the key right after the latest earlier key holding the query's token",
         "mean weight on the token after the latest earlier copy of the query's token",
         threshold=0.5,
-        label="induction",
         header="induct",
         code="ind",
     ),
     Measure(
         "sink",
-        "sink",
         "the weight on the sinks: key 0 and a model's special tokens",
         "mean weight on key 0, the special tokens and a learned sink",
         threshold=0.5,
-        label="sink",
         header="sink",
-        code="sink",
     ),
     Measure(
         "entropy",
-        "uniform",
         "entropy ÷ log(visible keys): 0 one key, 1 uniform",
         "mean entropy ÷ log(visible keys): 0 one key, 1 uniform",
         threshold=0.95,
         label="uniform",
         header="unif",
-        code="unif",
     ),
     Measure(
         "max-weight",
-        "focused",
         "the largest weight",
         "mean max weight",
         threshold=0.8,
@@ -128,13 +118,12 @@ _ALL = (
     ),
     Measure(
         "sink-by-value",
-        "sink_mass_by_value",
         "the sinks' share of the value-weighted contributions ‖α_ij·v_j·W_O‖ (Kobayashi et al., 2020)",
         "the share of the head's value-weighted contributions ‖α·v·W_O‖ (Kobayashi et al., 2020) that lands there",
         header="by value",
+        key="sink_mass_by_value",
     ),
     Measure(
-        "write",
         "write",
         "‖Σ_j α_ij·v_j·W_O‖, what the head adds to the query's output (without W_O: of α·v), at every query",
         "mean ‖Σ α·v·W_O‖, what the head adds to a query's output",
@@ -142,13 +131,13 @@ _ALL = (
     ),
     Measure(
         "share",
-        "write_share",
         "the head's write ÷ the largest head's write",
         "the head's write ÷ the largest head's",
         threshold=0.2,
         label="faint",
         below=True,
         header="share",
+        key="write_share",
     ),
 )
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnx.core.choices import PAIRINGS
 from attnx.errors import ConfigError
 
-PAIRINGS = ("half", "interleaved")
 # Every rope_type of transformers' ROPE_INIT_FUNCTIONS, and "default" (θ as it is).
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
 SCALINGS = ROPE_TYPES[1:]

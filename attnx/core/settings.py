@@ -8,13 +8,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from attnx.core.choices import LAYOUTS, SCALE_MODES
 from attnx.core.counting import counted, span
 from attnx.core.heads import divisors
 from attnx.core.positions import Rotary
 from attnx.errors import ConfigError
-
-SCALE_MODES = ("sqrt_dk", "sqrt_d_model", "none")
-LAYOUTS = ("contiguous", "interleaved")
 
 
 @dataclass(frozen=True)

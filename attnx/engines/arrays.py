@@ -20,15 +20,14 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
-Array: TypeAlias = Any  # a NumPy array, or a torch tensor on the torch engine (the families' arrays quack alike)
+from attnx.core.choices import HALF
 
-# Dtypes an engine may compute in that NumPy has no arithmetic for (bfloat16 it has not at all): arrays on the host
-# are float32 then, which holds every one of their values exactly.
-HALF = ("bfloat16", "float16")
+Array: TypeAlias = Any  # a NumPy array, or a torch tensor on the torch engine (the families' arrays quack alike)
 
 
 def host_dtype(dtype: str) -> str:
-    """The NumPy dtype that holds arrays computed in ``dtype`` on the host: float32 for a half type."""
+    """The NumPy dtype that holds arrays computed in ``dtype`` on the host: float32 for a half type (``HALF``, which
+    NumPy has no arithmetic for, bfloat16 not at all), which holds every one of their values exactly."""
     return "float32" if dtype in HALF else dtype
 
 

@@ -9,10 +9,11 @@ from functools import cache
 import numpy as np
 import torch
 
+from attnx.core.choices import DTYPES, HALF
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs
 from attnx.core.tensors import HEAD_OUTPUTS, MATRICES, TensorName
-from attnx.engines.arrays import HALF, host_dtype, register
+from attnx.engines.arrays import host_dtype, register
 from attnx.engines.core import attention, dense, near_one_exponent
 from attnx.errors import EngineUnavailableError
 
@@ -222,7 +223,7 @@ class TorchEngine:
         """Dtypes supported on ``device``, the default first: MPS has no float64. The half types compute in torch's
         own kernels (a model in bfloat16 on a GPU, as its checkpoint stores it); results come back widened to
         float32."""
-        return ("float32", "float16") if device.startswith("mps") else ("float64", "float32", *HALF)
+        return ("float32", "float16") if device.startswith("mps") else DTYPES
 
     def resolve_device(self, requested: str) -> str:
         """The one place devices are chosen: ``auto`` picks CUDA, then MPS, then CPU."""

@@ -45,6 +45,26 @@ class TestEntries:
         assert set(CODES) == set(HEADS.labels) | set(DETECT.labels)
         assert all(1 <= len(code) <= 5 for code in CODES.values())
 
+    def test_derived_spellings(self) -> None:
+        """A measure's label, JSON key and grid code follow from its name and header unless given: the label is the
+        name for a thresholded measure, the key the label (else the name), the code the header of one that labels."""
+        derived = {m.name: (m.label, m.key, m.code) for m in MEASURES.values()}
+        assert derived == {
+            "self": ("self", "self", "self"),
+            "previous-token": ("previous-token", "previous-token", "prev"),
+            "duplicate-token": ("duplicate-token", "duplicate-token", "dup"),
+            "induction": ("induction", "induction", "ind"),
+            "sink": ("sink", "sink", "sink"),
+            "entropy": ("uniform", "uniform", "unif"),
+            "max-weight": ("focused", "focused", "focus"),
+            "sink-by-value": (None, "sink_mass_by_value", ""),
+            "write": (None, "write", ""),
+            "share": ("faint", "write_share", ""),
+        }
+        made = Measure("made-up", "x", "y", threshold=0.5, header="made")
+        assert (made.label, made.key, made.code) == ("made-up", "made-up", "made")
+        assert Measure("kept", "x", "y", header="kept").key == "kept" and not Measure("kept", "x", "y").code
+
     def test_the_mass_on_key_0_has_one_name(self) -> None:
         """`sink` is the one name of the weight on key 0 (and a model's special tokens); `first-token` is only a
         JSON key kept for format 1.x."""
