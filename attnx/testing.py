@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -57,8 +58,9 @@ __tracebackhide__ = True
 
 
 def _is_torch(x: Any) -> bool:
-    """True for a torch.Tensor, told without importing torch."""
-    return type(x).__module__.split(".")[0] == "torch"
+    """True for a torch.Tensor, told without importing torch (a tensor exists only once torch is imported)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 FLOATS = ("float64", "float32", "float16", "bfloat16")  # the dtypes an argument's numbers may be in

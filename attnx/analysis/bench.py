@@ -145,7 +145,7 @@ def run_bench(
                     length=length,
                     seconds=seconds,
                     matrix_mib=settings.heads * length * length * itemsize / 2**20,
-                    peak_mib=traced_peak_mib(run) if engine == "numpy" else None,
+                    peak_mib=traced_peak_mib(run) if load_engine(engine).traced else None,
                     gflops=4 * length * length * settings.d_model / seconds / 1e9,
                     vs_previous=seconds / previous.seconds if previous else None,
                     vs_sdpa=seconds / reference if reference else None,

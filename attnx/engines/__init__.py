@@ -13,7 +13,7 @@ from attnx.core.rows import Rows
 from attnx.core.spec import AttentionSpec, ProjectedInputs, frozen
 from attnx.core.tensors import COMPUTED, MASK, MATRICES, PROJECTED, TensorName
 from attnx.engines import guards
-from attnx.engines.arrays import Arrays, numpy_arrays
+from attnx.engines.arrays import Arrays
 from attnx.engines.guards import caps_for
 from attnx.errors import EngineUnavailableError
 from attnx.limits import Limits
@@ -29,6 +29,15 @@ class Engine(Protocol):
     @property
     def name(self) -> str:
         """The name ``compute`` and ``--engine`` take (``numpy``, ``torch``)."""
+
+    @property
+    def stacks(self) -> bool:
+        """True when problems alike (``attnx.engines.alike``) are computed together, each projection one matmul
+        over all their tokens (``compute_many``, ``compute_copies``); else one by one."""
+
+    @property
+    def traced(self) -> bool:
+        """True when tracemalloc sees the memory its arrays take (NumPy's arrays; not torch's tensors)."""
 
     def version(self) -> str:
         """Version of the library behind the engine."""
@@ -46,6 +55,9 @@ class Engine(Protocol):
         self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
     ) -> AttentionResult:
         """Attention for ``spec`` in ``dtype`` on the resolved ``device``: the arrays in ``needs`` (None: all)."""
+
+    def arrays(self, dtype: str, device: str) -> Arrays:
+        """The array primitives of a model's forward pass in ``dtype`` on ``device`` (``auto`` or a name)."""
 
 
 def _numpy() -> NumpyEngine:
@@ -162,7 +174,7 @@ def compute_many(
     one matmul over all their tokens: each result equals its ``compute`` to the rounding of a taller matmul."""
     chosen = load_engine(engine)
     options: dict[str, Any] = {"engine": engine, "dtype": dtype, "device": device, "needs": needs, "strict": strict}
-    if chosen.name != "numpy" or len(specs) < 2:
+    if not chosen.stacks or len(specs) < 2:
         return [compute(spec, **options) for spec in specs]
     from attnx.engines import alike  # with the NumPy engine's module: only now
 
@@ -204,7 +216,7 @@ def compute_copies(
     options: dict[str, Any] = {"dtype": dtype, "device": device, "needs": (PROJECTED,), "strict": strict}
     chosen = load_engine(engine)
     found: list[np.ndarray | None] = [None] * len(xs)
-    if chosen.name == "numpy" and len(xs) > 1 and alike.key(spec) is not None:
+    if chosen.stacks and len(xs) > 1 and alike.key(spec) is not None:
         check_caps(spec, needs=(PROJECTED,))
         in_dtype = _dtype_on(chosen, chosen.resolve_device(device), dtype)
         size = alike.per_batch(spec)
@@ -252,12 +264,7 @@ def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -
 def load_arrays(engine: str, dtype: str, device: str = "auto") -> Arrays:
     """The array primitives of ``engine`` in ``dtype`` on ``device`` (resolved as ``compute`` resolves it): where a
     model's forward pass on that engine keeps its residual stream (``attnx.engines.arrays``)."""
-    chosen = load_engine(engine)
-    if chosen.name == "numpy":
-        return numpy_arrays(dtype)
-    from attnx.engines.torch_engine import arrays_on
-
-    return arrays_on(dtype, chosen.resolve_device(device))
+    return load_engine(engine).arrays(dtype, device)
 
 
 def _dtype_on(engine: Engine, device: str, dtype: str | None) -> str:

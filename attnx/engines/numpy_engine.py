@@ -9,6 +9,7 @@ import numpy as np
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import TensorName
+from attnx.engines.arrays import NumpyArrays, numpy_arrays
 from attnx.engines.core import attention, dense
 from attnx.engines.tiled import Rules, attend_tiled, softmax_rows_
 from attnx.errors import EngineUnavailableError
@@ -75,6 +76,8 @@ class NumpyEngine:
     """The NumPy engine: all heads batched on the CPU, whole arrays for small problems, tiles for larger ones."""
 
     name = "numpy"
+    stacks = True  # problems alike together: attnx.engines.alike
+    traced = True  # NumPy's arrays are allocated where tracemalloc sees them
 
     def version(self) -> str:
         """Version of the library behind this engine."""
@@ -107,3 +110,7 @@ class NumpyEngine:
         return AttentionResult.assemble(
             spec, arrays, scale=scale, engine=self.name, device=device, dtype=dtype, needs=needs
         )
+
+    def arrays(self, dtype: str, device: str) -> NumpyArrays:
+        """The NumPy primitives of a model's forward pass in ``dtype`` (on the CPU, whatever ``device`` says)."""
+        return numpy_arrays(dtype)

@@ -205,6 +205,8 @@ class TorchEngine:
     """The PyTorch engine: the shared algorithm on torch tensors (CPU, CUDA, MPS), results back in NumPy."""
 
     name = "torch"
+    stacks = False  # one problem at a time
+    traced = False  # torch allocates its tensors where tracemalloc does not look
 
     def version(self) -> str:
         """Version of PyTorch."""
@@ -247,6 +249,10 @@ class TorchEngine:
         return AttentionResult.assemble(
             spec, arrays, scale=scale, engine=self.name, device=str(backend.device), dtype=dtype, needs=needs
         )
+
+    def arrays(self, dtype: str, device: str) -> TorchArrays:
+        """The primitives of a model's forward pass in ``dtype`` on ``device`` (resolved as ``compute`` does)."""
+        return arrays_on(dtype, self.resolve_device(device))
 
     def sdpa_reference(self, spec: AttentionSpec, dtype: str = "float32", device: str = "cpu") -> Callable[[], object]:
         """A callable running bare ``F.scaled_dot_product_attention`` on ``spec``'s Q/K/V (no attnx around it).

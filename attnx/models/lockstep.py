@@ -78,12 +78,12 @@ class Lockstep:
         kept: its projected output (an ablation's passes ask no more). Copies of one text on the NumPy engine go
         to it together (``compute_copies``), their inputs made from their streams stacked: the attention's input
         is made token by token (a norm), as the rest of a layer is."""
-        from attnx.engines import compute_copies
+        from attnx.engines import compute_copies, load_engine
 
         self.model.checkpoint.forget()
         self.settle()
         for copies in self.copies():
-            xs = self.inputs(copies) if len(copies) > 1 and copies[0].engine == "numpy" else None
+            xs = self.inputs(copies) if len(copies) > 1 and load_engine(copies[0].engine).stacks else None
             if xs is None:
                 for forward in copies:
                     forward.step()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import attnx
 from attnx.engines import ENGINES, EngineStatus, engine_status, load_engine, resolve_dtype
 from attnx.engines.numpy_engine import NumpyEngine
 from attnx.errors import EngineUnavailableError
@@ -97,3 +100,29 @@ class TestTorchEngine:
         expected = load_engine("numpy").attend(spec, "float64", "cpu", {"head_outputs"}).head_outputs
         assert expected is not None  # asked for
         np.testing.assert_allclose(out.numpy()[0], expected, rtol=1e-12, atol=1e-12)
+
+
+class TestNoBranchOnAnEngine:
+    """What an engine does differently is asked of its class: nothing else tells engines apart by name."""
+
+    ENGINE_MODULES = ("attnx/engines/numpy_engine.py", "attnx/engines/torch_engine.py")
+
+    def test_no_comparison_with_an_engine_name(self) -> None:
+        """No ``==``, ``!=``, ``in`` or ``match`` of an engine's name (``numpy``, ``torch``) outside its class's module."""
+        root = Path(attnx.__file__).parent
+        found = []
+        for path in sorted(root.rglob("*.py")):
+            where = path.relative_to(root.parent).as_posix()
+            if where in self.ENGINE_MODULES:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Compare):
+                    sides = [node.left, *node.comparators]
+                elif isinstance(node, ast.MatchValue):
+                    sides = [node.value]
+                else:
+                    continue
+                names = {n.value for side in sides for n in ast.walk(side) if isinstance(n, ast.Constant)}
+                if names & set(ENGINES):
+                    found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+        assert found == []
