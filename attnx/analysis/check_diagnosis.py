@@ -20,7 +20,7 @@ from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import HEAD_OUTPUTS, OUTPUT, PROJECTED, WEIGHTS, K, Q, TensorName, V
 from attnx.engines import compute
 from attnx.engines.core import merge_heads
-from attnx.engines.numpy_engine import NumpyBackend
+from attnx.engines.numpy_engine import numpy_on
 
 # The tensors a hypothesis is judged on: what a kernel usually hands over.
 JUDGED: tuple[TensorName, ...] = (OUTPUT, HEAD_OUTPUTS, WEIGHTS, PROJECTED)
@@ -31,7 +31,7 @@ def _merge(head_outputs: np.ndarray, spec: AttentionSpec) -> np.ndarray:
     """``[head, query, d_k]`` -> ``[query, d_model]`` in the spec's column layout, dropped heads zeroed."""
     kept = head_outputs.copy()
     kept[list(spec.settings.dropped_heads)] = 0.0
-    return merge_heads(NumpyBackend("float64"), kept, spec.settings.layout)
+    return merge_heads(numpy_on("float64"), kept, spec.settings.layout)
 
 
 def mutant(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from attnx.core.rows import Rows
 from attnx.core.spec import AttentionSpec, ProjectedInputs, frozen
 from attnx.core.tensors import COMPUTED, MASK, MATRICES, PROJECTED, TensorName
 from attnx.engines import guards
-from attnx.engines.arrays import Arrays
+from attnx.engines.core import Engine
 from attnx.engines.guards import caps_for
 from attnx.errors import EngineUnavailableError
 from attnx.limits import Limits
@@ -21,43 +21,6 @@ from attnx.limits import Limits
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.engines.numpy_engine import NumpyEngine
     from attnx.engines.torch_engine import TorchEngine
-
-
-class Engine(Protocol):
-    """What every engine offers (``NumpyEngine``, ``TorchEngine``); its framework is imported by its module alone."""
-
-    @property
-    def name(self) -> str:
-        """The name ``compute`` and ``--engine`` take (``numpy``, ``torch``)."""
-
-    @property
-    def stacks(self) -> bool:
-        """True when problems alike (``attnx.engines.alike``) are computed together, each projection one matmul
-        over all their tokens (``compute_many``, ``compute_copies``); else one by one."""
-
-    @property
-    def traced(self) -> bool:
-        """True when tracemalloc sees the memory its arrays take (NumPy's arrays; not torch's tensors)."""
-
-    def version(self) -> str:
-        """Version of the library behind the engine."""
-
-    def devices(self) -> list[str]:
-        """Devices present here that the engine can run on, in the order ``auto`` prefers them."""
-
-    def dtypes(self, device: str) -> tuple[str, ...]:
-        """Dtypes supported on ``device``, the default first."""
-
-    def resolve_device(self, requested: str) -> str:
-        """The device ``requested`` (``auto`` or a name) resolves to; EngineUnavailableError when it is absent."""
-
-    def attend(
-        self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
-    ) -> AttentionResult:
-        """Attention for ``spec`` in ``dtype`` on the resolved ``device``: the arrays in ``needs`` (None: all)."""
-
-    def arrays(self, dtype: str, device: str) -> Arrays:
-        """The array primitives of a model's forward pass in ``dtype`` on ``device`` (``auto`` or a name)."""
 
 
 def _numpy() -> NumpyEngine:
@@ -261,10 +224,10 @@ def resolve_dtype(engine: str, device: str = "auto", dtype: str | None = None) -
     return _dtype_on(chosen, chosen.resolve_device(device), dtype)
 
 
-def load_arrays(engine: str, dtype: str, device: str = "auto") -> Arrays:
-    """The array primitives of ``engine`` in ``dtype`` on ``device`` (resolved as ``compute`` resolves it): where a
-    model's forward pass on that engine keeps its residual stream (``attnx.engines.arrays``)."""
-    return load_engine(engine).arrays(dtype, device)
+def load_arrays(engine: str, dtype: str, device: str = "auto") -> Engine:
+    """Engine ``engine`` in ``dtype`` on ``device`` (resolved as ``compute`` resolves it), for its array primitives:
+    where a model's forward pass on that engine keeps its residual stream (``attnx.engines.arrays``)."""
+    return load_engine(engine).on(dtype, device)
 
 
 def _dtype_on(engine: Engine, device: str, dtype: str | None) -> str:

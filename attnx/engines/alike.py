@@ -31,7 +31,7 @@ from attnx.core.tensors import (
 )
 from attnx.engines import guards
 from attnx.engines.core import attention_copies
-from attnx.engines.numpy_engine import DENSE_LIMIT, NumpyBackend
+from attnx.engines.numpy_engine import DENSE_LIMIT, numpy_on
 
 # The arrays ``guards.check_finite`` scans, and those a copy that drops no head goes without.
 FINITE = (SCALED, HEAD_OUTPUTS, OUTPUT, PROJECTED)
@@ -98,7 +98,7 @@ def compute_alike(
     first, dropped = specs[0], [spec.settings.dropped_heads for spec in specs]
     xs = np.stack([spec.inputs.x for spec in specs if isinstance(spec.inputs, ProjectedInputs)])  # (P, N, d_in)
     with np.errstate(all="ignore"):  # overflow is reported by check_finite, not as RuntimeWarnings
-        stacked = attention_copies(NumpyBackend(dtype), first, xs, dropped, needs)  # [copy, …] each
+        stacked = attention_copies(numpy_on(dtype), first, xs, dropped, needs)  # [copy, …] each
     scale = float(np.dtype(dtype).type(first.multiplier))  # as NumpyEngine reports it
     census = None if needs is None or MASK in needs else first.mask_census()  # alike: the same mask
     results = []
@@ -127,7 +127,7 @@ def projected_copies(
         if not largest_abs(xs) <= largest:
             return None
     with np.errstate(all="ignore"):
-        found = attention_copies(NumpyBackend(dtype), spec, xs, dropped, {PROJECTED})
+        found = attention_copies(numpy_on(dtype), spec, xs, dropped, {PROJECTED})
     if strict and not finite(found):
         return None
     return np.asarray(found[PROJECTED])

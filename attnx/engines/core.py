@@ -1,4 +1,4 @@
-"""Multi-head attention written once, over a small backend of array primitives per framework."""
+"""Multi-head attention written once, over the array primitives of one small class per framework (``Engine``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from attnx.core.positions import Rotary, sequence_length
+from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec, DirectInputs, HeadNorm, Inputs, Linear, ProjectedInputs
 from attnx.core.tensors import (
     AVERAGE_WEIGHTS,
@@ -29,20 +30,70 @@ from attnx.core.tensors import (
     V,
 )
 
-Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the backend
+Array = Any  # a numpy.ndarray or a torch.Tensor, depending on the engine
 
-# When no H × N × M array (``MATRICES``) is asked for, a backend may take a path that never holds one whole.
+# When no H × N × M array (``MATRICES``) is asked for, an engine may take a path that never holds one whole.
 EVERYTHING = frozenset(COMPUTED)
 
 # V's largest magnitude outside [2^-SCALE_FROM, 2^SCALE_FROM] is scaled to [1, 2) (by a power of two).
 SCALE_FROM = 16
 
 
-class Backend(Protocol):
-    """The primitives an engine supplies; everything else is shared arithmetic (``@``, ``*``, ``.mean(0)``, ...)."""
+class Engine(Protocol):
+    """One framework's engine (``NumpyEngine``, ``TorchEngine``; its framework is imported by its module alone): what
+    ``compute`` asks of it, the primitives the algorithm below is written over, and those of a model's forward pass
+    (``attnx.engines.arrays``). Everything else is shared arithmetic (``@``, ``*``, ``.mean(0)``, indexing, ...).
+    The primitives work in one dtype on one device: the registry's engine in its defaults, ``on`` in any other."""
+
+    @property
+    def name(self) -> str:
+        """The name ``compute`` and ``--engine`` take (``numpy``, ``torch``)."""
+
+    @property
+    def stacks(self) -> bool:
+        """True when problems alike (``attnx.engines.alike``) are computed together, each projection one matmul
+        over all their tokens (``compute_many``, ``compute_copies``); else one by one."""
+
+    @property
+    def traced(self) -> bool:
+        """True when tracemalloc sees the memory its arrays take (NumPy's arrays; not torch's tensors)."""
+
+    def version(self) -> str:
+        """Version of the library behind the engine."""
+
+    def devices(self) -> list[str]:
+        """Devices present here that the engine can run on, in the order ``auto`` prefers them."""
+
+    def dtypes(self, device: str) -> tuple[str, ...]:
+        """Dtypes supported on ``device``, the default first."""
+
+    def resolve_device(self, requested: str) -> str:
+        """The device ``requested`` (``auto`` or a name) resolves to; EngineUnavailableError when it is absent."""
+
+    def on(self, dtype: str, device: str) -> Engine:
+        """This engine in ``dtype`` on ``device`` (``auto`` or a name): one object for each."""
+
+    def attend(
+        self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
+    ) -> AttentionResult:
+        """Attention for ``spec`` in ``dtype`` on the resolved ``device``: the arrays in ``needs`` (None: all)."""
+
+    def attend_heads(
+        self, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[TensorName]
+    ) -> dict[TensorName, Array]:
+        """Head outputs (and the matrices in ``keep``) from split heads; ``dense`` is always correct."""
 
     def array(self, values: np.ndarray) -> Array:
-        """``values`` in the engine's dtype and device (booleans stay boolean)."""
+        """A spec's ``values`` in the engine's dtype and device (booleans stay boolean)."""
+
+    def like(self, values: np.ndarray) -> Array:
+        """Any ``values`` as this engine's array, in its dtype, on its device."""
+
+    def indices(self, values: np.ndarray) -> Array:
+        """Integer positions, as this engine indexes with them."""
+
+    def host(self, x: Array) -> np.ndarray:
+        """``x`` as a NumPy array on the host."""
 
     def permute(self, x: Array, axes: tuple[int, ...]) -> Array:
         """Reorder the axes of ``x``."""
@@ -53,22 +104,44 @@ class Backend(Protocol):
         With ``reuse``, the result may be written over ``x``.
         """
 
-    def tanh(self, x: Array) -> Array:
-        """Hyperbolic tangent, element by element."""
-
     def join(self, x: Array, column: Array) -> Array:
         """``x`` with ``column`` (the same shape but 1 on the last axis) appended on its last axis."""
 
-    def to_numpy(self, x: Array) -> np.ndarray:
-        """A NumPy array on the host."""
+    def mean(self, x: Array) -> Array:
+        """The mean over the last axis, kept as an axis of 1."""
 
-    def attend(
-        self, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[TensorName]
-    ) -> dict[TensorName, Array]:
-        """Head outputs (and the matrices in ``keep``) from split heads; ``dense`` is always correct."""
+    def sqrt(self, x: Array) -> Array:
+        """Square root, elementwise."""
+
+    def tanh(self, x: Array) -> Array:
+        """Hyperbolic tangent, elementwise."""
+
+    def exp(self, x: Array) -> Array:
+        """Exponential, elementwise."""
+
+    def erf(self, x: Array) -> Array:
+        """The error function, elementwise."""
+
+    def maximum(self, x: Array, low: float) -> Array:
+        """``max(x, low)``, elementwise."""
+
+    def minimum(self, x: Array, high: float) -> Array:
+        """``min(x, high)``, elementwise."""
+
+    def clip(self, x: Array, low: float, high: float) -> Array:
+        """``x`` clamped to ``[low, high]``."""
+
+    def zeros_like(self, x: Array) -> Array:
+        """Zeros of ``x``'s shape and dtype (and device)."""
+
+    def concatenate(self, parts: Sequence[Array]) -> Array:
+        """``parts`` one under another (along the first axis)."""
+
+    def split(self, x: Array, sizes: Sequence[int]) -> list[Array]:
+        """``x`` cut along its first axis into consecutive parts of ``sizes`` rows."""
 
 
-def split_heads(ops: Backend, x: Array, heads: int, layout: str) -> Array:
+def split_heads(ops: Engine, x: Array, heads: int, layout: str) -> Array:
     """``[token, heads*d_k]`` -> ``[head, token, d_k]`` with head h on ``head_columns(h)`` (leading axes, a copy's
     in ``attention_copies``, stay in front)."""
     *lead, n, width = x.shape
@@ -79,7 +152,7 @@ def split_heads(ops: Backend, x: Array, heads: int, layout: str) -> Array:
     return ops.permute(x.reshape(*lead, n, heads, width // heads), (*front, b, a, c))  # (…, H, n, d_k)
 
 
-def merge_heads(ops: Backend, x: Array, layout: str) -> Array:
+def merge_heads(ops: Engine, x: Array, layout: str) -> Array:
     """``[head, token, d_k]`` -> ``[token, heads*d_k]``: the inverse of ``split_heads`` (leading axes kept)."""
     *lead, h, n, d_k = x.shape
     front = tuple(range(len(lead)))
@@ -88,7 +161,7 @@ def merge_heads(ops: Backend, x: Array, layout: str) -> Array:
     return ops.permute(x, (*front, *axes)).reshape(*lead, n, h * d_k)  # (…, n, H*d_k)
 
 
-def linear(ops: Backend, x: Array, w: Linear) -> Array:
+def linear(ops: Engine, x: Array, w: Linear) -> Array:
     """``x @ W + b`` for ``x`` ``[…, d_in]``: leading axes (copies, in ``attention_copies``) are stacked into one
     matmul, the weights read once for all of them."""
     rows = x if x.ndim <= 2 else x.reshape(-1, x.shape[-1])  # (Σ tokens, d_in)
@@ -97,8 +170,8 @@ def linear(ops: Backend, x: Array, w: Linear) -> Array:
     return out if x.ndim <= 2 else out.reshape(*x.shape[:-1], out.shape[-1])  # (…, tokens, d_out)
 
 
-def project(ops: Backend, inputs: Inputs) -> tuple[Array, Array, Array]:
-    """Q, K and V as backend arrays: as given, or ``X W + b`` for each."""
+def project(ops: Engine, inputs: Inputs) -> tuple[Array, Array, Array]:
+    """Q, K and V as the engine's arrays: as given, or ``X W + b`` for each."""
     if isinstance(inputs, DirectInputs):
         return ops.array(inputs.q), ops.array(inputs.k), ops.array(inputs.v)
     x = ops.array(inputs.x)
@@ -106,7 +179,7 @@ def project(ops: Backend, inputs: Inputs) -> tuple[Array, Array, Array]:
     return linear(ops, x, inputs.w_q), linear(ops, x_kv, inputs.w_k), linear(ops, x_kv, inputs.w_v)
 
 
-def normalise(ops: Backend, heads: Array, norm: HeadNorm) -> Array:
+def normalise(ops: Engine, heads: Array, norm: HeadNorm) -> Array:
     """RMSNorm over the last axis: ``x / sqrt(mean(x²) + eps) * weight`` (QK-norm), of every head's vector
     (over d_k) or of every token's whole projection (over H · d_k, before the head split)."""
     width = heads.shape[-1]
@@ -114,7 +187,7 @@ def normalise(ops: Backend, heads: Array, norm: HeadNorm) -> Array:
     return heads * (mean_square + norm.eps) ** -0.5 * ops.array(norm.weight)
 
 
-def normed_projections(ops: Backend, inputs: Inputs, q: Array, k: Array) -> tuple[Array, Array]:
+def normed_projections(ops: Engine, inputs: Inputs, q: Array, k: Array) -> tuple[Array, Array]:
     """Q and K through the norms the inputs give over the whole projection (OLMo 2), before the head split."""
     if isinstance(inputs, ProjectedInputs):
         if inputs.q_norm is not None and not inputs.q_norm.per_head:
@@ -124,7 +197,7 @@ def normed_projections(ops: Backend, inputs: Inputs, q: Array, k: Array) -> tupl
     return q, k
 
 
-def normed_heads(ops: Backend, inputs: Inputs, q_heads: Array, k_heads: Array) -> tuple[Array, Array]:
+def normed_heads(ops: Engine, inputs: Inputs, q_heads: Array, k_heads: Array) -> tuple[Array, Array]:
     """Each head of Q and K through the norms the inputs give per head (Qwen 3), once split."""
     if isinstance(inputs, ProjectedInputs):
         if inputs.q_norm is not None and inputs.q_norm.per_head:
@@ -134,7 +207,7 @@ def normed_heads(ops: Backend, inputs: Inputs, q_heads: Array, k_heads: Array) -
     return q_heads, k_heads
 
 
-def rotate(ops: Backend, heads: Array, rotary: Rotary, positions: np.ndarray, length: int) -> Array:
+def rotate(ops: Engine, heads: Array, rotary: Rotary, positions: np.ndarray, length: int) -> Array:
     """``heads`` ``[head, token, d_k]`` turned by ``rotary`` at the tokens' ``positions`` in a text of ``length``
     positions (see attnx.core.positions)."""
     key = (rotary, np.asarray(positions).tobytes(), heads.shape[-1], length)
@@ -154,9 +227,9 @@ _TABLES: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {
 
 
 def dense(
-    ops: Backend, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[TensorName]
+    ops: Engine, q: Array, k: Array, v: Array, spec: AttentionSpec, keep: frozenset[TensorName]
 ) -> dict[TensorName, Array]:
-    """The textbook computation on whole matrices: every intermediate, as arrays of the backend.
+    """The textbook computation on whole matrices: every intermediate, as arrays of the engine.
 
     With grouped K/V heads (GQA/MQA) the ``g = H / H_kv`` query heads of a group are stacked along
     the query axis and share one matmul with their K/V head, so K and V are never repeated. A
@@ -190,14 +263,14 @@ def dense(
     return {name: array for name, array in out.items() if name in keep or name in (HEAD_OUTPUTS, SINK_WEIGHTS)}
 
 
-def transposed(ops: Backend, x: Array) -> Array:
+def transposed(ops: Engine, x: Array) -> Array:
     """``x`` with its last two axes swapped (a view)."""
     axes = tuple(range(x.ndim))
     return ops.permute(x, (*axes[:-2], axes[-1], axes[-2]))
 
 
 def softmax_with_sinks(
-    ops: Backend, scaled: Array, allowed: np.ndarray | None, sinks: tuple[float, ...]
+    ops: Engine, scaled: Array, allowed: np.ndarray | None, sinks: tuple[float, ...]
 ) -> tuple[Array, Array]:
     """The weights ``[head, query, key]`` and the sinks' shares ``[head, query]`` of a softmax over each row's
     allowed keys and its head's learned sink logit, which is always allowed: a row whose keys are all masked
@@ -216,10 +289,8 @@ def softmax_with_sinks(
 Attend = Callable[[Array, Array, Array, AttentionSpec, frozenset[TensorName]], dict[TensorName, Array]]
 
 
-def attention(
-    ops: Backend, spec: AttentionSpec, needs: Collection[TensorName] | None = None
-) -> dict[TensorName, Array]:
-    """The arrays named in ``needs`` (None: every one) for ``spec``, as backend arrays.
+def attention(ops: Engine, spec: AttentionSpec, needs: Collection[TensorName] | None = None) -> dict[TensorName, Array]:
+    """The arrays named in ``needs`` (None: every one) for ``spec``, as the engine's arrays.
 
     Keys match ``AttentionResult`` fields. ``output`` and ``projected`` are always computed (they
     are N × d_model); H × N × M matrices only when asked for.
@@ -228,11 +299,13 @@ def attention(
     # 1. Project: Q, K and V as the input gives them, or made from X.
     q, k, v = project(ops, spec.inputs)  # (N, d_model), (M, H_kv·d_k), (M, H_kv·d_k)
     kept = heads_kept(spec.settings.heads, [spec.settings.dropped_heads])
-    return attend_projected(ops, spec, (q, k, v), keep, None if kept is None else kept[0], ops.attend, intact=True)
+    return attend_projected(
+        ops, spec, (q, k, v), keep, None if kept is None else kept[0], ops.attend_heads, intact=True
+    )
 
 
 def attention_copies(
-    ops: Backend,
+    ops: Engine,
     spec: AttentionSpec,
     xs: np.ndarray,
     dropped: Sequence[tuple[int, ...]],
@@ -267,7 +340,7 @@ def heads_kept(heads: int, dropped: Sequence[tuple[int, ...]]) -> np.ndarray | N
 
 
 def attend_projected(
-    ops: Backend,
+    ops: Engine,
     spec: AttentionSpec,
     projected: tuple[Array, Array, Array],
     keep: frozenset[TensorName],

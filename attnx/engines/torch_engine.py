@@ -20,15 +20,131 @@ from attnx.errors import EngineUnavailableError
 PREFERENCE = ("cuda", "mps", "cpu")
 
 
-class TorchBackend:
-    """Array primitives as torch tensors of one dtype on one device (``numpy_dtype``: the dtype arrays have on the
-    host, float32 for a half type)."""
+def _values_near_one(v: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """V scaled by a power of two into [1, 2) where its largest magnitude is far from 1, and the exponent to
+    scale the output back by: SDPA sums M terms of V before it divides, which overflows (or underflows) for
+    values near the dtype's limits although the output fits (``attnx.engines.core.near_one_exponent``)."""
+    exponent = near_one_exponent(float(v.abs().max()) if v.numel() else 0.0)
+    if not exponent:
+        return v, 0
+    return torch.ldexp(v, torch.tensor(-exponent, device=v.device)).to(v.dtype), exponent
 
-    def __init__(self, dtype: str, device: str) -> None:
+
+class TorchEngine:
+    """The PyTorch engine, in one dtype on one device: the shared algorithm on torch tensors (CPU, CUDA, MPS),
+    results back in NumPy; the array primitives the algorithm (``attnx.engines.core``) and a model's forward pass
+    use (``numpy_dtype``: the dtype its arrays have on the host, float32 for a half type)."""
+
+    name = "torch"
+    stacks = False  # one problem at a time
+    traced = False  # torch allocates its tensors where tracemalloc does not look
+
+    def __init__(self, dtype: str = DTYPES[0], device: str = "cpu") -> None:
         self.dtype = getattr(torch, dtype)
         self.numpy_dtype = np.dtype(host_dtype(dtype))
         self.half = dtype in HALF
         self.device = torch.device(device)
+
+    def version(self) -> str:
+        """Version of PyTorch."""
+        return str(torch.__version__)
+
+    def devices(self) -> list[str]:
+        """Devices present on this machine, in the order ``auto`` prefers them."""
+        present = {
+            "cuda": torch.cuda.is_available(),
+            "mps": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available(),
+            "cpu": True,
+        }
+        return [name for name in PREFERENCE if present[name]]
+
+    def dtypes(self, device: str) -> tuple[str, ...]:
+        """Dtypes supported on ``device``, the default first: MPS has no float64. The half types compute in torch's
+        own kernels (a model in bfloat16 on a GPU, as its checkpoint stores it); results come back widened to
+        float32."""
+        return ("float32", "float16") if device.startswith("mps") else DTYPES
+
+    def resolve_device(self, requested: str) -> str:
+        """The one place devices are chosen: ``auto`` picks CUDA, then MPS, then CPU."""
+        present = self.devices()
+        if requested == "auto":
+            return present[0]
+        if requested.split(":")[0] not in present:
+            raise EngineUnavailableError(
+                f"device {requested!r} is not available to torch here; available: {', '.join(present)}"
+            )
+        return requested
+
+    def attend(
+        self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
+    ) -> AttentionResult:
+        """Compute multi-head attention for ``spec`` with torch: the arrays in ``needs`` (None: all)."""
+        ops = torch_on(dtype, device)
+        with torch.inference_mode():
+            arrays = {name: ops.host(t) for name, t in attention(ops, spec, needs).items()}
+        scale = float(torch.tensor(spec.multiplier, dtype=ops.dtype))  # as the dtype holds it (IEEE rounding)
+        return AttentionResult.assemble(
+            spec, arrays, scale=scale, engine=self.name, device=str(ops.device), dtype=dtype, needs=needs
+        )
+
+    def on(self, dtype: str, device: str) -> TorchEngine:
+        """This engine in ``dtype`` on ``device`` (``auto`` or a name, resolved as ``compute`` resolves it): one object
+        for each."""
+        return torch_on(dtype, self.resolve_device(device))
+
+    def sdpa_reference(self, spec: AttentionSpec, dtype: str = "float32", device: str = "cpu") -> Callable[[], object]:
+        """A callable running bare ``F.scaled_dot_product_attention`` on ``spec``'s Q/K/V (no attnx around it).
+
+        Benchmarks time it as the reference; the tensors are prepared here, outside the timed call.
+        """
+        if not isinstance(spec.inputs, DirectInputs):
+            raise TypeError("sdpa_reference takes a spec of direct Q, K and V")
+        ops = torch_on(dtype, device)
+        heads, kv_heads = spec.settings.heads, spec.settings.kv_heads
+        direct = spec.inputs
+        with torch.inference_mode():
+            q, k, v = (
+                ops.array(x).view(-1, h, spec.d_k).transpose(0, 1).contiguous()[None]  # (1, H, N, d_k)
+                for x, h in ((direct.q, heads), (direct.k, kv_heads), (direct.v, kv_heads))
+            )
+
+        def run() -> object:
+            with torch.inference_mode():
+                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
+                if out.device.type == "cuda":
+                    torch.cuda.synchronize()
+                return out
+
+        return run
+
+    def attend_heads(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[TensorName]
+    ) -> dict[TensorName, torch.Tensor]:
+        """Output only: torch's fused scaled_dot_product_attention; with matrices, a soft cap or learned sinks
+        (which SDPA lacks): the dense path."""
+        if keep & MATRICES or spec.settings.dense_only:
+            return dense(self, q, k, v, spec, keep)
+        h, h_kv = q.shape[0], k.shape[0]
+        mask_is_causal_only = spec.causal_only()
+        blocks = None if mask_is_causal_only else spec.allowed()  # None when nothing is masked
+        allowed = None if blocks is None else self.array(blocks)
+        # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs. The heads stay
+        # views of the [token, head·d_k] tensors, the layout models use: the kernel reads them in place,
+        # and its output follows the query's layout, so it comes back in token order (no copy either way).
+        q, k, v = (t[None] for t in (q, k, v))  # (1, H, N, d_k) and (1, H_kv, M, d_k)
+        v, exponent = _values_near_one(v)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
+        )[0]  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
+        if exponent:
+            out = torch.ldexp(out, torch.tensor(exponent, device=out.device))
+        if blocks is not None:  # rows with every key blocked are zeros, as in attnx; any other NaN or inf stays
+            empty = np.flatnonzero(~blocks.any(axis=1))  # the rows that see no key
+            if len(empty):
+                out[:, torch.from_numpy(empty).to(out.device)] = 0.0
+        return {HEAD_OUTPUTS: out}
+
+    # The array primitives.
 
     def array(self, values: np.ndarray) -> torch.Tensor:
         """``values`` as a tensor on the device (booleans stay boolean).
@@ -56,70 +172,20 @@ class TorchBackend:
         # Only the rows with no allowed key become zeros: a NaN from an overflowed score stays, for the check.
         return weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
 
-    def tanh(self, x: torch.Tensor) -> torch.Tensor:
-        """Hyperbolic tangent."""
-        return torch.tanh(x)
-
     def join(self, x: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
         """``x`` and ``column`` side by side on the last dimension (a new tensor)."""
         return torch.cat([x, column], dim=-1)
 
-    def attend(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[TensorName]
-    ) -> dict[TensorName, torch.Tensor]:
-        """Output only: torch's fused scaled_dot_product_attention; with matrices, a soft cap or learned sinks
-        (which SDPA lacks): the dense path."""
-        if keep & MATRICES or spec.settings.dense_only:
-            return dense(self, q, k, v, spec, keep)
-        h, h_kv = q.shape[0], k.shape[0]
-        mask_is_causal_only = spec.causal_only()
-        blocks = None if mask_is_causal_only else spec.allowed()  # None when nothing is masked
-        allowed = None if blocks is None else self.array(blocks)
-        # A leading batch axis: on the CPU, SDPA's fused (flash) kernel takes 4-D inputs. The heads stay
-        # views of the [token, head·d_k] tensors, the layout models use: the kernel reads them in place,
-        # and its output follows the query's layout, so it comes back in token order (no copy either way).
-        q, k, v = (t[None] for t in (q, k, v))  # (1, H, N, d_k) and (1, H_kv, M, d_k)
-        v, exponent = _values_near_one(v)
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=allowed, is_causal=mask_is_causal_only, scale=spec.multiplier, enable_gqa=h != h_kv
-        )[0]  # (H, N, d_k); SDPA's boolean mask means "may attend", as attnx's
-        if exponent:
-            out = torch.ldexp(out, torch.tensor(exponent, device=out.device))
-        if blocks is not None:  # rows with every key blocked are zeros, as in attnx; any other NaN or inf stays
-            empty = np.flatnonzero(~blocks.any(axis=1))  # the rows that see no key
-            if len(empty):
-                out[:, torch.from_numpy(empty).to(out.device)] = 0.0
-        return {HEAD_OUTPUTS: out}
-
-    def to_numpy(self, x: torch.Tensor) -> np.ndarray:
-        """A NumPy copy on the host (a half type widened to float32, exactly)."""
-        x = x.detach().to("cpu")
-        return (x.float() if x.dtype in (torch.bfloat16, torch.float16) else x).contiguous().numpy()
-
-
-class TorchArrays:
-    """The forward pass's primitives (``attnx.engines.arrays.Arrays``) on torch tensors of one dtype on one device."""
-
-    name = "torch"
-
-    def __init__(self, dtype: str, device: str) -> None:
-        self.backend = TorchBackend(dtype, device)
-        self.dtype = self.backend.dtype
-
     def like(self, values: np.ndarray) -> torch.Tensor:
         """``values`` on the device in the working dtype (shared with NumPy where they already are, on the CPU)."""
         values = np.asarray(values)
-        if values.dtype != self.backend.numpy_dtype:
-            values = values.astype(self.backend.numpy_dtype)
-        return self.backend.array(values)
+        if values.dtype != self.numpy_dtype:
+            values = values.astype(self.numpy_dtype)
+        return self.array(values)
 
     def indices(self, values: np.ndarray) -> torch.Tensor:
         """Integer positions on the device."""
-        return torch.as_tensor(np.asarray(values, dtype=np.int64), device=self.backend.device)
-
-    def host(self, x: torch.Tensor) -> np.ndarray:
-        """A NumPy copy on the host (a half type widened to float32, exactly)."""
-        return self.backend.to_numpy(x)
+        return torch.as_tensor(np.asarray(values, dtype=np.int64), device=self.device)
 
     @staticmethod
     def mean(x: torch.Tensor) -> torch.Tensor:
@@ -176,105 +242,21 @@ class TorchArrays:
         """``x`` cut along its first dimension into consecutive parts of ``sizes`` rows."""
         return list(torch.split(x, list(sizes)))
 
+    def host(self, x: torch.Tensor) -> np.ndarray:
+        """A NumPy copy on the host (a half type widened to float32, exactly)."""
+        x = x.detach().to("cpu")
+        return (x.float() if x.dtype in (torch.bfloat16, torch.float16) else x).contiguous().numpy()
+
 
 @cache
-def arrays_on(dtype: str, device: str) -> TorchArrays:
-    """The primitives in ``dtype`` on ``device`` (one object for each)."""
-    return TorchArrays(dtype, device)
+def torch_on(dtype: str, device: str) -> TorchEngine:
+    """The torch engine in ``dtype`` on ``device`` (one object for each: a forward pass's arrays find theirs)."""
+    return TorchEngine(dtype, device)
 
 
-def torch_arrays(x: torch.Tensor) -> TorchArrays:
-    """The primitives of the engine ``x`` lives on: its dtype and device."""
-    return arrays_on(str(x.dtype).removeprefix("torch."), str(x.device))
+def engine_of(x: torch.Tensor) -> TorchEngine:
+    """The engine ``x`` lives on: torch, in its dtype on its device."""
+    return torch_on(str(x.dtype).removeprefix("torch."), str(x.device))
 
 
-register(torch.Tensor, torch_arrays)
-
-
-def _values_near_one(v: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """V scaled by a power of two into [1, 2) where its largest magnitude is far from 1, and the exponent to
-    scale the output back by: SDPA sums M terms of V before it divides, which overflows (or underflows) for
-    values near the dtype's limits although the output fits (``attnx.engines.core.near_one_exponent``)."""
-    exponent = near_one_exponent(float(v.abs().max()) if v.numel() else 0.0)
-    if not exponent:
-        return v, 0
-    return torch.ldexp(v, torch.tensor(-exponent, device=v.device)).to(v.dtype), exponent
-
-
-class TorchEngine:
-    """The PyTorch engine: the shared algorithm on torch tensors (CPU, CUDA, MPS), results back in NumPy."""
-
-    name = "torch"
-    stacks = False  # one problem at a time
-    traced = False  # torch allocates its tensors where tracemalloc does not look
-
-    def version(self) -> str:
-        """Version of PyTorch."""
-        return str(torch.__version__)
-
-    def devices(self) -> list[str]:
-        """Devices present on this machine, in the order ``auto`` prefers them."""
-        present = {
-            "cuda": torch.cuda.is_available(),
-            "mps": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available(),
-            "cpu": True,
-        }
-        return [name for name in PREFERENCE if present[name]]
-
-    def dtypes(self, device: str) -> tuple[str, ...]:
-        """Dtypes supported on ``device``, the default first: MPS has no float64. The half types compute in torch's
-        own kernels (a model in bfloat16 on a GPU, as its checkpoint stores it); results come back widened to
-        float32."""
-        return ("float32", "float16") if device.startswith("mps") else DTYPES
-
-    def resolve_device(self, requested: str) -> str:
-        """The one place devices are chosen: ``auto`` picks CUDA, then MPS, then CPU."""
-        present = self.devices()
-        if requested == "auto":
-            return present[0]
-        if requested.split(":")[0] not in present:
-            raise EngineUnavailableError(
-                f"device {requested!r} is not available to torch here; available: {', '.join(present)}"
-            )
-        return requested
-
-    def attend(
-        self, spec: AttentionSpec, dtype: str, device: str, needs: Collection[TensorName] | None
-    ) -> AttentionResult:
-        """Compute multi-head attention for ``spec`` with torch: the arrays in ``needs`` (None: all)."""
-        backend = TorchBackend(dtype, device)
-        with torch.inference_mode():
-            arrays = {name: backend.to_numpy(t) for name, t in attention(backend, spec, needs).items()}
-        scale = float(torch.tensor(spec.multiplier, dtype=backend.dtype))  # as the dtype holds it (IEEE rounding)
-        return AttentionResult.assemble(
-            spec, arrays, scale=scale, engine=self.name, device=str(backend.device), dtype=dtype, needs=needs
-        )
-
-    def arrays(self, dtype: str, device: str) -> TorchArrays:
-        """The primitives of a model's forward pass in ``dtype`` on ``device`` (resolved as ``compute`` does)."""
-        return arrays_on(dtype, self.resolve_device(device))
-
-    def sdpa_reference(self, spec: AttentionSpec, dtype: str = "float32", device: str = "cpu") -> Callable[[], object]:
-        """A callable running bare ``F.scaled_dot_product_attention`` on ``spec``'s Q/K/V (no attnx around it).
-
-        Benchmarks time it as the reference; the tensors are prepared here, outside the timed call.
-        """
-        if not isinstance(spec.inputs, DirectInputs):
-            raise TypeError("sdpa_reference takes a spec of direct Q, K and V")
-        backend = TorchBackend(dtype, device)
-        heads, kv_heads = spec.settings.heads, spec.settings.kv_heads
-        direct = spec.inputs
-        with torch.inference_mode():
-            q, k, v = (
-                backend.array(x).view(-1, h, spec.d_k).transpose(0, 1).contiguous()[None]  # (1, H, N, d_k)
-                for x, h in ((direct.q, heads), (direct.k, kv_heads), (direct.v, kv_heads))
-            )
-
-        def run() -> object:
-            with torch.inference_mode():
-                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
-                if out.device.type == "cuda":
-                    torch.cuda.synchronize()
-                return out
-
-        return run
+register(torch.Tensor, engine_of)

@@ -21,7 +21,8 @@ import numpy as np
 
 from attnx.core.inputs import ProjectedInputs
 from attnx.core.tensors import PROJECTED, TensorName
-from attnx.engines.arrays import Array, Arrays, arrays_of, host
+from attnx.engines.arrays import Array, arrays_of, host
+from attnx.engines.core import Engine
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.result import AttentionResult
@@ -129,7 +130,7 @@ class Lockstep:
     def settle(self) -> None:
         """Run the rest of the last layer of every pass that owes it, on their tokens stacked (where their engine
         keeps them: ``ForwardPass.arrays``), a slice at a time."""
-        owing: dict[tuple[int, Arrays], list[ForwardPass]] = {}
+        owing: dict[tuple[int, Engine], list[ForwardPass]] = {}
         for forward in self.passes:
             owed = forward.owing()
             if owed is not None:

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attnx.engines.arrays import Array, arrays_of, erf
+from attnx.engines.arrays import Array, arrays_of
+from attnx.engines.erf import erf
 
 __all__ = ["ACTIVATIONS", "dense", "erf", "gelu", "gelu_tanh", "layer_norm", "relu", "silu"]
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from attnx.engines import load_arrays
-from attnx.engines.arrays import arrays_of, host, host_dtype, numpy_arrays
+from attnx.engines.arrays import arrays_of, host, host_dtype
+from attnx.engines.numpy_engine import numpy_on
 
 X = np.array([[-3.0, -0.5, 0.0, 0.25], [1.5, 2.0, -7.0, 40.0]])
 
@@ -20,7 +21,7 @@ class TestPrimitives:
     def test_unary(self, name: str) -> None:
         """mean (over the last axis, kept), tanh, exp and erf agree to float64 rounding."""
         pytest.importorskip("torch")
-        ours = getattr(numpy_arrays("float64"), name)(X)
+        ours = getattr(numpy_on("float64"), name)(X)
         xp = load_arrays("torch", "float64", "cpu")
         theirs = xp.host(getattr(xp, name)(xp.like(X)))
         np.testing.assert_allclose(theirs, ours, rtol=1e-15, atol=1e-16)
@@ -29,7 +30,7 @@ class TestPrimitives:
     def test_bounds_and_shapes(self) -> None:
         """sqrt, maximum, minimum, clip, zeros_like, concatenate and split agree, and split cuts by row counts."""
         pytest.importorskip("torch")
-        xp, np_ = load_arrays("torch", "float64", "cpu"), numpy_arrays("float64")
+        xp, np_ = load_arrays("torch", "float64", "cpu"), numpy_on("float64")
         t = xp.like(X)
         pairs = [
             (np_.sqrt(np.abs(X)), xp.sqrt(xp.like(np.abs(X)))),

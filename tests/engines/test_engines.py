@@ -107,7 +107,7 @@ class TestLayout:
     @pytest.mark.parametrize(("layout", "columns"), [("contiguous", [2, 3]), ("interleaved", [1, 4])])
     def test_split_and_merge_heads(self, layout: str, columns: list[int]) -> None:
         """Head 1 of 3 owns columns 2-3 (contiguous) or 1 and 4 (interleaved); merge undoes split."""
-        ops = numpy_engine.NumpyBackend("float64")
+        ops = numpy_engine.NumpyEngine("float64")
         x = np.arange(12.0).reshape(2, 6)
         split = split_heads(ops, x, 3, layout)
         assert split.shape == (3, 2, 2)
@@ -223,9 +223,9 @@ class TestFloat32Inputs:
         torch_engine = pytest.importorskip("attnx.engines.torch_engine")
         values = np.arange(6, dtype=np.float32).reshape(2, 3)
         values.flags.writeable = False
-        shared = torch_engine.TorchBackend("float32", "cpu").array(values)
+        shared = torch_engine.TorchEngine("float32", "cpu").array(values)
         assert shared.data_ptr() == values.ctypes.data
-        widened = torch_engine.TorchBackend("float64", "cpu").array(values)
+        widened = torch_engine.TorchEngine("float64", "cpu").array(values)
         assert widened.dtype.is_floating_point and widened.element_size() == 8
         assert widened.tolist() == values.tolist()
 
@@ -249,7 +249,7 @@ class TestTorchOutputPath:
         q, k, v = np.random.default_rng(5).standard_normal((3, 6, 8))
         labels = tuple(map(str, range(6)))
         spec = spec_of(q, k, v, 2, labels, labels)
-        backend = torch_engine.TorchBackend("float64", "cpu")
+        backend = torch_engine.TorchEngine("float64", "cpu")
         with torch.inference_mode():
             arrays = attention(backend, spec, {"output"})
         (query, out), output = seen, arrays["output"]
