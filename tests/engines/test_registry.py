@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import attnx
-from attnx.engines import ENGINES, EngineStatus, engine_status, load_engine, resolve_dtype
+from attnx.engines import ENGINES, EngineStatus, engine_status, load_arrays, load_engine, resolve_dtype
+from attnx.engines.arrays import arrays_of
+from attnx.engines.core import Engine
 from attnx.engines.numpy_engine import NumpyEngine
 from attnx.errors import EngineUnavailableError
 from attnx.io import load_spec
@@ -100,6 +102,27 @@ class TestTorchEngine:
         expected = load_engine("numpy").attend(spec, "float64", "cpu", {"head_outputs"}).head_outputs
         assert expected is not None  # asked for
         np.testing.assert_allclose(out.numpy()[0], expected, rtol=1e-12, atol=1e-12)
+
+
+class TestOneClassPerFramework:
+    """Each engine is one class: what ``compute`` asks, the algorithm's primitives and the forward pass's."""
+
+    def test_every_engine_offers_the_whole_protocol(self) -> None:
+        """Each engine's class has every member of the one Engine protocol."""
+        wanted = {name for name in vars(Engine) if not name.startswith("_")}
+        assert {"attend", "attend_heads", "array", "like", "host", "tanh", "stacks", "on"} <= wanted
+        for name in ENGINES if TORCH else ["numpy"]:
+            assert wanted - set(dir(load_engine(name))) == set(), name
+
+    def test_on_is_one_object_per_dtype_and_device(self) -> None:
+        """``on`` gives one object per dtype (and device): the one an array of that dtype finds (``arrays_of``)."""
+        numpy_engine = load_engine("numpy")
+        assert (
+            numpy_engine.on("float32", "cpu") is arrays_of(np.zeros(1, np.float32)) is load_arrays("numpy", "float32")
+        )
+        if TORCH:
+            engine = load_engine("torch").on("float32", "cpu")
+            assert engine is arrays_of(engine.like(np.zeros(1))) is load_arrays("torch", "float32", "cpu")
 
 
 class TestNoBranchOnAnEngine:
