@@ -15,11 +15,12 @@ from attnx.core.spec import AttentionSpec
 from attnx.engines.arrays import Array, arrays_of, host_dtype
 from attnx.errors import ModelError
 from attnx.models.checkpoint import Checkpoint, Shape
+from attnx.models.gguf_form import GgufForm
 from attnx.models.nn import ACTIVATIONS
 from attnx.models.tokenize import Encoded
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnx.models.gguf import GgufSummary
+    from attnx.models.gguf_summary import GgufSummary
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,7 @@ class Architecture:
     gated: bool = False
     mixture: Mixture | None = None  # the routed MLP's experts (None: dense)
     sinks: ClassVar[bool] = False  # whether each head has a learned sink logit
+    gguf: ClassVar[GgufForm | None] = None  # how it reads a GGUF file (attnx/models/gguf_form.py); None: it does not
 
     @property
     def tied(self) -> bool | None:

@@ -51,6 +51,7 @@ from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ConfigError, ModelError
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
+from attnx.models.gguf_form import GgufForm
 from attnx.models.nn import dense
 from attnx.models.rope import FULL, LAYER_TYPES, SLIDING, rope_mappings
 from attnx.models.tokenize import Encoded
@@ -109,7 +110,8 @@ class Row:
 
     ``sliding``: which layers slide when config.json has no ``layer_types`` (``none``; ``all``; ``alternate``:
     0, 2, 4, …; ``upper``: from ``max_window_layers`` on, when ``use_sliding_window``); ``window``: the
-    window where ``sliding_window`` is absent (transformers' default); ``reads``: the ``SEMANTIC_KEYS`` it reads.
+    window where ``sliding_window`` is absent (transformers' default); ``reads``: the ``SEMANTIC_KEYS`` it reads;
+    ``gguf``: how it reads a GGUF file (``GgufForm``; None: it does not).
     """
 
     model_type: str
@@ -118,6 +120,7 @@ class Row:
     sliding: str = "none"
     window: int | None = None
     reads: tuple[str, ...] = ()
+    gguf: GgufForm | None = None
 
 
 def rms_norm(x: Array, weight: np.ndarray, eps: float) -> Array:
@@ -168,7 +171,7 @@ class Decoder(Architecture):
     def of(cls, row: Row) -> type[Decoder]:
         """The family of ``row``: this decoder, reading config.json as the row says."""
         attributes = {"name": row.model_type, "family": row.title, "stems": row.stems, "sliding": row.sliding,
-                      "window_default": row.window, "reads": frozenset(row.reads)}  # fmt: skip
+                      "window_default": row.window, "reads": frozenset(row.reads), "gguf": row.gguf}  # fmt: skip
         return type(f"{cls.__name__}[{row.model_type}]", (cls,), attributes)
 
     def read_config(self) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from attnx.models.checkpoint import CONFIG, Checkpoint, require_libraries
 from attnx.models.gguf_config import build_config
 from attnx.models.gguf_file import SPLIT, GgufModel, dequantizable, readable_types
 from attnx.models.gguf_names import SHIFTED, TRANSPOSED, UNPERMUTE, Source, map_tensors, unpermute
+from attnx.models.gguf_summary import GgufSummary, GgufType
 
 OLLAMA = "ollama:"
 OLLAMA_MODEL = "application/vnd.ollama.image.model"  # the media type of a manifest's weights layer
@@ -103,9 +103,12 @@ class GgufCheckpoint(Checkpoint):
             if not dequantizable(info.kind):
                 raise ModelError(f"{info.path}: tensor {info.name!r} is stored as {info.type_name}, which the gguf "
                                  f"package cannot dequantize (it reads {', '.join(readable_types())})")  # fmt: skip
-        built = build_config(self.model.metadata, self.model.tensors, self._whole, self.gguf)
-        self.config, self.origin, self.consumed = built.config, built.origin, built.consumed
-        self.sources = map_tensors(self.model.tensors, self.config, self.consumed)
+        from attnx.models.families import FAMILIES  # the registry: each family's GGUF form, by its name
+
+        forms = {family.name: family.gguf for family in FAMILIES if family.gguf is not None}
+        built = build_config(self.model.metadata, self.model.tensors, self._whole, self.gguf, forms)
+        self.config, self.origin, self.consumed, self.form = built.config, built.origin, built.consumed, built.form
+        self.sources = map_tensors(self.model.tensors, self.config, self.consumed, self.form)
 
     def _whole(self, name: str) -> np.ndarray:
         """GGUF tensor ``name`` whole, as stored (for the settings llama.cpp keeps as tensors), within the caps."""
@@ -160,7 +163,7 @@ class GgufCheckpoint(Checkpoint):
         """The tokenizer the metadata describes (``tokenizers.Tokenizer``)."""
         from attnx.models.gguf_tokenizer import build_tokenizer
 
-        return build_tokenizer(self.model.metadata, self.gguf)
+        return build_tokenizer(self.model.metadata, self.gguf, self.form.spaces)
 
     def tokenizer_facts(self) -> tuple[str, int]:
         """The kind and vocabulary size of the tokenizer the metadata describes, read without building it."""
@@ -178,40 +181,6 @@ class GgufCheckpoint(Checkpoint):
 
 
 # What attnx model shows of a GGUF file.
-
-
-@dataclass(frozen=True)
-class GgufType:
-    """One ggml type of a file: how many tensors and values are stored as it, and their bytes."""
-
-    name: str
-    tensors: int
-    elements: int
-    size_bytes: int
-
-
-@dataclass(frozen=True)
-class GgufSummary:
-    """A GGUF file at a glance, as plain data: its architecture and name (``general.*``), format version, files
-    (``paths``: each file of a split model) and bytes, tensors and values per ggml type (most values first), bits per
-    weight over all tensors, its tokenizer (``tokenizer.ggml.model`` and ``pre``), the tensors attnx does not pass to
-    the family, with what it reads them as, and whether it holds a chat template (which attnx never applies)."""
-
-    path: str
-    architecture: str
-    name: str | None
-    version: int
-    files: int
-    size_bytes: int
-    tensors: int
-    parameters: int
-    types: tuple[GgufType, ...]
-    bits_per_weight: float
-    tokenizer: str
-    pre_tokenizer: str | None
-    unread: tuple[tuple[str, str], ...]
-    paths: tuple[str, ...] = ()
-    chat_template: bool = False
 
 
 def summarize(checkpoint: GgufCheckpoint) -> GgufSummary:

@@ -4,7 +4,8 @@ builds it (``AutoTokenizer.from_pretrained(folder, gguf_file=name)``), so both g
 ``tokenizer.ggml.model`` says which: ``gpt2`` is byte-level BPE over the token list and ``tokenizer.ggml.merges``,
 split before merging by the regular expression ``tokenizer.ggml.pre`` names (GPT-2's own where it names none
 transformers knows); ``llama`` is SentencePiece-style BPE with byte fallback, its merges given or rebuilt from the
-tokens' scores (Gemma's from their order, Phi-3 marking spaces by a normalizer). Tokens the file marks as control
+tokens' scores, its spaces marked as the family's ``GgufForm`` says (``spaces``: Gemma's merges from the tokens'
+order, Phi-3 marking spaces by a normalizer). Tokens the file marks as control
 (type 3) are special, user-defined ones (type 4) whole; BOS and EOS are added as ``tokenizer.ggml.add_bos_token``
 and ``add_eos_token`` say (a SentencePiece vocabulary adds BOS unless it says not to, as llama.cpp does).
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from attnx.errors import ModelError
 from attnx.models.gguf_file import Strings
+from attnx.models.gguf_form import NORMALIZED, REPLACED
 from attnx.models.tokenize import METASPACE, byte_decoder, native
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
@@ -245,31 +247,32 @@ def byte_level(vocabulary: Vocabulary) -> Any:
     return tokenizer
 
 
-def sentencepiece(vocabulary: Vocabulary, architecture: str) -> Any:
-    """SentencePiece-style BPE with byte fallback: ``▁`` for spaces, prepended to the first word (Gemma: spaces
-    replaced, none prepended; Phi-3: by a normalizer), merges given or rebuilt from the scores (Gemma's order)."""
+def sentencepiece(vocabulary: Vocabulary, spaces: str) -> Any:
+    """SentencePiece-style BPE with byte fallback: ``▁`` for spaces, prepended to the first word (``spaces``, the
+    family's ``GgufForm.spaces``: Gemma's replaced, none prepended; Phi-3's by a normalizer), merges given or rebuilt
+    from the scores (Gemma's: from the order)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-    gemma = architecture in ("gemma", "gemma2", "gemma3")
+    replaced = spaces == REPLACED  # Gemma's
     tokens = vocabulary.tokens
-    if gemma:  # a token of spaces only is stored as spaces; the tokenizer spells it with ▁
+    if replaced:  # a token of spaces only is stored as spaces; the tokenizer spells it with ▁
         tokens = [METASPACE * len(t) if " " in t and not t.strip() else t for t in tokens]
     vocab = dict(zip(tokens, range(len(tokens)), strict=True))  # a token held twice: its last id, first place
     if vocabulary.merges:
         merges = vocabulary.pairs()
-    elif gemma:
+    elif replaced:
         merges = rebuilt_merges(vocab)  # by the tokens' order
     else:
         if not vocabulary.scores:
             raise ModelError(f"{vocabulary.path}: a SentencePiece vocabulary needs tokenizer.ggml.scores or merges")
         merges = rebuilt_merges(vocab, dict(zip(tokens, vocabulary.scores, strict=True)))
-    unk = {"unk_token": "<unk>"} if gemma else {}
+    unk = {"unk_token": "<unk>"} if replaced else {}
     tokenizer = Tokenizer(models.BPE(vocab, merges, fuse_unk=True, byte_fallback=True, dropout=None, **unk))
     steps = [decoders.Replace(METASPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
-    if gemma:
+    if replaced:
         tokenizer.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="merged_with_previous", invert=False)
         tokenizer.normalizer = normalizers.Replace(" ", METASPACE)
-    elif architecture == "phi3":
+    elif spaces == NORMALIZED:
         tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend(METASPACE),
                                                      normalizers.Replace(" ", METASPACE)])  # fmt: skip
         steps.append(decoders.Strip(content=" ", left=1))
@@ -318,13 +321,14 @@ def described(metadata: Mapping[str, Any], path: Path) -> tuple[str, int]:
     return kind(model, path), len(tokens)
 
 
-def build_tokenizer(metadata: Mapping[str, Any], path: Path) -> Any:
-    """The tokenizer of GGUF file ``path`` from its metadata, a ``tokenizers.Tokenizer``; what the native library
-    refuses (a merge of tokens not in the vocabulary) is one ModelError line."""
+def build_tokenizer(metadata: Mapping[str, Any], path: Path, spaces: str) -> Any:
+    """The tokenizer of GGUF file ``path`` from its metadata, a ``tokenizers.Tokenizer`` (``spaces``: its family's
+    ``GgufForm.spaces``); what the native library refuses (a merge of tokens not in the vocabulary) is one ModelError
+    line."""
     with uncollected():
         vocabulary = Vocabulary(metadata, path)
         with native(f"{path}: the tokenizer its metadata describes cannot be built"):
-            return from_vocabulary(vocabulary, str(metadata.get("general.architecture", "")))
+            return from_vocabulary(vocabulary, spaces)
 
 
 @contextlib.contextmanager
@@ -340,12 +344,13 @@ def uncollected() -> Iterator[None]:
             gc.enable()
 
 
-def from_vocabulary(vocabulary: Vocabulary, architecture: str) -> Any:
-    """The tokenizer ``vocabulary`` describes, with its special tokens and BOS/EOS template."""
+def from_vocabulary(vocabulary: Vocabulary, spaces: str) -> Any:
+    """The tokenizer ``vocabulary`` describes (``spaces``: as ``sentencepiece``), with its special tokens and BOS/EOS
+    template."""
     from tokenizers import processors
 
     kind(vocabulary.model, vocabulary.path)
-    tokenizer = byte_level(vocabulary) if vocabulary.model == "gpt2" else sentencepiece(vocabulary, architecture)
+    tokenizer = byte_level(vocabulary) if vocabulary.model == "gpt2" else sentencepiece(vocabulary, spaces)
     bos, eos = vocabulary.token("bos"), vocabulary.token("eos")
     named = [token for token in (bos, eos, vocabulary.token("unknown"), vocabulary.token("padding")) if token]
     add_specials(tokenizer, vocabulary, vocabulary.model == "gpt2", named)

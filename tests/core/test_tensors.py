@@ -55,8 +55,10 @@ NOT_TENSORS: dict[str, set[str]] = {
     "attnx/render/model.py": {"scores", "weights"},
     # The size suffix k (1K = 1024).
     "attnx/limits.py": {"k"},
-    # GGUF's own names: the output layer's tensor (``output.weight``) and a SentencePiece vocabulary's scores.
-    "attnx/models/gguf_names.py": {"output"},
+    # GGUF's own names: the output layer's tensor (``output.weight``, in the Llama line's names and GPT-2's) and a
+    # SentencePiece vocabulary's scores.
+    "attnx/models/gguf_form.py": {"output"},
+    "attnx/models/families/gpt2.py": {"output"},
     "attnx/models/gguf_tokenizer.py": {"scores"},
 }
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -11,6 +12,8 @@ from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines.arrays import Array, arrays_of, host
 from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
 from attnx.models.decoder import LM_HEAD
+from attnx.models.gguf_config import block_count
+from attnx.models.gguf_form import GgufForm, Metadata, Read
 from attnx.models.nn import dense, layer_norm
 from attnx.models.tokenize import Encoded
 
@@ -22,6 +25,27 @@ CONFIG_KEYS = {
     "d_ff": ("n_inner",),
     "max_length": ("n_positions", "max_position_embeddings"),
 }
+# Its GGUF tensors: their names, and the Conv1D weights, which llama.cpp stores transposed (as Linear weights).
+GGUF_TOP = {"token_embd": "transformer.wte", "position_embd": "transformer.wpe", "output_norm": "transformer.ln_f",
+            "output": "lm_head"}  # fmt: skip
+GGUF_LAYER = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
+              "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}  # fmt: skip
+GGUF_TRANSPOSED = frozenset({"attn_qkv", "attn_output", "ffn_up", "ffn_down"})
+
+
+def gpt2_gguf(meta: Metadata, tensors: Mapping[str, Any], read: Read) -> tuple[dict[str, Any], dict[str, str]]:
+    """A GGUF file's ``gpt2.*`` metadata: GPT-2's sizes under its own names; llama.cpp's GELU is the tanh
+    approximation (``gelu_new``)."""
+    config = {
+        "model_type": "gpt2", "n_layer": block_count(meta, tensors, "n_layer"),
+        "n_head": meta.need("attention.head_count", "n_head"), "n_embd": meta.need("embedding_length", "n_embd"),
+        "n_inner": meta.whole("feed_forward_length", "n_inner"),
+        "n_positions": meta.whole("context_length", "n_positions"),
+        "layer_norm_epsilon": meta.number("attention.layer_norm_epsilon", "layer_norm_epsilon"),
+        "activation_function": "gelu_new",
+    }  # fmt: skip
+    meta.neutral("attention.causal", True, "attnx runs GPT-2 as a causal decoder")
+    return {key: value for key, value in config.items() if value is not None}, {}
 
 
 class Gpt2(Architecture):
@@ -40,6 +64,8 @@ class Gpt2(Architecture):
     stems = ("GPT2",)
     unused = ("lm_head.weight",)  # a tied file's copy of wte (an untied one is read: ``output_tensor``)
     layer_stem = "h."
+    gguf = GgufForm(("gpt2",), gpt2_gguf, top=GGUF_TOP, layer=GGUF_LAYER, within="transformer.h.{n}.",
+                    transposed=GGUF_TRANSPOSED)  # fmt: skip
 
     def read_config(self) -> None:
         """Sizes and the attention scale from config.json."""

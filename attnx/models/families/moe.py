@@ -20,8 +20,8 @@ transformers' ``index_add_`` loop does), are transformers'.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import ClassVar
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,10 +29,24 @@ from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ModelError
 from attnx.models.architecture import Mixture
 from attnx.models.decoder import Decoder
+from attnx.models.gguf_config import decoder
+from attnx.models.gguf_form import QK, GgufForm, Metadata, Read, decoder_layer
 from attnx.models.nn import dense
 
 QWEN_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")  # gate, up, down
 MIXTRAL_PROJECTIONS = ("w1", "w3", "w2")  # gate, up, down
+
+# Their GGUF tensors: a layer's router and shared expert, and its experts stacked per projection ({e}: the expert).
+QWEN_MOE_LAYER = {
+    "ffn_gate_inp": "mlp.gate", "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj", "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
+}  # fmt: skip
+QWEN_EXPERTS = {"ffn_gate_exps": "mlp.experts.{e}.gate_proj", "ffn_up_exps": "mlp.experts.{e}.up_proj",
+                "ffn_down_exps": "mlp.experts.{e}.down_proj"}  # fmt: skip
+MIXTRAL_LAYER = {"ffn_gate_inp": "block_sparse_moe.gate"}
+MIXTRAL_EXPERTS = {"ffn_gate_exps": "block_sparse_moe.experts.{e}.w1", "ffn_up_exps": "block_sparse_moe.experts.{e}.w3",
+                   "ffn_down_exps": "block_sparse_moe.experts.{e}.w2"}  # fmt: skip
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -46,6 +60,36 @@ def top_k(probabilities: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     equal values (a stable sort; see the module's docstring on torch.topk's ties)."""
     chosen = np.argsort(-probabilities, axis=-1, kind="stable")[:, :k]
     return np.take_along_axis(probabilities, chosen, axis=-1), chosen
+
+
+def qwen_moe_config(meta: Metadata, model_type: str, tensors: Mapping[str, Any]) -> dict[str, Any]:
+    """A GGUF file's metadata as Qwen 2 MoE's or Qwen 3 MoE's config: experts, top-k, widths, renormalisation as
+    llama.cpp does it (Qwen 3 MoE always, Qwen 2 MoE never, unless ``expert_weights_norm`` says), and dense layers
+    where a layer has no router."""
+    config = decoder(meta, model_type, tensors, experts=True)
+    config["num_experts"] = meta.need("expert_count", "num_experts")
+    config["num_experts_per_tok"] = meta.need("expert_used_count", "num_experts_per_tok")
+    config["moe_intermediate_size"] = meta.need("expert_feed_forward_length", "moe_intermediate_size")
+    norm = meta.get("expert_weights_norm", (bool,), "true or false", "norm_topk_prob")
+    config["norm_topk_prob"] = (model_type == "qwen3_moe") if norm is None else norm
+    meta.neutral("expert_gating_func", 1, "attnx routes by a softmax (gating function 1)")
+    if model_type == "qwen2_moe":
+        config["shared_expert_intermediate_size"] = meta.need("expert_shared_feed_forward_length",
+                                                              "shared_expert_intermediate_size")  # fmt: skip
+    layers = config["num_hidden_layers"]
+    config["mlp_only_layers"] = [n for n in range(layers) if f"blk.{n}.ffn_gate_inp.weight" not in tensors]
+    config.setdefault("intermediate_size", config["moe_intermediate_size"])  # read only on dense layers
+    return config
+
+
+def qwen2_moe_gguf(meta: Metadata, tensors: Mapping[str, Any], read: Read) -> tuple[dict[str, Any], dict[str, str]]:
+    """A GGUF file's ``qwen2moe.*`` metadata."""
+    return qwen_moe_config(meta, "qwen2_moe", tensors), {}
+
+
+def qwen3_moe_gguf(meta: Metadata, tensors: Mapping[str, Any], read: Read) -> tuple[dict[str, Any], dict[str, str]]:
+    """A GGUF file's ``qwen3moe.*`` metadata."""
+    return qwen_moe_config(meta, "qwen3_moe", tensors), {}
 
 
 class Routed(Decoder):
@@ -164,6 +208,8 @@ class Mixtral(Routed):
     expert_keys = ("num_local_experts",)
     always_renormalises = True
     dense_layers = False
+    # llama.cpp writes Mixtral as a Llama with experts: Llama's form builds its config (``produces``).
+    gguf = GgufForm(layer=decoder_layer(**MIXTRAL_LAYER), experts=MIXTRAL_EXPERTS, unpermuted=QK)
 
 
 class Qwen2Moe(Routed):
@@ -179,6 +225,7 @@ class Qwen2Moe(Routed):
     reads = frozenset({"sliding_window", "num_experts", "num_local_experts"})
     defaults = (60, 4)
     shared_expert = True
+    gguf = GgufForm(("qwen2moe",), qwen2_moe_gguf, layer=decoder_layer(**QWEN_MOE_LAYER), experts=QWEN_EXPERTS)
 
 
 class Qwen3Moe(Routed):
@@ -193,6 +240,7 @@ class Qwen3Moe(Routed):
     window_default = 4096
     reads = frozenset({"sliding_window", "num_experts", "num_local_experts"})
     defaults = (128, 8)
+    gguf = GgufForm(("qwen3moe",), qwen3_moe_gguf, layer=decoder_layer(**QWEN_MOE_LAYER), experts=QWEN_EXPERTS)
 
 
 FAMILIES = (Mixtral, Qwen2Moe, Qwen3Moe)

@@ -11,12 +11,42 @@ from attnx.engines.arrays import Array
 from attnx.errors import ModelError
 from attnx.models.architecture import Architecture
 from attnx.models.decoder import Decoder
+from attnx.models.gguf_config import decoder
+from attnx.models.gguf_form import NORMALIZED, GgufForm, Metadata, Read, decoder_layer
 
 # transformers' Phi3Config: its defaults where config.json leaves a key out, and the rope types it accepts.
 TRAINED_CONTEXT = 4096  # original_max_position_embeddings, and max_position_embeddings
 RMS_EPS = 1e-5
 LEGACY_LONGROPE = ("su", "yarn")  # older Phi-3 configs' names for longrope, renamed before the rope is read
 SCALED_ROPE = "longrope"  # the one scaling Phi-3 runs (any other is refused, as transformers refuses it)
+
+
+def phi3_gguf(meta: Metadata, tensors: Mapping[str, Any], read: Read) -> tuple[dict[str, Any], dict[str, str]]:
+    """A GGUF file's ``phi3.*`` metadata: partial rotary from ``rope.dimension_count``, its window (0: none), and
+    longrope from the ``rope_factors_long`` and ``rope_factors_short`` tensors with ``rope.scaling.attn_factor``."""
+    config = decoder(meta, "phi3", tensors, longrope=True)
+    context = meta.whole("rope.scaling.original_context_length", "original_max_position_embeddings")
+    if context is not None:
+        config["original_max_position_embeddings"] = context
+    config["sliding_window"] = meta.whole("attention.sliding_window", "sliding_window") or None
+    attention = meta.number("rope.scaling.attn_factor")
+    names = ("rope_factors_short.weight", "rope_factors_long.weight")
+    if not any(name in tensors for name in names):
+        if config.get("rope_scaling") is not None or attention not in (None, 1.0):
+            raise ModelError(f"{meta.path}: {meta.key('rope.scaling.type')} is set, but the file has no longrope "
+                             "factors (rope_factors_short, rope_factors_long)")  # fmt: skip
+        return {k: v for k, v in config.items() if v is not None}, {}
+    if not all(name in tensors for name in names):
+        raise ModelError(f"{meta.path}: holds one of {' and '.join(names)} without the other")
+    if config.get("rope_scaling") not in (None, {"rope_type": "longrope"}):
+        raise ModelError(f"{meta.path}: longrope factors beside {meta.key('rope.scaling.type')} "
+                         f"{config['rope_scaling'].get('rope_type')!r}")  # fmt: skip
+    short, long = (read(name).ravel().astype(float).tolist() for name in names)
+    config["rope_scaling"] = {"rope_type": "longrope", "short_factor": short, "long_factor": long}
+    if attention is not None:
+        config["rope_scaling"]["attention_factor"] = attention
+    return {k: v for k, v in config.items() if v is not None}, {name: "the rope scaling (longrope factors)"
+                                                                 for name in names}  # fmt: skip
 
 
 class Phi3(Decoder):
@@ -31,6 +61,8 @@ class Phi3(Decoder):
     sliding = "all"
     partial_rotary = True
     reads = frozenset({"sliding_window"})
+    gguf = GgufForm(("phi3",), phi3_gguf, layer=decoder_layer(attn_qkv="self_attn.qkv_proj", ffn_up="mlp.gate_up_proj"),
+                    spaces=NORMALIZED)  # fmt: skip
 
     def read_sizes(self, keys: Mapping[str, tuple[str, ...]], *, mlp_ratio: int | None, max_length: int) -> None:
         """The decoder's sizes, with Phi-3's maximum length where config.json has none (longrope's default factor is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attnx.models.decoder import Decoder
+from attnx.models.gguf_form import GgufForm
 
 
 class Qwen3(Decoder):
@@ -16,6 +17,7 @@ class Qwen3(Decoder):
     sliding = "upper"
     window_default = 4096
     reads = frozenset({"sliding_window", "use_sliding_window"})
+    gguf = GgufForm(("qwen3",))
 
 
 FAMILIES = (Qwen3,)
