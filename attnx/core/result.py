@@ -48,12 +48,12 @@ class AttentionResult:
     ``matrix_rows`` names the query rows the H × N × M matrices and ``mask`` hold, when a command
     asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
     ``settings`` are the attention settings it was computed with (its rotary positions, window and soft cap
-    among them), ``masking`` the spec's: what its mask is and what it hides.
+    among them), ``masking`` the spec's: what its mask is and what it hides. ``heads``, ``kv_heads``, ``layout``,
+    ``scale_mode`` and ``dropped_heads`` read the settings.
     """
 
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
-    heads: int
     d_model: int
     d_k: int
     scale: float
@@ -72,15 +72,11 @@ class AttentionResult:
     settings: AttentionSettings
     masking: Masking
     query_positions: tuple[int, ...] = ()
-    kv_heads: int = 0
-    layout: str = "contiguous"
-    scale_mode: str = "sqrt_dk"
     mask: np.ndarray | None = None
     projected: np.ndarray | None = None
     intact_output: np.ndarray | None = None
     intact_projected: np.ndarray | None = None
     sink_weights: np.ndarray | None = None
-    dropped_heads: tuple[int, ...] = ()
     parameters: int = 0
     fully_masked_rows: tuple[int, ...] = ()
     blocked_pairs: int | None = None
@@ -96,6 +92,32 @@ class AttentionResult:
             object.__setattr__(self, "query_positions", tuple(range(len(self.tokens))))
         if not self.kv_heads:
             object.__setattr__(self, "kv_heads", self.heads)
+
+    @property
+    def heads(self) -> int:
+        """Number of heads (the settings')."""
+        return self.settings.heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Number of K/V heads (the settings')."""
+        return self.settings.kv_heads
+
+    @property
+    def layout(self) -> str:
+        """How heads own the columns of Q, K and V (the settings')."""
+        return self.settings.layout
+
+    @property
+    def scale_mode(self) -> str:
+        """The scale's rule (``sqrt_dk``, ``sqrt_d_model``, ``none``), or ``number`` where the scale was given."""
+        scale = self.settings.scale
+        return scale if isinstance(scale, str) else "number"
+
+    @property
+    def dropped_heads(self) -> tuple[int, ...]:
+        """The heads zeroed before concatenation (the settings')."""
+        return self.settings.dropped_heads
 
     @classmethod
     def assemble(
@@ -116,7 +138,6 @@ class AttentionResult:
         the fully masked rows are then read from it, else found block by block (``census``: what
         ``spec.mask_census()`` gives, found already for problems with the same mask).
         """
-        settings = spec.settings
         mask = spec.allowed() if needs is None or MASK in needs else None
         if mask is None:
             fully_masked, blocked = spec.mask_census() if census is None else census
@@ -127,7 +148,6 @@ class AttentionResult:
         return cls(
             tokens=spec.tokens,
             key_tokens=spec.key_tokens,
-            heads=settings.heads,
             d_model=spec.d_model,
             d_k=spec.d_k,
             scale=scale,
@@ -135,16 +155,12 @@ class AttentionResult:
             device=device,
             dtype=dtype,
             query_positions=spec.query_positions,
-            kv_heads=settings.kv_heads,
-            layout=settings.layout,
-            scale_mode=settings.scale if isinstance(settings.scale, str) else "number",
             mask=mask,
             fully_masked_rows=fully_masked,
             blocked_pairs=blocked if spec.masking.masked else None,
-            dropped_heads=settings.dropped_heads,
             parameters=spec.parameters,
             kv_pooled_from=spec.kv_pooled_from,
-            settings=settings,
+            settings=spec.settings,
             masking=spec.masking,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),

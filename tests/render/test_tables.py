@@ -155,7 +155,7 @@ class TestSummaryLine:
         gqa = compute(load_spec(str(CONFIGS / "gqa.yaml")))
         text = plain(summary_line(dataclasses.replace(gqa, kv_pooled_from=4), "gqa.yaml"))
         assert "K/V heads mean-pooled 4 → 2 (grouped-query attention)" in text
-        mqa = dataclasses.replace(gqa, kv_heads=1, kv_pooled_from=4)
+        mqa = dataclasses.replace(gqa, settings=dataclasses.replace(gqa.settings, kv_heads=1), kv_pooled_from=4)
         assert "K/V heads mean-pooled 4 → 1 (multi-query attention)" in plain(summary_line(mqa, "gqa.yaml"))
         assert "mean-pooled" not in plain(summary_line(gqa, "gqa.yaml"))
 
