@@ -13,7 +13,9 @@ and the Python API call them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from attnx.lazy import lazily
 
 __all__ = [
     "ablate",
@@ -50,10 +52,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'attnx.workflows' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazily(__name__, _LAZY)
