@@ -30,6 +30,7 @@ from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
 from attnx.models.checkpoint import TOKENIZER, Checkpoint
 from attnx.models.families import FAMILIES
+from attnx.models.stacks import Stack
 from attnx.models.tokenize import Encoded, TextTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,9 +128,19 @@ class Model:
         return self.tokenizer.kind, self.tokenizer.vocab_size, self.tokenizer.stored
 
     @property
+    def stacks(self) -> tuple[Stack, ...]:
+        """The model's named stacks of layers (attnx/models/stacks.py)."""
+        return self.architecture.stacks
+
+    @property
+    def stack(self) -> Stack:
+        """The stack the attention commands address: a model's only one (every family attnx reads has one)."""
+        return self.stacks[0]
+
+    @property
     def layers(self) -> int:
-        """Number of layers."""
-        return self.architecture.layers
+        """Number of layers of ``stack``."""
+        return self.stack.layers
 
     def source(self, layer: int) -> str:
         """How specs of layer ``layer`` (from 0) name themselves: ``"DIR (bert), layer 3 of 6"``."""
@@ -181,6 +192,9 @@ class Model:
         has passed it for the layers up to ``layer`` (the last whose attention will be computed, with ``heads``
         heads)."""
         encoded = self.encode(text) if isinstance(text, str) else text
+        if encoded.kind is not self.stack.reads:
+            raise ModelError(f"{self.checkpoint.name}: its {self.stack.name} reads {self.stack.reads.value}, "
+                             f"not {encoded.kind.value}")  # fmt: skip
         self.check_sizes(len(encoded.ids), heads=heads, layer=layer)
         return ForwardPass(self, encoded, engine=engine, device=device)
 
@@ -315,7 +329,7 @@ class ForwardPass:
 
     def finish(self) -> np.ndarray:
         """Run the layers left and return the model's last hidden state ``[token, d_model]`` (final norm applied)."""
-        while self.layer < self.model.layers:
+        while self.layer < self.model.stack.layers:
             self.step()
         return host(self.model.architecture.final(self.current()))
 

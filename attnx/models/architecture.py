@@ -17,6 +17,7 @@ from attnx.errors import ModelError
 from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.gguf_form import GgufForm
 from attnx.models.nn import ACTIVATIONS
+from attnx.models.stacks import Attention, Stack
 from attnx.models.tokenize import Encoded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -213,6 +214,16 @@ class Architecture:
     mixture: Mixture | None = None  # the routed MLP's experts (None: dense)
     sinks: ClassVar[bool] = False  # whether each head has a learned sink logit
     gguf: ClassVar[GgufForm | None] = None  # how it reads a GGUF file (attnx/models/gguf_form.py); None: it does not
+
+    @property
+    def stacks(self) -> tuple[Stack, ...]:
+        """The model's named stacks of layers (attnx/models/stacks.py): by default one, a ``decoder`` or an
+        ``encoder`` as the family is causal or not, each layer holding one self-attention over a text."""
+        return (Stack.single(self.layers, causal=self.causal),)
+
+    def attention(self, layer: int) -> Attention:
+        """What layer ``layer``'s attention is: its kind and where its queries and keys come from."""
+        return self.stacks[0].attentions[0]
 
     @property
     def tied(self) -> bool | None:

@@ -388,9 +388,12 @@ class Checkpoint:
 
         return table, chunks()
 
-    def rows(self, name: str, index: slice | Sequence[int] | np.ndarray, shape: Shape = None) -> np.ndarray:
-        """Rows of a 2-D tensor: a slice, or the rows of ``index`` (each read alone: the table stays on disk).
-        ``shape`` is the whole table's, as config.json implies it; a row past the table's end is a ModelError."""
+    def rows(self, name: str, index: slice | range | Sequence[int] | np.ndarray, shape: Shape = None) -> np.ndarray:
+        """Rows of a 2-D tensor: a slice (or a range: an input's positions), or the rows of ``index`` (each read
+        alone: the table stays on disk). ``shape`` is the whole table's, as config.json implies it; a row past the
+        table's end is a ModelError."""
+        if isinstance(index, range):
+            index = slice(index.start, index.stop, index.step)
         part, full, table = self._table(name, shape=shape, prefixed=True)
         wanted = range(*index.indices(table[0])) if isinstance(index, slice) else np.asarray(index, dtype=np.intp)
         if isinstance(index, slice) and index.stop is not None and index.stop > table[0]:

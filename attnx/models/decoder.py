@@ -427,8 +427,9 @@ class Decoder(Architecture):
         q_norm, k_norm = self.checkpoint.remember(("qk_norms", layer), lambda: self.qk_norms(layer))
         return AttentionSpec.build(
             heads=self.heads, kv_heads=self.kv_heads, tokens=tokens, key_tokens=tokens, source=source, x=host(x),
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, q_norm=q_norm, k_norm=k_norm, causal=True, scale=self.scale,
-            rotary=self.rotaries[layer], window=self.windows[layer], softcap=self.softcap,
+            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, q_norm=q_norm, k_norm=k_norm, scale=self.scale,
+            causal=self.attention(layer).kind.causal, rotary=self.rotaries[layer], window=self.windows[layer],
+            softcap=self.softcap,
             sink_logits=self.sink_logits(layer),
         )  # fmt: skip
 

@@ -15,6 +15,7 @@ import numpy as np
 from attnx.errors import ModelError
 from attnx.io.output import note_read
 from attnx.limits import Limits
+from attnx.models.stacks import InputKind
 from attnx.text import inert
 from attnx.text import label as cut
 
@@ -28,7 +29,8 @@ class Encoded:
 
     ``pieces`` are the tokens as the vocabulary spells them (``Ġcat``, ``Ċ``, ``##ing``); ``tokens``
     are their labels, what every table, trace and JSON shows (`` cat``, ``\\n``, ``##ing``; see ``label``).
-    ``special`` marks the tokens the tokenizer added around the text (``[CLS]``, ``[SEP]``, ``<s>``).
+    ``special`` marks the tokens the tokenizer added around the text (``[CLS]``, ``[SEP]``, ``<s>``). ``kind`` is
+    what kind of input it is (a stack reads one kind: attnx/models/stacks.py).
     """
 
     ids: np.ndarray
@@ -36,6 +38,12 @@ class Encoded:
     tokens: tuple[str, ...]
     pieces: tuple[str, ...] = ()
     special: tuple[bool, ...] = ()
+    kind: InputKind = InputKind.TEXT
+
+    @property
+    def positions(self) -> range:
+        """Each token's position, 0..N-1 for a text: the rows a learned position table gives them."""
+        return range(len(self.ids))
 
 
 @functools.cache

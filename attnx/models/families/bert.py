@@ -77,7 +77,7 @@ class Bert(Architecture):
 
     def embed(self, encoded: Encoded) -> np.ndarray:
         """LayerNorm(word + token type + position embeddings), ``[token, d_model]``."""
-        ckpt, n = self.checkpoint, len(encoded.ids)
+        ckpt = self.checkpoint
         words = ckpt.rows("embeddings.word_embeddings.weight", encoded.ids, (self.vocab_size, self.d_model))
         words = words.astype(self.dtype)
         if ckpt.has("embeddings.token_type_embeddings.weight"):
@@ -85,7 +85,7 @@ class Bert(Architecture):
             if int(encoded.type_ids.max()) >= types.shape[0]:
                 raise ModelError(f"token type {int(encoded.type_ids.max())} is beyond the model's {types.shape[0]}")
             words = words + types[encoded.type_ids].astype(self.dtype)
-        positions = ckpt.rows("embeddings.position_embeddings.weight", slice(0, n), (None, self.d_model))
+        positions = ckpt.rows("embeddings.position_embeddings.weight", encoded.positions, (None, self.d_model))
         positions = positions.astype(self.dtype)
         return layer_norm(words + positions, *self.norm("embeddings.LayerNorm"), self.eps)
 
@@ -95,7 +95,7 @@ class Bert(Architecture):
         return AttentionSpec.build(
             heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=host(stream),
             w_q=self.linear(p + "self.query"), w_k=self.linear(p + "self.key"), w_v=self.linear(p + "self.value"),
-            w_o=self.linear(p + "output.dense"),
+            w_o=self.linear(p + "output.dense"), causal=self.attention(layer).kind.causal,
         )  # fmt: skip
 
     def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:

@@ -102,7 +102,7 @@ class Gpt2(Architecture):
     def embed(self, encoded: Encoded) -> np.ndarray:
         """Token + position embeddings, ``[token, d_model]``."""
         words = self.checkpoint.rows("wte.weight", encoded.ids, (self.vocab_size, self.d_model)).astype(self.dtype)
-        positions = self.checkpoint.rows("wpe.weight", slice(0, len(encoded.ids)), (None, self.d_model))
+        positions = self.checkpoint.rows("wpe.weight", encoded.positions, (None, self.d_model))
         return words + positions.astype(self.dtype)
 
     def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
@@ -119,7 +119,8 @@ class Gpt2(Architecture):
         )
         return AttentionSpec.build(
             heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=x,
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=Linear.of(*out), causal=True, scale=self.scale(layer),
+            w_q=w_q, w_k=w_k, w_v=w_v, w_o=Linear.of(*out), causal=self.attention(layer).kind.causal,
+            scale=self.scale(layer),
         )  # fmt: skip
 
     def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:

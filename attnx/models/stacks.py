@@ -1,0 +1,79 @@
+"""The shape of a model: named stacks of layers, the attentions in each layer, and the kind of input each reads.
+
+A model is one or more stacks of layers, each named and reading one kind of input: a decoder-only model is
+one ``decoder`` over a text, BERT one ``encoder`` over a text. Each layer of a stack holds attentions, each of a
+kind (``AttentionKind``) that says whether a query may see keys after it, and where its queries and its keys
+come from: a stack's own stream for self-attention, another stack's output for cross-attention. Today every
+family has one stack with one self-attention per layer; an encoder-decoder will be an ``encoder`` and a
+``decoder`` whose layers hold a causal self-attention and a cross-attention over the encoder's output, and a
+vision encoder a stack over an image. ``Encoded`` (attnx/models/tokenize.py) is an input that knows its kind
+and its positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class InputKind(str, Enum):
+    """What a stack reads: the kind of an input."""
+
+    TEXT = "text"  # tokens of a text, positions 0..N-1
+
+
+class AttentionKind(str, Enum):
+    """What an attention is: whether its keys are its own stream's, and whether a query sees the keys after it."""
+
+    SELF = "self"  # every query sees every key of its own stream (an encoder)
+    CAUSAL_SELF = "causal self"  # a query sees the keys up to its own position (a decoder)
+
+    @property
+    def causal(self) -> bool:
+        """True when a query never sees a key after its own position."""
+        return self is AttentionKind.CAUSAL_SELF
+
+    @property
+    def label(self) -> str:
+        """How a person reads it: ``causal self-attention``."""
+        return f"{self.value}-attention"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One attention of a layer: its ``kind`` and the stacks its queries and its keys come from (by name)."""
+
+    kind: AttentionKind
+    queries: str
+    keys: str
+
+    @classmethod
+    def over(cls, stack: str, *, causal: bool) -> Attention:
+        """Self-attention within ``stack``: causal, or seeing every key."""
+        return cls(AttentionKind.CAUSAL_SELF if causal else AttentionKind.SELF, stack, stack)
+
+    @property
+    def is_self(self) -> bool:
+        """True when queries and keys come from the same stack."""
+        return self.queries == self.keys
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A named stack of ``layers`` layers reading an input of kind ``reads``, each layer holding ``attentions``."""
+
+    name: str
+    layers: int
+    reads: InputKind
+    attentions: tuple[Attention, ...]
+
+    @classmethod
+    def single(cls, layers: int, *, causal: bool) -> Stack:
+        """The one stack of a model with self-attention over a text: a ``decoder`` when causal, else an ``encoder``."""
+        name = "decoder" if causal else "encoder"
+        return cls(name, layers, InputKind.TEXT, (Attention.over(name, causal=causal),))
+
+    @property
+    def causal(self) -> bool:
+        """True when the stack's self-attention is causal."""
+        return any(attention.kind.causal for attention in self.attentions if attention.is_self)
