@@ -13,6 +13,7 @@ __all__ = [
     "AttentionSpec",
     "AttnxError",
     "InputOverrides",
+    "Placement",
     "SettingOverrides",
     "__version__",
     "compute",
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
     from attnx.engines import compute
+    from attnx.engines.placement import Placement
     from attnx.errors import AttnxError
     from attnx.io import InputOverrides, load_spec
     from attnx.models import open_model
@@ -40,6 +42,7 @@ _LAZY = {
     "compute": "attnx.engines",
     "load_spec": "attnx.io",
     "InputOverrides": "attnx.io",
+    "Placement": "attnx.engines.placement",
     "SettingOverrides": "attnx.core.overrides",
     "open_model": "attnx.models",
     "reference": "attnx.testing",

@@ -50,7 +50,7 @@ def ablate(
     dropped = parse_heads(head) if head else None
     session = model_session(None, checkpoint, backend=report, caps=report, task="ablating", quiet=report.quiet)
     with session as run, flag_worded("--head {}"):
-        found = workflows.ablate(run.model, run.text, dropped, layer=layer, engine=run.engine, device=run.device,
+        found = workflows.ablate(run.model, run.text, dropped, layer=layer, on=run.on,
                                  progress=run.progress)  # fmt: skip
     from attnx.render import effects as render
     from attnx.render.serialize import dumps

@@ -89,10 +89,10 @@ def detection(
     from attnx.io.texts import read_texts
 
     model = require_checkpoint(model, "--texts" if texts is not None else "attnx detect")
-    limits, options = caps.limits(), backend.options()
+    limits = caps.limits()
     lines = read_texts(texts, limits) if texts is not None else None
     source = "the texts on stdin" if texts == STDIN else f"the texts of {texts}"
     progress = progress_for(f"detecting over {'texts' if lines is not None else 'sequences'}", quiet)
     with open_checkpoint(model, backend, limits) as opened, progress as bar, flag_worded(f"--length {length}: {{}}"):
         return workflows.detect(opened, lines, samples=samples, length=length, seed=seed, source=source,
-                                engine=options["engine"], device=options["device"], progress=bar)  # fmt: skip
+                                on=backend.placement(), progress=bar)  # fmt: skip

@@ -233,11 +233,12 @@ def compare_checkpoints(
         raise UsageError(f"--model names one checkpoint twice ({names}: the same file): every difference would be 0; "
                          "give two different checkpoints")  # fmt: skip
     first, text = open_with_text(None, TextFlags(model=pair[0], text=checkpoint.text), report, report)
-    with first, open_checkpoint(pair[1], report, report.limits()) as second:
-        options = report.options()
-        with progress_for("comparing layers", report.quiet) as progress:
-            comparison = compare_models(first, second, text, engine=options["engine"], device=options["device"],
-                                        progress=progress)  # fmt: skip
+    with (
+        first,  # closed should the second fail to open
+        open_checkpoint(pair[1], report, report.limits()) as second,
+        progress_for("comparing layers", report.quiet) as progress,
+    ):
+        comparison = compare_models(first, second, text, on=report.placement(), progress=progress)
 
     def shown(colour: bool) -> RenderableType:
         return render.comparison_view(comparison, report.precision, colour=colour)

@@ -116,11 +116,10 @@ def model_layers(
     """Each layer's spec of ``--model`` on ``--text``, made as the forward pass reaches it and kept; the layer
     count, the source's name, and what lets go of the checkpoint."""
     refuse(inputs.given(), "changes an input; --model explores the model as it is")
-    options = backend.options()
     model, words = open_with_text(config, checkpoint, backend, caps)
     specs: list[AttentionSpec] = []
     try:  # a bad text or checkpoint is refused, and the checkpoint let go, before the screen opens
-        forward = model.run(words, engine=options["engine"], device=options["device"], layer=model.layers - 1)
+        forward = model.run(words, on=backend.placement(), layer=model.layers - 1)
         specs.append(forward.spec())
     except BaseException:
         model.close()

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
 
     from attnx.core.overrides import SettingOverrides
+    from attnx.engines.placement import Placement
     from attnx.io import InputOverrides
 
 
@@ -424,6 +425,12 @@ class EngineFlags(FlagGroup):
     def options(self) -> dict[str, Any]:
         """``engine``, ``dtype`` and ``device`` as the strings ``attnx.engines.compute`` takes."""
         return {"engine": self.engine.value, "dtype": self.dtype and self.dtype.value, "device": self.device.value}
+
+    def placement(self) -> Placement:
+        """Where the work runs: the engine, device and dtype as one value (``attnx.Placement``)."""
+        from attnx.engines.placement import Placement
+
+        return Placement(**self.options())
 
 
 @flag_group(frozen=True)

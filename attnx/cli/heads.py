@@ -103,7 +103,7 @@ def model_view(
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
     with model_session(config, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
-        view = workflows.model_view(run.model, run.text, engine=run.engine, device=run.device, progress=run.progress)
+        view = workflows.model_view(run.model, run.text, on=run.on, progress=run.progress)
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 

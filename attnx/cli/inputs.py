@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, TextFlags
     from attnx.core.overrides import SettingOverrides
     from attnx.core.spec import AttentionSpec
+    from attnx.engines.placement import Placement
     from attnx.io.schema import InputOverrides
     from attnx.models import Model
 
@@ -166,21 +167,18 @@ def open_with_text(
 
 def open_checkpoint(path: str, backend: EngineFlags, limits: Limits) -> Model:
     """The checkpoint folder ``path``, opened in the dtype the engine computes in, under ``limits``."""
-    from attnx.engines import resolve_dtype
     from attnx.models import open_model
 
-    options = backend.options()
-    return open_model(path, resolve_dtype(options["engine"], options["device"], options["dtype"]), limits)
+    return open_model(path, backend.placement().resolved_dtype(), limits)
 
 
 @dataclasses.dataclass(frozen=True)
 class Session:
-    """An opened checkpoint, the text it reads, the engine and device it runs on, and the work's progress bar."""
+    """An opened checkpoint, the text it reads, where it runs, and the work's progress bar."""
 
     model: Model
     text: str
-    engine: str
-    device: str
+    on: Placement
     progress: LayerProgress
 
 
@@ -198,9 +196,8 @@ def model_session(
     """``open_with_text`` with a progress bar for ``task`` (counted in layers); the checkpoint is closed and the bar
     taken off on leaving."""
     model, words = open_with_text(config, checkpoint, backend, caps, config_name=config_name)
-    options = backend.options()
     with model, progress_for(task, quiet) as progress:
-        yield Session(model, words, options["engine"], options["device"], progress)
+        yield Session(model, words, backend.placement(), progress)
 
 
 def load_input(
@@ -262,6 +259,5 @@ def load_input_with(
         encoded = run.model.encode(run.text)
         if queried is not None:
             queried(encoded.tokens)
-        spec = layer_spec(run.model, encoded, index, engine=run.engine, device=run.device,
-                          heads=settings.get("heads"), progress=run.progress)  # fmt: skip
+        spec = layer_spec(run.model, encoded, index, on=run.on, heads=settings.get("heads"), progress=run.progress)
     return settings.apply(spec)  # one way for both

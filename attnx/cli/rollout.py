@@ -28,7 +28,7 @@ def rollout(
     with model_session(None, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
         encoded = run.model.encode(run.text)
         row = query_row(encoded.tokens, token, query)  # a token not in the text is refused before any layer runs
-        found = workflows.rollout(run.model, encoded, engine=run.engine, device=run.device, progress=run.progress)
+        found = workflows.rollout(run.model, encoded, on=run.on, progress=run.progress)
     from attnx.render import rollout as render
     from attnx.render.serialize import dumps
 

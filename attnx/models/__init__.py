@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnx.core.tensors import PROJECTED, TensorName
-from attnx.engines import load_arrays
 from attnx.engines.arrays import Array, host
+from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
@@ -183,20 +183,19 @@ class Model:
         self,
         text: str | Encoded,
         *,
-        engine: str = "numpy",
-        device: str = "auto",
+        on: Placement = NUMPY,
         heads: int | None = None,
         layer: int = 0,
     ) -> ForwardPass:
-        """A forward pass of ``text`` (or tokens already encoded), about to enter layer 0, once ``check_sizes``
-        has passed it for the layers up to ``layer`` (the last whose attention will be computed, with ``heads``
-        heads)."""
+        """A forward pass of ``text`` (or tokens already encoded) ``on`` an engine and device, about to enter layer 0,
+        once ``check_sizes`` has passed it for the layers up to ``layer`` (the last whose attention will be computed,
+        with ``heads`` heads)."""
         encoded = self.encode(text) if isinstance(text, str) else text
         if encoded.kind is not self.stack.reads:
             raise ModelError(f"{self.checkpoint.name}: its {self.stack.name} reads {self.stack.reads.value}, "
                              f"not {encoded.kind.value}")  # fmt: skip
         self.check_sizes(len(encoded.ids), heads=heads, layer=layer)
-        return ForwardPass(self, encoded, engine=engine, device=device)
+        return ForwardPass(self, encoded, on=on)
 
     def info(self) -> ModelInfo:
         """What the checkpoint holds (read from config.json and the weights' header only; a GGUF file's from its
@@ -254,9 +253,9 @@ class ForwardPass:
     transformers' ``head_mask`` did (0 on a head's weights after the softmax). ``branch`` copies the
     pass where it stands, so an ablation from layer l on reuses the layers before it.
 
-    The residual stream stays where ``engine`` computes (``arrays``: NumPy's, or torch tensors on the torch
-    engine's device), so norms, MLPs and residual adds run there too; a layer's weights are moved there as it
-    needs them. What a pass hands out (``stream``, ``finish``, specs, results) is NumPy's.
+    The residual stream stays where the pass runs (``on``, in the model's working dtype; ``arrays``: NumPy's, or
+    torch tensors on the torch engine's device), so norms, MLPs and residual adds run there too; a layer's weights
+    are moved there as it needs them. What a pass hands out (``stream``, ``finish``, specs, results) is NumPy's.
     """
 
     def __init__(
@@ -264,17 +263,16 @@ class ForwardPass:
         model: Model,
         encoded: Encoded,
         *,
-        engine: str = "numpy",
-        device: str = "auto",
+        on: Placement = NUMPY,
         drop: Mapping[int, tuple[int, ...]] | None = None,
     ) -> None:
         self.model = model
         self.tokens = encoded.tokens
         self.special_keys = tuple(i for i, flag in enumerate(encoded.special) if flag)  # [CLS], <s>, …
-        self.engine, self.device = engine, device
+        self.on = on.using(model.architecture.working)
         self.drop: Mapping[int, tuple[int, ...]] = drop or {}
         self.layer = 0
-        self.arrays = load_arrays(engine, model.architecture.working, device)
+        self.arrays = self.on.arrays()
         self._stream: Array = self.arrays.like(model.architecture.embed(encoded))  # (N, d_model)
         self._pending: np.ndarray | None = None  # the projected attention output of layer - 1
 
@@ -319,11 +317,8 @@ class ForwardPass:
     def step(self, needs: Collection[TensorName] = (), spec: AttentionSpec | None = None) -> AttentionResult:
         """Compute the current layer's attention on the engine (also ``needs``) and move to the next layer;
         ``spec``: the layer's spec, when the caller already made it with ``spec()``."""
-        from attnx.engines import compute
-
         spec = spec or self.spec()
-        dtype = self.model.architecture.working
-        result = compute(spec, self.engine, dtype=dtype, device=self.device, needs={PROJECTED, *needs})
+        result = self.on.compute(spec, needs={PROJECTED, *needs})
         self.take(result.projected)
         return result
 

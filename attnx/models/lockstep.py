@@ -23,6 +23,7 @@ from attnx.core.inputs import ProjectedInputs
 from attnx.core.tensors import PROJECTED, TensorName
 from attnx.engines.arrays import Array, arrays_of, host
 from attnx.engines.core import Engine
+from attnx.engines.placement import Placement
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.result import AttentionResult
@@ -57,18 +58,16 @@ class Lockstep:
         """Every pass's attention at the current layer (``ForwardPass.step(needs)``), in order, the last layer's
         rest run first on every pass's tokens stacked; the layer before's weights are let go. The passes'
         attention problems go to the engine together (``compute_many``: copies of a text, alike, in one go)."""
-        from attnx.engines import compute_many
-
         self.model.checkpoint.forget()
         self.settle()
-        wanted, dtype = {PROJECTED, *needs}, self.model.architecture.working
-        engines: dict[tuple[str, str], list[int]] = {}
+        wanted = {PROJECTED, *needs}
+        placements: dict[Placement, list[int]] = {}
         for index, forward in enumerate(self.passes):
-            engines.setdefault((forward.engine, forward.device), []).append(index)
+            placements.setdefault(forward.on, []).append(index)
         results: dict[int, AttentionResult] = {}
-        for (engine, device), indices in engines.items():
+        for on, indices in placements.items():
             specs = [self.passes[index].spec() for index in indices]
-            found = compute_many(specs, engine, dtype=dtype, device=device, needs=wanted)
+            found = on.compute_many(specs, needs=wanted)
             results.update(zip(indices, found, strict=True))
         for index, forward in enumerate(self.passes):
             forward.take(results[index].projected)
@@ -79,20 +78,17 @@ class Lockstep:
         kept: its projected output (an ablation's passes ask no more). Copies of one text on the NumPy engine go
         to it together (``compute_copies``), their inputs made from their streams stacked: the attention's input
         is made token by token (a norm), as the rest of a layer is."""
-        from attnx.engines import compute_copies, load_engine
-
         self.model.checkpoint.forget()
         self.settle()
         for copies in self.copies():
-            xs = self.inputs(copies) if len(copies) > 1 and load_engine(copies[0].engine).stacks else None
+            xs = self.inputs(copies) if len(copies) > 1 and copies[0].on.loaded().stacks else None
             if xs is None:
                 for forward in copies:
                     forward.step()
                 continue
             first, layer = copies[0], copies[0].layer
             dropped = [tuple(forward.drop.get(layer, ())) for forward in copies]
-            dtype = self.model.architecture.working
-            found = compute_copies(first.spec(), xs, dropped, first.engine, dtype=dtype, device=first.device)
+            found = first.on.compute_copies(first.spec(), xs, dropped)
             for forward, projected in zip(copies, found, strict=True):
                 forward.take(projected)
 
@@ -112,7 +108,7 @@ class Lockstep:
         group's streams within the element cap (``slices``)."""
         found: dict[tuple[object, ...], list[ForwardPass]] = {}
         for forward in self.passes:
-            key = (forward.layer, forward.tokens, forward.special_keys, forward.engine, forward.device)
+            key = (forward.layer, forward.tokens, forward.special_keys, forward.on)
             found.setdefault(key, []).append(forward)
         for group in found.values():
             yield from self.slices(group)

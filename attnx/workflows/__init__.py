@@ -6,7 +6,7 @@ CLI renders, so the same questions run from Python::
     with attnx.open_model("models/minilm") as model:
         view = workflows.model_view(model, "The cat sat on the mat")
 
-``progress(done, total)`` is called as the work goes; ``engine`` and ``device`` are ``attnx.compute``'s. The
+``progress(done, total)`` is called as the work goes; ``on`` is where the work runs (``attnx.Placement``). The
 workflows sit above ``attnx.models`` (which they drive) and ``attnx.analysis`` (whose values they build); the CLI
 and the Python API call them.
 """

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from attnx.analysis.detect import Detection, Detector, TextRecord
 from attnx.core.tensors import MASK, WEIGHTS
+from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ChoiceError, ModelError
 from attnx.models import Model, Progress
 from attnx.models.tokenize import Encoded
@@ -45,8 +46,7 @@ def detect(
     length: int = 24,
     seed: int = 0,
     source: str = "the texts",
-    engine: str = "numpy",
-    device: str = "auto",
+    on: Placement = NUMPY,
     progress: Progress | None = None,
 ) -> tuple[Detection, list[TextRecord]]:
     """Head detection over ``texts`` (named ``source`` in the result) or, without them, over ``samples`` random
@@ -56,7 +56,7 @@ def detect(
     else:
         sequences = repeated_sequences(model, samples=samples, length=length, seed=seed)
         source = f"random sequences of {length} tokens, each repeated"
-    return detect_heads(model, sequences, source=source, engine=engine, device=device, progress=progress)
+    return detect_heads(model, sequences, source=source, on=on, progress=progress)
 
 
 def detect_heads(
@@ -64,8 +64,7 @@ def detect_heads(
     sequences: Iterable[Encoded],
     *,
     source: str,
-    engine: str = "numpy",
-    device: str = "auto",
+    on: Placement = NUMPY,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Detection, list[TextRecord]]:
     """Every layer's heads of ``model`` over ``sequences``, each run once through every layer; with each sequence's
@@ -81,7 +80,7 @@ def detect_heads(
     plan = list(batches(sequences, lambda encoded: len(encoded.ids), budget))
     total = len(plan) * model.layers
     for number, batch in enumerate(plan):
-        passes = [model.run(encoded, engine=engine, device=device, layer=model.layers - 1) for encoded in batch]
+        passes = [model.run(encoded, on=on, layer=model.layers - 1) for encoded in batch]
         ids = [[int(i) for i in encoded.ids] for encoded in batch]
         own: list[list[list[dict[str, float | None]]]] = [[] for _ in batch]
         with Lockstep(model, passes) as together:

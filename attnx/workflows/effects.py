@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnx.analysis.effects import Ablations, Effect, Head, log_softmax
+from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ChoiceError, LimitError, UsageError
 from attnx.models import ForwardPass, Model, Progress
 from attnx.models.tokenize import Encoded
@@ -40,8 +41,7 @@ def ablate(
     heads: Iterable[Head] | None = None,
     *,
     layer: int | None = None,
-    engine: str = "numpy",
-    device: str = "auto",
+    on: Placement = NUMPY,
     progress: Progress | None = None,
 ) -> Ablations:
     """The effect on the model's outputs for ``text`` of dropping ``heads`` together, or, without them, of
@@ -52,7 +52,7 @@ def ablate(
     if layer is not None:
         layer = model.check_layer(layer)
     encoded = model.encode(text)
-    return ablations(model, encoded, sets, layers=None if layer is None else [layer], engine=engine, device=device,
+    return ablations(model, encoded, sets, layers=None if layer is None else [layer], on=on,
                      progress=progress)  # fmt: skip
 
 
@@ -115,8 +115,7 @@ def ablations(
     sets: Iterable[tuple[Head, ...]] | None = None,
     *,
     layers: Iterable[int] | None = None,
-    engine: str = "numpy",
-    device: str = "auto",
+    on: Placement = NUMPY,
     progress: Callable[[int, int], None] | None = None,
 ) -> Ablations:
     """The effect on ``model``'s outputs for ``encoded`` of dropping each set of heads in ``sets`` (default:
@@ -139,7 +138,7 @@ def ablations(
         problem = model.limits.shape_problem((n, arch.vocab_size))
         if problem:
             raise LimitError(f"{model.checkpoint.name}: the next-token logits: {problem}")
-    intact: ForwardPass | None = model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
+    intact: ForwardPass | None = model.run(encoded, on=on, layer=model.layers - 1)
     starts: list[ForwardPass] = []  # the intact pass about to enter each layer, kept as the first batch runs
     effects: list[Effect] = []
     plan = list(batches(todo, lambda _heads: 1, batch_size(model, n)))  # in order: a sweep's, layer by layer

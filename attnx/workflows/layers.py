@@ -1,7 +1,8 @@
 """A model's layers on a text: one layer's attention, every layer in turn, the model view and rollout.
 
 Each function takes a ``Model`` (``attnx.open_model``; the caller closes it), but ``load_model_spec``, which opens
-one; ``progress(done, total)`` is called as the work goes; ``engine`` and ``device`` are ``attnx.compute``'s.
+one; ``progress(done, total)`` is called as the work goes; ``on`` is where the work runs (``Placement``: an engine,
+a device and a dtype; the NumPy engine on the CPU by default).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnx.core.tensors import AVERAGE_WEIGHTS, MASK, SCALED, WEIGHTS, TensorName
+from attnx.engines.placement import NUMPY, Placement
 from attnx.models import Progress, open_model
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,16 +31,15 @@ def layer_spec(
     text: str | Encoded,
     layer: int,
     *,
-    engine: str = "numpy",
-    device: str = "auto",
+    on: Placement = NUMPY,
     heads: int | None = None,
     progress: Progress | None = None,
 ) -> AttentionSpec:
     """Layer ``layer``'s attention (from 0; -1 is the last) on ``text`` (or its tokens, ``model.encode(text)``) as a
-    spec, the layers before it run on ``engine``; ``heads`` is the count the caller will split it into (checked
-    against the model's caps)."""
+    spec, the layers before it run ``on`` the placement's engine; ``heads`` is the count the caller will split it
+    into (checked against the model's caps)."""
     layer = model.check_layer(layer)
-    forward = model.run(text, engine=engine, device=device, heads=heads, layer=layer)
+    forward = model.run(text, on=on, heads=heads, layer=layer)
     for done in range(layer):
         forward.step()
         if progress is not None:
@@ -50,14 +51,13 @@ def layer_results(
     model: Model,
     text: str | Encoded,
     *,
-    engine: str = "numpy",
-    device: str = "auto",
+    on: Placement = NUMPY,
     needs: Collection[TensorName] = (WEIGHTS, SCALED, MASK),
     progress: Progress | None = None,
 ) -> Iterator[AttentionResult]:
     """Every layer's attention on ``text``, in order, each computed once as the forward pass goes
     (the sizes of every layer are checked against the model's caps before the first runs)."""
-    forward = model.run(text, engine=engine, device=device, layer=model.layers - 1)
+    forward = model.run(text, on=on, layer=model.layers - 1)
     for layer in range(model.layers):
         result = forward.step(needs)
         if progress is not None:
@@ -70,58 +70,48 @@ def load_model_spec(
     text: str,
     layer: int,
     *,
-    engine: str = "numpy",
-    dtype: str | None = None,
-    device: str = "auto",
+    on: Placement = NUMPY,
     heads: int | None = None,
     progress: Progress | None = None,
     limits: Limits | None = None,
 ) -> AttentionSpec:
     """The attention of layer ``layer`` (from 0) of the model in ``path`` on ``text``, as a spec.
 
-    The layers before it run on ``engine`` in ``dtype`` (default: the engine's); only their weights
+    The layers before it run ``on`` its engine and device in its dtype (default: the engine's); only their weights
     and layer ``layer``'s attention weights are read; ``heads`` (default: the model's) is the head count
     the caller will split the layer into, checked against the caps. The spec is the layer's as the model has
     it (``SettingOverrides.apply`` changes its settings). ``limits`` (default:
     ``Limits.from_env()``) are checked before the first layer runs and travel with the spec.
     """
-    from attnx.engines import resolve_dtype
-
-    with open_model(path, resolve_dtype(engine, device, dtype), limits) as model:
-        return layer_spec(model, text, layer, engine=engine, device=device, heads=heads, progress=progress)
+    with open_model(path, on.resolved_dtype(), limits) as model:
+        return layer_spec(model, text, layer, on=on, heads=heads, progress=progress)
 
 
-def layer_attention(
-    model: Model, text: str, layer: int, *, engine: str = "numpy", device: str = "auto"
-) -> AttentionResult:
+def layer_attention(model: Model, text: str, layer: int, *, on: Placement = NUMPY) -> AttentionResult:
     """Layer ``layer``'s attention (from 0) on ``text``, computed: its weights, scores, head outputs and output."""
     from attnx.engines import compute
 
-    return compute(layer_spec(model, text, layer, engine=engine, device=device), engine, device=device,
-                   limits=model.limits)  # fmt: skip
+    spec = layer_spec(model, text, layer, on=on)
+    return compute(spec, on.engine, dtype=on.dtype, device=on.device, limits=model.limits)
 
 
-def model_view(
-    model: Model, text: str, *, engine: str = "numpy", device: str = "auto", progress: Progress | None = None
-) -> ModelView:
+def model_view(model: Model, text: str, *, on: Placement = NUMPY, progress: Progress | None = None) -> ModelView:
     """Every layer's heads on ``text``: their labels and entropy, each layer computed once; the sinks are key 0
     and the special tokens the tokenizer added, as everywhere."""
     from attnx.analysis.model_view import model_view as build
 
     encoded = model.encode(text)
     sinks = (0, *(i for i, special in enumerate(encoded.special) if special))
-    results = layer_results(model, encoded, engine=engine, device=device, progress=progress)
+    results = layer_results(model, encoded, on=on, progress=progress)
     return build(results, model=model.checkpoint.name, architecture=model.architecture.name, sinks=sinks)
 
 
-def rollout(
-    model: Model, text: str | Encoded, *, engine: str = "numpy", device: str = "auto", progress: Progress | None = None
-) -> Rollout:
+def rollout(model: Model, text: str | Encoded, *, on: Placement = NUMPY, progress: Progress | None = None) -> Rollout:
     """Attention rollout on ``text`` (or its tokens, ``model.encode(text)``) through every layer (Abnar & Zuidema,
     2020), each layer's head average used once."""
     from attnx.analysis.measures import rollout as roll
 
-    results = layer_results(model, text, engine=engine, device=device, needs=(AVERAGE_WEIGHTS,), progress=progress)
+    results = layer_results(model, text, on=on, needs=(AVERAGE_WEIGHTS,), progress=progress)
     first = next(results)  # a model has a layer
     averages = (result.average_weights for result in itertools.chain([first], results))
     return roll((average for average in averages if average is not None), first.tokens)

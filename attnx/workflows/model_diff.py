@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from attnx.analysis.model_diff import LayerShift, ModelComparison, head_shifts, relative_shift
 from attnx.core.tensors import WEIGHTS
+from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ModelError
 from attnx.models import Model
 
@@ -33,8 +34,7 @@ def compare_models(
     b: Model,
     text: str,
     *,
-    engine: str = "numpy",
-    device: str = "auto",
+    on: Placement = NUMPY,
     progress: Callable[[int, int], None] | None = None,
 ) -> ModelComparison:
     """Run ``text`` through ``a`` and ``b`` side by side and measure every layer's shift (see the module)."""
@@ -48,7 +48,7 @@ def compare_models(
                   min(len(first.tokens), len(second.tokens)))  # fmt: skip
         raise ModelError(f"the tokenizers differ: A reads {len(first.tokens)} tokens, B {len(second.tokens)}; "
                          f"the first difference is at token {at}")  # fmt: skip
-    runs = [model.run(encoded, engine=engine, device=device, layer=model.layers - 1)
+    runs = [model.run(encoded, on=on, layer=model.layers - 1)
             for model, encoded in ((a, first), (b, second))]  # fmt: skip
     layers = []
     for layer in range(a.layers):

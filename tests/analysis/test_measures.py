@@ -11,6 +11,7 @@ from attnx.analysis.heads import head_stats
 from attnx.analysis.measures import head_measures, rollout, value_contributions, value_shares
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines import compute
+from attnx.engines.placement import Placement
 from attnx.models import open_model
 from attnx.workflows import rollout as model_rollout
 from tests.models.checkpoints import TEXT, Reference
@@ -139,7 +140,7 @@ class TestHeadMeasures:
 
         from attnx.workflows import load_model_spec
 
-        spec = load_model_spec(gpt2.path, TEXT, 1, dtype="float64")
+        spec = load_model_spec(gpt2.path, TEXT, 1, on=Placement(dtype="float64"))
         found = head_measures(compute(spec, dtype="float64"), spec.w_o.weight, spec.sinks)
         tensors = load_file(gpt2.path / "model.safetensors")
         w, b = tensors["transformer.h.1.attn.c_attn.weight"], tensors["transformer.h.1.attn.c_attn.bias"]

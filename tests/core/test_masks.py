@@ -27,7 +27,11 @@ ALLOWED: dict[str, set[str] | None] = {
     "attnx/cli/flags.py": {"self.causal"},  # --causal, put in the spec as a setting
     "attnx/analysis/explore.py": {"settings.causal"},  # `c` cycles the causal setting: the value, not the mask
     "attnx/models/architecture.py": {"self.causal"},  # whether a family is a decoder (tied embeddings)
-    "attnx/models/decoder.py": {"row.window"},  # a family's default window, read into the settings
+    "attnx/models/decoder.py": {"row.window", "self.attention(layer).kind.causal"},  # a family's default window, and
+    # its layer's attention kind (attnx/models/stacks.py), read into the settings
+    "attnx/models/families/bert.py": {"self.attention(layer).kind.causal"},  # as decoder.py's
+    "attnx/models/families/gpt2.py": {"self.attention(layer).kind.causal"},  # as decoder.py's
+    "attnx/models/stacks.py": {"attention.kind.causal"},  # a stack is causal where its self-attention's kind is
     "attnx/render/model.py": {"info.causal"},  # `attnx model`: a checkpoint's facts, not a spec's mask
     "attnx/testing.py": {"self.causal", "settings.causal", "settings.window"},  # the checker's settings build a spec
 }

@@ -12,6 +12,7 @@ import pytest
 
 from attnx.core.inputs import ProjectedInputs
 from attnx.core.positions import RopeScaling, Rotary
+from attnx.engines.placement import Placement
 from attnx.errors import EngineUnavailableError, ModelError
 from attnx.models import describe, open_model
 from attnx.workflows import load_model_spec
@@ -25,7 +26,7 @@ def forward(path: Path, dtype: str, engine: str = "numpy") -> tuple[list[np.ndar
     """attnx's weights ``[head, query, key]`` and output hidden state ``[query, d_model]`` for every layer."""
     weights, hidden = [], []
     with open_model(path, dtype) as model:
-        run = model.run(TEXT, engine=engine, layer=model.layers - 1)
+        run = model.run(TEXT, on=Placement(engine), layer=model.layers - 1)
         for _ in range(model.layers):
             weights.append(run.step({"weights"}).weights)
             hidden.append(run.stream())
@@ -70,7 +71,7 @@ class TestAgreement:
         float32), within a few of the dtype's epsilons of the float64 pass; the NumPy engine refuses them."""
         torch = pytest.importorskip("torch")
         with open_model(llama.path, dtype) as model:
-            run = model.run(TEXT, engine="torch", layer=model.layers - 1)
+            run = model.run(TEXT, on=Placement("torch"), layer=model.layers - 1)
             results = [run.step({"weights"}) for _ in range(model.layers)]
             assert run.current().dtype == getattr(torch, dtype)
             hidden = run.finish()
@@ -82,7 +83,7 @@ class TestAgreement:
             final = model.run(TEXT, layer=model.layers - 1).finish()
         assert 0 < np.abs(hidden - final).max() <= bound * np.abs(final).max()
         with pytest.raises(EngineUnavailableError, match=f"numpy on cpu does not support {dtype}"):
-            load_model_spec(llama.path, TEXT, 0, dtype=dtype)
+            load_model_spec(llama.path, TEXT, 0, on=Placement(dtype=dtype))
 
     @pytest.mark.parametrize(("dtype", "bound"), [("float32", 1e-5), ("bfloat16", 0.05)])
     def test_on_cuda(self, llama: DecoderReference, dtype: str, bound: float) -> None:
@@ -91,7 +92,7 @@ class TestAgreement:
         if not torch.cuda.is_available():
             pytest.skip("no CUDA device on this machine")
         with open_model(llama.path, dtype) as model:
-            run = model.run(TEXT, engine="torch", device="cuda", layer=model.layers - 1)
+            run = model.run(TEXT, on=Placement("torch", "cuda"), layer=model.layers - 1)
             results = [run.step({"weights"}) for _ in range(model.layers)]
             assert run.current().device.type == "cuda" and results[-1].device.startswith("cuda")
         for ours, theirs in zip(results, forward(llama.path, "float64")[0], strict=True):
@@ -103,7 +104,7 @@ class TestAgreement:
         from attnx.engines import compute
 
         reference = built(name, tmp_path_factory)
-        spec = load_model_spec(reference.path, TEXT, layer, dtype="float64")
+        spec = load_model_spec(reference.path, TEXT, layer, on=Placement(dtype="float64"))
         assert spec.settings.window is not None or spec.settings.softcap is not None
         plain = compute(spec.with_settings(window=None, softcap=None), "numpy", dtype="float64")
         assert np.abs(plain.weights - reference.attentions["float64"][layer]).max() > 1e-3

@@ -7,6 +7,7 @@ import pytest
 
 from attnx.core.overrides import SettingOverrides
 from attnx.engines import compute
+from attnx.engines.placement import Placement
 from attnx.models import open_model
 from attnx.models.checkpoint import Checkpoint
 from attnx.workflows import layer_results, load_model_spec
@@ -19,7 +20,7 @@ class TestAgreementWithTransformers:
     def test_every_layer_and_head_float32(self, checkpoint: Reference, engine: str) -> None:
         """Each layer's weights, every head, equal transformers' output_attentions within 1e-5 in float32."""
         with open_model(checkpoint.path, "float32") as model:
-            results = list(layer_results(model, TEXT, engine=engine))
+            results = list(layer_results(model, TEXT, on=Placement(engine)))
         assert len(results) == len(checkpoint.attentions) == 3
         for result, expected in zip(results, checkpoint.attentions, strict=True):
             assert result.weights.dtype == np.float32 and result.weights.shape == expected.shape
@@ -28,7 +29,7 @@ class TestAgreementWithTransformers:
     def test_every_layer_float64(self, checkpoint: Reference, engine: str) -> None:
         """In float64 the weights are as close to transformers' float32 ones (the difference is float32's)."""
         with open_model(checkpoint.path, "float64") as model:
-            results = list(layer_results(model, TEXT, engine=engine))
+            results = list(layer_results(model, TEXT, on=Placement(engine)))
         for result, expected in zip(results, checkpoint.attentions, strict=True):
             assert result.weights.dtype == np.float64
             assert np.abs(result.weights - expected).max() <= TOLERANCE
@@ -36,7 +37,7 @@ class TestAgreementWithTransformers:
     @pytest.mark.parametrize("layer", [0, 1, 2])
     def test_spec_is_the_layer_input(self, checkpoint: Reference, engine: str, layer: int) -> None:
         """load_model_spec's x is the attention's input (BERT: the hidden state; GPT-2: ln_1 of it) and reruns to the same weights."""
-        spec = load_model_spec(checkpoint.path, TEXT, layer, engine=engine, dtype="float32")
+        spec = load_model_spec(checkpoint.path, TEXT, layer, on=Placement(engine, dtype="float32"))
         assert np.abs(spec.inputs.x - checkpoint.x[layer]).max() <= TOLERANCE
         result = compute(spec, engine, dtype="float32")
         assert np.abs(result.weights - checkpoint.attentions[layer]).max() <= TOLERANCE
@@ -52,7 +53,7 @@ class TestTorchForwardPass:
         streams: dict[str, list[np.ndarray]] = {}
         with open_model(checkpoint.path, "float64") as model:
             for engine in ("numpy", "torch"):
-                run = model.run(TEXT, engine=engine, layer=model.layers - 1)
+                run = model.run(TEXT, on=Placement(engine), layer=model.layers - 1)
                 streams[engine] = [run.stream()]
                 for _ in range(model.layers):
                     run.step()

@@ -16,6 +16,7 @@ import pytest
 
 from attnx.core.inputs import ProjectedInputs
 from attnx.core.positions import RopeScaling, Rotary
+from attnx.engines.placement import Placement
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.rope import SLIDING
@@ -119,7 +120,7 @@ class TestDifferencesMatter:
         """The largest difference from transformers' float64 weights of the layer's spec with ``changes``."""
         from attnx.engines import compute
 
-        spec = load_model_spec(reference.path, TEXT, layer, dtype="float64")
+        spec = load_model_spec(reference.path, TEXT, layer, on=Placement(dtype="float64"))
         inputs = {key: changes.pop(key) for key in ("q_norm", "k_norm") if key in changes}
         if inputs:
             spec = dataclasses.replace(spec, inputs=dataclasses.replace(spec.inputs, **inputs))

@@ -18,6 +18,7 @@ import pytest
 from attnx.core.positions import Rotary
 from attnx.core.spec import Linear
 from attnx.engines import compute
+from attnx.engines.placement import Placement
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.families.gpt_neox import GptNeox
@@ -57,7 +58,7 @@ class TestEachDifferenceMatters:
             return w_q, w_k, w_v, self.linear(p + "dense", d, d)
 
         monkeypatch.setattr(GptNeox, "projections", stacked)
-        spec = load_model_spec(neox.path, TEXT, 0, dtype="float64")
+        spec = load_model_spec(neox.path, TEXT, 0, on=Placement(dtype="float64"))
         weights = compute(spec, "numpy", dtype="float64").weights
         assert np.abs(weights - neox.attentions["float64"][0]).max() > 1e-3
 

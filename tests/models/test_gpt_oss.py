@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from attnx.engines import compute
+from attnx.engines.placement import Placement
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.architecture import Mixture
@@ -55,7 +56,7 @@ class TestRead:
         from safetensors.numpy import load_file
 
         stored = load_file(oss.path / "model.safetensors")["model.layers.1.self_attn.sinks"]
-        spec = load_model_spec(oss.path, TEXT, 1, dtype="float64")
+        spec = load_model_spec(oss.path, TEXT, 1, on=Placement(dtype="float64"))
         assert spec.settings.sink_logits == tuple(float(x) for x in stored)
 
 
@@ -64,7 +65,7 @@ class TestWhatMatters:
     def test_sinks(self, oss: DecoderReference, layer: int) -> None:
         """The sinks take weight: each row's weights and its sink share add up to 1, and without the sinks the
         weights move off transformers'."""
-        spec = load_model_spec(oss.path, TEXT, layer, dtype="float64")
+        spec = load_model_spec(oss.path, TEXT, layer, on=Placement(dtype="float64"))
         result = compute(spec, "numpy", dtype="float64")
         theirs = oss.attentions["float64"][layer]
         assert result.sink_weights is not None and result.sink_weights.min() > 0 and result.sink_weights.mean() > 0.1

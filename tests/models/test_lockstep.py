@@ -16,6 +16,7 @@ from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import MASK, WEIGHTS
 from attnx.engines import alike
+from attnx.engines.placement import Placement
 from attnx.limits import Limits
 from attnx.models import Model, open_model
 from attnx.models.checkpoint import Checkpoint
@@ -83,7 +84,7 @@ class TestAblationSweep:
         monkeypatch.setattr(lockstep, "stacked", lambda passes: kinds.add(type(found := stack(passes))) or found)
         with open_model(llama.path) as model:
             encoded = model.encode(TEXT)
-            sweeps = [ablations(model, encoded, layers=[1, 2], engine=engine) for engine in ("torch", "numpy")]
+            sweeps = [ablations(model, encoded, layers=[1, 2], on=Placement(engine)) for engine in ("torch", "numpy")]
         assert kinds == {torch.Tensor, np.ndarray}
         for ours, theirs in zip(*(sweep.effects for sweep in sweeps), strict=True):
             assert ours.dropped == theirs.dropped and ours.kl is not None and theirs.kl is not None

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnx.engines.placement import Placement
 from attnx.models import describe, open_model
 from attnx.workflows import layer_results
 
@@ -48,7 +49,7 @@ class TestMiniLM:
         ids, attentions = expected
         with open_model(minilm, "float32") as model:
             assert model.encode(SENTENCE).ids.tolist() == ids
-            results = list(layer_results(model, SENTENCE, engine=engine))
+            results = list(layer_results(model, SENTENCE, on=Placement(engine)))
         assert results[0].tokens[:4] == ("[CLS]", "the", "quick", "brown") and results[0].tokens[-1] == "[SEP]"
         assert len(results) == 6 and results[0].weights.shape == (12, len(ids), len(ids))
         for result, reference in zip(results, attentions, strict=True):

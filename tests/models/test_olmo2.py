@@ -16,6 +16,7 @@ import pytest
 
 from attnx.core.inputs import ProjectedInputs
 from attnx.engines import compute
+from attnx.engines.placement import Placement
 from attnx.models import describe
 from attnx.workflows import load_model_spec
 from tests.cli.test_model import invoke
@@ -35,7 +36,7 @@ def test_spec_carries_projection_norms(olmo2: DecoderReference) -> None:
     transformers'."""
     info = describe(olmo2.path)
     assert (info.family, info.qk_norm, info.qk_norm_over) == ("OLMo 2", True, "projection")
-    spec = load_model_spec(olmo2.path, TEXT, 1, dtype="float64")
+    spec = load_model_spec(olmo2.path, TEXT, 1, on=Placement(dtype="float64"))
     inputs = spec.inputs
     assert isinstance(inputs, ProjectedInputs) and inputs.q_norm is not None and inputs.k_norm is not None
     assert (inputs.q_norm.over, inputs.q_norm.weight.shape, inputs.k_norm.weight.shape) == ("projection", (32,), (16,))
@@ -75,7 +76,7 @@ def test_olmo3_windows_and_rope_by_layer_type(tmp_path_factory: pytest.TempPathF
     assert sliding is not None and full is not None
     assert (sliding.theta, sliding.scaling, full.theta) == (300.0, None, 900.0)
     assert full.scaling is not None and full.scaling.kind == "linear"
-    spec = load_model_spec(olmo3.path, TEXT, 2, dtype="float64")
+    spec = load_model_spec(olmo3.path, TEXT, 2, on=Placement(dtype="float64"))
     plain = compute(spec.with_settings(window=None), "numpy", dtype="float64")
     assert np.abs(plain.weights - olmo3.attentions["float64"][2]).max() > 1e-3
     derived = Path(shutil.copytree(olmo3.path, tmp_path / "olmo3"))

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from attnx.core.positions import RopeScaling, Rotary
+from attnx.engines.placement import Placement
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.workflows import load_model_spec
@@ -99,7 +100,7 @@ class TestWhatMatters:
         from attnx.engines import compute
 
         reference = built(name, tmp_path_factory)
-        spec = load_model_spec(reference.path, TEXT, 2, dtype="float64")
+        spec = load_model_spec(reference.path, TEXT, 2, on=Placement(dtype="float64"))
         rotary = spec.settings.rotary
         assert rotary is not None and rotary.scaling is not None
         scaling, theirs = rotary.scaling, reference.attentions["float64"][2]
@@ -115,7 +116,7 @@ class TestWhatMatters:
         """Without its window of 5, layer 0's weights differ from transformers'."""
         from attnx.engines import compute
 
-        spec = load_model_spec(phi3.path, TEXT, 0, dtype="float64")
+        spec = load_model_spec(phi3.path, TEXT, 0, on=Placement(dtype="float64"))
         plain = compute(spec.with_settings(window=None), "numpy", dtype="float64").weights
         assert np.abs(plain - phi3.attentions["float64"][0]).max() > 1e-3
 

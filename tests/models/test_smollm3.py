@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from attnx.core.positions import Rotary
+from attnx.engines.placement import Placement
 from attnx.errors import ModelError
 from attnx.models import describe
 from attnx.workflows import load_model_spec
@@ -101,7 +102,7 @@ class TestNopeMatters:
     def test_rotary_on_the_nope_layer(self, smollm3: DecoderReference) -> None:
         from attnx.engines import compute
 
-        spec = load_model_spec(smollm3.path, TEXT, 1, dtype="float64")
+        spec = load_model_spec(smollm3.path, TEXT, 1, on=Placement(dtype="float64"))
         turned = compute(spec.with_settings(rotary=TURNS), "numpy", dtype="float64").weights
         assert np.abs(turned - smollm3.attentions["float64"][1]).max() > 1e-3
 
