@@ -14,7 +14,7 @@ from attnx.analysis.tolerance import TensorDiff, compare, difference, loosest, t
 from attnx.core.result import AttentionResult
 from attnx.core.spec import AttentionSpec
 from attnx.core.tensors import MASK, OUTPUT, PROJECTED, WEIGHTS, TensorName, is_tensor_name
-from attnx.engines import compute
+from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ConfigError
 from attnx.io.results import RESULT_TENSORS, BareArray, SavedResult
 
@@ -103,17 +103,15 @@ def sweep(
     varied: str,
     values: Sequence[int | float | str],
     *,
-    engine: str = "numpy",
-    dtype: str | None = None,
-    device: str = "auto",
+    on: Placement = NUMPY,
 ) -> Sweep:
-    """Compute ``spec`` once per value of ``varied`` (duplicates dropped). A value the input cannot take is refused
-    before anything is computed, with the ConfigError ``run`` gives for it (``d_model 4 is not divisible by heads
-    3; head counts that work: 1, 2, 4``): a sweep shows every value it was given, or none."""
+    """Compute ``spec`` ``on`` an engine and device once per value of ``varied`` (duplicates dropped). A value the
+    input cannot take is refused before anything is computed, with the ConfigError ``run`` gives for it (``d_model 4
+    is not divisible by heads 3; head counts that work: 1, 2, 4``): a sweep shows every value it was given, or none."""
     specs = {value: variant_spec(spec, varied, value) for value in dict.fromkeys(values)}
     variants = []
     for value, changed in specs.items():
-        result = compute(changed, engine, dtype=dtype, device=device)
+        result = on.compute(changed)
         variants.append(Variant(_label(varied, value), value, result, saturation(result)))
     results = [v.result for v in variants]
     compared = PROJECTED if results and all(r.projected is not None for r in results) else OUTPUT

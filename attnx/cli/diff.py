@@ -288,7 +288,7 @@ def sweep_one(base: AttentionSpec, varied: str, values: list[int | str | float],
     from attnx.render import diff_sweep as render
     from attnx.render.serialize import dumps
 
-    result = sweep(base, varied, values, **report.options())
+    result = sweep(base, varied, values, on=report.placement())
 
     def swept(colour: bool) -> RenderableType:
         return render.sweep_view(result, report.precision, heatmap=report.heatmap, colour=colour,
