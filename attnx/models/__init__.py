@@ -30,7 +30,7 @@ from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
 from attnx.models.checkpoint import TOKENIZER, Checkpoint
 from attnx.models.families import FAMILIES
-from attnx.models.stacks import Stack
+from attnx.models.stacks import Memory, Site, Stack
 from attnx.models.tokenize import Encoded, TextTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,19 +142,25 @@ class Model:
         """Number of layers of ``stack``."""
         return self.stack.layers
 
-    def source(self, layer: int) -> str:
-        """How specs of layer ``layer`` (from 0) name themselves: ``"DIR (bert), layer 3 of 6"``."""
-        return f"{self.checkpoint.name} ({self.architecture.name}), layer {layer} of {self.layers}"
+    def source(self, layer: int, at: Site | None = None) -> str:
+        """How specs of layer ``layer`` (from 0) name themselves: ``"DIR (bert), layer 3 of 6"``; in a model of several
+        stacks, with the stack and the attention ``at`` names: ``"DIR (t5), decoder layer 1 of 2, cross-attention"``."""
+        where = f"{self.checkpoint.name} ({self.architecture.name})"
+        if at is None or len(self.stacks) == 1:
+            return f"{where}, layer {layer} of {self.layers}"
+        return f"{where}, {at.stack.name} layer {layer} of {at.stack.layers}, {at.attention.kind.label}"
 
-    def check_layer(self, layer: int) -> int:
-        """Layer ``layer`` counted from 0 (-1: the last, as in Python); one out of range is a ModelError that gives
-        the range."""
+    def check_layer(self, layer: int, stack: Stack | None = None) -> int:
+        """Layer ``layer`` of ``stack`` (the model's ``stack`` unless given) counted from 0 (-1: the last, as in
+        Python); one out of range is a ModelError that gives the range."""
         from attnx.core.counting import from_end, span
 
-        resolved = from_end(layer, self.layers)
+        stack = stack or self.stack
+        resolved = from_end(layer, stack.layers)
         if resolved is None:
-            raise ModelError(f"{self.checkpoint.name}: layer {layer} does not exist: the model has layers "
-                             f"{span(self.layers)}")  # fmt: skip
+            whose = "the model" if len(self.stacks) == 1 else f"its {stack.name}"
+            raise ModelError(f"{self.checkpoint.name}: layer {layer} does not exist: {whose} has layers "
+                             f"{span(stack.layers)}")  # fmt: skip
         return resolved
 
     def check_sizes(self, n: int, *, heads: int | None = None, layer: int = 0) -> None:
@@ -241,13 +247,14 @@ def open_model(path: str | Path, dtype: str = "float64", limits: Limits | None =
 
 
 class ForwardPass:
-    """One text going through a model layer by layer.
+    """One text going through a stack of a model (``stack``: the model's ``stack`` unless given) layer by layer.
 
-    ``layer`` is the layer the residual stream is about to enter. ``spec()`` is that layer's
-    attention as a spec; ``step(needs)`` computes it on the engine (``needs`` as for ``compute``,
-    ``projected`` always added) and moves on. The rest of a layer (residuals, LayerNorms, MLP) runs
-    only when the next layer's spec is asked for, so the last layer's MLP never runs unless the
-    model's last hidden state is asked for (``finish``).
+    ``layer`` is the layer the residual stream is about to enter, ``which`` the attention of that layer it is about to
+    enter (0 where a layer has one; a decoder of an encoder-decoder has its self-attention, 0, then its
+    cross-attention over ``memory``, 1). ``spec()`` is that attention as a spec; ``step(needs)`` computes it on the
+    engine (``needs`` as for ``compute``, ``projected`` always added) and moves on. The rest of a layer (residuals,
+    LayerNorms, MLP) runs only when the next spec is asked for, so the last layer's MLP never runs unless the
+    stack's output is asked for (``finish``).
 
     ``drop`` maps a layer to the heads (from 0) whose output it zeroes before W_o: an ablation, as
     transformers' ``head_mask`` did (0 on a head's weights after the softmax). ``branch`` copies the
@@ -265,16 +272,21 @@ class ForwardPass:
         *,
         on: Placement = NUMPY,
         drop: Mapping[int, tuple[int, ...]] | None = None,
+        stack: Stack | None = None,
+        memory: Memory | None = None,
     ) -> None:
         self.model = model
+        self.stack = stack or model.stack
+        self.memory = memory
         self.tokens = encoded.tokens
         self.special_keys = tuple(i for i, flag in enumerate(encoded.special) if flag)  # [CLS], <s>, …
         self.on = on.using(model.architecture.working)
         self.drop: Mapping[int, tuple[int, ...]] = drop or {}
-        self.layer = 0
+        self.layer, self.which = 0, 0
         self.arrays = self.on.arrays()
-        self._stream: Array = self.arrays.like(model.architecture.embed(encoded))  # (N, d_model)
-        self._pending: np.ndarray | None = None  # the projected attention output of layer - 1
+        self._stream: Array = self.arrays.like(model.architecture.stack_embed(self.stack, encoded))  # (N, d_model)
+        self._pending: np.ndarray | None = None  # the projected output of the attention ``_passed`` names
+        self._passed = self.site()
 
     def branch(self, drop: Mapping[int, tuple[int, ...]] | None = None) -> ForwardPass:
         """A copy of this pass where it stands, going on with ``drop`` (layers before ``layer`` have run)."""
@@ -287,7 +299,7 @@ class ForwardPass:
         """While the rest of the last layer (residuals, norms, MLP) has not run: that layer, the stream entering it
         (the engine's array) and its attention's projected output; else None. ``attnx.models.lockstep`` runs it for
         many passes at once."""
-        return None if self._pending is None else (self.layer - 1, self._stream, self._pending)
+        return None if self._pending is None else (self._passed.layer, self._stream, self._pending)
 
     def settle(self, stream: Array) -> None:
         """Take ``stream`` as the one leaving the layer ``owing`` names, its rest run elsewhere."""
@@ -301,15 +313,21 @@ class ForwardPass:
     def current(self) -> Array:
         """``stream``, as the engine holds it (a torch tensor on the torch engine)."""
         if self._pending is not None:
-            self._stream = self.model.architecture.after_attention(self.layer - 1, self._stream, self._pending)
+            self._stream = self.model.architecture.site_after(self._passed, self._stream, self._pending)
             self._pending = None
         return self._stream
 
+    def site(self) -> Site:
+        """Where the stream is about to enter: the stack, the layer and which of its attentions."""
+        return Site(self.stack, self.layer, self.which, self.memory)
+
     def spec(self) -> AttentionSpec:
-        """The attention of the layer the stream is about to enter (its dropped heads set, if any)."""
+        """The attention the stream is about to enter (its dropped heads set, if any)."""
         stream = self.current()
-        self.model.check_layer(self.layer)
-        spec = self.model.architecture.attention_spec(self.layer, stream, self.tokens, self.model.source(self.layer))
+        self.model.check_layer(self.layer, self.stack)
+        at = self.site()
+        source = self.model.source(self.layer, at)
+        spec = self.model.architecture.site_spec(at, stream, self.tokens, source)
         spec = dataclasses.replace(spec, special_keys=self.special_keys, limits=self.model.limits)
         dropped = self.drop.get(self.layer)
         return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
@@ -324,15 +342,17 @@ class ForwardPass:
 
     def finish(self) -> np.ndarray:
         """Run the layers left and return the model's last hidden state ``[token, d_model]`` (final norm applied)."""
-        while self.layer < self.model.stack.layers:
+        while self.layer < self.stack.layers:
             self.step()
-        return host(self.model.architecture.final(self.current()))
+        return host(self.model.architecture.stack_final(self.stack, self.current()))
 
     def take(self, projected: np.ndarray | None) -> None:
-        """``step`` with the current layer's projected attention output computed elsewhere (``attnx.models.lockstep``
-        computes many passes' together): move to the next layer with it."""
-        self._pending = projected
-        self.layer += 1
+        """``step`` with the current attention's projected output computed elsewhere (``attnx.models.lockstep``
+        computes many passes' together): move to the next attention (the next layer's first) with it."""
+        self._pending, self._passed = projected, self.site()
+        self.which += 1
+        if self.which == len(self.stack.attentions):
+            self.layer, self.which = self.layer + 1, 0
 
 
 def describe(path: str | Path, limits: Limits | None = None) -> ModelInfo:

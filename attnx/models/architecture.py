@@ -17,7 +17,7 @@ from attnx.errors import ModelError
 from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.gguf_form import GgufForm
 from attnx.models.nn import ACTIVATIONS
-from attnx.models.stacks import Attention, Stack
+from attnx.models.stacks import Attention, Site, Stack
 from attnx.models.tokenize import Encoded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -384,6 +384,27 @@ class Architecture:
         """The model's last hidden state from the residual stream leaving its last layer (transformers'
         ``last_hidden_state``): a final norm where the family has one, else the stream itself."""
         return stream
+
+    # A model of several stacks, or of layers holding several attentions, answers these four; a model of one stack
+    # with one attention a layer (every family until encoder-decoders) answers them with the four above.
+
+    def stack_embed(self, stack: Stack, encoded: Encoded) -> np.ndarray:
+        """The residual stream entering layer 0 of ``stack``, ``[token, d_model]``."""
+        return self.embed(encoded)
+
+    def site_spec(self, at: Site, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+        """The attention ``at`` names (a stack, a layer, which attention of the layer) on the stream entering it, as a
+        spec; ``at.memory``: the output of the stack its keys come from, for a cross-attention."""
+        return self.attention_spec(at.layer, stream, tokens, source)
+
+    def site_after(self, at: Site, stream: Array, projected: np.ndarray) -> Array:
+        """The stream leaving the attention ``at`` names (and, after a layer's last attention, the rest of the
+        layer), from the stream entering it and the attention's projected output."""
+        return self.after_attention(at.layer, stream, projected)
+
+    def stack_final(self, stack: Stack, stream: Array) -> Array:
+        """``stack``'s output from the stream leaving its last layer."""
+        return self.final(stream)
 
     @property
     def has_lm_head(self) -> bool:

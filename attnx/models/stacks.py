@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 
 class InputKind(str, Enum):
@@ -27,6 +31,7 @@ class AttentionKind(str, Enum):
 
     SELF = "self"  # every query sees every key of its own stream (an encoder)
     CAUSAL_SELF = "causal self"  # a query sees the keys up to its own position (a decoder)
+    CROSS = "cross"  # a decoder's queries over every position of another stack's output (the encoder's)
 
     @property
     def causal(self) -> bool:
@@ -60,7 +65,8 @@ class Attention:
 
 @dataclass(frozen=True)
 class Stack:
-    """A named stack of ``layers`` layers reading an input of kind ``reads``, each layer holding ``attentions``."""
+    """A named stack of ``layers`` layers reading an input of kind ``reads``, each layer holding ``attentions`` (in the
+    order the layer runs them)."""
 
     name: str
     layers: int
@@ -77,3 +83,40 @@ class Stack:
     def causal(self) -> bool:
         """True when the stack's self-attention is causal."""
         return any(attention.kind.causal for attention in self.attentions if attention.is_self)
+
+    def attention_of(self, kind: AttentionKind) -> int:
+        """Where in each layer the attention of ``kind`` is (from 0); ValueError where the stack has none."""
+        for index, attention in enumerate(self.attentions):
+            if attention.kind is kind:
+                return index
+        raise ValueError(f"the {self.name} has no {kind.label}")
+
+
+@dataclass(frozen=True, eq=False)
+class Memory:
+    """What a cross-attention's keys and values are made from: another stack's output ``[key, d_model]`` (NumPy's)
+    and the labels of its positions (the source's tokens)."""
+
+    stream: np.ndarray
+    tokens: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Site:
+    """Where an attention is: its ``stack``, the ``layer`` (from 0) and ``which`` of the layer's attentions (from 0),
+    with the ``memory`` a cross-attention reads (None for self-attention)."""
+
+    stack: Stack
+    layer: int
+    which: int = 0
+    memory: Memory | None = None
+
+    @property
+    def attention(self) -> Attention:
+        """The attention there."""
+        return self.stack.attentions[self.which]
+
+    @property
+    def last(self) -> bool:
+        """True for the layer's last attention: after it, the rest of the layer runs."""
+        return self.which == len(self.stack.attentions) - 1
