@@ -185,6 +185,16 @@ class Model:
         arch = self.architecture
         return self.tokenizer.encode(text, max_length=arch.max_length, vocab_size=arch.vocab_size)
 
+    def encode_target(self, target: str) -> Encoded:
+        """A target text as the decoder of an encoder-decoder reads it under teacher forcing: its start token, then the
+        target's tokens but the last (transformers' shift right of the labels)."""
+        start = self.architecture.decoder_start
+        if start is None:
+            raise ModelError(
+                f"{self.checkpoint.name}: a {self.architecture.name} model has no decoder to read a target"
+            )
+        return self.tokenizer.shifted(self.encode(target), start)
+
     def run(
         self,
         text: str | Encoded,
@@ -192,16 +202,22 @@ class Model:
         on: Placement = NUMPY,
         heads: int | None = None,
         layer: int = 0,
+        stack: Stack | None = None,
+        memory: Memory | None = None,
     ) -> ForwardPass:
-        """A forward pass of ``text`` (or tokens already encoded) ``on`` an engine and device, about to enter layer 0,
-        once ``check_sizes`` has passed it for the layers up to ``layer`` (the last whose attention will be computed,
-        with ``heads`` heads)."""
+        """A forward pass of ``text`` (or tokens already encoded) ``on`` an engine and device through ``stack`` (the
+        model's ``stack`` unless given; ``memory``: the encoder's output a decoder's cross-attention reads), about to
+        enter layer 0, once ``check_sizes`` has passed it for the layers up to ``layer`` (the last whose attention
+        will be computed, with ``heads`` heads)."""
+        stack = stack or self.stack
         encoded = self.encode(text) if isinstance(text, str) else text
-        if encoded.kind is not self.stack.reads:
-            raise ModelError(f"{self.checkpoint.name}: its {self.stack.name} reads {self.stack.reads.value}, "
+        if encoded.kind is not stack.reads:
+            raise ModelError(f"{self.checkpoint.name}: its {stack.name} reads {stack.reads.value}, "
                              f"not {encoded.kind.value}")  # fmt: skip
+        if memory is None and any(not attention.is_self for attention in stack.attentions):
+            raise ModelError(f"{self.checkpoint.name}: its {stack.name} attends to another stack's output: give it")
         self.check_sizes(len(encoded.ids), heads=heads, layer=layer)
-        return ForwardPass(self, encoded, on=on)
+        return ForwardPass(self, encoded, on=on, stack=stack, memory=memory)
 
     def info(self) -> ModelInfo:
         """What the checkpoint holds (read from config.json and the weights' header only; a GGUF file's from its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -215,7 +216,7 @@ class Architecture:
     sinks: ClassVar[bool] = False  # whether each head has a learned sink logit
     gguf: ClassVar[GgufForm | None] = None  # how it reads a GGUF file (attnx/models/gguf_form.py); None: it does not
 
-    @property
+    @functools.cached_property
     def stacks(self) -> tuple[Stack, ...]:
         """The model's named stacks of layers (attnx/models/stacks.py): by default one, a ``decoder`` or an
         ``encoder`` as the family is causal or not, each layer holding one self-attention over a text."""
@@ -301,13 +302,17 @@ class Architecture:
         """Refuse more layers than the weights hold (counted as the distinct N of ``{prefix}{layer_stem}N.…``), before
         anything is built per layer: ``keys`` are where config.json may give the count."""
         ckpt, start = self.checkpoint, self.checkpoint.prefix + self.layer_stem
-        held_names = ckpt.keys()
-        found = {name[len(start) :].partition(".")[0] for name in held_names if name.startswith(start)}
-        held = sum(1 for n in found if n.isdigit() and len(n) < 20)
+        held = self.held_layers(self.layer_stem)
         if self.layers > held:
             key = next((key for key in keys if key in ckpt.config), keys[0])
             raise ModelError(f"{ckpt.config_key(key)} claims {self.layers:,} layers, but {ckpt.weights_path} holds "
                              f"{held} ({start}N.…)")  # fmt: skip
+
+    def held_layers(self, stem: str) -> int:
+        """How many layers the weights hold under ``stem`` (the distinct N of ``{prefix}{stem}N.…``)."""
+        start, held = self.checkpoint.prefix + stem, self.checkpoint.keys()
+        found = {name[len(start) :].partition(".")[0] for name in held if name.startswith(start)}
+        return sum(1 for n in found if n.isdigit() and len(n) < 20)
 
     def allowed(self, name: str) -> bool:
         """True when tensor ``name`` (as stored) is on the family's allow-list of tensors left unused."""
@@ -387,6 +392,11 @@ class Architecture:
 
     # A model of several stacks, or of layers holding several attentions, answers these four; a model of one stack
     # with one attention a layer (every family until encoder-decoders) answers them with the four above.
+
+    @property
+    def decoder_start(self) -> int | None:
+        """The token a decoder of an encoder-decoder starts from (None: the model has no such decoder)."""
+        return None
 
     def stack_embed(self, stack: Stack, encoded: Encoded) -> np.ndarray:
         """The residual stream entering layer 0 of ``stack``, ``[token, d_model]``."""

@@ -211,6 +211,17 @@ class TextTokenizer:
         )
         return Encoded(ids, type_ids, labels, pieces, special)
 
+    def shifted(self, encoded: Encoded, start: int) -> Encoded:
+        """``encoded`` as a decoder reads it under teacher forcing: the decoder's ``start`` token, then every token but
+        the last (transformers' shift right of the labels), ``start`` marked as special."""
+        ids = np.concatenate([np.asarray([start], dtype=np.intp), encoded.ids[:-1]])
+        (piece,) = self.pieces(ids[:1])
+        return self._labelled(ids, np.zeros_like(ids), (piece, *encoded.pieces[:-1]), (True, *encoded.special[:-1]))
+
+    def pieces(self, ids: np.ndarray) -> tuple[str, ...]:
+        """The vocabulary's spelling of token ids (an id it does not know: ``<id 123>``)."""
+        return tuple(self._tokenizer.id_to_token(int(i)) or f"<id {int(i)}>" for i in np.asarray(ids).ravel())
+
     def labels(self, ids: np.ndarray) -> tuple[str, ...]:
         """The labels of token ids (an id the tokenizer does not know: ``<id 123>``)."""
         out = []

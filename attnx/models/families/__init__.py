@@ -23,6 +23,7 @@ from attnx.models.families import (
     phi3,
     qwen3,
     smollm3,
+    t5,
 )
 
 # Every family, in the order attnx lists them (config.json's model_type is each one's ``name``).
@@ -40,4 +41,5 @@ FAMILIES: tuple[type[Architecture], ...] = (
     *olmo2.FAMILIES,
     *moe.FAMILIES,
     *gpt_oss.FAMILIES,
+    *t5.FAMILIES,
 )
