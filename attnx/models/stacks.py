@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from attnx.errors import ChoiceError
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
@@ -120,3 +122,48 @@ class Site:
     def last(self) -> bool:
         """True for the layer's last attention: after it, the rest of the layer runs."""
         return self.which == len(self.stack.attentions) - 1
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where a person points in a model: a ``layer`` (from 0; -1 the last) of a ``stack`` (by its name or the start
+    of it, ``enc`` for ``encoder``; None: the model's first stack) and an attention ``kind`` (None: the layer's
+    first attention). Written ``3``, ``enc:3`` or ``decoder:-1``; the kind apart (``cross``)."""
+
+    layer: int
+    stack: str | None = None
+    kind: AttentionKind | None = None
+
+    @classmethod
+    def parse(cls, text: str, kind: str | None = None) -> Address:
+        """``"dec:2"`` and ``"cross"`` as an Address; a ChoiceError saying what is expected."""
+        stack, _, layer = text.strip().rpartition(":")
+        try:
+            number = int(layer)
+        except ValueError:
+            raise ChoiceError(
+                f"a layer is a number counted from 0 (-1: the last), or STACK:N (enc:3), not {text!r}"
+            ) from None
+        kinds = {member.value.replace(" ", "-"): member for member in AttentionKind}
+        if kind is not None and kind.strip().lower() not in kinds:
+            raise ChoiceError(f"an attention kind is one of {', '.join(kinds)}, not {kind!r}")
+        return cls(number, stack.strip().lower() or None, None if kind is None else kinds[kind.strip().lower()])
+
+    def resolve(self, stacks: tuple[Stack, ...]) -> tuple[Stack, int]:
+        """The stack named and which of its layers' attentions is meant; a ChoiceError naming what there is. (The layer
+        is checked by the model, against the stack's layers.)"""
+        if self.stack is None:
+            stack = stacks[0]
+        else:
+            found = [s for s in stacks if s.name == self.stack] or [s for s in stacks if s.name.startswith(self.stack)]
+            if len(found) != 1:
+                names = ", ".join(s.name for s in stacks)
+                raise ChoiceError(f"the model has no stack {self.stack!r}; its stacks: {names}")
+            (stack,) = found
+        if self.kind is None:
+            return stack, 0
+        try:
+            return stack, stack.attention_of(self.kind)
+        except ValueError:
+            kinds = ", ".join(attention.kind.label for attention in stack.attentions)
+            raise ChoiceError(f"the {stack.name}'s layers hold no {self.kind.label}; they hold {kinds}") from None

@@ -28,12 +28,21 @@ __all__ = [
     "load_model_spec",
     "model_view",
     "rollout",
+    "site_spec",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.workflows.detection import detect
     from attnx.workflows.effects import ablate, check_heads
-    from attnx.workflows.layers import layer_attention, layer_results, layer_spec, load_model_spec, model_view, rollout
+    from attnx.workflows.layers import (
+        layer_attention,
+        layer_results,
+        layer_spec,
+        load_model_spec,
+        model_view,
+        rollout,
+        site_spec,
+    )
     from attnx.workflows.model_diff import compare_models
 
 # Each name is imported from its module on first use, so that a command loads only the workflow it runs (no
@@ -49,6 +58,7 @@ _LAZY = {
     "load_model_spec": "attnx.workflows.layers",
     "model_view": "attnx.workflows.layers",
     "rollout": "attnx.workflows.layers",
+    "site_spec": "attnx.workflows.layers",
 }
 
 

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from attnx.core.tensors import AVERAGE_WEIGHTS, MASK, SCALED, WEIGHTS, TensorName
 from attnx.engines.placement import NUMPY, Placement
+from attnx.errors import ModelError
 from attnx.models import Progress, open_model
+from attnx.models.stacks import Address, Memory
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.measures import Rollout
@@ -37,13 +39,46 @@ def layer_spec(
 ) -> AttentionSpec:
     """Layer ``layer``'s attention (from 0; -1 is the last) on ``text`` (or its tokens, ``model.encode(text)``) as a
     spec, the layers before it run ``on`` the placement's engine; ``heads`` is the count the caller will split it
-    into (checked against the model's caps)."""
-    layer = model.check_layer(layer)
-    forward = model.run(text, on=on, heads=heads, layer=layer)
-    for done in range(layer):
+    into (checked against the model's caps). In a model of several stacks, the layer of its first (the encoder)."""
+    return site_spec(model, text, Address(layer), on=on, heads=heads, progress=progress)
+
+
+def site_spec(
+    model: Model,
+    text: str | Encoded,
+    address: Address,
+    *,
+    target: str | None = None,
+    on: Placement = NUMPY,
+    heads: int | None = None,
+    progress: Progress | None = None,
+) -> AttentionSpec:
+    """The attention ``address`` points at (a stack, a layer, an attention kind) as a spec, everything before it run
+    ``on`` the placement's engine: a decoder's over the ``target`` text (teacher-forced), after the encoder ran over
+    ``text`` whole; another stack's over ``text``. ``progress`` counts the attentions run."""
+    stack, which = address.resolve(model.stacks)
+    layer = model.check_layer(address.layer, stack)
+    before = layer * len(stack.attentions) + which  # the attentions of the stack that run first
+    memory, words = None, text
+    reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
+    if reads is not None:
+        if target is None:
+            raise ModelError(f"{model.checkpoint.name}: the {stack.name} reads a target text (what the model writes); "
+                             "give one")  # fmt: skip
+        (source_stack,) = (s for s in model.stacks if s.name == reads)
+        total = source_stack.layers + before
+        source = model.run(text, on=on, stack=source_stack, layer=source_stack.layers - 1)
+        for done in range(source_stack.layers):
+            source.step()
+            if progress is not None:
+                progress(done + 1, total)
+        memory, words = Memory(source.finish(), source.tokens), model.encode_target(target)
+    forward = model.run(words, on=on, heads=heads, layer=layer, stack=stack, memory=memory)
+    ran = 0 if memory is None else total - before
+    for done in range(before):
         forward.step()
         if progress is not None:
-            progress(done + 1, layer)
+            progress(ran + done + 1, ran + before)
     return forward.spec()
 
 

@@ -8,9 +8,9 @@ import enum
 import numpy as np
 import pytest
 
-from attnx.errors import ModelError
+from attnx.errors import ChoiceError, ModelError
 from attnx.models import open_model
-from attnx.models.stacks import Attention, AttentionKind, InputKind, Stack
+from attnx.models.stacks import Address, Attention, AttentionKind, InputKind, Stack
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.decoders import DecoderReference
 
@@ -84,3 +84,59 @@ class TestInputs:
             image = dataclasses.replace(model.encode(TEXT), kind=other.IMAGE)  # type: ignore[arg-type]
             with pytest.raises(ModelError, match=r"its decoder reads text, not image"):
                 model.run(image)
+
+
+class TestAddress:
+    SEQ2SEQ = (
+        Stack("encoder", 6, InputKind.TEXT, (Attention(AttentionKind.SELF, "encoder", "encoder"),)),
+        Stack("decoder", 4, InputKind.TEXT, (Attention(AttentionKind.CAUSAL_SELF, "decoder", "decoder"),
+                                             Attention(AttentionKind.CROSS, "decoder", "encoder"))),
+    )  # fmt: skip
+
+    @pytest.mark.parametrize(
+        ("text", "kind", "expected"),
+        [
+            ("3", None, Address(3)),
+            ("-1", None, Address(-1)),
+            ("enc:3", None, Address(3, "enc")),
+            (" Decoder:-1 ", "cross", Address(-1, "decoder", AttentionKind.CROSS)),
+            ("dec:0", "causal-self", Address(0, "dec", AttentionKind.CAUSAL_SELF)),
+        ],
+    )
+    def test_parse(self, text: str, kind: str | None, expected: Address) -> None:
+        """A layer, STACK:LAYER, and a kind apart (spaces as hyphens), read as written."""
+        assert Address.parse(text, kind) == expected
+
+    @pytest.mark.parametrize(
+        ("text", "kind", "message"),
+        [
+            ("enc:x", None, r"a layer is a number counted from 0 .* not 'enc:x'"),
+            ("dec:", None, r"not 'dec:'"),
+            ("3", "crosss", r"an attention kind is one of self, causal-self, cross, not 'crosss'"),
+        ],
+    )
+    def test_parse_refuses(self, text: str, kind: str | None, message: str) -> None:
+        """A layer that is no number or a kind attnx does not know is a ChoiceError saying what is expected."""
+        with pytest.raises(ChoiceError, match=message):
+            Address.parse(text, kind)
+
+    @pytest.mark.parametrize(
+        ("address", "stack", "which"),
+        [(Address(2), "encoder", 0), (Address(1, "dec"), "decoder", 0),
+         (Address(1, "decoder", AttentionKind.CROSS), "decoder", 1), (Address(0, "e", AttentionKind.SELF), "encoder", 0)],
+    )  # fmt: skip
+    def test_resolve(self, address: Address, stack: str, which: int) -> None:
+        """A stack by its name or the start of it (the first stack by default), the kind's place in its layers."""
+        found, at = address.resolve(self.SEQ2SEQ)
+        assert (found.name, at) == (stack, which)
+
+    @pytest.mark.parametrize(
+        ("address", "message"),
+        [(Address(0, "vision"), r"no stack 'vision'; its stacks: encoder, decoder"),
+         (Address(0, "encoder", AttentionKind.CROSS), r"the encoder's layers hold no cross-attention; they hold "
+                                                      r"self-attention")],
+    )  # fmt: skip
+    def test_resolve_refuses(self, address: Address, message: str) -> None:
+        """A stack the model lacks, or a kind its layers do not hold, is a ChoiceError naming what there is."""
+        with pytest.raises(ChoiceError, match=message):
+            address.resolve(self.SEQ2SEQ)
