@@ -75,6 +75,7 @@ class TaskHead:
 TASK_HEADS = (
     ("classifier.*", "classification head"),
     ("pre_classifier.*", "classification head"),
+    ("classification_head.*", "classification head"),
     ("score.*", "classification head"),
     ("qa_outputs.*", "question-answering head"),
     ("pooler.*", "pooler"),
@@ -99,7 +100,9 @@ class ModelInfo:
     the MLP is gated; ``mixture`` its routed experts (None: a dense MLP); ``sinks`` whether each head has a learned
     sink; ``weight_files`` how many files hold the weights; ``gguf`` how a GGUF file stores them (its quantization,
     tokenizer and what attnx does not read; None: a safetensors checkpoint); ``task_heads`` the task heads the file
-    holds after the last layer, which attnx does not read (a classifier, a pooler).
+    holds after the last layer, which attnx does not read (a classifier, a pooler); ``stacks`` its stacks of layers
+    (attnx/models/stacks.py); ``position_bias`` how positions enter the scores as a learned bias (T5's relative
+    buckets; None: they do not).
     """
 
     path: str
@@ -137,6 +140,8 @@ class ModelInfo:
     weight_files: int = 1
     gguf: GgufSummary | None = None
     task_heads: tuple[TaskHead, ...] = ()
+    stacks: tuple[Stack, ...] = ()
+    position_bias: str | None = None
 
 
 # Where config.json usually keeps each size (Hugging Face's names); a family names others in ``read_sizes``.
@@ -203,6 +208,7 @@ class Architecture:
     unused: ClassVar[tuple[str, ...]] = ()  # fnmatch patterns, on the name as stored or under the prefix
     layer_stem: ClassVar[str]  # where layer N's tensors are, under the prefix: ``layers.`` for ``layers.N.…``
     task_heads: tuple[TaskHead, ...] = ()  # the task heads the checkpoint holds, not read (``check_tensors``)
+    position_bias: str | None = None  # how positions enter the scores as a learned bias (None: they do not)
 
     activation_name: str
     rotary: Rotary | None = None

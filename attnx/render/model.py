@@ -27,6 +27,7 @@ from attnx.text import NAME_LIMIT, label
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.models.gguf import GgufSummary
+    from attnx.models.stacks import Stack
 
 # CODES (the measure registry's): each label's code in the grids, five characters at most, so twelve heads fit
 # 80 columns.
@@ -61,7 +62,7 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
     return [
         ("family", f"{info.family} ({info.design})"),
         *([("model_type", f"{info.model_type}{named}")] if info.gguf is None else gguf_names(info.gguf, info)),
-        ("layers", str(info.layers)),
+        *stack_rows(info),
         *attention,
         ("d_model", f"{info.d_model} · MLP {info.d_ff} · {info.activation}{', gated' if info.gated else ''}"),
         *experts,
@@ -72,6 +73,20 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         *[("not read", f"{head.describe()}, after the last layer") for head in info.task_heads],
         *ignored,
     ]
+
+
+def stack_rows(info: ModelInfo) -> list[tuple[str, str]]:
+    """``layers  6`` for a model of one stack; for several, a row per stack: its layers and their attentions."""
+    if len(info.stacks) < 2:
+        return [("layers", str(info.layers))]
+    rows = []
+    for stack in info.stacks:
+        kinds = ", then ".join(
+            attention.kind.label + ("" if attention.is_self else f" over the {attention.keys}'s output")
+            for attention in stack.attentions
+        )
+        rows.append((stack.name, f"{stack.layers} layer{'s' if stack.layers != 1 else ''} · {kinds}"))
+    return rows
 
 
 def safetensors_rows(info: ModelInfo) -> list[tuple[str, str]]:
@@ -125,6 +140,8 @@ def positions_text(info: ModelInfo) -> str:
     """Each layer's positions, grouped where layers agree: ``RoPE θ 1e+06 (half pairs, linear ×8) on layers 5, 11;
     RoPE θ 10000 (half pairs) on layers 0-4, 6-10``; ``none (NoPE)`` for a layer without; one text when all
     agree; ``learned embeddings`` for a family without rotary positions."""
+    if info.position_bias is not None:
+        return info.position_bias
     if not info.rotaries:
         return info.rotary.describe() if info.rotary else "learned embeddings"
     groups: dict[str, list[int]] = {}
@@ -211,7 +228,15 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
         },
         "gguf": None if info.gguf is None else gguf_to_dict(info.gguf),
         "task_heads": [{"kind": head.kind, "tensors": list(head.tensors)} for head in info.task_heads],
+        "stacks": [stack_to_dict(stack) for stack in info.stacks],
+        "position_bias": info.position_bias,
     }
+
+
+def stack_to_dict(stack: Stack) -> dict[str, Any]:
+    """One of the ``stacks`` of `attnx model --format json`: its name, layers, input and attentions."""
+    attentions = [{"kind": a.kind.value, "queries": a.queries, "keys": a.keys} for a in stack.attentions]
+    return {"name": stack.name, "layers": stack.layers, "reads": stack.reads.value, "attentions": attentions}
 
 
 def gguf_to_dict(gguf: GgufSummary) -> dict[str, Any]:

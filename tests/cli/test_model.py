@@ -250,9 +250,9 @@ class TestUsageErrors:
     def test_unsupported_architecture(self, bert: Reference, tmp_path: Path) -> None:
         """An unsupported model_type: exit 2 naming what attnx runs."""
         path = Path(shutil.copytree(bert.path, tmp_path / "ckpt"))
-        (path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+        (path / "config.json").write_text(json.dumps({"model_type": "xlnet"}))
         result = invoke("heads", "--model", path, "--text", "a", code=2)
-        assert "model_type 't5' is not supported; attnx runs bert, gpt2, llama, mistral" in result.stderr
+        assert "model_type 'xlnet' is not supported; attnx runs bert, gpt2, llama, mistral" in result.stderr
 
 
 # One command line per way a model layer becomes an input: each must hold every cap.

@@ -98,6 +98,8 @@ class T5(Architecture):
         self.scale_output = ckpt.flag("scale_decoder_outputs", tied)
         self._start = self.token_id("decoder_start_token_id", self.token_id("pad_token_id", 0))
         self.inner = self.heads * self.head_dim
+        self.position_bias = (f"a learned bias on the scores: {self.buckets} relative buckets up to "
+                              f"{self.max_distance} apart (layer 0's, shared)")  # fmt: skip
 
     def token_id(self, key: str, default: int) -> int:
         """A token id from config.json (``default`` where absent): a whole number within the vocabulary."""
@@ -108,39 +110,38 @@ class T5(Architecture):
         return value
 
     def check_decoder_layers(self) -> None:
-        """Refuse more decoder layers than the weights hold, as ``check_layers`` does for the encoder's."""
+        """Refuse more decoder layers than the weights hold, as ``check_layers`` does for the encoder's; weights
+        without a decoder are T5's encoder alone (``T5EncoderModel``, ``T5ForTokenClassification``)."""
         ckpt, count = self.checkpoint, self.held_layers("decoder.block.")
         if count == 0:
-            raise ModelError(f"{ckpt.weights_path} holds no decoder (decoder.block.N.…): attnx reads T5 as an "
-                             "encoder-decoder")  # fmt: skip
-        if self.decoder_layers > count:
+            self.decoder_layers = 0
+        elif self.decoder_layers > count:
             raise ModelError(f"{ckpt.config_key('num_decoder_layers')} claims {self.decoder_layers:,} layers, but "
                              f"{ckpt.weights_path} holds {count} (decoder.block.N.…)")  # fmt: skip
 
     @property
     def decoder_start(self) -> int | None:
-        """``decoder_start_token_id`` (T5: the pad token, 0)."""
-        return self._start
+        """``decoder_start_token_id`` (T5: the pad token, 0); None for an encoder alone."""
+        return self._start if self.decoder_layers else None
 
     def check_heads(self) -> None:
         """T5's heads are ``d_kv`` wide whatever d_model is (T5-11B: 128 heads × 128 over a width of 1024)."""
 
     @functools.cached_property
     def stacks(self) -> tuple[Stack, ...]:
-        """The encoder (self-attention over the source) and the decoder (causal self-attention, then cross-attention
-        over the encoder's output)."""
-        return (
-            Stack(ENCODER, self.layers, InputKind.TEXT, (Attention(AttentionKind.SELF, ENCODER, ENCODER),)),
-            Stack(DECODER, self.decoder_layers, InputKind.TEXT, (
-                Attention(AttentionKind.CAUSAL_SELF, DECODER, DECODER),
-                Attention(AttentionKind.CROSS, DECODER, ENCODER),
-            )),
-        )  # fmt: skip
+        """The encoder (self-attention over the source) and, but in an encoder alone, the decoder (causal
+        self-attention, then cross-attention over the encoder's output)."""
+        encoder = Stack(ENCODER, self.layers, InputKind.TEXT, (Attention(AttentionKind.SELF, ENCODER, ENCODER),))
+        decoder = Stack(DECODER, self.decoder_layers, InputKind.TEXT, (
+            Attention(AttentionKind.CAUSAL_SELF, DECODER, DECODER),
+            Attention(AttentionKind.CROSS, DECODER, ENCODER),
+        ))  # fmt: skip
+        return (encoder, decoder) if self.decoder_layers else (encoder,)
 
     @property
     def tied(self) -> bool | None:
-        """Whether the LM head reuses ``shared`` (no ``lm_head.weight`` of its own)."""
-        return not self.checkpoint.has(LM_HEAD, prefixed=False)
+        """Whether the LM head reuses ``shared`` (no ``lm_head.weight`` of its own); None for an encoder alone."""
+        return not self.checkpoint.has(LM_HEAD, prefixed=False) if self.decoder_layers else None
 
     def tensor_names(self) -> Iterator[str]:
         """``shared``, each stack's blocks, relative bias (layer 0's) and final norm."""
@@ -169,7 +170,7 @@ class T5(Architecture):
         """T5's RMSNorm ``name`` (no mean, no bias)."""
         return rms_norm(x, self.weight(f"{name}.weight", shape=(self.d_model,)), self.eps)
 
-    def position_bias(self, stack: Stack, queries: int, keys: int) -> np.ndarray:
+    def relative_bias(self, stack: Stack, queries: int, keys: int) -> np.ndarray:
         """``stack``'s relative position bias ``[head, query, key]``: layer 0's table at each pair's bucket."""
         table = self.weight(f"{stack.name}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
                             shape=(self.buckets, self.heads))  # fmt: skip
@@ -199,7 +200,7 @@ class T5(Architecture):
                 x_kv=at.memory.stream.astype(x.dtype, copy=False), w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, scale=1.0,
             )  # fmt: skip
         n = len(tokens)
-        bias = self.checkpoint.remember(("position_bias", at.stack.name, n), lambda: self.position_bias(at.stack, n, n))
+        bias = self.checkpoint.remember(("position_bias", at.stack.name, n), lambda: self.relative_bias(at.stack, n, n))
         return AttentionSpec.build(
             heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=x, w_q=w_q, w_k=w_k, w_v=w_v,
             w_o=w_o, scale=1.0, causal=at.attention.kind.causal, score_bias=bias.astype(x.dtype, copy=False),
@@ -242,8 +243,8 @@ class T5(Architecture):
 
     @property
     def has_lm_head(self) -> bool:
-        """T5 always predicts through ``lm_head`` or ``shared``."""
-        return True
+        """T5's decoder predicts through ``lm_head`` or ``shared``; an encoder alone predicts nothing."""
+        return self.decoder_layers > 0
 
     def output_tensor(self) -> WeightRef:
         """``lm_head.weight`` where the file holds one, else ``shared``."""
