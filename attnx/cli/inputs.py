@@ -27,13 +27,18 @@ STDIN = "-"
 
 def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
     """``--layer``: ``"3"`` -> 3 (layers count from 0, as heads do; ``"-1"`` -> -1, the last, which the model
-    resolves); ``"all"`` -> None; default layer 0."""
+    resolves); ``"all"`` -> None where ``allow_all``; default layer 0."""
+    if allow_all and value is not None and value.strip().lower() == ALL:
+        return None
+    return parse_one_layer(value, allow_all=allow_all)
+
+
+def parse_one_layer(value: str | None, *, allow_all: bool = False) -> int:
+    """``--layer`` naming one layer (``parse_layer``); ``"all"`` is refused (``allow_all``: the error names it)."""
     if value is None:
         return 0
     if value.strip().lower() == ALL:
-        if not allow_all:
-            raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 0")
-        return None
+        raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 0")
     try:
         return int(value)
     except ValueError:
@@ -252,8 +257,7 @@ def load_input_with(
 
     random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")
-    given = parse_layer(checkpoint.layer)
-    assert given is not None  # parse_layer without allow_all never returns None
+    given = parse_one_layer(checkpoint.layer)
     with model_session(
         config, checkpoint, backend, caps, "running layers", quiet=quiet, config_name=config_name
     ) as run:

@@ -114,23 +114,30 @@ def emit(
     if isinstance(payload, Iterator):  # streamed text (CSV): the first chunks leave before the rest is made
         _stream(payload, output)
         return
-    if output_format is OutputFormat.table:
-        assert not isinstance(payload, bytes)  # a table is text or a renderable
+    if isinstance(payload, bytes):
+        _deliver_bytes(payload, output)
+    elif output_format is OutputFormat.table and output is None:
+        show(stdout_console(no_color), payload)
+    else:
+        text = render_plain(payload) if output_format is OutputFormat.table else str(payload)
         if output is None:
-            show(stdout_console(no_color), payload)
-            return
-        payload = render_plain(payload)
-    data = payload if isinstance(payload, bytes) else str(payload).encode("utf-8")
+            write_stdout(text)
+        else:
+            from attnx.io.output import atomic_write
+
+            atomic_write(output, text.encode("utf-8"))
+
+
+def _deliver_bytes(data: bytes, output: str | None) -> None:
+    """Binary output: to ``output`` atomically, or as bytes to stdout after the text already written there."""
     if output is not None:
         from attnx.io.output import atomic_write
 
         atomic_write(output, data)
-    elif isinstance(payload, bytes):
-        sys.stdout.flush()
-        sys.stdout.buffer.write(payload)
-        sys.stdout.buffer.flush()
-    else:
-        write_stdout(str(payload))
+        return
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
 
 
 def emit_view(
@@ -166,16 +173,23 @@ def emit_view(
     console.record = export is not None and wanted == shown and console.is_terminal  # piped: trimmed, not recorded
     show(console, view(shown))
     if export is not None:
-        from attnx.io.output import atomic_write
+        _export(console, view, export, wanted)
 
-        # Piped stdout shows shades where an SVG shows colours: the export then draws its own copy.
-        assert suffix is not None  # export is not None
-        recorder = console if console.record else _recording_console(console.width, wanted)
-        if recorder is not console:
-            recorder.print(view(wanted))
-        saved = {".svg": lambda: recorder.export_svg(title="attnx"), ".html": recorder.export_html,
-                 ".txt": lambda: trimmed(recorder.export_text())}[suffix]()  # fmt: skip
-        atomic_write(export, saved.encode("utf-8"))
+
+def _export(console: Console, view: Callable[[bool], RenderableType], export: str, colour: bool) -> None:
+    """Save the view to ``export`` (.svg, .html or .txt), as ``console`` recorded it or, when it did not, drawn
+    again in ``colour`` or none."""
+    from pathlib import Path
+
+    from attnx.io.output import atomic_write
+
+    # Piped stdout shows shades where an SVG shows colours: the export then draws its own copy.
+    recorder = console if console.record else _recording_console(console.width, colour)
+    if recorder is not console:
+        recorder.print(view(colour))
+    saved = {".svg": lambda: recorder.export_svg(title="attnx"), ".html": recorder.export_html,
+             ".txt": lambda: trimmed(recorder.export_text())}[Path(export).suffix.lower()]()  # fmt: skip
+    atomic_write(export, saved.encode("utf-8"))
 
 
 def _recording_console(width: int, colour: bool) -> Console:
