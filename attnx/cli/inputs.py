@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from attnx.environment import current
 from attnx.errors import ChoiceError, InputError, UsageError
 from attnx.limits import Limits
 
@@ -140,10 +140,11 @@ class LayerProgress:
 def progress_for(description: str, quiet: bool) -> LayerProgress:
     """A LayerProgress on stderr when stderr is a terminal and not --quiet; otherwise one that shows nothing."""
     console = None
-    if not quiet and sys.stderr.isatty():
+    env = current()
+    if not quiet and env.stderr_isatty:
         from attnx.text import console as inert_console
 
-        console = inert_console(stderr=True)
+        console = inert_console(file=env.stderr, stderr=True, _environ=env.environ)
     return LayerProgress(description, console)
 
 

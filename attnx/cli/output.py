@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import io
-import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Literal
 
 from attnx.cli.options import BINARY_FORMATS, AnyFormat, OutputFormat
+from attnx.environment import current
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,7 +18,7 @@ def warn(message: str) -> None:
     """One warning line on stderr, made inert and clipped as error lines are."""
     from attnx.text import message_line
 
-    sys.stderr.write(f"attnx: warning: {message_line(message)}\n")
+    current().stderr.write(f"attnx: warning: {message_line(message)}\n")
 
 
 def warn_fully_masked(rows: tuple[int, ...], quiet: bool = False) -> None:
@@ -35,16 +34,17 @@ def warn_fully_masked(rows: tuple[int, ...], quiet: bool = False) -> None:
 
 def colour_allowed(no_color: bool) -> bool:
     """False when --no-color, NO_COLOR (any value) or TERM=dumb asks for plain text."""
-    return not (no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb")
+    return current().colour(no_color)
 
 
 def stdout_console(no_color: bool = False) -> Console:
-    """A console on the current stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
+    """A console on the environment's stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
     from attnx.text import console as inert_console
 
-    color_system: Literal["auto"] | None = "auto" if colour_allowed(no_color) else None
+    env = current()
+    color_system: Literal["auto"] | None = "auto" if env.colour(no_color) else None
     # emoji=False: attnx prints no :emoji: codes, and rich would import its 2 ms table of them
-    return inert_console(file=sys.stdout, color_system=color_system)
+    return inert_console(file=env.stdout, color_system=color_system, _environ=env.environ)
 
 
 def trimmed(text: str) -> str:
@@ -66,8 +66,9 @@ def show(console: Console, renderable: RenderableType) -> None:
 
 def write_stdout(text: str) -> None:
     """Machine output goes straight to stdout, never through Rich (no wrapping, no markup)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    stdout = current().stdout
+    stdout.write(text)
+    stdout.flush()
 
 
 Producer = Callable[[], "str | bytes | RenderableType | Iterator[str]"]
@@ -80,14 +81,15 @@ def _stream(chunks: Iterator[str], output: str | None) -> None:
 
         atomic_write(output, "".join(chunks).encode("utf-8"))
         return
+    stdout = current().stdout
     for chunk in chunks:
-        sys.stdout.write(chunk)
-    sys.stdout.flush()
+        stdout.write(chunk)
+    stdout.flush()
 
 
 def check_destination(output_format: OutputFormat, output: str | None) -> None:
     """Refuse binary output to a terminal before any work is done."""
-    if output_format in BINARY_FORMATS and output is None and sys.stdout.isatty():
+    if output_format in BINARY_FORMATS and output is None and current().stdout_isatty:
         raise UsageError(
             f"--format {output_format.value} is binary; write it with --output FILE or redirect stdout to a file"
         )
@@ -135,9 +137,10 @@ def _deliver_bytes(data: bytes, output: str | None) -> None:
 
         atomic_write(output, data)
         return
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+    stdout = current().stdout
+    stdout.flush()
+    stdout.buffer.write(data)
+    stdout.buffer.flush()
 
 
 def emit_view(
@@ -204,7 +207,7 @@ def render_plain(renderable: RenderableType) -> str:
     """A renderable as plain text (no ANSI), at the width of COLUMNS or 100, for files."""
     from attnx.text import console as inert_console
 
-    width = int(os.environ.get("COLUMNS", "0") or 0) or 100
+    width = current().columns or 100
     buffer = io.StringIO()
     console = inert_console(file=buffer, color_system=None, width=width)
     console.print(renderable)
