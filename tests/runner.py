@@ -4,19 +4,21 @@
 fresh interpreter each time (about 0.3 s: Python, NumPy, Typer, Rich). It sets up what a process piped
 to another program has, and puts everything back afterwards:
 
-- ``sys.argv`` is ``["attnx", *args]``; ``attnx.cli.main()`` runs and its ``SystemExit`` is caught
-  (an exception that escapes it is printed as the interpreter would, with exit status 1);
-- ``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` are UTF-8 text streams over ``BytesIO`` objects, so that
-  ``sys.stdout.buffer`` takes binary formats (npy, npz) and ``sys.stdin.buffer`` reads bytes; none is a
-  terminal, and ``os.get_terminal_size`` fails as it does on a pipe (Rich and Click then take their
-  width from ``COLUMNS``, or 80);
+- ``attnx.cli.main(args, env=...)`` runs and its ``SystemExit`` is caught (an exception that escapes it is
+  printed as the interpreter would, with exit status 1); ``sys.argv`` is ``["attnx", *args]`` meanwhile;
+- the ``Environment`` handed to it (``attnx.environment``) has UTF-8 text streams over ``BytesIO`` objects
+  for stdin, stdout and stderr, so that stdout's ``buffer`` takes binary formats (npy, npz) and stdin's
+  reads bytes; none is a terminal, and ``os.get_terminal_size`` fails as it does on a pipe (Rich and Click
+  then take their width from ``COLUMNS``, or 80). ``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` are
+  swapped for the same streams as well: Typer's and Click's help and usage write to ``sys.stdout`` and
+  ``sys.stderr`` themselves, which no environment reaches;
 - ``os.environ`` is this process's environment without any ``ATTNX_*`` variable (nor those named in
   ``unset``), plus ``env``; Rich's consoles are built per call, so they read ``NO_COLOR``,
   ``FORCE_COLOR``, ``TERM`` and ``COLUMNS`` from it; Typer's help console reads ``FORCE_COLOR`` and
   ``TERMINAL_WIDTH`` when it is imported, so its two settings are set as a fresh process would set them;
 - the working folder is ``cwd`` (when given);
 - warnings are shown on stderr as a fresh interpreter shows them (pytest's ``filterwarnings = error``
-  does not apply inside), and ``attnx.cli.errors.DEBUG`` starts from ``ATTNX_DEBUG`` as at start-up.
+  does not apply inside), and the environment's ``debug`` starts from ``ATTNX_DEBUG`` as at start-up.
 
 What only a real process can show (signals, closed pipes, which modules start-up imports, an endless
 stdin, the interpreter's own crash handling) is tested with subprocesses instead.
@@ -38,7 +40,7 @@ from typing import Any
 import typer.rich_utils
 
 import attnx.cli
-from attnx.cli import errors as cli_errors
+from attnx.environment import Environment
 
 # The warning filters of an interpreter started without -W or -X dev (see the `warnings` documentation).
 DEFAULT_FILTERS: tuple[tuple[str, type[Warning], str | None], ...] = (
@@ -87,10 +89,9 @@ def _show_warning(
 
 @contextmanager
 def _process_state(environ: Mapping[str, str], cwd: Path | None) -> Iterator[None]:
-    """Environment, working folder, terminal size, Typer's help console, DEBUG and warnings, restored on exit."""
+    """Environment variables, working folder, terminal size, Typer's help console and warnings, restored on exit."""
     saved_environ = dict(os.environ)
     saved_cwd = os.getcwd()
-    saved_debug = dict(cli_errors.DEBUG)
     saved_size = os.get_terminal_size
     saved_typer = (typer.rich_utils.FORCE_TERMINAL, typer.rich_utils.MAX_WIDTH)
     try:
@@ -103,7 +104,6 @@ def _process_state(environ: Mapping[str, str], cwd: Path | None) -> Iterator[Non
         typer.rich_utils.FORCE_TERMINAL = False if environ.get("_TYPER_FORCE_DISABLE_TERMINAL") else forced or None
         width = environ.get("TERMINAL_WIDTH")
         typer.rich_utils.MAX_WIDTH = int(width) if width else None
-        cli_errors.DEBUG["on"] = bool(environ.get("ATTNX_DEBUG"))
         with warnings.catch_warnings():
             warnings.resetwarnings()
             for action, category, module in reversed(DEFAULT_FILTERS):
@@ -116,8 +116,6 @@ def _process_state(environ: Mapping[str, str], cwd: Path | None) -> Iterator[Non
         os.chdir(saved_cwd)
         os.get_terminal_size = saved_size  # type: ignore[assignment]
         typer.rich_utils.FORCE_TERMINAL, typer.rich_utils.MAX_WIDTH = saved_typer
-        cli_errors.DEBUG.clear()
-        cli_errors.DEBUG.update(saved_debug)
 
 
 def _exit_status(exc: SystemExit, stderr: io.TextIOBase) -> int:
@@ -153,8 +151,9 @@ def run_attnx(
     with _process_state(clean_environment(env, unset), cwd):
         sys.stdin, sys.stdout, sys.stderr = streams
         sys.argv = ["attnx", *args]
+        env = Environment(*streams, environ=os.environ, debug=bool(os.environ.get("ATTNX_DEBUG")))
         try:
-            attnx.cli.main()
+            attnx.cli.main(list(args), env=env)
             code = 0
         except SystemExit as exc:
             code = _exit_status(exc, sys.stderr)

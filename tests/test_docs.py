@@ -480,8 +480,9 @@ class TestInProcessRunner:
         assert outcome.code == 0 and json.loads(outcome.stdout)["output"] == [[4.0]]
 
     def test_state_is_restored(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Environment, working folder, streams, argv and DEBUG are as before, though the run changed or read them."""
-        from attnx.cli import errors as cli_errors
+        """Environment, working folder, streams, argv and the environment in force are as before, though the run
+        changed or read them."""
+        from attnx.environment import ACTIVE
 
         monkeypatch.setenv("ATTNX_MAX_ELEMENTS", "1")
         before = (
@@ -491,7 +492,7 @@ class TestInProcessRunner:
             sys.stderr,
             sys.stdin,
             list(sys.argv),
-            dict(cli_errors.DEBUG),
+            ACTIVE.get(None),
         )
         outcome = run_attnx("--debug", "run", "-f", "json", cwd=tmp_path, env={"NO_COLOR": "1"})
         assert outcome.code == 0  # ATTNX_MAX_ELEMENTS=1 from outside did not reach the run
@@ -502,7 +503,7 @@ class TestInProcessRunner:
             sys.stderr,
             sys.stdin,
             list(sys.argv),
-            dict(cli_errors.DEBUG),
+            ACTIVE.get(None),
         )
         assert after == before
 

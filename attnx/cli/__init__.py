@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Annotated, Any, cast
 
 import typer
@@ -15,8 +14,9 @@ from typer.core import TyperCommand, TyperGroup
 
 from attnx import __version__
 from attnx.cli.coercion import lighten
-from attnx.cli.errors import DEBUG, ExitCode
+from attnx.cli.errors import ExitCode
 from attnx.cli.output import warn
+from attnx.environment import Environment, current, using
 
 EXIT_CODES = (
     "Exit codes: 0 success · 1 differences beyond tolerance or a runtime failure · 2 bad usage or input · "
@@ -217,7 +217,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"attnx {__version__}")
+        typer.echo(f"attnx {__version__}", file=current().stdout)
         raise typer.Exit()
 
 
@@ -233,7 +233,7 @@ def _root(
 ) -> None:
     """Compute multi-head attention and show every step of it."""
     if debug:
-        DEBUG["on"] = True
+        current().debug = True  # the run's environment, installed by ``main``
 
 
 @functools.cache
@@ -304,20 +304,20 @@ def short_metavar(param: Any) -> None:
 WIDTH_RANGE = (20, 1000)  # terminal widths attnx lays out for: narrower cannot show a table, wider floods
 
 
-def _untrusted_width() -> None:
+def _untrusted_width(environ: MutableMapping[str, str]) -> None:
     """Treat COLUMNS as untrusted input: a value that is no width (``abc``, ``0``) is dropped, so that the
     terminal's own width (or 80 when piped) is used; one outside 20-1000 is clamped. Either says so on stderr.
     """
-    value = os.environ.get("COLUMNS")
+    value = environ.get("COLUMNS")
     if value is None:
         return
     low, high = WIDTH_RANGE
     if not value.strip().isdigit() or int(value) == 0:
-        del os.environ["COLUMNS"]
+        del environ["COLUMNS"]
         warn(f"COLUMNS={value!r} is not a terminal width; using the terminal's own")
     elif not low <= int(value) <= high:
-        os.environ["COLUMNS"] = str(min(max(int(value), low), high))
-        warn(f"COLUMNS={value} is outside {low}-{high}; using {os.environ['COLUMNS']}")
+        environ["COLUMNS"] = str(min(max(int(value), low), high))
+        warn(f"COLUMNS={value} is outside {low}-{high}; using {environ['COLUMNS']}")
 
 
 def _show_warning(message: Warning | str, category: type[Warning], *rest: object, **options: object) -> None:
@@ -325,18 +325,27 @@ def _show_warning(message: Warning | str, category: type[Warning], *rest: object
     warn(f"{category.__name__}: {message}")
 
 
-def main() -> None:
-    """Console-script entry point (through ``attnx.console``).
+def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> None:
+    """Console-script entry point (through ``attnx.console``): run ``attnx ARGV`` (default: ``sys.argv[1:]``) in
+    ``env`` (default: the process's, made now), which is in force for the whole run.
 
     Usage errors (an unknown option, a value outside its choices), which Typer raises as
     ``TyperException``, become one line on stderr and exit 2, as attnx's own errors do, instead
     of a framed box. Bare ``attnx`` prints the help and exits 2.
     """
-    _untrusted_width()
+    with using(env if env is not None else Environment.from_process()):
+        _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> None:
+    """``main`` in the environment it installed."""
+    env = current()
+    _untrusted_width(env.environ)
+    args = list(argv) if argv is not None else None
     try:
         with warnings.catch_warnings():  # every warning (NumPy's, a library's) as one attnx line
             warnings.showwarning = _show_warning
-            code = click_command()(prog_name="attnx", standalone_mode=False)
+            code = click_command()(args, prog_name="attnx", standalone_mode=False)
     except BrokenPipeError:  # output piped into `head -1`: quiet, as every output is
         from attnx.streams import quiet_stdout
 
@@ -350,17 +359,17 @@ def main() -> None:
         raise
     except typer.TyperException as exc:
         context = getattr(exc, "ctx", None)
-        if context is not None and not sys.argv[1:]:  # bare `attnx`: the help, on stdout
-            typer.echo(context.get_help())
+        if context is not None and not (sys.argv[1:] if argv is None else argv):  # bare `attnx`: the help, on stdout
+            typer.echo(context.get_help(), file=env.stdout)
             raise SystemExit(ExitCode.USAGE) from None
         command = context.command_path if context is not None else "attnx"
         # Typer 0.29 words a bad choice through pydantic: "Value error, 'x' is not one of ..."
         from attnx.text import message_line
 
         message = exc.format_message().replace("Value error, ", "")
-        sys.stderr.write(f"attnx: error: {message_line(message)} (see '{command} -h')\n")
+        env.stderr.write(f"attnx: error: {message_line(message)} (see '{command} -h')\n")
         raise SystemExit(ExitCode.USAGE) from None
     except typer.Abort:  # end of input at a prompt
-        sys.stderr.write("attnx: interrupted\n")
+        env.stderr.write("attnx: interrupted\n")
         raise SystemExit(ExitCode.INTERRUPTED) from None
     raise SystemExit(code if isinstance(code, int) else 0)

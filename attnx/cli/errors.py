@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
-import os
-import sys
 from collections.abc import Callable, Sequence
 from enum import IntEnum
 from typing import NoReturn, ParamSpec, TypeVar
 
 import typer
 
+from attnx.environment import current
 from attnx.errors import AttnxError, OutputError
 
 P = ParamSpec("P")
@@ -29,8 +28,6 @@ class ExitCode(IntEnum):
 # Error kinds that are not the user's input: the run itself failed (an unwritable target, a full disk).
 # Every other AttnxError is bad usage or bad input.
 RUNTIME_ERRORS: tuple[type[AttnxError], ...] = (OutputError,)
-
-DEBUG = {"on": bool(os.environ.get("ATTNX_DEBUG"))}
 
 
 def exit_code_of(error: AttnxError) -> ExitCode:
@@ -55,15 +52,15 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE, causes: Sequence[str] = 
     from attnx.text import message_line
 
     lines = [f"attnx: error: {message}", *(f"attnx: caused by {cause}" for cause in causes)]
-    sys.stderr.write("".join(message_line(line) + "\n" for line in lines))
+    current().stderr.write("".join(message_line(line) + "\n" for line in lines))
     raise typer.Exit(int(code))
 
 
 def guarded(func: Callable[P, R]) -> Callable[P, R]:
     """Run a command, turning domain errors into one line on stderr and a documented exit code.
 
-    With ``--debug`` (or ATTNX_DEBUG=1) a domain error's cause chain follows its line, and an
-    unexpected error shows its traceback.
+    With ``--debug`` (or ATTNX_DEBUG=1: the ``debug`` of the environment in force) a domain error's cause chain
+    follows its line, and an unexpected error shows its traceback.
     """
 
     @functools.wraps(func)
@@ -74,7 +71,7 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
             with reading_scope():  # the files the command reads are never written over
                 return func(*args, **kwargs)
         except AttnxError as exc:
-            fail(str(exc), exit_code_of(exc), cause_chain(exc)[1:] if DEBUG["on"] else ())
+            fail(str(exc), exit_code_of(exc), cause_chain(exc)[1:] if current().debug else ())
         except KeyboardInterrupt:
             fail("interrupted", ExitCode.INTERRUPTED)
         except BrokenPipeError:
@@ -87,7 +84,7 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
         except typer.Exit:
             raise
         except Exception as exc:
-            if DEBUG["on"]:
+            if current().debug:
                 raise
             fail(f"unexpected {type(exc).__name__}: {exc} (re-run with --debug for the traceback)", ExitCode.FAILURE)
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import io
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from attnx.cli.errors import DEBUG, ExitCode, fail, guarded
+from attnx.cli.errors import ExitCode, fail, guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, TextFlags, grouped
 from attnx.cli.inputs import load_input, open_with_text, refuse
 from attnx.cli.options import ConfigArg, NoColorOpt
 from attnx.cli.output import colour_allowed
+from attnx.environment import current
 from attnx.errors import AttnxError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,8 +75,9 @@ def ended(app: ExploreApp) -> None:
     if isinstance(failure, AttnxError):
         raise failure  # `guarded` says it as anywhere else
     if failure is not None:
-        if DEBUG["on"]:
-            sys.stderr.write(app.error_console.file.getvalue())  # type: ignore[attr-defined]  # the StringIO above
+        env = current()
+        if env.debug:
+            env.stderr.write(app.error_console.file.getvalue())  # type: ignore[attr-defined]  # the StringIO above
         fail(f"attnx explore stopped: {type(failure).__name__}: {failure}", ExitCode.FAILURE)
     code = app.return_code or 0
     if code == HANG_UP or code - 128 in (signal.SIGHUP, signal.SIGTERM):
@@ -84,14 +85,16 @@ def ended(app: ExploreApp) -> None:
 
 
 def on_terminal() -> bool:
-    """Whether stdin and stdout are both a terminal, where a full-screen app can draw and read keys; a terminal
-    that already hung up ends the command as its SIGHUP does (exit 129), not as a pipe would (exit 2)."""
-    if sys.stdin.isatty() and sys.stdout.isatty():
+    """Whether the environment's stdin and stdout are both a terminal, where a full-screen app can draw and read
+    keys; a terminal that already hung up ends the command as its SIGHUP does (exit 129), not as a pipe would
+    (exit 2)."""
+    env = current()
+    if env.stdin_isatty and env.stdout_isatty:
         return True
     from attnx.console import Terminated
     from attnx.tui.terminal import terminal_gone
 
-    if terminal_gone(sys.stdin) or terminal_gone(sys.stdout):
+    if terminal_gone(env.stdin) or terminal_gone(env.stdout):
         raise Terminated(signal.SIGHUP)
     return False
 

@@ -40,6 +40,7 @@ from attnx.cli.options import (
     parse_scale,
 )
 from attnx.cli.output import Producer, emit, emit_view
+from attnx.environment import current
 from attnx.errors import ConfigError, UsageError
 from attnx.limits import CAPS, Limits
 
@@ -447,8 +448,8 @@ class CapFlags(FlagGroup):
     ] = None
 
     def limits(self) -> Limits:
-        """The caps: defaults, replaced by ``ATTNX_MAX_*``, replaced by these flags."""
-        return Limits.from_env(**{cap: getattr(self, cap) for cap in CAPS})
+        """The caps: defaults, replaced by ``ATTNX_MAX_*`` (of the environment in force), replaced by these flags."""
+        return Limits.from_env(current().environ, **{cap: getattr(self, cap) for cap in CAPS})
 
 
 class Destination:

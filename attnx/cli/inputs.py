@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from attnx.environment import current
 from attnx.errors import ChoiceError, InputError, UsageError
 from attnx.limits import Limits
 
@@ -28,13 +28,18 @@ STDIN = "-"
 
 def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
     """``--layer``: ``"3"`` -> 3 (layers count from 0, as heads do; ``"-1"`` -> -1, the last, which the model
-    resolves); ``"all"`` -> None; default layer 0."""
+    resolves); ``"all"`` -> None where ``allow_all``; default layer 0."""
+    if allow_all and value is not None and value.strip().lower() == ALL:
+        return None
+    return parse_one_layer(value, allow_all=allow_all)
+
+
+def parse_one_layer(value: str | None, *, allow_all: bool = False) -> int:
+    """``--layer`` naming one layer (``parse_layer``); ``"all"`` is refused (``allow_all``: the error names it)."""
     if value is None:
         return 0
     if value.strip().lower() == ALL:
-        if not allow_all:
-            raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 0")
-        return None
+        raise UsageError("--layer all is for `attnx heads` (the model view); give one layer, counted from 0")
     try:
         return int(value)
     except ValueError:
@@ -136,10 +141,11 @@ class LayerProgress:
 def progress_for(description: str, quiet: bool) -> LayerProgress:
     """A LayerProgress on stderr when stderr is a terminal and not --quiet; otherwise one that shows nothing."""
     console = None
-    if not quiet and sys.stderr.isatty():
+    env = current()
+    if not quiet and env.stderr_isatty:
         from attnx.text import console as inert_console
 
-        console = inert_console(stderr=True)
+        console = inert_console(file=env.stderr, stderr=True, _environ=env.environ)
     return LayerProgress(description, console)
 
 
@@ -249,8 +255,7 @@ def load_input_with(
 
     random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")
-    given = parse_layer(checkpoint.layer)
-    assert given is not None  # parse_layer without allow_all never returns None
+    given = parse_one_layer(checkpoint.layer)
     with model_session(
         config, checkpoint, backend, caps, "running layers", quiet=quiet, config_name=config_name
     ) as run:

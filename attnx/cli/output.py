@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import io
-import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Literal
 
 from attnx.cli.options import BINARY_FORMATS, AnyFormat, OutputFormat
+from attnx.environment import current
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,7 +18,7 @@ def warn(message: str) -> None:
     """One warning line on stderr, made inert and clipped as error lines are."""
     from attnx.text import message_line
 
-    sys.stderr.write(f"attnx: warning: {message_line(message)}\n")
+    current().stderr.write(f"attnx: warning: {message_line(message)}\n")
 
 
 def warn_fully_masked(rows: tuple[int, ...], quiet: bool = False) -> None:
@@ -35,16 +34,17 @@ def warn_fully_masked(rows: tuple[int, ...], quiet: bool = False) -> None:
 
 def colour_allowed(no_color: bool) -> bool:
     """False when --no-color, NO_COLOR (any value) or TERM=dumb asks for plain text."""
-    return not (no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb")
+    return current().colour(no_color)
 
 
 def stdout_console(no_color: bool = False) -> Console:
-    """A console on the current stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
+    """A console on the environment's stdout (ANSI only on a terminal; width from COLUMNS when piped)."""
     from attnx.text import console as inert_console
 
-    color_system: Literal["auto"] | None = "auto" if colour_allowed(no_color) else None
+    env = current()
+    color_system: Literal["auto"] | None = "auto" if env.colour(no_color) else None
     # emoji=False: attnx prints no :emoji: codes, and rich would import its 2 ms table of them
-    return inert_console(file=sys.stdout, color_system=color_system)
+    return inert_console(file=env.stdout, color_system=color_system, _environ=env.environ)
 
 
 def trimmed(text: str) -> str:
@@ -66,8 +66,9 @@ def show(console: Console, renderable: RenderableType) -> None:
 
 def write_stdout(text: str) -> None:
     """Machine output goes straight to stdout, never through Rich (no wrapping, no markup)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    stdout = current().stdout
+    stdout.write(text)
+    stdout.flush()
 
 
 Producer = Callable[[], "str | bytes | RenderableType | Iterator[str]"]
@@ -80,14 +81,15 @@ def _stream(chunks: Iterator[str], output: str | None) -> None:
 
         atomic_write(output, "".join(chunks).encode("utf-8"))
         return
+    stdout = current().stdout
     for chunk in chunks:
-        sys.stdout.write(chunk)
-    sys.stdout.flush()
+        stdout.write(chunk)
+    stdout.flush()
 
 
 def check_destination(output_format: OutputFormat, output: str | None) -> None:
     """Refuse binary output to a terminal before any work is done."""
-    if output_format in BINARY_FORMATS and output is None and sys.stdout.isatty():
+    if output_format in BINARY_FORMATS and output is None and current().stdout_isatty:
         raise UsageError(
             f"--format {output_format.value} is binary; write it with --output FILE or redirect stdout to a file"
         )
@@ -114,23 +116,31 @@ def emit(
     if isinstance(payload, Iterator):  # streamed text (CSV): the first chunks leave before the rest is made
         _stream(payload, output)
         return
-    if output_format is OutputFormat.table:
-        assert not isinstance(payload, bytes)  # a table is text or a renderable
+    if isinstance(payload, bytes):
+        _deliver_bytes(payload, output)
+    elif output_format is OutputFormat.table and output is None:
+        show(stdout_console(no_color), payload)
+    else:
+        text = render_plain(payload) if output_format is OutputFormat.table else str(payload)
         if output is None:
-            show(stdout_console(no_color), payload)
-            return
-        payload = render_plain(payload)
-    data = payload if isinstance(payload, bytes) else str(payload).encode("utf-8")
+            write_stdout(text)
+        else:
+            from attnx.io.output import atomic_write
+
+            atomic_write(output, text.encode("utf-8"))
+
+
+def _deliver_bytes(data: bytes, output: str | None) -> None:
+    """Binary output: to ``output`` atomically, or as bytes to stdout after the text already written there."""
     if output is not None:
         from attnx.io.output import atomic_write
 
         atomic_write(output, data)
-    elif isinstance(payload, bytes):
-        sys.stdout.flush()
-        sys.stdout.buffer.write(payload)
-        sys.stdout.buffer.flush()
-    else:
-        write_stdout(str(payload))
+        return
+    stdout = current().stdout
+    stdout.flush()
+    stdout.buffer.write(data)
+    stdout.buffer.flush()
 
 
 def emit_view(
@@ -166,16 +176,23 @@ def emit_view(
     console.record = export is not None and wanted == shown and console.is_terminal  # piped: trimmed, not recorded
     show(console, view(shown))
     if export is not None:
-        from attnx.io.output import atomic_write
+        _export(console, view, export, wanted)
 
-        # Piped stdout shows shades where an SVG shows colours: the export then draws its own copy.
-        assert suffix is not None  # export is not None
-        recorder = console if console.record else _recording_console(console.width, wanted)
-        if recorder is not console:
-            recorder.print(view(wanted))
-        saved = {".svg": lambda: recorder.export_svg(title="attnx"), ".html": recorder.export_html,
-                 ".txt": lambda: trimmed(recorder.export_text())}[suffix]()  # fmt: skip
-        atomic_write(export, saved.encode("utf-8"))
+
+def _export(console: Console, view: Callable[[bool], RenderableType], export: str, colour: bool) -> None:
+    """Save the view to ``export`` (.svg, .html or .txt), as ``console`` recorded it or, when it did not, drawn
+    again in ``colour`` or none."""
+    from pathlib import Path
+
+    from attnx.io.output import atomic_write
+
+    # Piped stdout shows shades where an SVG shows colours: the export then draws its own copy.
+    recorder = console if console.record else _recording_console(console.width, colour)
+    if recorder is not console:
+        recorder.print(view(colour))
+    saved = {".svg": lambda: recorder.export_svg(title="attnx"), ".html": recorder.export_html,
+             ".txt": lambda: trimmed(recorder.export_text())}[Path(export).suffix.lower()]()  # fmt: skip
+    atomic_write(export, saved.encode("utf-8"))
 
 
 def _recording_console(width: int, colour: bool) -> Console:
@@ -190,7 +207,7 @@ def render_plain(renderable: RenderableType) -> str:
     """A renderable as plain text (no ANSI), at the width of COLUMNS or 100, for files."""
     from attnx.text import console as inert_console
 
-    width = int(os.environ.get("COLUMNS", "0") or 0) or 100
+    width = current().columns or 100
     buffer = io.StringIO()
     console = inert_console(file=buffer, color_system=None, width=width)
     console.print(renderable)

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from attnx.environment import current
 from attnx.errors import AttnxError, ConfigError, InputError, LimitError
 from attnx.io import jsontext
 from attnx.io.messages import depth_problem, first_clause, located
@@ -75,7 +76,8 @@ class Document:
 
 
 def read_bytes(source: str, limits: Limits | None = None) -> tuple[bytes, str]:
-    """The bytes of ``source`` (a path, or ``-`` for stdin) and its name, never more than ``max_bytes``.
+    """The bytes of ``source`` (a path, or ``-`` for the stdin of the environment in force) and its name, never
+    more than ``max_bytes``.
 
     A regular file's size is checked before it is opened; stdin, pipes and devices are read up to
     one byte past the cap, so an endless stream ends with the same error.
@@ -83,7 +85,7 @@ def read_bytes(source: str, limits: Limits | None = None) -> tuple[bytes, str]:
     limits = limits or Limits.from_env()
     if source == STDIN:
         name = "<stdin>"
-        stream = getattr(sys.stdin, "buffer", None)
+        stream = getattr(current().stdin, "buffer", None)
         if stream is None:  # `attnx run - <&-`: no stdin at all
             raise InputError(f"{name}: stdin is closed; pipe the input in, or give a file")
         try:

@@ -240,17 +240,22 @@ class TestOutputFile:
         ]
         assert not target.exists() and not list(tmp_path.iterdir())
 
-    def test_binary_to_terminal_is_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_binary_to_terminal_is_refused(self) -> None:
         """npz to a terminal without --output is a usage error with a hint."""
         from attnx.cli.options import OutputFormat
         from attnx.cli.output import check_destination
+        from attnx.environment import Environment, using
         from attnx.errors import UsageError
 
-        monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-        with pytest.raises(UsageError, match="is binary; write it with --output FILE or redirect stdout"):
-            check_destination(OutputFormat.npz, None)
-        check_destination(OutputFormat.npz, "x.npz")  # a file is fine
-        check_destination(OutputFormat.json, None)  # text is fine
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        with using(Environment(stdout=Terminal())):
+            with pytest.raises(UsageError, match="is binary; write it with --output FILE or redirect stdout"):
+                check_destination(OutputFormat.npz, None)
+            check_destination(OutputFormat.npz, "x.npz")  # a file is fine
+            check_destination(OutputFormat.json, None)  # text is fine
 
 
 class TestTerminals:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from attnx.environment import Environment, using
 from attnx.errors import ConfigError, InputError, LimitError
 from attnx.io.documents import format_path, load_document, parse_document, read_bytes
 from attnx.io.schema import spec_from_document
@@ -83,10 +84,10 @@ class TestBoundedReading:
         with pytest.raises(LimitError, match=r"^/dev/zero: a stream longer than 1 KiB exceeds the input size cap"):
             read_bytes("/dev/zero", Limits(max_bytes=1024))
 
-    def test_stdin_over_the_cap(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_stdin_over_the_cap(self) -> None:
         """stdin is read up to the cap and refused beyond it."""
-        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"q: 1\n" * 1000)))
-        with pytest.raises(LimitError, match=r"^<stdin>: a stream longer than 1 KiB"):
+        stdin = io.TextIOWrapper(io.BytesIO(b"q: 1\n" * 1000))
+        with using(Environment(stdin=stdin)), pytest.raises(LimitError, match=r"^<stdin>: a stream longer than 1 KiB"):
             read_bytes("-", Limits(max_bytes=1024))
 
     def test_within_the_cap(self, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import signal
 from types import SimpleNamespace
 
@@ -127,19 +128,17 @@ class TestFailures:
             (OutputError("shot.svg: cannot write"), 1, "shot.svg: cannot write"),
         ],
     )
-    def test_one_line_and_its_code(
-        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], failure: Exception, code: int,
-        line: str,
-    ) -> None:  # fmt: skip
+    def test_one_line_and_its_code(self, failure: Exception, code: int, line: str) -> None:
         """The command line (``ended`` under the commands' ``guarded``) says a kept failure in one line and leaves
         with its exit code: 1 for the unexpected, an AttnxError's own otherwise."""
-        from attnx.cli.errors import DEBUG, guarded
+        from attnx.cli.errors import guarded
+        from attnx.environment import Environment, using
 
-        monkeypatch.setitem(DEBUG, "on", False)
-        with pytest.raises(typer.Exit) as left:
+        stderr = io.StringIO()
+        with using(Environment(stderr=stderr, debug=False)), pytest.raises(typer.Exit) as left:
             guarded(ended)(SimpleNamespace(failure=failure, return_code=1))  # type: ignore[arg-type]
         assert left.value.exit_code == code
-        assert capsys.readouterr().err == f"attnx: error: {line}\n"
+        assert stderr.getvalue() == f"attnx: error: {line}\n"
 
     @pytest.mark.parametrize(("code", "signum"), [(129, signal.SIGHUP), (143, signal.SIGTERM)])
     def test_a_signal_is_the_commands_exit(self, code: int, signum: int) -> None:
