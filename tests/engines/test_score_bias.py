@@ -111,6 +111,20 @@ class TestEveryEngine:
         whole = compute(spec, engine, dtype="float64").weights
         np.testing.assert_allclose(compute(chosen, engine, dtype="float64").weights, whole[:, [4, 1]], rtol=1e-13)
 
+    @pytest.mark.parametrize("engine", ENGINES)
+    def test_sinks_join_after_the_bias(self, engine: str) -> None:
+        """With learned sinks, the softmax runs over scale·q·kᵀ + bias and the head's sink logit."""
+        pytest.importorskip(engine)
+        spec = problem(5, 5, 2, 4, causal=True, sink_logits=(0.5, -1.0), seed=11)
+        s = spec.multiplier * np.einsum("hnd,hmd->hnm", *(x.reshape(5, 2, 4).transpose(1, 0, 2) for x in
+                                        (spec.inputs.q, spec.inputs.k))) + spec.score_bias  # fmt: skip
+        e = np.where(np.tril(np.ones((5, 5), dtype=bool)), np.exp(s), 0.0)  # (H, N, M)
+        sink = np.exp(np.array([0.5, -1.0]))[:, None]  # (H, 1)
+        total = e.sum(axis=-1) + sink  # (H, N)
+        result = compute(spec, engine, dtype="float64")
+        np.testing.assert_allclose(result.weights, e / total[..., None], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(result.sink_weights, sink / total, rtol=1e-12, atol=1e-12)
+
     def test_float32_engines_agree(self) -> None:
         """In float32 both engines stay within float32 rounding of the float64 reference."""
         pytest.importorskip("torch")
