@@ -22,9 +22,10 @@ q, k and v share one layout and batch size; k and v one shape (d_v = d_k). Head 
 query may attend a key (SDPA's convention), and lines up with the weights from the right as SDPA broadcasts it:
 ``[N, M]``, ``[B, 1, N, M]`` beside ``[B, H, N, d]`` inputs (one mask for every head), ``[B, N, M]`` beside the
 others, B being 1 or the batch size. Every argument is checked before any arithmetic: a TypeError or ValueError
-names the one it refuses. The tolerance follows ``actual``'s dtype (``attnx.analysis.tolerance.default_tolerance``),
-or the inputs' where they are less precise: a float64 ``actual`` of float32 q, k and v (NumPy 2 promotes
-``s / np.sqrt(d)``) is judged at float32's tolerance, and a report says so.
+names the one it refuses. ``score_bias`` (``[H, N, M]`` or ``[B, H, N, M]``, real finite floats) is added to the
+scaled scores before the mask. The tolerance follows ``actual``'s dtype
+(``attnx.analysis.tolerance.default_tolerance``), or the inputs' where they are less precise: a float64 ``actual``
+of float32 q, k and v (NumPy 2 promotes ``s / np.sqrt(d)``) is judged at float32's tolerance, and a report says so.
 NumPy is imported on first use, torch never: a tensor is read through its own methods.
 """
 
@@ -198,6 +199,7 @@ class _Settings:
     mask: Any
     scale: float | None
     window: int | None
+    score_bias: Any = None
 
     def __post_init__(self) -> None:
         import numpy as np
@@ -246,6 +248,22 @@ def _tolerances(rtol: float | None, atol: float | None) -> None:
         raise (TypeError if "must be a number" in str(exc) else ValueError)(str(exc)) from None
 
 
+def _biases(bias: Any, batch: int, heads: int, n: int, m: int) -> list[np.ndarray | None]:
+    """One ``[H, N, M]`` score bias per batch element (None: no bias): ``[H, N, M]`` for every element, or
+    ``[B, H, N, M]`` with B 1 or the batch size; real, finite floating-point numbers (as q's are checked)."""
+    if bias is None:
+        return [None] * batch
+    values, _ = _array(bias, "score_bias")
+    values.flags.writeable = False  # one read-only array: the specs share it
+    if values.shape == (heads, n, m):
+        return [values] * batch
+    if values.ndim == 4 and values.shape[1:] == (heads, n, m) and values.shape[0] in (1, batch):
+        return [values[0 if len(values) == 1 else b] for b in range(batch)]
+    sizes = "1" if batch == 1 else f"1 or {batch}"
+    raise ValueError(f"score_bias must be [H, N, M] = [{heads}, {n}, {m}] or [B, H, N, M] with B = {sizes}, "
+                     f"got shape {values.shape}")  # fmt: skip
+
+
 def _specs(q: Any, k: Any, v: Any, settings: _Settings) -> list[AttentionSpec]:
     """One spec per batch element."""
     from attnx.core.spec import AttentionSpec
@@ -255,11 +273,12 @@ def _specs(q: Any, k: Any, v: Any, settings: _Settings) -> list[AttentionSpec]:
     n, m = qb.shape[1], kb.shape[1]
     queries, keys = tuple(map(str, range(n))), tuple(map(str, range(m)))
     scale = "sqrt_dk" if settings.scale is None else settings.scale
+    biases = _biases(settings.score_bias, len(qb), settings.heads, n, m)
     return [
         AttentionSpec.build(
             q=qb[b], k=kb[b], v=vb[b], heads=settings.heads, kv_heads=settings.kv_heads, tokens=queries,
             key_tokens=keys, causal=settings.causal, mask=allowed, scale=scale, window=settings.window,
-            source="q, k and v" if len(qb) == 1 else f"q, k and v (batch element {b})",
+            score_bias=biases[b], source="q, k and v" if len(qb) == 1 else f"q, k and v (batch element {b})",
         )
         for b, allowed in enumerate(_masks(settings.mask, len(qb), n, m, qa.ndim))
     ]  # fmt: skip
@@ -293,6 +312,7 @@ def reference(
     mask: Any = None,
     scale: float | None = None,
     window: int | None = None,
+    score_bias: Any = None,
     limits: Limits | None = None,
 ) -> AttentionResult:
     """attnx's float64 result for one sequence (no batch axis, or a batch of 1): weights ``[head, query, key]``,
@@ -303,7 +323,7 @@ def reference(
     from attnx.engines import compute
     from attnx.limits import Limits
 
-    settings = _Settings(heads, kv_heads, causal, mask, scale, window)
+    settings = _Settings(heads, kv_heads, causal, mask, scale, window, score_bias)
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be attnx.limits.Limits or None, got {type(limits).__name__}")
     specs = _specs(q, k, v, settings)
@@ -365,6 +385,7 @@ def assert_attention_close(
     mask: Any = None,
     scale: float | None = None,
     window: int | None = None,
+    score_bias: Any = None,
     rtol: float | None = None,
     atol: float | None = None,
 ) -> None:
@@ -374,9 +395,10 @@ def assert_attention_close(
 
     ``scale`` None is 1/√d; ``kv_heads`` (default ``heads``) groups query heads over fewer K/V heads as
     ``repeat_interleave`` does; ``causal`` aligns the mask top-left, as SDPA's ``is_causal``; ``window``
-    keeps each query's last ``window`` keys (itself included).
+    keeps each query's last ``window`` keys (itself included); ``score_bias`` (``[H, N, M]`` or ``[B, H, N, M]``)
+    is added to the scaled scores before the mask, as T5 adds its position bias.
     """
-    settings = _Settings(heads, kv_heads, causal, mask, scale, window)
+    settings = _Settings(heads, kv_heads, causal, mask, scale, window, score_bias)
     _tolerances(rtol, atol)
     verifications = _verifications(actual, q, k, v, settings, rtol, atol)
     failed = [(b, verification) for b, verification in enumerate(verifications) if not verification.passed]

@@ -259,6 +259,53 @@ class TestMaskArgument:
         assert_attention_close(*sdpa(), heads=2, mask=[[True] * 5] * 3)
 
 
+class TestScoreBiasArgument:
+    """A score bias, [H, N, M] or [B, H, N, M], is added before the mask, as T5 adds its position bias."""
+
+    def test_t5_like_kernel_passes_and_a_biasless_one_fails(self) -> None:
+        """softmax(q·kᵀ + bias + additive mask) in plain torch passes with scale 1; without the bias it fails."""
+        torch = pytest.importorskip("torch")
+        _, q, k, v = sdpa(2)
+        bias = np.random.default_rng(6).standard_normal((2, 2, 3, 5)) * 2  # (B, H, N, M)
+        allowed = torch.ones(3, 5, dtype=torch.bool).tril()
+        additive = torch.zeros(3, 5, dtype=torch.float64).masked_fill(~allowed, torch.finfo(torch.float64).min)
+        tq, tk, tv = (torch.tensor(x) for x in (q, k, v))
+        scores = tq @ tk.transpose(-1, -2)  # (B, H, N, M)
+        t5 = torch.softmax(scores + torch.tensor(bias) + additive, dim=-1) @ tv  # (B, H, N, d)
+        assert_attention_close(t5, q, k, v, heads=2, causal=True, scale=1.0, score_bias=bias)
+        plain = torch.softmax(scores + additive, dim=-1) @ tv
+        with pytest.raises(AssertionError, match="2 of 2 batch elements"):
+            assert_attention_close(plain, q, k, v, heads=2, causal=True, scale=1.0, score_bias=bias)
+
+    def test_reference_adds_it(self) -> None:
+        """reference() with one [H, N, M] bias: scaled = scale · scores + bias, its weights the softmax of that."""
+        _, q, k, v = sdpa(1)
+        bias = np.random.default_rng(7).standard_normal((2, 3, 5))
+        result = reference(q, k, v, heads=2, score_bias=bias)
+        np.testing.assert_allclose(result.scaled, result.scores * 0.5 + bias, rtol=1e-15)
+        e = np.exp(result.scaled - result.scaled.max(axis=-1, keepdims=True))
+        np.testing.assert_allclose(result.weights, e / e.sum(axis=-1, keepdims=True), rtol=1e-13)
+
+    def test_refusals(self) -> None:
+        """A wrong shape, integers or NaN are refused, naming score_bias."""
+        _, q, k, v = sdpa(2)
+        shape = refused(ValueError, lambda: reference(q[:1], k[:1], v[:1], heads=2, score_bias=np.zeros((2, 5, 3))))
+        assert shape == "score_bias must be [H, N, M] = [2, 3, 5] or [B, H, N, M] with B = 1, got shape (2, 5, 3)"
+        batch = refused(
+            ValueError, lambda: assert_attention_close(*sdpa(2), heads=2, score_bias=np.zeros((3, 2, 3, 5)))
+        )
+        assert "with B = 1 or 2, got shape (3, 2, 3, 5)" in batch
+        integers = refused(
+            TypeError, lambda: reference(q[:1], k[:1], v[:1], heads=2, score_bias=np.zeros((2, 3, 5), dtype=int))
+        )
+        assert integers.startswith("score_bias must hold real floating-point numbers")
+        nan = np.zeros((2, 3, 5))
+        nan[1, 2, 0] = np.nan
+        assert "score_bias must hold finite numbers" in refused(
+            ValueError, lambda: reference(q[:1], k[:1], v[:1], heads=2, score_bias=nan)
+        )
+
+
 class TestShapeArguments:
     """q, k, v and the heads agree, or the error names the one that does not."""
 

@@ -54,6 +54,8 @@ def mutant(
     is what a query with no visible key gets: ``zero`` (attnx, SDPA), ``nan`` or ``uniform`` weights.
     """
     scores = np.einsum("hnd,hmd->hnm", q, k[kv_of]) * multiplier  # (H, N, M)
+    if spec.score_bias is not None:  # the input's bias per query head, never the bug
+        scores = scores + spec.score_bias
     cap = spec.settings.softcap
     if cap is not None:
         scores = cap * np.tanh(scores / cap)

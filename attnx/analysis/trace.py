@@ -36,6 +36,8 @@ class KeyLine:
     products summed per turned pair (pair 0 turns fastest), then under partial rotary the unturned
     columns' sum (``Rotary.bands``): which frequencies carry the score, and ``key_unturned`` the key's
     slice before rotary positions turned it (``key`` is after). Both None without rotary positions.
+    ``bias`` is the spec's score bias for this head, query and key (None without one): ``scale · raw + bias``
+    is ``scaled``, or what the soft cap bends into it (``unbent``).
     """
 
     index: int
@@ -54,11 +56,16 @@ class KeyLine:
     is_top: bool
     bands: np.ndarray | None = None
     key_unturned: np.ndarray | None = None
+    bias: float | None = None
 
     @property
     def elided(self) -> int:
         """How many products ``remainder`` stands for."""
         return len(self.products) - len(self.terms)
+
+    def unbent(self, scale: float) -> float:
+        """``scale · raw + bias`` (the bias 0 without one): the scaled score before any soft cap bends it."""
+        return scale * self.raw + (self.bias or 0.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,6 +239,7 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
     kv = result.kv_head(head)
     k, v = result.tensor(K)[kv], result.tensor(V)[kv]  # (M, d_k)
     raw, scaled, weights = (result.tensor(name)[head, row] for name in (SCORES, SCALED, WEIGHTS))  # (M,) each
+    bias = None if result.score_bias is None else result.score_bias[head, row]  # (M,), the rows the matrices hold
     masked = masked_keys(result, row)
     top = row_maxima(weights)
     logits = result.settings.sink_logits
@@ -265,6 +273,7 @@ def _trace_head(result: AttentionResult, head: int, row: int, terms: int | None,
                 is_top=bool(top[j]),
                 bands=None if rotary is None else rotary.bands(products),
                 key_unturned=None if rotary is None else k_unturned[i],
+                bias=None if bias is None else float(bias[j]),
             )
         )
     rest = None

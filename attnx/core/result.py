@@ -14,6 +14,9 @@ from attnx.core.spec import columns_of
 from attnx.core.tensors import COMPUTED, MASK, TENSORS, TensorName
 from attnx.errors import NotComputedError
 
+# Array fields that are inputs a result carries (for the trace), not tensors: no serializer writes them.
+INPUT_ARRAYS = ("score_bias",)
+
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.spec import AttentionSpec
 
@@ -28,7 +31,8 @@ class AttentionResult:
     - ``k``                ``[kv_head, key, d_k]``   each K/V head's slice of K (projected, if W_k exists)
     - ``v``                ``[kv_head, key, d_k]``   each K/V head's slice of V (projected, if W_v exists)
     - ``scores``           ``[head, query, key]``    raw dot products Q_h K_h^T
-    - ``scaled``           ``[head, query, key]``    ``scores * scale`` (before any mask)
+    - ``scaled``           ``[head, query, key]``    ``scores * scale + score_bias`` (soft-capped, with a cap; before
+                                                     any mask)
     - ``weights``          ``[head, query, key]``    softmax of ``scaled`` over the allowed keys
     - ``head_outputs``     ``[head, query, d_k]``    ``weights @ V_h``
     - ``output``           ``[query, d_model]``      head outputs concatenated (dropped heads zeroed)
@@ -49,7 +53,9 @@ class AttentionResult:
     asked for some rows only (``compute(..., rows=...)``; None: every row); ``matrix_row`` finds one.
     ``settings`` are the attention settings it was computed with (its rotary positions, window and soft cap
     among them), ``masking`` the spec's: what its mask is and what it hides. ``heads``, ``kv_heads``, ``layout``,
-    ``scale_mode`` and ``dropped_heads`` read the settings.
+    ``scale_mode`` and ``dropped_heads`` read the settings. ``score_bias`` is the spec's additive bias
+    (``[head, query, key]``, the rows the matrices hold; None: none): an input, not a computed tensor, so no
+    serializer writes it.
     """
 
     tokens: tuple[str, ...]
@@ -82,6 +88,7 @@ class AttentionResult:
     blocked_pairs: int | None = None
     kv_pooled_from: int | None = None
     matrix_rows: tuple[int, ...] | None = None
+    score_bias: np.ndarray | None = None  # an input carried for the trace (INPUT_ARRAYS), not a tensor
 
     def __post_init__(self) -> None:
         for name in TENSORS:
@@ -162,6 +169,7 @@ class AttentionResult:
             kv_pooled_from=spec.kv_pooled_from,
             settings=spec.settings,
             masking=spec.masking,
+            score_bias=spec.score_bias,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )

@@ -43,7 +43,8 @@ class AttentionSettings:
     a causal mask, the heads zeroed before concatenation (0-based), and the rotary positions that turn
     each head's Q and K before the scores (None: none), and a sliding ``window``: query i sees keys
     i − window < j ≤ i, itself and the window − 1 before it (None: no window), and ``softcap``, which
-    bends scaled scores s into softcap · tanh(s / softcap) before the mask (None: none), and ``sink_logits``, one
+    bends scaled scores s (scale · q·k plus the spec's ``score_bias``, if any) into softcap · tanh(s / softcap) before
+    the mask (None: none), and ``sink_logits``, one
     learned logit per query head that joins each row's softmax as a key with no value (gpt-oss): it takes a share
     of the weight, so a row's weights over the keys sum to less than 1 (None: no sinks). Checked when made."""
 

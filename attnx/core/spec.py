@@ -47,6 +47,14 @@ __all__ = [
 ]
 
 
+def read_only(array: np.ndarray) -> np.ndarray:
+    """``array`` itself when it is a read-only float32 or float64 array already (specs alike share it: one bias of a
+    model's stack serves its layers and copies), else a read-only copy (``frozen``)."""
+    if isinstance(array, np.ndarray) and not array.flags.writeable and array.dtype in (np.float32, np.float64):
+        return array
+    return frozen(array)
+
+
 @dataclass(frozen=True, eq=False)
 class AttentionSpec:
     """One multi-head attention problem: inputs, settings, labels and masks, checked to agree.
@@ -60,7 +68,9 @@ class AttentionSpec:
     problem came from, for messages. ``special_keys`` are the keys a model's tokenizer added around the text (``[CLS]``,
     ``<s>``): with key 0, where heads park attention (sinks). ``limits`` are the caps of the run that read
     the problem (a file's, a model's): ``attnx.engines.compute`` checks what it builds against them (None:
-    ``Limits.from_env()``). Make one with ``build`` (flat keywords) or from its parts with ``of``.
+    ``Limits.from_env()``). ``score_bias`` (``[head, query, key]``, one per query head: H × N × M, finite) is added to
+    the scaled scores before the soft cap, the mask and the softmax: ``s = scale · q·k + score_bias`` (T5's relative
+    position bias, ALiBi); None: no bias. Make one with ``build`` (flat keywords) or from its parts with ``of``.
     """
 
     inputs: Inputs
@@ -75,6 +85,7 @@ class AttentionSpec:
     kv_pooled_from: int | None = None
     special_keys: tuple[int, ...] = ()
     limits: Limits | None = None
+    score_bias: np.ndarray | None = None
 
     @property
     def sinks(self) -> tuple[int, ...]:
@@ -113,6 +124,14 @@ class AttentionSpec:
                 raise ConfigError(f"{where}: {count} {what} given but there are {expected} {rows}")
         if self.mask is not None and self.mask.shape != (n, m):
             raise ConfigError(f"{where}: mask must be {n} × {m} (queries × keys), got {shape_text(self.mask)}")
+        bias = self.score_bias
+        if bias is not None and bias.shape != (settings.heads, n, m):
+            raise ConfigError(
+                f"{where}: score_bias must be {settings.heads} × {n} × {m} (heads × queries × keys), "
+                f"got {shape_text(bias)}"
+            )
+        if bias is not None and not np.isfinite(bias).all():
+            raise ConfigError(f"{where}: score_bias must hold finite numbers (mask keys with mask, not -inf)")
         if self.padding is not None and self.padding.shape != (m,):
             raise ConfigError(f"{where}: padding must have one flag per key ({m}), got {self.padding.size}")
         if self.w_o is not None and self.w_o.d_in != d_model:
@@ -136,9 +155,11 @@ class AttentionSpec:
         query_positions: Sequence[int] | None = None,
         mask: np.ndarray | None = None,
         padding: np.ndarray | None = None,
+        score_bias: np.ndarray | None = None,
         **rest: Any,
     ) -> AttentionSpec:
-        """A spec from its parts: labels as tuples, positions 0..N-1 by default, masks as read-only booleans."""
+        """A spec from its parts: labels as tuples, positions 0..N-1 by default, masks as read-only booleans, the
+        score bias as a read-only float array."""
         n = inputs.shapes[0]
         return cls(
             inputs,
@@ -148,6 +169,7 @@ class AttentionSpec:
             tuple(range(n)) if query_positions is None else tuple(query_positions),
             mask=None if mask is None else frozen(mask, bool),
             padding=None if padding is None else frozen(padding, bool),
+            score_bias=None if score_bias is None else read_only(score_bias),
             **rest,
         )
 
@@ -181,7 +203,8 @@ class AttentionSpec:
         **rest: Any,
     ) -> AttentionSpec:
         """A spec from flat keywords, as inputs are written: direct ``q``, ``k``, ``v``, or ``x`` with
-        ``w_q``, ``w_k``, ``w_v`` (and ``x_kv``, ``q_norm``, ``k_norm``); the settings; then ``of``'s keywords."""
+        ``w_q``, ``w_k``, ``w_v`` (and ``x_kv``, ``q_norm``, ``k_norm``); the settings; then ``of``'s keywords
+        (``mask``, ``padding``, ``score_bias``, ...)."""
         inputs: Inputs
         if x is not None:
             if any(a is not None for a in (q, k, v)):
@@ -215,8 +238,10 @@ class AttentionSpec:
         return cls.of(inputs, settings, tokens, key_tokens, source=source, **rest)
 
     def number_arrays(self) -> dict[str, np.ndarray]:
-        """The input's arrays of numbers, by the names messages use: q, k, v, x, x_kv, w_* and b_*."""
+        """The input's arrays of numbers, by the names messages use: q, k, v, x, x_kv, w_*, b_* and score_bias."""
         out = self.inputs.arrays()
+        if self.score_bias is not None:
+            out["score_bias"] = self.score_bias
         if self.w_o is not None:
             out["w_o"] = self.w_o.weight
             if self.w_o.bias is not None:
@@ -286,6 +311,12 @@ class AttentionSpec:
     def masking(self) -> Masking:
         """What the mask is and what it hides (causal, a window, the input's mask and padding), made once."""
         return Masking.of(self.settings, self.mask, self.padding)
+
+    @property
+    def dense_only(self) -> bool:
+        """True when the softmax is more than one over ``scale · q·k``: a setting says so (``dense_only``: a soft
+        cap, learned sinks) or a score bias is added. Fused kernels and the NumPy tiles then stand aside."""
+        return self.settings.dense_only or self.score_bias is not None
 
     def causal_only(self) -> bool:
         """True when the only mask is causal, on queries in their original order: a fused causal kernel's (the
@@ -385,4 +416,5 @@ class AttentionSpec:
             tokens=tuple(self.tokens[i] for i in index),
             query_positions=tuple(self.query_positions[i] for i in index),
             mask=None if self.mask is None else self.mask[index],
+            score_bias=None if self.score_bias is None else frozen(self.score_bias[:, index]),  # (H, n, M)
         )

@@ -98,7 +98,7 @@ _ALL = (
     Tensor(
         SCALED,
         ("head", "query", "key"),
-        "scores × scale (then soft-capped, with a cap), before any mask",
+        "scores × scale + the score bias, if any (then soft-capped, with a cap), before any mask",
         section="scaled",
         matrix=True,
     ),

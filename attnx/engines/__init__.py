@@ -108,7 +108,7 @@ def compute(
         options: dict[str, Any] = {"engine": engine, "dtype": dtype, "device": device, "strict": strict}
         whole = compute(spec, **options, needs=wanted - MATRICES - {MASK}, limits=limits)
         part = compute(spec.select_queries(shown), **options, needs=(MATRICES & wanted) | {MASK}, limits=limits)
-        held = {name: getattr(part, name) for name in (*MATRICES, MASK)}
+        held = {name: getattr(part, name) for name in (*MATRICES, MASK, "score_bias")}  # the rows shown
         return replace(whole, **held, matrix_rows=shown)
     chosen = load_engine(engine)
     resolved = chosen.resolve_device(device)
@@ -205,12 +205,13 @@ def check_caps(
 
     Q, K and V after projection always; the ``[head, query, key]`` matrices when ``needs`` (None: all)
     holds one, for the rows they are computed for (``rows.shown`` when ``rows`` leaves some out). Without
-    a matrix in ``needs`` the engines work in blocks and build none. ``limits`` None: ``caps_for(spec)``.
+    a matrix in ``needs`` the engines work in blocks and build none, but for a spec with a score bias, which is
+    computed on whole matrices (``spec.dense_only``). ``limits`` None: ``caps_for(spec)``.
     ``compute`` calls it first; a caller may call it sooner, to refuse before slow work (reading a
     model's layers, timing smaller sizes).
     """
     limits = caps_for(spec, limits)
-    matrices = needs is None or not MATRICES.isdisjoint(needs)
+    matrices = needs is None or not MATRICES.isdisjoint(needs) or spec.score_bias is not None  # a bias: dense only
     shown = None if rows is None or rows.complete else len(rows.shown)
     limits.check_problem(spec, matrices=matrices, rows=shown)
 

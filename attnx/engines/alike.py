@@ -42,14 +42,16 @@ SHARED = tuple(field.name for field in fields(AttentionSettings) if field.name !
 
 
 def key(spec: AttentionSpec) -> Hashable | None:
-    """What problems computed together must share (the same objects, for weights and masks; else equal values);
+    """What problems computed together must share (the same objects, for weights, masks and a score bias; else equal
+    values);
     None for a problem that is never stacked: direct Q, K, V, cross-attention, or one the NumPy engine tiles."""
     inputs, settings = spec.inputs, spec.settings
     if not isinstance(inputs, ProjectedInputs) or inputs.x_kv is not None:
         return None
-    if settings.heads * spec.n_queries * spec.n_keys > DENSE_LIMIT and not settings.dense_only:
+    if settings.heads * spec.n_queries * spec.n_keys > DENSE_LIMIT and not spec.dense_only:
         return None
-    shared = (inputs.w_q, inputs.w_k, inputs.w_v, inputs.q_norm, inputs.k_norm, spec.w_o, spec.mask, spec.padding)
+    shared = (inputs.w_q, inputs.w_k, inputs.w_v, inputs.q_norm, inputs.k_norm, spec.w_o, spec.mask, spec.padding,
+              spec.score_bias)  # fmt: skip
     return (
         *map(id, shared), inputs.x.shape, inputs.x.dtype, spec.query_positions, spec.kv_pooled_from, id(spec.limits),
         *(getattr(settings, name) for name in SHARED),

@@ -234,7 +234,8 @@ def dense(
     With grouped K/V heads (GQA/MQA) the ``g = H / H_kv`` query heads of a group are stacked along
     the query axis and share one matmul with their K/V head, so K and V are never repeated. A
     matrix not in ``keep`` is overwritten by the next step: without ``scores`` and ``scaled``, one
-    H × N × M array serves all three (fewer passes, and less new memory to fault in). Leading axes
+    H × N × M array serves all three (fewer passes, and less new memory to fault in). The scaled scores are
+    ``scale · scores + score_bias`` (the spec's bias, where it has one), then soft-capped. Leading axes
     (copies, in ``attention_copies``) stay in front of every array.
     """
     *lead, h, n, d_k = q.shape
@@ -246,6 +247,8 @@ def dense(
     else:
         scaled = scores
         scaled *= spec.multiplier  # in place, in NumPy and in torch
+    if spec.score_bias is not None:  # an additive bias per head (T5's relative positions, ALiBi), before the cap
+        scaled += ops.array(spec.score_bias)  # (…, H, N, M); scaled is never scores itself when scores are kept
     cap = spec.settings.softcap
     if cap is not None:  # soft-capped logits (Gemma 2): cap · tanh(s / cap), before the mask
         scaled = ops.tanh(scaled * (1.0 / cap)) * cap

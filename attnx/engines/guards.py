@@ -48,12 +48,12 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     """True when the inputs' magnitude rules out any overflow in ``dtype``: the result need not be scanned.
 
     With every input value within a: Q, K and V are within b = a (or d_in·a² + a, projected);
-    a raw or scaled score within d_k·b²·max(1, |s|); a head output, a weighted mean of V's rows,
-    within b, and the engines' sums of M rescaled terms within M·b; the projected output within
-    d_model·b·a + a. Rotary positions turn pairs of Q's and K's numbers: each stays within √2·b, so
-    a score within 2·d_k·b². A head norm (QK-norm) of width w (d_k per head, H·d_k over the projection)
-    leaves each number within √w·a (a unit-RMS vector's largest is √w, times a weight within a), so Q
-    and K are then within max(b, √w·a).
+    a raw or scaled score within d_k·b²·max(1, |s|), plus a with a score bias (within a); a head output,
+    a weighted mean of V's rows, within b, and the engines' sums of M rescaled terms within M·b; the
+    projected output within d_model·b·a + a. Rotary positions turn pairs of Q's and K's numbers: each
+    stays within √2·b, so a score within 2·d_k·b². A head norm (QK-norm) of width w (d_k per head, H·d_k
+    over the projection) leaves each number within √w·a (a unit-RMS vector's largest is √w, times a
+    weight within a), so Q and K are then within max(b, √w·a).
     Each must stay below the dtype's largest number with room for rounding.
     Only below float64, whose range ``check_range`` has already measured a for; in float64,
     measuring the inputs would cost more than the scan of the output it spares.
@@ -69,7 +69,8 @@ def cannot_overflow(spec: AttentionSpec, dtype: str) -> bool:
     qk = max(b, math.sqrt(max(n.weight.size for n in norms)) * a) if norms else b  # a norm's width: d_k or H · d_k
     rotary = spec.settings.rotary  # turning can double a score, and an attention factor scales q and k alike
     turned = 1.0 if rotary is None else 2.0 * rotary.attention**2
-    bounds = [turned * spec.d_k * qk * qk * max(1.0, abs(spec.multiplier)), spec.n_keys * b]
+    bias = 0.0 if spec.score_bias is None else a  # a score bias is among the inputs a bounds
+    bounds = [turned * spec.d_k * qk * qk * max(1.0, abs(spec.multiplier)) + bias, spec.n_keys * b]
     if spec.w_o is not None:
         bounds.append(spec.d_model * b * a + a)
     return all(bound <= largest * ROUNDING_ROOM for bound in bounds)

@@ -83,9 +83,10 @@ class NumpyEngine:
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec, keep: frozenset[TensorName]
     ) -> dict[TensorName, np.ndarray]:
         """Small problems in one piece; larger ones in tiles on all CPUs (see attnx.engines.tiled), but for a soft
-        cap or learned sinks, which the tiles' exp without a max pass cannot take."""
+        cap, learned sinks or a score bias, which the tiles' exp without a max pass cannot take
+        (``spec.dense_only``)."""
         (h, n, _), m = q.shape, k.shape[1]
-        if h * n * m <= DENSE_LIMIT or spec.settings.dense_only:
+        if h * n * m <= DENSE_LIMIT or spec.dense_only:
             return dense(self, q, k, v, spec, keep)
         return attend_tiled(q, k, v, tiled_rules(spec), keep)
 

@@ -120,9 +120,10 @@ class TorchEngine:
     def attend_heads(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, keep: frozenset[TensorName]
     ) -> dict[TensorName, torch.Tensor]:
-        """Output only: torch's fused scaled_dot_product_attention; with matrices, a soft cap or learned sinks
-        (which SDPA lacks): the dense path."""
-        if keep & MATRICES or spec.settings.dense_only:
+        """Output only: torch's fused scaled_dot_product_attention; with matrices, a soft cap, learned sinks or a
+        score bias (``spec.dense_only``: SDPA lacks the first two; the bias would be one more H × N × M mask): the
+        dense path."""
+        if keep & MATRICES or spec.dense_only:
             return dense(self, q, k, v, spec, keep)
         h, h_kv = q.shape[0], k.shape[0]
         mask_is_causal_only = spec.causal_only()

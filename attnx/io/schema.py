@@ -17,6 +17,7 @@ from attnx.io.cells import (
     describe,
     finite,
     matrix,
+    numeric_array,
     shape,
     token_list,
     vector,
@@ -29,7 +30,7 @@ INPUT_VERSION = 1
 KEYS = (
     "version", "tokens", "query_tokens", "key_tokens", "heads", "kv_heads",
     "q", "k", "v", "x", "x_kv", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "w_o", "b_o",
-    "seed", "d_model", "causal", "mask", "padding", "scale", "layout", "rope", "window", "softcap",
+    "seed", "d_model", "causal", "mask", "padding", "scale", "layout", "rope", "window", "softcap", "score_bias",
 )  # fmt: skip
 DEFAULT_HEADS = 1
 DEFAULT_D_MODEL = 8
@@ -135,6 +136,7 @@ def spec_from_document(doc: Document, overrides: InputOverrides | None = None) -
         causal=causal,
         mask=mask,
         padding=_flags(doc, data, "padding", m) if "padding" in data else None,
+        score_bias=_score_bias(doc, data, heads, n, m) if "score_bias" in data else None,
         limits=doc.limits,
     )
     if overrides.kv_heads is not None and overrides.kv_heads != spec.settings.kv_heads:
@@ -245,6 +247,29 @@ def _mask(doc: Document, data: dict[str, Any], n: int, m: int) -> tuple[bool, np
         got = f"{len(rows)} rows" if rows is not None else describe(value)
         raise doc.error(("mask",), f"expected 'causal' or a {n} × {m} matrix (queries × keys), got {got}")
     return causal, np.array([_flags(doc, {"row": row}, "row", m, path=("mask", i)) for i, row in enumerate(rows)])
+
+
+def _score_bias(doc: Document, data: dict[str, Any], heads: int, n: int, m: int) -> np.ndarray:
+    """``score_bias``: one N × M matrix of real, finite numbers per query head (nested lists H × N × M, or a 3-D
+    array), added to the scaled scores before the soft cap and the mask."""
+    value, path = data["score_bias"], ("score_bias",)
+    expected = f"{heads} × {n} × {m} (heads × queries × keys)"
+    if isinstance(value, np.ndarray):
+        if value.shape != (heads, n, m):
+            raise doc.error(path, f"expected an array of {expected}, got shape {value.shape}")
+        return numeric_array(doc, value, path, ndim=3)
+    if not isinstance(value, list) or len(value) != heads:
+        got = f"{len(value)} heads" if isinstance(value, list) else describe(value)
+        raise doc.error(path, f"expected one matrix per head, {expected}, got {got}")
+    check_shape(doc, path, (heads, n, m))
+    out = []
+    for h, rows in enumerate(value):
+        found = matrix(doc, rows, (*path, h))
+        if found.shape != (n, m):
+            got = " × ".join(map(str, found.shape))
+            raise doc.error((*path, h), f"expected {n} × {m} (queries × keys), got {got}")
+        out.append(found)
+    return np.stack(out)  # (H, N, M)
 
 
 def _switch(doc: Document, data: dict[str, Any], key: str) -> bool:

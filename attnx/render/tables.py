@@ -138,10 +138,10 @@ def _head_sections(
         tables.append(matrix_table("raw scores Q·Kᵀ", held.tensor(SCORES)[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.scaled in sections:
-        title = f"scaled scores (× {fmt(result.scale, max(precision, 4))})"
+        rule = f"× {fmt(result.scale, max(precision, 4))}" + (" + bias" if result.score_bias is not None else "")
         if result.settings.softcap is not None:
-            cap = result.settings.softcap
-            title = f"scaled scores (× {fmt(result.scale, max(precision, 4))}, soft-capped at {cap:g})"
+            rule += f", soft-capped at {result.settings.softcap:g}"
+        title = f"scaled scores ({rule})"
         tables.append(matrix_table(title, held.tensor(SCALED)[head], rows, keys, precision, blocked=blocked,
                                    blocked_numbers=True, **where))  # fmt: skip
     if Section.weights in sections:

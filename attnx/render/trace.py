@@ -174,33 +174,40 @@ def softmax_table(head: HeadTrace, precision: int, *, stacked: bool = False) -> 
     return Group(table, exp_sum_line(head, precision))
 
 
-def scaled_rule(scale: float, softcap: float | None, precision: int) -> str:
-    """How a scaled score is made from the raw one: ``raw × 0.7071``, or with a cap ``C·tanh(raw × s / C)``."""
-    times = f"raw × {fmt(scale, precision)}"
-    return times if softcap is None else f"{softcap:g}·tanh({times} / {softcap:g})"
+def scaled_rule(scale: float, softcap: float | None, precision: int, *, bias: bool = False) -> str:
+    """How a scaled score is made from the raw one: ``raw × 0.7071``, with a score bias ``raw × 0.7071 + bias``, with
+    a cap ``C·tanh(raw × s / C)`` (``C·tanh((raw × s + bias) / C)``)."""
+    times = f"raw × {fmt(scale, precision)}" + (" + bias" if bias else "")
+    if softcap is None:
+        return times
+    return f"{softcap:g}·tanh({f'({times})' if bias else times} / {softcap:g})"
 
 
 def keys_table(head: HeadTrace, trace: Trace, precision: int, entries: int | None, *, arithmetic: bool = True) -> Table:
     """One row per shown key: raw and scaled score, masked, weight and a ``◀ max`` mark.
 
-    With ``arithmetic`` also the key's slice and the dot product term by term. The keys not shown
+    With ``arithmetic`` also the key's slice and the dot product term by term. With a score bias, a ``bias``
+    column between raw and scaled: raw × scale + bias is the scaled score (before a cap). The keys not shown
     are one last row with their total weight. A masked key's scores are shown as computed before
     the mask; its weight is the ``MASKED`` marker, as in every table.
     """
-    table = _table(f"scores (scaled = {scaled_rule(trace.scale, trace.settings.softcap, precision)}) and weights")
+    biased = any(line.bias is not None for line in head.keys)
+    rule = scaled_rule(trace.scale, trace.settings.softcap, precision, bias=biased)
+    table = _table(f"scores (scaled = {rule}) and weights")
     if arithmetic:
         _vectors(table, "K_h[key]", "Q·K term by term")
-    _numbers(table, "raw", "scaled", "masked", "weight")
+    _numbers(table, "raw", *(["bias"] if biased else []), "scaled", "masked", "weight")
     table.add_column("", no_wrap=True)
     for line in head.keys:
         cells = _labels(line)
         if arithmetic:
             cells += [fmt_vector(line.key, precision, entries), dot_product(head.query, line, precision)]
-        cells += [fmt(line.raw, precision), fmt(line.scaled, precision), "yes" if line.masked else "no"]
+        cells += [fmt(line.raw, precision), *([fmt(line.bias or 0.0, precision)] if biased else [])]
+        cells += [fmt(line.scaled, precision), "yes" if line.masked else "no"]
         cells += [_weight(line, precision), TOP_MARK if line.is_top else ""]
         table.add_row(*map(Text, cells), style=_row_style(line))
     if head.rest is not None:
-        cells = _rest_labels(head) + [""] * (2 * arithmetic + 2)
+        cells = _rest_labels(head) + [""] * (2 * arithmetic + 2 + biased)
         cells += [str(head.rest.masked) if head.rest.masked else "no", fmt(head.rest.weight, precision), ""]
         table.add_row(*map(Text, cells), style="italic")
     return table
@@ -341,6 +348,8 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
         sizes += f" · {trace.masking.title_note}"
     if trace.settings.sink_logits is not None:
         sizes += " · learned sinks"
+    if any(line.bias is not None for head in trace.heads for line in head.keys):
+        sizes += " · score bias"
     token = label(trace.token)
     title = f"Trace of {token!r} (query {trace.query}) · {sizes}"
     parts: list[RenderableType] = [Text(title, style="bold")]

@@ -34,6 +34,7 @@ def _head_to_dict(head: HeadTrace) -> dict[str, Any]:
             "products": to_plain(line.products),
             **({} if line.bands is None else {"bands": to_plain(line.bands)}),
             "raw": _number(line.raw),
+            **({} if line.bias is None else {"bias": _number(line.bias)}),
             "scaled": _number(line.scaled),
             "exp": _number(line.exp),
             "masked": line.masked,

@@ -130,6 +130,22 @@ class TestDiagnoses:
         verification = verify_kernel(spec, SavedResult("kernel", {}, {"output": output}, "float64"))
         assert [d.bug for d in verification.diagnoses] == [bug]
 
+    def test_score_bias_is_in_the_reference_and_the_hypotheses(self) -> None:
+        """A kernel that adds the bias right passes; one that adds it but scales by 1/√d_model is named so."""
+        rng = np.random.default_rng(48)
+        q, k, v = rng.standard_normal((3, 5, 8))
+        tokens = tuple("abcde")
+        bias = rng.standard_normal((2, 5, 5)) * 2
+        spec = AttentionSpec.build(q=q, k=k, v=v, heads=2, tokens=tokens, key_tokens=tokens, causal=True,
+                                   score_bias=bias)  # fmt: skip
+        right = compute(spec).weights
+        passed = verify_kernel(spec, SavedResult("kernel", {}, {"weights": right}, "float64"))
+        assert passed.passed and passed.diagnoses == ()
+        wrong = compute(dataclasses.replace(spec, settings=dataclasses.replace(spec.settings, scale="sqrt_d_model")))
+        assert not np.allclose(wrong.weights, right)
+        failed = verify_kernel(spec, SavedResult("kernel", {}, {"weights": wrong.weights}, "float64"))
+        assert [d.bug for d in failed.diagnoses] == ["scale 1/√d_model"]
+
 
 class TestVerification:
     """What a verification reports."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from attnx.core import tensors
-from attnx.core.result import AttentionResult
+from attnx.core.result import INPUT_ARRAYS, AttentionResult
 from attnx.core.tensors import (
     COMPUTED,
     EXPORTED,
@@ -65,9 +65,11 @@ NOT_TENSORS: dict[str, set[str]] = {
 
 class TestRegistry:
     def test_result_fields_are_the_registry(self) -> None:
-        """Every array field of AttentionResult is a registered tensor, and every tensor is a field."""
+        """Every array field of AttentionResult is a registered tensor or an input it carries, and every tensor is a
+        field."""
         arrays = {f.name for f in dataclasses.fields(AttentionResult) if "ndarray" in str(f.type)}
-        assert arrays == set(TENSORS)
+        assert INPUT_ARRAYS == ("score_bias",)
+        assert arrays - set(INPUT_ARRAYS) == set(TENSORS)
 
     def test_matrices_are_the_n_by_m_tensors(self) -> None:
         """The arrays the engines build only on request are those with a query and a key axis."""

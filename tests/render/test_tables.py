@@ -12,6 +12,7 @@ from rich.console import Console
 
 from attnx.analysis.ablation import ablation
 from attnx.core.result import AttentionResult
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.io import load_spec
 from attnx.render.numbers import MASKED, MASKED_NOTE
@@ -171,3 +172,20 @@ class TestSummaryLine:
         text = plain(run_view(worked(), [Section.q], 2))
         assert ["cat", "0.00", "2.00"] in [line.split() for line in text.splitlines()]
         assert np.array_equal(worked().q[0, 1], [0.0, 2.0])
+
+
+class TestScoreBiasTitle:
+    """The scaled scores' title says when a score bias is in them."""
+
+    def test_bias_in_the_title(self) -> None:
+        """With a bias the title reads ``× s + bias`` (then the cap); without, as before."""
+        rng = np.random.default_rng(0)
+        q, k, v = rng.standard_normal((3, 3, 4))
+        tokens = ("a", "b", "c")
+        spec = AttentionSpec.build(q=q, k=k, v=v, heads=1, tokens=tokens, key_tokens=tokens, softcap=5.0,
+                                   score_bias=rng.standard_normal((1, 3, 3)))  # fmt: skip
+        text = plain(run_view(compute(spec), [Section.scaled], 4))
+        assert "scaled scores (× 0.5000 + bias, soft-capped at 5)" in text
+        plain_text = plain(run_view(compute(spec.with_settings(softcap=None)), [Section.scaled], 4))
+        assert "+ bias" in plain_text
+        assert "scaled scores (× 0.7071) " in plain(run_view(compute(loaded()), [Section.scaled], 4))

@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 
 from attnx.analysis.trace import Trace, build_trace
+from attnx.core.spec import AttentionSpec
 from attnx.engines import compute
 from attnx.io import load_spec
 from attnx.render.numbers import fmt
@@ -269,3 +270,41 @@ class TestTraceToDict:
         data = trace_to_dict(dataclasses.replace(trace, heads=(broken,)))
         assert data["heads"][0]["keys"][0]["raw"] is None
         json.loads(dumps(data))
+
+
+class TestScoreBias:
+    """A trace under a score bias shows a bias column and says so; one without shows neither."""
+
+    def biased(self) -> Trace:
+        """Query 2 of 4 causal tokens, 2 heads, a random bias."""
+        rng = np.random.default_rng(1)
+        q, k, v = rng.standard_normal((3, 4, 4))
+        tokens = ("the", "cat", "sat", "on")
+        spec = AttentionSpec.build(q=q, k=k, v=v, heads=2, tokens=tokens, key_tokens=tokens, causal=True,
+                                   score_bias=rng.standard_normal((2, 4, 4)))  # fmt: skip
+        return build_trace(compute(spec.select_queries([2])), heads=[1])
+
+    def test_bias_column_within_80_columns(self) -> None:
+        """The keys table has raw, bias and scaled, whose numbers add up, and every line fits 80 columns."""
+        trace = self.biased()
+        text = render(trace, width=80)
+        assert "score bias" in text.splitlines()[0]
+        assert "scores (scaled = raw × 0.7071 + bias) and weights" in text
+        assert re.search(r"#\s+key\s+raw\s+bias\s+scaled\s+masked\s+weight", text)
+        line = trace.heads[0].keys[0]
+        row = f"0  the  {fmt(line.raw, 4)}  {fmt(line.bias or 0.0, 4)}  {fmt(line.scaled, 4)}      no  {fmt(line.weight, 4)}"
+        assert row in text
+        assert max(map(len, text.splitlines())) <= 80
+
+    def test_softcap_rule(self) -> None:
+        """With a cap the rule bends the sum: C·tanh((raw × s + bias) / C)."""
+        trace = self.biased()
+        capped = dataclasses.replace(trace, settings=dataclasses.replace(trace.settings, softcap=5.0))
+        assert "scaled = 5·tanh((raw × 0.7071 + bias) / 5)" in render(capped)
+
+    def test_json_has_bias_only_with_one(self) -> None:
+        """Each key of the JSON has ``bias`` under a bias, and none without."""
+        keys = trace_to_dict(self.biased())["heads"][0]["keys"]
+        assert all(isinstance(key["bias"], float) for key in keys)
+        assert all("bias" not in key for key in trace_to_dict(worked_trace("cat"))["heads"][0]["keys"])
+        assert "bias" not in render(worked_trace("cat"))
