@@ -52,63 +52,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-if TYPE_CHECKING:  # pragma: no cover - the type checker sees each group as the frozen dataclass it is
-    from dataclasses import dataclass as flag_group
-else:
-
-    def flag_group(*, frozen: bool) -> Callable[[type], type]:
-        """``dataclasses.dataclass(frozen=True)``, its ``__init__``, ``__eq__``, ``__hash__`` and ``__repr__`` those
-        of ``FlagGroup``, written once, instead of made for each group.
-
-        Making a dataclass writes and compiles its methods' source: 16 ms of every start-up for this module's 15
-        groups, where these four were 60% of it (``python -X importtime``, AMD EPYC 2 cores, Python 3.11). A
-        frozen dataclass must be one to its subclasses, so the class stays one; its fields, ``dataclasses.fields``
-        and ``replace``, and freezing are as before.
-        """
-        return dataclasses.dataclass(frozen=frozen, init=False, eq=False, repr=False)
-
 
 class FlagGroup:
-    """A group of flags: a frozen dataclass whose fields are options (see ``grouped``).
-
-    Its ``__init__`` (keywords only), ``__eq__``, ``__hash__`` and ``__repr__`` do what a frozen dataclass's would
-    (``flag_group``); a subclass made by ``dataclasses.dataclass`` itself (``attnx/cli/check.py``) has its own.
-    """
-
-    def __init__(self, **values: Any) -> None:
-        fields = dataclasses.fields(typing.cast(Any, self))
-        unknown = values.keys() - {field.name for field in fields}
-        if unknown:
-            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {min(unknown)!r}")
-        for field in fields:
-            if field.name in values:
-                value = values[field.name]
-            elif field.default is not dataclasses.MISSING:
-                value = field.default
-            elif field.default_factory is not dataclasses.MISSING:
-                value = field.default_factory()
-            else:
-                raise TypeError(f"{type(self).__name__}() missing required keyword argument {field.name!r}")
-            object.__setattr__(self, field.name, value)
-        post_init = getattr(self, "__post_init__", None)
-        if post_init is not None:
-            post_init()
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, field.name) for field in dataclasses.fields(typing.cast(Any, self)))
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = dataclasses.fields(typing.cast(Any, self))
-        shown = ", ".join(f"{field.name}={getattr(self, field.name)!r}" for field in fields if field.repr)
-        return f"{type(self).__qualname__}({shown})"
+    """A group of flags: the base of each frozen dataclass whose fields are options (see ``grouped``)."""
 
     def given(self) -> dict[str, object]:
         """Each flag of the group as typed on the command line (``-H/--heads``, ``--seed``) -> its value (None or
@@ -175,7 +121,7 @@ def grouped(command: F) -> F:
     return typing.cast(F, expanded)
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RandomFlags(FlagGroup):
     """--seed, --tokens, --d-model: random Q, K and V in place of an input."""
 
@@ -198,7 +144,7 @@ class RandomFlags(FlagGroup):
         return InputOverrides(seed=self.seed, tokens=tokens, d_model=self.d_model, heads=heads, kv_heads=kv_heads)
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SettingFlags(FlagGroup):
     """--causal, --window, --softcap, --rope-theta, --rope-pairs: attention settings any input can take.
 
@@ -239,7 +185,7 @@ class SettingFlags(FlagGroup):
         return {name: value for name, value in values.items() if value is not None}
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class HeadFlags(FlagGroup):
     """-H, --kv-heads, --scale, --layout: how the heads split the input and scale their scores."""
 
@@ -270,7 +216,7 @@ class HeadFlags(FlagGroup):
         return {name: value for name, value in values.items() if value is not None}
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class InputFlags(SettingFlags, RandomFlags, HeadFlags):
     """Everything that replaces the input's keys: the head, random-input and setting flags together."""
 
@@ -285,7 +231,7 @@ class InputFlags(SettingFlags, RandomFlags, HeadFlags):
         return self.input_overrides(self.heads, self.kv_heads), SettingOverrides(**changes)
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PickFlags(FlagGroup):
     """--head: one head of the input, shown (or traced) alone."""
 
@@ -305,7 +251,7 @@ class PickFlags(FlagGroup):
         return resolve_head(self.head, n_heads)
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CompareFlags(FlagGroup):
     """--tensor, --array-layout, --rtol, --atol: what a comparison reads and how close is close enough."""
 
@@ -334,7 +280,7 @@ class CompareFlags(FlagGroup):
             raise UsageError(str(exc)) from None
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckpointFlags(FlagGroup):
     """--model: a local checkpoint (``detect``'s: it reads random sequences, or its own --texts)."""
 
@@ -344,7 +290,7 @@ class CheckpointFlags(FlagGroup):
     ] = None
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TextFlags(CheckpointFlags):
     """--model, --text: a local checkpoint and the text it reads."""
 
@@ -361,7 +307,7 @@ class TextFlags(CheckpointFlags):
         return any(value is not None for value in dataclasses.asdict(self).values())
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelFlags(TextFlags):
     """--model, --text, --layer: one layer of a local checkpoint as the input."""
 
@@ -373,7 +319,7 @@ class ModelFlags(TextFlags):
     ] = None
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelPairFlags(FlagGroup):
     """--model once (sweep a layer of it) or twice (compare two checkpoints head by head), --text, --layer."""
 
@@ -407,12 +353,12 @@ class ModelPairFlags(FlagGroup):
         return ModelFlags(model=self.model[0] if self.model else None, text=self.text, layer=self.layer)
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class EngineFlags(FlagGroup):
     """--engine, --device, --dtype: what computes, where, in which floating-point type."""
 
     engine: Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")] = (
-        Engine("numpy")
+        Engine("numpy")  # noqa: RUF009 - a member of an Enum, which never changes
     )
     device: Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")] = (
         Device.auto
@@ -426,7 +372,7 @@ class EngineFlags(FlagGroup):
         return {"engine": self.engine.value, "dtype": self.dtype and self.dtype.value, "device": self.device.value}
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CapFlags(FlagGroup):
     """--max-bytes, --max-yaml-bytes, --max-depth, --max-dimension, --max-elements, --max-weight-bytes: the caps."""
 
@@ -467,7 +413,7 @@ class Destination:
         emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class OutputFlags(Destination, FlagGroup):
     """--output, --no-color: where the result goes, and whether a terminal sees colour."""
 
@@ -475,7 +421,7 @@ class OutputFlags(Destination, FlagGroup):
     no_color: NoColorOpt = False
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ViewFlags(Destination, FlagGroup):
     """--output, --view, --rows, --export, --quiet, --no-color: where the result goes and how it looks.
 
@@ -517,7 +463,7 @@ class ViewFlags(Destination, FlagGroup):
         return parse_limit(self.rows, "--rows")
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ShownFlags(FlagGroup):
     """--precision, --format: the decimals tables show, and whether a report is a table or JSON."""
 
@@ -525,7 +471,7 @@ class ShownFlags(FlagGroup):
     output_format: ReportFormatOpt = ReportFormat.table
 
 
-@flag_group(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ReportFlags(CapFlags, ViewFlags, ShownFlags, EngineFlags):
     """The options a report command (heads, diff, rollout, ablate) ends with, in this order: the engine
     (``EngineFlags``), the decimals and the format, where the report goes and how it looks (``ViewFlags``), and
