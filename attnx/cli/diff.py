@@ -9,21 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from attnx.cli.errors import ExitCode, guarded
-from attnx.cli.flags import (
-    CapFlags,
-    CompareFlags,
-    EngineFlags,
-    FlagGroup,
-    ModelPairFlags,
-    RandomFlags,
-    ReportFlags,
-    SettingFlags,
-    TextFlags,
-    grouped,
-)
+from attnx.cli.flaggroup import FlagGroup, grouped
+from attnx.cli.flags import CapFlags, CompareFlags, EngineFlags, ModelPairFlags, RandomFlags, SettingFlags, TextFlags
 from attnx.cli.inputs import flag_worded
 from attnx.cli.options import OutputFormat, parse_scale
 from attnx.cli.output import warn_fully_masked
+from attnx.cli.viewflags import ReportFlags
 from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
