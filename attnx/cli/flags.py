@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attnx.cli.flaggroup import FlagGroup, grouped
+from attnx.cli.flaggroup import FlagGroup, flag_group, grouped
 from attnx.cli.options import (
     MODEL_HELP,
     ArrayLayoutOpt,
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class RandomFlags(FlagGroup):
     """--seed, --tokens, --d-model: random Q, K and V in place of an input."""
 
@@ -70,7 +70,7 @@ class RandomFlags(FlagGroup):
         return InputOverrides(seed=self.seed, tokens=tokens, d_model=self.d_model, heads=heads, kv_heads=kv_heads)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class SettingFlags(FlagGroup):
     """--causal, --window, --softcap, --rope-theta, --rope-pairs: attention settings any input can take.
 
@@ -111,7 +111,7 @@ class SettingFlags(FlagGroup):
         return {name: value for name, value in values.items() if value is not None}
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class HeadFlags(FlagGroup):
     """-H, --kv-heads, --scale, --layout: how the heads split the input and scale their scores."""
 
@@ -142,7 +142,7 @@ class HeadFlags(FlagGroup):
         return {name: value for name, value in values.items() if value is not None}
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class InputFlags(SettingFlags, RandomFlags, HeadFlags):
     """Everything that replaces the input's keys: the head, random-input and setting flags together."""
 
@@ -157,7 +157,7 @@ class InputFlags(SettingFlags, RandomFlags, HeadFlags):
         return self.input_overrides(self.heads, self.kv_heads), SettingOverrides(**changes)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class PickFlags(FlagGroup):
     """--head: one head of the input, shown (or traced) alone."""
 
@@ -177,7 +177,7 @@ class PickFlags(FlagGroup):
         return resolve_head(self.head, n_heads)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class CompareFlags(FlagGroup):
     """--tensor, --array-layout, --rtol, --atol: what a comparison reads and how close is close enough."""
 
@@ -206,7 +206,7 @@ class CompareFlags(FlagGroup):
             raise UsageError(str(exc)) from None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class CheckpointFlags(FlagGroup):
     """--model: a local checkpoint (``detect``'s: it reads random sequences, or its own --texts)."""
 
@@ -216,7 +216,7 @@ class CheckpointFlags(FlagGroup):
     ] = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class TextFlags(CheckpointFlags):
     """--model, --text: a local checkpoint and the text it reads."""
 
@@ -233,7 +233,7 @@ class TextFlags(CheckpointFlags):
         return any(value is not None for value in dataclasses.asdict(self).values())
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class ModelFlags(TextFlags):
     """--model, --text, --layer: one layer of a local checkpoint as the input."""
 
@@ -245,7 +245,7 @@ class ModelFlags(TextFlags):
     ] = None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class ModelPairFlags(FlagGroup):
     """--model once (sweep a layer of it) or twice (compare two checkpoints head by head), --text, --layer."""
 
@@ -279,12 +279,12 @@ class ModelPairFlags(FlagGroup):
         return ModelFlags(model=self.model[0] if self.model else None, text=self.text, layer=self.layer)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class EngineFlags(FlagGroup):
     """--engine, --device, --dtype: what computes, where, in which floating-point type."""
 
     engine: Annotated[Engine, typer.Option("--engine", "-e", help="Engine that computes (torch is optional).")] = (
-        Engine("numpy")  # noqa: RUF009 - a member of an Enum, which never changes
+        Engine("numpy")
     )
     device: Annotated[Device, typer.Option("--device", help="Device: auto picks cuda, then mps, then cpu.")] = (
         Device.auto
@@ -298,7 +298,7 @@ class EngineFlags(FlagGroup):
         return {"engine": self.engine.value, "dtype": self.dtype and self.dtype.value, "device": self.device.value}
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class CapFlags(FlagGroup):
     """--max-bytes, --max-yaml-bytes, --max-depth, --max-dimension, --max-elements, --max-weight-bytes: the caps."""
 

@@ -6,14 +6,13 @@ everything a report command ends with.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from attnx.cli.flaggroup import FlagGroup
+from attnx.cli.flaggroup import FlagGroup, flag_group
 from attnx.cli.flags import CapFlags, EngineFlags
 from attnx.cli.options import (
     AnyFormat,
@@ -56,7 +55,7 @@ class Destination:
         emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class OutputFlags(Destination, FlagGroup):
     """--output, --no-color: where the result goes, and whether a terminal sees colour."""
 
@@ -64,7 +63,7 @@ class OutputFlags(Destination, FlagGroup):
     no_color: NoColorOpt = False
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class ViewFlags(Destination, FlagGroup):
     """--output, --view, --rows, --export, --quiet, --no-color: where the result goes and how it looks.
 
@@ -106,7 +105,7 @@ class ViewFlags(Destination, FlagGroup):
         return parse_limit(self.rows, "--rows")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class ShownFlags(FlagGroup):
     """--precision, --format: the decimals tables show, and whether a report is a table or JSON."""
 
@@ -114,7 +113,7 @@ class ShownFlags(FlagGroup):
     output_format: ReportFormatOpt = ReportFormat.table
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@flag_group(frozen=True)
 class ReportFlags(CapFlags, ViewFlags, ShownFlags, EngineFlags):
     """The options a report command (heads, diff, rollout, ablate) ends with, in this order: the engine
     (``EngineFlags``), the decimals and the format, where the report goes and how it looks (``ViewFlags``), and

@@ -1,4 +1,4 @@
-"""Flag groups behave as the frozen dataclasses they are, with FlagGroup's methods."""
+"""Flag groups made by ``flag_group`` behave as the frozen dataclasses they are, with FlagGroup's methods."""
 
 from __future__ import annotations
 
