@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnx.analysis.heads import chosen_queries, on_sinks, sink_keys, sink_mass
-from attnx.core.measures import MEASURES
+from attnx.core.measures import MEASURES, Measure
 from attnx.core.result import AttentionResult
 from attnx.core.tensors import HEAD_OUTPUTS, WEIGHTS, V
 
@@ -84,10 +84,16 @@ def value_shares(result: AttentionResult, w_o: np.ndarray | None = None) -> np.n
     return np.divide(pairs, totals, out=np.zeros_like(pairs), where=totals > 0)
 
 
+def _threshold(measure: Measure) -> float:
+    """``measure``'s threshold, which the registry gives each measure this module notes heads by."""
+    if measure.threshold is None:
+        raise RuntimeError(f"the measure registry gives {measure.name!r} no threshold (attnx/core/measures.py)")
+    return measure.threshold
+
+
 _SINK, _SHARE = MEASURES["sink"], MEASURES["share"]
-assert _SINK.threshold is not None and _SHARE.threshold is not None  # both registry entries have one
-SINK: float = _SINK.threshold  # a head whose sink mass reaches this is noted a sink
-FAINT: float = _SHARE.threshold  # a labelled head whose write share is below this is flagged faint
+SINK: float = _threshold(_SINK)  # a head whose sink mass reaches this is noted a sink
+FAINT: float = _threshold(_SHARE)  # a labelled head whose write share is below this is flagged faint
 
 
 @dataclass(frozen=True, eq=False)

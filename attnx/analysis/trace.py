@@ -149,14 +149,13 @@ def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | 
     A token is matched on its text as tables show it: exactly, or else with surrounding spaces
     stripped from both sides, so that ``cat`` finds the byte-level token shown as `` cat``.
     """
-    if (token is None) == (query is None):
-        raise ChoiceError(f"pick one query, by its token or by its position; tokens: {listing(tokens)}")
-    if query is not None:
+    if token is None and query is not None:
         row = from_end(query, len(tokens))
         if row is None:
             raise ChoiceError(f"query {query} is out of range; the input has queries {span(len(tokens))}")
         return row
-    assert token is not None  # exactly one of the two is given
+    if token is None or query is not None:
+        raise ChoiceError(f"pick one query, by its token or by its position; tokens: {listing(tokens)}")
     found = [i for i, t in enumerate(tokens) if t == token]
     if not found and token.strip():
         found = [i for i, t in enumerate(tokens) if t.strip() == token.strip()]

@@ -9,9 +9,11 @@ from typing import Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import ReportFlags, TextFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import TextFlags
 from attnx.cli.inputs import flag_worded, model_session, require_checkpoint
 from attnx.cli.options import OutputFormat, View
+from attnx.cli.viewflags import ReportFlags
 from attnx.errors import UsageError
 
 HeadOpt = Annotated[

@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, OutputFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import CapFlags
 from attnx.cli.options import Dtype, OutputFormat, ReportFormat, ReportFormatOpt
 from attnx.cli.output import colour_allowed
+from attnx.cli.viewflags import OutputFlags
 from attnx.core.tensors import OUTPUT
 from attnx.errors import UsageError
 

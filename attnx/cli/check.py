@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import ExitCode, guarded
-from attnx.cli.flags import CapFlags, CompareFlags, EngineFlags, FlagGroup, InputFlags, ModelFlags, OutputFlags, grouped
+from attnx.cli.flaggroup import FlagGroup, grouped
+from attnx.cli.flags import CapFlags, CompareFlags, EngineFlags, InputFlags, ModelFlags
 from attnx.cli.inputs import flag_worded, load_input
 from attnx.cli.options import ConfigArg, KernelDtype, OutputFormat, RowFormat, RowFormatOpt
+from attnx.cli.viewflags import OutputFlags
 from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags, ViewFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags
 from attnx.cli.inputs import STDIN, flag_worded, open_checkpoint, progress_for, require_checkpoint
 from attnx.cli.options import OutputFormat, PrecisionOpt, RecordFormat, TextsOpt, choices
+from attnx.cli.viewflags import ViewFlags
 from attnx.core.measures import DETECT
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -9,21 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from attnx.cli.errors import ExitCode, guarded
-from attnx.cli.flags import (
-    CapFlags,
-    CompareFlags,
-    EngineFlags,
-    FlagGroup,
-    ModelPairFlags,
-    RandomFlags,
-    ReportFlags,
-    SettingFlags,
-    TextFlags,
-    grouped,
-)
+from attnx.cli.flaggroup import FlagGroup, grouped
+from attnx.cli.flags import CapFlags, CompareFlags, EngineFlags, ModelPairFlags, RandomFlags, SettingFlags, TextFlags
 from attnx.cli.inputs import flag_worded
 from attnx.cli.options import OutputFormat, parse_scale
 from attnx.cli.output import warn_fully_masked
+from attnx.cli.viewflags import ReportFlags
 from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -185,14 +176,13 @@ def diff(
     fixed = {name: values[0] for name, values in lists.items() if len(values) == 1}
     described = random.input_overrides(fixed.get("heads"), fixed.get("kv_heads"))  # type: ignore[arg-type]
     overrides = SettingOverrides(**(settings.changes() | fixed))
-    if b is not None:
+    if a is not None and b is not None:  # typer fills A before B
         if one.wanted:
             raise UsageError("--model replaces A and B: with a model, diff sweeps one setting of its layer")
         if lists:
             raise UsageError("give two inputs A B, or one input and one of --heads, --scale, --layout, --kv-heads")
         if a == b == "-":
             raise UsageError("only one of A and B can be - (stdin)")
-        assert a is not None  # typer fills A before B
         compare_two((a, b), described, overrides, compare, report)
         return
     sweeps = {name: values for name, values in lists.items() if len(values) > 1}

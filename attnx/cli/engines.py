@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import OutputFlags, grouped
+from attnx.cli.flaggroup import grouped
 from attnx.cli.options import OutputFormat, RowFormat, RowFormatOpt
+from attnx.cli.viewflags import OutputFlags
 
 
 @guarded

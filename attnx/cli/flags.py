@@ -1,180 +1,52 @@
-"""Flag groups: the options several commands share, each declared once as a field of a small frozen dataclass.
+"""Flag groups of what a command reads and computes with: the input, its settings, a checkpoint, engine, caps.
 
-A field's ``Annotated`` type carries its Typer option. A command takes the groups it offers as parameters
-(``def run(config: ConfigArg = None, *, inputs: InputFlags, engine: EngineFlags, ...)``) and ``grouped``
-expands them, once, into the flat signature Typer reads; each call gathers the values back into the groups.
-A group parameter's default (``display: ViewFlags = ViewFlags(view=View.heatmap)``) sets the defaults its
-options show for that command.
+Each group is a frozen dataclass whose fields are Typer options (``attnx/cli/flaggroup.py``). The groups that say
+where a result goes and how it looks are in ``attnx/cli/viewflags.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-import typing
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attnx.cli.flaggroup import FlagGroup, flag_group, grouped
 from attnx.cli.options import (
     MODEL_HELP,
-    AnyFormat,
     ArrayLayoutOpt,
     Device,
     Dtype,
     Engine,
     Layout,
-    NoColorOpt,
-    OutputFormat,
-    OutputOpt,
-    PrecisionOpt,
-    QuietOpt,
-    ReportFormat,
-    ReportFormatOpt,
     RopePairs,
-    View,
     cap_option,
-    parse_limit,
     parse_scale,
 )
-from attnx.cli.output import Producer, emit, emit_view
 from attnx.environment import current
 from attnx.errors import ConfigError, UsageError
 from attnx.limits import CAPS, Limits
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rich.console import RenderableType
-
     from attnx.core.overrides import SettingOverrides
     from attnx.engines.placement import Placement
     from attnx.io import InputOverrides
 
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-if TYPE_CHECKING:  # pragma: no cover - the type checker sees each group as the frozen dataclass it is
-    from dataclasses import dataclass as flag_group
-else:
-
-    def flag_group(*, frozen: bool) -> Callable[[type], type]:
-        """``dataclasses.dataclass(frozen=True)``, its ``__init__``, ``__eq__``, ``__hash__`` and ``__repr__`` those
-        of ``FlagGroup``, written once, instead of made for each group.
-
-        Making a dataclass writes and compiles its methods' source: 16 ms of every start-up for this module's 15
-        groups, where these four were 60% of it (``python -X importtime``, AMD EPYC 2 cores, Python 3.11). A
-        frozen dataclass must be one to its subclasses, so the class stays one; its fields, ``dataclasses.fields``
-        and ``replace``, and freezing are as before.
-        """
-        return dataclasses.dataclass(frozen=frozen, init=False, eq=False, repr=False)
-
-
-class FlagGroup:
-    """A group of flags: a frozen dataclass whose fields are options (see ``grouped``).
-
-    Its ``__init__`` (keywords only), ``__eq__``, ``__hash__`` and ``__repr__`` do what a frozen dataclass's would
-    (``flag_group``); a subclass made by ``dataclasses.dataclass`` itself (``attnx/cli/check.py``) has its own.
-    """
-
-    def __init__(self, **values: Any) -> None:
-        fields = dataclasses.fields(typing.cast(Any, self))
-        unknown = values.keys() - {field.name for field in fields}
-        if unknown:
-            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {min(unknown)!r}")
-        for field in fields:
-            if field.name in values:
-                value = values[field.name]
-            elif field.default is not dataclasses.MISSING:
-                value = field.default
-            elif field.default_factory is not dataclasses.MISSING:
-                value = field.default_factory()
-            else:
-                raise TypeError(f"{type(self).__name__}() missing required keyword argument {field.name!r}")
-            object.__setattr__(self, field.name, value)
-        post_init = getattr(self, "__post_init__", None)
-        if post_init is not None:
-            post_init()
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, field.name) for field in dataclasses.fields(typing.cast(Any, self)))
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = dataclasses.fields(typing.cast(Any, self))
-        shown = ", ".join(f"{field.name}={getattr(self, field.name)!r}" for field in fields if field.repr)
-        return f"{type(self).__qualname__}({shown})"
-
-    def given(self) -> dict[str, object]:
-        """Each flag of the group as typed on the command line (``-H/--heads``, ``--seed``) -> its value (None or
-        False when not given), for messages that name the first one given."""
-        fields = dataclasses.fields(typing.cast(Any, self))  # every group is a dataclass
-        return {_flag_of(type(self), field.name): getattr(self, field.name) for field in fields}
-
-
-@functools.cache
-def _hints(group: type) -> dict[str, Any]:
-    """The resolved ``Annotated`` types of a group's fields (read once per group)."""
-    return typing.get_type_hints(group, include_extras=True)
-
-
-def _flag_of(group: type, name: str) -> str:
-    """How a field of ``group`` is typed on the command line, short form first: ``-H/--heads``, ``--seed``."""
-    for extra in getattr(_hints(group)[name], "__metadata__", ()):
-        if isinstance(extra, typer.models.OptionInfo):
-            decls = [d for d in (extra.default, *(extra.param_decls or ())) if isinstance(d, str) and d.startswith("-")]
-            return "/".join(sorted(decls, key=len))
-    return "--" + name.replace("_", "-")
-
-
-def _is_group(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, FlagGroup) and dataclasses.is_dataclass(annotation)
-
-
-def grouped(command: F) -> F:
-    """``command`` with each FlagGroup parameter expanded into its options (the signature Typer reads).
-
-    The options keep the group's field order; two groups that declare the same option name are an error
-    when the command is defined, not when it runs.
-    """
-    hints = typing.get_type_hints(command, include_extras=True)
-    parameters: list[inspect.Parameter] = []
-    groups: dict[str, tuple[type, list[str]]] = {}
-    for parameter in inspect.signature(command).parameters.values():
-        annotation = hints[parameter.name]
-        if not _is_group(annotation):
-            parameters.append(parameter.replace(annotation=annotation, kind=inspect.Parameter.KEYWORD_ONLY))
-            continue
-        base = None if parameter.default is inspect.Parameter.empty else parameter.default
-        names = [field.name for field in dataclasses.fields(annotation)]
-        groups[parameter.name] = (annotation, names)
-        for field in dataclasses.fields(annotation):
-            default = getattr(base, field.name) if base is not None else field.default
-            parameters.append(
-                inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                  annotation=_hints(annotation)[field.name])
-            )  # fmt: skip
-    seen = [parameter.name for parameter in parameters]
-    twice = sorted({name for name in seen if seen.count(name) > 1})
-    if twice:
-        raise TypeError(f"{command.__name__}: options declared twice: {', '.join(twice)}")
-
-    @functools.wraps(command)
-    def expanded(**values: Any) -> Any:
-        for name, (group, fields) in groups.items():
-            values[name] = group(**{field: values.pop(field) for field in fields})
-        return command(**values)
-
-    expanded.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
-    expanded.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
-    return typing.cast(F, expanded)
+__all__ = [
+    "CapFlags",
+    "CheckpointFlags",
+    "CompareFlags",
+    "EngineFlags",
+    "HeadFlags",
+    "InputFlags",
+    "ModelFlags",
+    "ModelPairFlags",
+    "PickFlags",
+    "RandomFlags",
+    "SettingFlags",
+    "TextFlags",
+    "grouped",  # where attnx/cli/explore.py takes it
+]
 
 
 @flag_group(frozen=True)
@@ -450,96 +322,3 @@ class CapFlags(FlagGroup):
     def limits(self) -> Limits:
         """The caps: defaults, replaced by ``ATTNX_MAX_*`` (of the environment in force), replaced by these flags."""
         return Limits.from_env(current().environ, **{cap: getattr(self, cap) for cap in CAPS})
-
-
-class Destination:
-    """How the groups that say where a result goes (``OutputFlags``, ``ViewFlags``) write it: to stdout or
-    ``--output``, in colour unless ``--no-color``, and a table also to ``--export`` where the group offers it."""
-
-    output: str | None
-    no_color: bool
-    export: str | None = None
-
-    def write(self, output_format: AnyFormat, producers: Mapping[OutputFormat, Producer]) -> None:
-        """Write the result in ``output_format`` to stdout or ``--output`` (see ``emit``)."""
-        emit(output_format, producers, output=self.output, no_color=self.no_color)
-
-    def emit(
-        self,
-        output_format: AnyFormat,
-        producers: Mapping[OutputFormat, Producer],
-        table: Callable[[bool], RenderableType],
-    ) -> None:
-        """Write the result in ``output_format`` to stdout or ``--output``; a table also to ``--export``
-        (``table(colour)`` draws it; see ``emit_view``)."""
-        emit_view(output_format, producers, table, output=self.output, export=self.export, no_color=self.no_color)
-
-
-@flag_group(frozen=True)
-class OutputFlags(Destination, FlagGroup):
-    """--output, --no-color: where the result goes, and whether a terminal sees colour."""
-
-    output: OutputOpt = None
-    no_color: NoColorOpt = False
-
-
-@flag_group(frozen=True)
-class ViewFlags(Destination, FlagGroup):
-    """--output, --view, --rows, --export, --quiet, --no-color: where the result goes and how it looks.
-
-    A bad --rows is refused when the group is made, before any input is read.
-    """
-
-    output: OutputOpt = None
-
-    view: Annotated[View, typer.Option("--view", help="Weights as tables, or as heatmaps (colour, or shades).")] = (
-        View.table
-    )
-    rows: Annotated[
-        str,
-        typer.Option("--rows", metavar="N|all", help="Rows per table or heatmap: past N, the first and last N/2 "
-                     "(all: every row)."),
-    ] = "40"  # fmt: skip
-    export: Annotated[
-        str | None,
-        typer.Option(
-            "--export",
-            metavar="FILE",
-            help="Also save what is printed as SVG, HTML or text, by FILE's ending: .svg, .html or .txt.",
-        ),
-    ] = None
-    quiet: QuietOpt = False
-    no_color: NoColorOpt = False
-
-    def __post_init__(self) -> None:
-        self.max_rows  # noqa: B018 - parsed now, so that a bad --rows is refused before any input is read
-
-    @property
-    def heatmap(self) -> bool:
-        """True with ``--view heatmap``: weights drawn as heatmaps instead of numbers."""
-        return self.view is View.heatmap
-
-    @functools.cached_property
-    def max_rows(self) -> int | None:
-        """--rows as a number of rows, or None for all (parsed once)."""
-        return parse_limit(self.rows, "--rows")
-
-
-@flag_group(frozen=True)
-class ShownFlags(FlagGroup):
-    """--precision, --format: the decimals tables show, and whether a report is a table or JSON."""
-
-    precision: PrecisionOpt = 4
-    output_format: ReportFormatOpt = ReportFormat.table
-
-
-@flag_group(frozen=True)
-class ReportFlags(CapFlags, ViewFlags, ShownFlags, EngineFlags):
-    """The options a report command (heads, diff, rollout, ablate) ends with, in this order: the engine
-    (``EngineFlags``), the decimals and the format, where the report goes and how it looks (``ViewFlags``), and
-    the input caps (``CapFlags``). Being each of those groups, it goes wherever one of them is asked for.
-    """
-
-    def show(self, producers: Mapping[OutputFormat, Producer], table: Callable[[bool], RenderableType]) -> None:
-        """Write the report in its ``--format`` to stdout or ``--output`` (see ``Destination.emit``)."""
-        self.emit(self.output_format, producers, table)

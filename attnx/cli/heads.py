@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import InputFlags, ModelFlags, PickFlags, ReportFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import InputFlags, ModelFlags, PickFlags
 from attnx.cli.inputs import load_input, model_session, refuse
 from attnx.cli.options import ConfigArg, OutputFormat, ReportFormat, TextsOpt
 from attnx.cli.output import warn_fully_masked
+from attnx.cli.viewflags import ReportFlags
 from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover

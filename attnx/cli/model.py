@@ -8,8 +8,10 @@ from typing import Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, OutputFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import CapFlags
 from attnx.cli.options import OutputFormat, ReportFormat, ReportFormatOpt
+from attnx.cli.viewflags import OutputFlags
 
 DirArg = Annotated[
     str,

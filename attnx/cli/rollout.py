@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import ReportFlags, TextFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import TextFlags
 from attnx.cli.inputs import model_session, require_checkpoint
 from attnx.cli.options import OutputFormat, View
 from attnx.cli.trace import QueryOpt, TokenOpt, query_row
+from attnx.cli.viewflags import ReportFlags
 
 DEFAULTS = ReportFlags(precision=2, view=View.heatmap)  # each layer's rollout as a heatmap, 2 decimals
 

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, PickFlags, ViewFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, PickFlags
 from attnx.cli.inputs import load_input
 from attnx.cli.options import ConfigArg, DropHeadOpt, FormatOpt, OutputFormat, PrecisionOpt, TensorOpt
 from attnx.cli.output import check_destination, warn_fully_masked
+from attnx.cli.viewflags import ViewFlags
 from attnx.core.tensors import MASK, OUTPUT, SECTIONS, K, Q, TensorName, V, is_tensor_name, section_tensor
 from attnx.errors import UsageError
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attnx.cli.errors import guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, OutputFlags, PickFlags, grouped
+from attnx.cli.flaggroup import grouped
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, PickFlags
 from attnx.cli.inputs import flag_worded, load_input
 from attnx.cli.options import (
     ConfigArg,
@@ -21,6 +22,7 @@ from attnx.cli.options import (
     parse_limit,
 )
 from attnx.cli.output import warn_fully_masked
+from attnx.cli.viewflags import OutputFlags
 from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeGuard, overload
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def _positive(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def _real(value: object) -> bool:
+def _real(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -145,18 +146,18 @@ class RopeScaling:
 
     def _check_factors(self) -> None:
         """``longrope``'s two lists: given, of positive numbers, as long as each other (stored as tuples)."""
-        for name in ("short_factor", "long_factor"):
-            factors = getattr(self, name)
-            if not isinstance(factors, (list, tuple)) or not factors or not all(_positive(f) for f in factors):
-                raise ConfigError(
-                    f"rope scaling: longrope needs {name}, a list of positive numbers, got {factors!r:.60}"
-                )
-            object.__setattr__(self, name, tuple(factors))  # a list from a file: frozen settings hash
-        assert self.short_factor is not None and self.long_factor is not None  # both checked just above
-        if len(self.short_factor) != len(self.long_factor):
-            raise ConfigError(
-                f"rope scaling: short_factor has {len(self.short_factor)} numbers, long_factor {len(self.long_factor)}"
-            )
+        short, long = self._factors("short_factor"), self._factors("long_factor")
+        if len(short) != len(long):
+            raise ConfigError(f"rope scaling: short_factor has {len(short)} numbers, long_factor {len(long)}")
+
+    def _factors(self, name: str) -> tuple[float, ...]:
+        """``longrope``'s list ``name``, checked to be positive numbers and stored as a tuple (a list from a file:
+        frozen settings hash)."""
+        factors = getattr(self, name)
+        if not isinstance(factors, (list, tuple)) or not factors or not all(_positive(f) for f in factors):
+            raise ConfigError(f"rope scaling: longrope needs {name}, a list of positive numbers, got {factors!r:.60}")
+        object.__setattr__(self, name, tuple(factors))
+        return tuple(factors)
 
     @property
     def attention(self) -> float:
@@ -227,8 +228,7 @@ def _yarn(scaling: RopeScaling, theta: float, r: int, length: int | None) -> np.
 def _longrope(scaling: RopeScaling, theta: float, r: int, length: int | None) -> np.ndarray:
     """Each pair divided by its own factor: the short list up to the trained context, the long one past it."""
     long = length is not None and length > scaling.original_max_positions
-    factors = scaling.long_factor if long else scaling.short_factor
-    assert factors is not None  # longrope's __post_init__ requires both lists
+    factors = (scaling.long_factor if long else scaling.short_factor) or ()  # longrope's __post_init__ requires both
     if len(factors) != r // 2:
         name = "long_factor" if long else "short_factor"
         raise ConfigError(f"rope scaling: {name} has {len(factors)} numbers for {r // 2} pairs of turned columns")
@@ -252,8 +252,8 @@ def _llama3(scaling: RopeScaling, theta: float, r: int, length: int | None) -> n
 def _proportional(scaling: RopeScaling, theta: float, r: int, length: int | None) -> np.ndarray:
     """The first ``proportion`` of the pairs of the whole head at 1 / θ^(2i/r), the rest still (0), all divided by
     the factor."""
-    assert scaling.proportion is not None  # proportional's __post_init__ requires it
-    turned = int(scaling.proportion * r // 2)
+    proportion = 1.0 if scaling.proportion is None else scaling.proportion  # proportional's __post_init__ requires it
+    turned = int(proportion * r // 2)
     frequencies = np.zeros(r // 2)
     frequencies[:turned] = 1.0 / theta ** (np.arange(0, 2 * turned, 2, dtype=np.float64) / r)
     return frequencies / scaling.factor
@@ -269,6 +269,14 @@ _FREQUENCIES: Mapping[str, Callable[[RopeScaling, float, int, int | None], np.nd
 }
 
 
+@overload
+def _number(mapping: Mapping[str, object], key: str, default: float) -> float: ...
+
+
+@overload
+def _number(mapping: Mapping[str, object], key: str, default: None = None) -> float | None: ...
+
+
 def _number(mapping: Mapping[str, object], key: str, default: float | None = None) -> float | None:
     """``mapping[key]``, a finite number, or ``default`` when it is absent or null."""
     value = mapping.get(key)
@@ -276,7 +284,6 @@ def _number(mapping: Mapping[str, object], key: str, default: float | None = Non
         return default
     if not _real(value):
         raise ConfigError(f"rope parameters: {key} must be a number, got {value!r:.60}")
-    assert isinstance(value, (int, float))  # _real checked it
     return value
 
 
@@ -419,7 +426,6 @@ class Rotary:
         kind = _rope_type(mapping)
         theta = _number(mapping, "rope_theta", rope_theta)
         fraction = _number(mapping, "partial_rotary_factor", partial_rotary_factor)
-        assert theta is not None and fraction is not None  # each has a default
         if not _positive(head_dim):
             raise ConfigError(f"rope parameters: head_dim must be a positive number, got {head_dim!r}")
         if not 0 < fraction <= 1:

@@ -142,6 +142,4 @@ def _next(text: str, pos: int) -> int | None:
 
 
 def _skip(text: str, pos: int) -> int:
-    match = WHITESPACE.match(text, pos)
-    assert match is not None  # `[ \t\n\r]*` matches at every position
-    return match.end()
+    return next(WHITESPACE.finditer(text, pos)).end()  # `[ \t\n\r]*` matches at every position

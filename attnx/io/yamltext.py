@@ -81,8 +81,7 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            node = super().compose_node(parent, index)  # the anchored node (an undefined alias is an error)
-            assert node is not None  # PyYAML's composer always returns a node (its stub says Optional)
+            node = _composed(super().compose_node(parent, index))  # the anchored node (an undefined alias: an error)
             if id(node) not in self.measured:
                 raise ConfigError(
                     f"{self.located(event)}: YAML alias *{clip(event.anchor)} is used inside the value it names "
@@ -100,10 +99,9 @@ class _Loader(yaml.SafeLoader):
         if self.depth > self.limits.max_depth:
             raise LimitError(f"{self.located(self.peek_event())}: {depth_problem(self.limits, self.depth)}")
         try:
-            node = super().compose_node(parent, index)
+            node = _composed(super().compose_node(parent, index))
         finally:
             self.depth -= 1
-        assert node is not None  # as above
         self._measure(node)
         return node
 
@@ -129,9 +127,8 @@ class _Loader(yaml.SafeLoader):
 
     def located(self, item: yaml.Node | yaml.Event) -> str:
         """``name:line:column`` where ``item`` starts."""
-        mark = item.start_mark
-        assert mark is not None  # the parser marks every event and node it makes
-        return f"{self.name}:{mark.line + 1}:{mark.column + 1}"
+        mark = item.start_mark  # the parser marks every event and node it makes (the stub says Optional)
+        return self.name if mark is None else f"{self.name}:{mark.line + 1}:{mark.column + 1}"
 
     def construct_scalar_value(self, node: yaml.Node) -> Any:
         """The Python value of scalar ``node``; a tag outside the core schema is a ConfigError, and a value its
@@ -147,6 +144,13 @@ class _Loader(yaml.SafeLoader):
             shown = clip(node.id if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)) else str(node.value))
             kind = node.tag.rsplit(":", 1)[-1]
             raise InputError(f"{self.located(node)}: cannot read {shown!r} as {kind}: {first_clause(exc)}") from None
+
+
+def _composed(node: yaml.Node | None) -> yaml.Node:
+    """``node``, which PyYAML's composer always makes (its stub says Optional)."""
+    if node is None:
+        raise RuntimeError("PyYAML composed no node where it always composes one")
+    return node
 
 
 def _construct_null(loader: _Loader, node: yaml.ScalarNode) -> None:

@@ -224,12 +224,10 @@ class FittedGrid:
 
         # Labels and titles are Text, never read as Rich markup (a token such as "[b]" stays as it is).
         title = Text(self.title)
-        lines: list[Text | tuple[list[Text], list[str]]] = (
-            [line.copy() for line in title.wrap(console, width)] if self.title_width > width else [title]
-        )
-        for line in lines:
-            assert isinstance(line, Text)  # the title's lines alone, so far
+        titles = [line.copy() for line in title.wrap(console, width)] if self.title_width > width else [title]
+        for line in titles:
             line.pad_right(width - line.cell_len)
+        lines: list[Text | tuple[list[Text], list[str]]] = [*titles]
         header = [Text(""), *(self.header(GAP if j is None else self.col_labels[j]) for j in columns)]
         lines += [(header, ["bold", *[LABEL_STYLE] * last]), Text(RULE * width)]
         gap, row_gap = Text(GAP, style="dim"), Text(ROW_GAP, style="dim")

@@ -6,14 +6,21 @@ import dataclasses
 
 import pytest
 
-from attnx.cli import flags
+from attnx.cli import flags, viewflags
 from attnx.cli.check import AgainstFlags
-from attnx.cli.flags import EngineFlags, FlagGroup, InputFlags, ModelFlags, TextFlags, ViewFlags
+from attnx.cli.flaggroup import FlagGroup
+from attnx.cli.flags import EngineFlags, InputFlags, ModelFlags, TextFlags
 from attnx.cli.options import Device, Dtype, Engine
+from attnx.cli.viewflags import ViewFlags
 from attnx.errors import UsageError
 
 GROUPS = sorted(
-    (value for value in vars(flags).values() if isinstance(value, type) and issubclass(value, FlagGroup)),
+    {
+        value
+        for module in (flags, viewflags)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, FlagGroup)
+    },
     key=lambda group: group.__name__,
 )
 

@@ -14,18 +14,10 @@ import pytest
 from rich.text import Text
 
 from attnx.cli import COMMANDS, function
-from attnx.cli.flags import (
-    CapFlags,
-    EngineFlags,
-    HeadFlags,
-    InputFlags,
-    ModelFlags,
-    SettingFlags,
-    ViewFlags,
-    _is_group,
-    grouped,
-)
+from attnx.cli.flaggroup import _is_group, grouped
+from attnx.cli.flags import CapFlags, EngineFlags, HeadFlags, InputFlags, ModelFlags, SettingFlags
 from attnx.cli.options import Device, Engine, Layout, OutputFormat, View
+from attnx.cli.viewflags import ViewFlags
 from attnx.errors import UsageError
 from tests.conftest import DECIMALS_4, OUTPUT
 from tests.runner import run_attnx
