@@ -243,8 +243,19 @@ class ModelFlags(TextFlags):
                                               "layers (--layer) on --text.")] = None  # fmt: skip
     layer: Annotated[
         str | None,
-        typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0, -1 the last (default 0)."),
-    ] = None
+        typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0, -1 the last (default 0); "
+                     "of an encoder-decoder, STACK:L (enc:3, dec:-1)."),
+    ] = None  # fmt: skip
+    attention: Annotated[
+        str | None,
+        typer.Option("--attention", metavar="KIND", help="With --model: which attention of the layer: self, "
+                     "causal-self or cross (a decoder's, over the source). Default: the layer's first."),
+    ] = None  # fmt: skip
+    target: Annotated[
+        str | None,
+        typer.Option("--target", metavar="T", help="With --model of an encoder-decoder: the text the decoder reads "
+                     "(teacher forcing), for its layers (--layer dec:L)."),
+    ] = None  # fmt: skip
 
 
 @flag_group(frozen=True)

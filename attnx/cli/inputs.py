@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.engines.placement import Placement
     from attnx.io.schema import InputOverrides
     from attnx.models import Model
+    from attnx.models.stacks import Address
 
 ALL = "all"
 STDIN = "-"
@@ -251,18 +252,40 @@ def load_input_with(
         from attnx.io import load_spec
 
         return settings.apply(load_spec(config, described, caps.limits()))
-    from attnx.workflows import layer_spec
+    from attnx.workflows import site_spec
 
     random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")
-    given = parse_one_layer(checkpoint.layer)
+    address = parse_address(checkpoint)
     with model_session(
         config, checkpoint, backend, caps, "running layers", quiet=quiet, config_name=config_name
     ) as run:
-        index = run.model.check_layer(given)  # -1: the last layer
-        run.progress.description = f"running layers before {index}"
-        encoded = run.model.encode(run.text)
+        model = run.model
+        with flag_worded("--layer {}"):
+            stack, _ = address.resolve(model.stacks)
+        index = model.check_layer(address.layer, stack)  # -1: the last layer
+        decoder = any(not attention.is_self for attention in stack.attentions)  # its keys: the encoder's output
+        if decoder != (checkpoint.target is not None):
+            raise UsageError(f"--layer {checkpoint.layer}: the {stack.name} reads a target text: give --target T"
+                             if decoder else f"--target is for a decoder's layers (--layer dec:L); the {stack.name} "
+                             "reads --text")  # fmt: skip
+        run.progress.description = f"running the layers before {stack.name} layer {index}"
+        encoded = model.encode(run.text)
         if queried is not None:
-            queried(encoded.tokens)
-        spec = layer_spec(run.model, encoded, index, on=run.on, heads=settings.get("heads"), progress=run.progress)
+            queried((model.encode_target(checkpoint.target) if checkpoint.target is not None else encoded).tokens)
+        spec = site_spec(model, encoded, address, target=checkpoint.target, on=run.on, heads=settings.get("heads"),
+                         progress=run.progress)  # fmt: skip
     return settings.apply(spec)  # one way for both
+
+
+def parse_address(checkpoint: ModelFlags) -> Address:
+    """``--layer`` (``3``, ``-1``, ``dec:2``) and ``--attention`` as where in the model to look."""
+    from attnx.models.stacks import Address
+
+    given = checkpoint.layer
+    layer = given if given is not None and ":" in given else str(parse_one_layer(given))  # a number, as always
+    with flag_worded("--layer: {}"):
+        address = Address.parse(layer)
+    with flag_worded("--attention: {}"):
+        kind = Address.parse("0", checkpoint.attention).kind
+    return dataclasses.replace(address, kind=kind)

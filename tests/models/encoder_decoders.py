@@ -125,10 +125,14 @@ def build_seq2seq(path: Path, variant: Seq2SeqVariant) -> Seq2SeqReference:
     tokenizer = unigram_tokenizer()
     config = transformers.AutoConfig.for_model(
         variant.family, vocab_size=tokenizer.get_vocab_size(), decoder_start_token_id=0, pad_token_id=0,
-        eos_token_id=1, initializer_factor=4.0, **variant.config,
+        eos_token_id=1, initializer_factor=1.0, **variant.config,
     )  # fmt: skip
     model = transformers.AutoModelForSeq2SeqLM.from_config(config)
     randomise(model)
+    with torch.no_grad():  # position biases as strong as trained T5's, so that they shape every row
+        for name, p in model.named_parameters():
+            if name.endswith("relative_attention_bias.weight"):
+                p.mul_(8.0)
     model.save_pretrained(path)
     tokenizer.save(str(path / "tokenizer.json"))
     if variant.own_head:

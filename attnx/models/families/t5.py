@@ -257,11 +257,17 @@ class T5(Architecture):
 
 
 class MT5(T5):
-    """mT5: T5 v1.1's design over a multilingual vocabulary (``MT5ForConditionalGeneration``)."""
+    """mT5: T5 v1.1's design over a multilingual vocabulary (``MT5ForConditionalGeneration``); transformers never scales
+    its decoder's output before the LM head, whatever the config says."""
 
     name = "mt5"
     family = "mT5"
     stems = ("MT5",)
+
+    def read_config(self) -> None:
+        """T5's, the LM head reading the decoder's output as it is."""
+        super().read_config()
+        self.scale_output = False
 
 
 FAMILIES = (T5, MT5)
