@@ -1,4 +1,4 @@
-"""Write the two tiny random checkpoints the docs use, models/gpt2-tiny and models/llama-tiny, offline.
+"""Write the tiny random checkpoints the docs use, models/gpt2-tiny, models/llama-tiny and models/t5-tiny, offline.
 
 Usage, from the repository's root, in the test environment the README sets up (transformers and torch)::
 
@@ -12,7 +12,9 @@ seeded generator, every run writes the same files):
   (``build_gpt2`` in tests/models/checkpoints.py);
 - ``llama-tiny``: a Llama of 3 layers, 4 query heads sharing 2 K/V heads of d_k 16, hidden size 32, biases,
   llama3-scaled RoPE, its weights sharded, with a SentencePiece-style tokenizer (``VARIANTS["llama"]`` built
-  by tests/models/decoders.py).
+  by tests/models/decoders.py);
+- ``t5-tiny``: a T5 encoder-decoder of 2 encoder and 3 decoder layers, 3 heads of d_k 8, d_model 20, relative
+  position buckets, with a Unigram tokenizer (``SEQ2SEQ["t5"]`` built by tests/models/encoder_decoders.py).
 
 It prints the folder of each checkpoint it wrote. Without torch or transformers it says so and exits 2.
 """
@@ -30,7 +32,7 @@ SET_UP = 'python -m pip install -e ".[dev]" -c constraints.txt'
 
 
 def build(folder: Path) -> list[Path]:
-    """Write ``folder/gpt2-tiny`` and ``folder/llama-tiny``; their paths."""
+    """Write ``folder/gpt2-tiny``, ``folder/llama-tiny`` and ``folder/t5-tiny``; their paths."""
     import transformers
 
     transformers.utils.logging.disable_progress_bar()  # no "Writing model shards" bars on stderr
@@ -39,17 +41,20 @@ def build(folder: Path) -> list[Path]:
     from tests.models.checkpoints import build_gpt2
     from tests.models.decoders import VARIANTS
     from tests.models.decoders import build as build_decoder
+    from tests.models.encoder_decoders import SEQ2SEQ, build_seq2seq
 
-    gpt2, llama = folder / "gpt2-tiny", folder / "llama-tiny"
+    gpt2, llama, t5 = folder / "gpt2-tiny", folder / "llama-tiny", folder / "t5-tiny"
     build_gpt2(gpt2)
     llama.mkdir(parents=True, exist_ok=True)
     build_decoder(llama, VARIANTS["llama"])
-    return [gpt2, llama]
+    t5.mkdir(parents=True, exist_ok=True)
+    build_seq2seq(t5, SEQ2SEQ["t5"])
+    return [gpt2, llama, t5]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the checkpoints in the folder given (``models`` by default) and print where; 2 without torch."""
-    parser = argparse.ArgumentParser(description="Write the tiny random GPT-2 and Llama checkpoints the docs use.")
+    parser = argparse.ArgumentParser(description="Write the tiny random GPT-2, Llama and T5 checkpoints the docs use.")
     parser.add_argument("folder", nargs="?", type=Path, default=Path("models"), help="where (default: models)")
     options = parser.parse_args(argv)
     for package in ("torch", "transformers"):

@@ -261,14 +261,18 @@ def load_input_with(
         config, checkpoint, backend, caps, "running layers", quiet=quiet, config_name=config_name
     ) as run:
         model = run.model
-        with flag_worded("--layer {}"):
+        pointed = " ".join(f"{flag} {value}" for flag, value in (("--layer", checkpoint.layer),
+                           ("--attention", checkpoint.attention)) if value is not None)  # fmt: skip
+        with flag_worded(f"{pointed}: {{}}"):
             stack, _ = address.resolve(model.stacks)
         index = model.check_layer(address.layer, stack)  # -1: the last layer
         decoder = any(not attention.is_self for attention in stack.attentions)  # its keys: the encoder's output
-        if decoder != (checkpoint.target is not None):
-            raise UsageError(f"--layer {checkpoint.layer}: the {stack.name} reads a target text: give --target T"
-                             if decoder else f"--target is for a decoder's layers (--layer dec:L); the {stack.name} "
-                             "reads --text")  # fmt: skip
+        if decoder and checkpoint.target is None:
+            raise UsageError(f"--layer {checkpoint.layer}: the {stack.name} reads a target text: give --target T")
+        if not decoder and checkpoint.target is not None:
+            raise UsageError("--target is for an encoder-decoder's decoder; the model reads --text alone"
+                             if len(model.stacks) == 1 else f"--target is for a decoder's layers (--layer dec:L); "
+                             f"the {stack.name} reads --text")  # fmt: skip
         run.progress.description = f"running the layers before {stack.name} layer {index}"
         encoded = model.encode(run.text)
         if queried is not None:

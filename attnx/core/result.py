@@ -18,7 +18,7 @@ from attnx.errors import NotComputedError
 INPUT_ARRAYS = ("score_bias",)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnx.core.spec import AttentionSpec
+    from attnx.core.spec import AttentionSpec, Origin
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +89,7 @@ class AttentionResult:
     kv_pooled_from: int | None = None
     matrix_rows: tuple[int, ...] | None = None
     score_bias: np.ndarray | None = None  # an input carried for the trace (INPUT_ARRAYS), not a tensor
+    origin: Origin | None = None  # where in a model the problem was taken (None: not from a model)
 
     def __post_init__(self) -> None:
         for name in TENSORS:
@@ -170,6 +171,7 @@ class AttentionResult:
             settings=spec.settings,
             masking=spec.masking,
             score_bias=spec.score_bias,
+            origin=spec.origin,
             # Every engine's arrays hold ``output``; the type of a dict of names cannot say so.
             **cast("dict[str, Any]", {name: None for name in COMPUTED} | arrays),
         )

@@ -55,6 +55,21 @@ def read_only(array: np.ndarray) -> np.ndarray:
     return frozen(array)
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where in a model a problem was taken: the checkpoint, its ``stack`` (``encoder``, ``decoder``), the ``layer``
+    (from 0) and the ``attention``'s kind (``self``, ``causal self``, ``cross``); JSON says it as ``origin``."""
+
+    model: str
+    stack: str
+    layer: int
+    attention: str
+
+    def to_json(self) -> dict[str, str | int]:
+        """``{"model": ..., "stack": ..., "layer": ..., "attention": ...}``."""
+        return {"model": self.model, "stack": self.stack, "layer": self.layer, "attention": self.attention}
+
+
 @dataclass(frozen=True, eq=False)
 class AttentionSpec:
     """One multi-head attention problem: inputs, settings, labels and masks, checked to agree.
@@ -70,7 +85,8 @@ class AttentionSpec:
     the problem (a file's, a model's): ``attnx.engines.compute`` checks what it builds against them (None:
     ``Limits.from_env()``). ``score_bias`` (``[head, query, key]``, one per query head: H × N × M, finite) is added to
     the scaled scores before the soft cap, the mask and the softmax: ``s = scale · q·k + score_bias`` (T5's relative
-    position bias, ALiBi); None: no bias. Make one with ``build`` (flat keywords) or from its parts with ``of``.
+    position bias, ALiBi); None: no bias. ``origin`` says where in a model the problem was taken (None: not from a
+    model). Make one with ``build`` (flat keywords) or from its parts with ``of``.
     """
 
     inputs: Inputs
@@ -86,6 +102,7 @@ class AttentionSpec:
     special_keys: tuple[int, ...] = ()
     limits: Limits | None = None
     score_bias: np.ndarray | None = None
+    origin: Origin | None = None
 
     @property
     def sinks(self) -> tuple[int, ...]:

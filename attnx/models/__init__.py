@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from attnx.core.spec import Origin
 from attnx.core.tensors import PROJECTED, TensorName
 from attnx.engines.arrays import Array, host
 from attnx.engines.placement import NUMPY, Placement
@@ -344,7 +345,8 @@ class ForwardPass:
         at = self.site()
         source = self.model.source(self.layer, at)
         spec = self.model.architecture.site_spec(at, stream, self.tokens, source)
-        spec = dataclasses.replace(spec, special_keys=self.special_keys, limits=self.model.limits)
+        origin = Origin(self.model.checkpoint.name, at.stack.name, self.layer, at.attention.kind.value)
+        spec = dataclasses.replace(spec, special_keys=self.special_keys, limits=self.model.limits, origin=origin)
         dropped = self.drop.get(self.layer)
         return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
 

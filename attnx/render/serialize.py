@@ -56,6 +56,7 @@ def result_to_dict(result: AttentionResult, shift: Ablation | None = None) -> di
         "engine": result.engine,
         "device": result.device,
         "dtype": result.dtype,
+        **({} if result.origin is None else {"origin": result.origin.to_json()}),
     }
     for name in ALWAYS:
         out[name] = to_plain(getattr(result, name))

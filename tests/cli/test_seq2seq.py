@@ -1,0 +1,118 @@
+"""An encoder-decoder from the command line: `model` names its stacks, and `--layer STACK:L`, `--attention` and
+`--target` point `run`, `trace` and `heads` at any of its three attentions, equal to transformers'."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.models.checkpoints import TEXT, Reference
+from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.runner import Outcome, run_attnx
+
+
+def invoke(*args: str, code: int = 0, columns: int = 80) -> Outcome:
+    """`attnx ARGS` piped, ``columns`` wide, which must exit with ``code``."""
+    result = run_attnx(*args, env={"COLUMNS": str(columns)})
+    assert result.code == code, result.stderr
+    return result
+
+
+def weights_of(t5: Seq2SeqReference, *where: str) -> np.ndarray:
+    """`run --format json`'s weights of the attention ``where`` points at."""
+    out = invoke("run", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, *where, "--format", "json")
+    return np.asarray(json.loads(out.stdout)["weights"], dtype=float)
+
+
+class TestModel:
+    def test_names_the_stacks(self, t5: Seq2SeqReference) -> None:
+        """`attnx model` gives a row per stack with its layers and their attentions, and the position bias."""
+        out = invoke("model", str(t5.path)).stdout
+        assert "encoder     2 layers · self-attention\n" in out
+        assert "decoder     3 layers · causal self-attention, then cross-attention over the\n" in out
+        assert "positions   a learned bias on the scores: 8 relative buckets up to 12 apart" in out
+        assert "\nlayers " not in out
+
+    def test_json_stacks(self, t5: Seq2SeqReference) -> None:
+        """JSON lists each stack, what it reads and its attentions with the stacks they read."""
+        data = json.loads(invoke("model", str(t5.path), "--format", "json").stdout)
+        assert data["format_version"] == "1.8"
+        assert data["stacks"] == [
+            {"name": "encoder", "layers": 2, "reads": "text",
+             "attentions": [{"kind": "self", "queries": "encoder", "keys": "encoder"}]},
+            {"name": "decoder", "layers": 3, "reads": "text",
+             "attentions": [{"kind": "causal self", "queries": "decoder", "keys": "decoder"},
+                            {"kind": "cross", "queries": "decoder", "keys": "encoder"}]},
+        ]  # fmt: skip
+
+
+class TestAddressing:
+    @pytest.mark.parametrize(
+        ("where", "kind", "layer"),
+        [(("--layer", "enc:1"), "encoder", 1), (("--layer", "dec:2"), "decoder", 2),
+         (("--layer", "decoder:-1", "--attention", "cross"), "cross", 2), (("--layer", "dec:0", "--attention",
+                                                                             "causal-self"), "decoder", 0)],
+    )  # fmt: skip
+    def test_run_equals_transformers(self, t5: Seq2SeqReference, where: tuple[str, ...], kind: str, layer: int) -> None:
+        """Each kind's weights, pointed at from the command line, equal transformers' (float64 run, its float64)."""
+        if where[1].startswith("enc"):
+            out = invoke("run", "--model", str(t5.path), "--text", TEXT, *where, "--format", "json")
+            found = np.asarray(json.loads(out.stdout)["weights"], dtype=float)
+        else:
+            found = weights_of(t5, *where)
+        expected = t5.attentions["float64"][kind][layer]
+        assert found.shape == expected.shape
+        np.testing.assert_allclose(found, expected, rtol=0, atol=1e-10)
+
+    def test_json_says_where(self, t5: Seq2SeqReference) -> None:
+        """`run`'s JSON names the stack, the layer (from 0) and the attention kind its arrays belong to."""
+        out = invoke("run", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "dec:-1",
+                     "--attention", "cross", "--format", "json")  # fmt: skip
+        data = json.loads(out.stdout)
+        assert data["origin"] == {"model": str(t5.path), "stack": "decoder", "layer": 2, "attention": "cross"}
+        assert len(data["tokens"]) == len(t5.decoder_ids) and len(data["key_tokens"]) == len(t5.source_ids)
+
+    def test_header_says_where(self, t5: Seq2SeqReference) -> None:
+        """The table's first line names the stack, the layer and the kind."""
+        out = invoke("run", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "dec:1",
+                     "--attention", "cross", columns=200).stdout  # fmt: skip
+        assert out.splitlines()[0].startswith(f"{t5.path} (t5), decoder layer 1 of 3, cross-attention")
+
+    def test_trace_a_target_token(self, t5: Seq2SeqReference) -> None:
+        """`trace` explains a target token's cross-attention over the source's tokens."""
+        out = invoke("trace", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "dec:0",
+                     "--attention", "cross", "--query", "3", "--keys", "all", "--format", "json")  # fmt: skip
+        data = json.loads(out.stdout)
+        heads = data["heads"]
+        assert [key["index"] for key in heads[0]["keys"]] == list(range(len(t5.source_ids)))
+        weights = np.asarray([[key["weight"] for key in head["keys"]] for head in heads])
+        np.testing.assert_allclose(weights, t5.attentions["float64"]["cross"][0][:, 3, :], rtol=0, atol=1e-10)
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (("--layer", "dec:0"), "--layer dec:0: the decoder reads a target text: give --target T"),
+            (("--target", "a", "--layer", "1"), "--target is for a decoder's layers (--layer dec:L); the encoder "
+                                                "reads --text"),
+            (("--layer", "vision:0"), "--layer vision:0: the model has no stack 'vision'; its stacks: encoder, "
+                                      "decoder"),
+            (("--layer", "enc:0", "--attention", "cross"), "--layer enc:0 --attention cross: the encoder's layers "
+                                                           "hold no cross-attention; they hold self-attention"),
+            (("--attention", "crossx"), "--attention: an attention kind is one of self, causal-self, cross, not "
+                                        "'crossx'"),
+            (("--layer", "dec:x"), "--layer: a layer is a number counted from 0 (-1: the last), or STACK:N (enc:3), "
+                                   "not 'dec:x'"),
+            (("--layer", "dec:3", "--target", "a"), "layer 3 does not exist: its decoder has layers 0..2"),
+        ],
+    )  # fmt: skip
+    def test_refused(self, t5: Seq2SeqReference, args: tuple[str, ...], message: str) -> None:
+        """Pointing at what the model lacks is one line naming what it has, exit 2."""
+        result = invoke("run", "--model", str(t5.path), "--text", TEXT, *args, code=2)
+        assert message in result.stderr and result.stderr.count("\n") == 1 and result.stdout == ""
+
+    def test_single_stack_models_refuse_a_target(self, gpt2: Reference) -> None:
+        """A decoder-only model has no decoder reading a target: --target is refused."""
+        result = invoke("run", "--model", str(gpt2.path), "--text", TEXT, "--target", "a", code=2)
+        assert "--target is for an encoder-decoder's decoder; the model reads --text alone" in result.stderr
