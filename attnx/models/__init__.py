@@ -99,10 +99,14 @@ class Model:
         self.limits = limits or Limits.from_env()
         self.checkpoint: Checkpoint = open_checkpoint(path, self.limits)  # a folder, a GGUF file, ollama:NAME
         self._tokenizer: TextTokenizer | None = None
+        self._build_tokenizer: Callable[[], TextTokenizer] | None = None  # a GGUF file's: built when first needed
         try:
             self.architecture = architecture_of(self.checkpoint)(self.checkpoint, dtype)
-            if not isinstance(self.checkpoint, GgufCheckpoint):  # a GGUF file's is built when first needed
-                self._tokenizer = TextTokenizer(self.checkpoint.file(TOKENIZER), self.limits)
+            ckpt = self.checkpoint
+            if isinstance(ckpt, GgufCheckpoint):
+                self._build_tokenizer = lambda: TextTokenizer(ckpt.gguf, self.limits, built=ckpt.tokenizer())
+            else:
+                self._tokenizer = TextTokenizer(ckpt.file(TOKENIZER), self.limits)
         except BaseException:
             self.checkpoint.close()
             raise
@@ -112,11 +116,10 @@ class Model:
         """The checkpoint's tokenizer: a folder's tokenizer.json is read when the model opens, a GGUF file's
         tokenizer built from its metadata the first time a text is tokenized (describing the file needs none)."""
         if self._tokenizer is None:
-            from attnx.models.gguf import GgufCheckpoint
-
-            checkpoint = self.checkpoint
-            assert isinstance(checkpoint, GgufCheckpoint)  # every other checkpoint's was read when it opened
-            self._tokenizer = TextTokenizer(checkpoint.gguf, self.limits, built=checkpoint.tokenizer())
+            build, self._build_tokenizer = self._build_tokenizer, None
+            if build is None:  # a folder's failed to read when the model opened, which then raised
+                raise ModelError(f"{self.checkpoint.name}: the model has no tokenizer")
+            self._tokenizer = build()
         return self._tokenizer
 
     def tokenizer_facts(self) -> tuple[str, int, tuple[str, ...]]:

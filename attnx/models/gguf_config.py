@@ -144,7 +144,8 @@ def build_config(
     else:
         config, consumed = form.config(meta, tensors, read)
     built = config["model_type"]
-    assert built in (name, *form.produces) and built in forms, f"{name}'s GGUF form built a {built!r} config"
+    if built not in (name, *form.produces) or built not in forms:  # a form's own mistake, not the file's
+        raise RuntimeError(f"{name}'s GGUF form built a {built!r} config")
     tokens = metadata.get("tokenizer.ggml.tokens")
     vocab = meta.whole("vocab_size", "vocab_size") or (len(tokens) if isinstance(tokens, (list, Strings)) else None)
     if vocab is not None:

@@ -103,9 +103,8 @@ class Operands:
     def blocked(self, rows: slice) -> Blocked | None:
         """The keys ``rows`` may not attend, tile by tile (None: every key is open)."""
         rules = self.rules
-        if rules.beyond_causal:
-            allowed = rules.allowed(rows)
-            assert allowed is not None  # a mask, padding or a window: allowed() builds the rows
+        allowed = rules.allowed(rows) if rules.beyond_causal else None  # a mask, padding or a window: built rows
+        if allowed is not None:
             return Blocked(full=~allowed)
         if rules.future_hidden:
             return Blocked(positions=rules.positions[rows, None])
@@ -184,9 +183,8 @@ class Blocked:
         if self.full is not None:
             return start, self.full[:, start:stop]
         first = max(start, self.open_to)
-        if first >= stop:
+        if first >= stop or self.positions is None:  # without ``full`` or positions nothing is blocked
             return None
-        assert self.positions is not None  # without ``full``, a causal mask gave the positions
         if self.last[0] != (start, stop):
             self.last = (start, stop), (first, np.arange(first, stop) > self.positions)  # after the query's position
         return self.last[1]
