@@ -119,6 +119,7 @@ def model_layers(
     """Each layer's spec of ``--model`` on ``--text``, made as the forward pass reaches it and kept; the layer
     count, the source's name, and what lets go of the checkpoint."""
     refuse(inputs.given(), "changes an input; --model explores the model as it is")
+    refuse(checkpoint.pointed(), "points at one layer; the explorer walks the layers of the model's first stack")
     model, words = open_with_text(config, checkpoint, backend, caps)
     specs: list[AttentionSpec] = []
     try:  # a bad text or checkpoint is refused, and the checkpoint let go, before the screen opens

@@ -257,6 +257,10 @@ class ModelFlags(TextFlags):
                      "(teacher forcing), for its layers (--layer dec:L)."),
     ] = None  # fmt: skip
 
+    def pointed(self) -> dict[str, str | None]:
+        """--attention and --target (flag -> value): what points inside one layer of an encoder-decoder."""
+        return {"--attention": self.attention, "--target": self.target}
+
 
 @flag_group(frozen=True)
 class ModelPairFlags(FlagGroup):

@@ -104,6 +104,7 @@ def model_view(
     from attnx import workflows
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
+    refuse(checkpoint.pointed(), "points at one layer; --layer all shows every layer of the model's first stack")
     with model_session(config, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
         view = workflows.model_view(run.model, run.text, on=run.on, progress=run.progress)
     from attnx.render import model as render
@@ -126,6 +127,7 @@ def over_texts(texts: str, checkpoint: ModelFlags, report: ReportFlags, *, input
     if report.heatmap:
         raise UsageError("--texts shows a grid of labels; --view heatmap draws one text's weights")
     refuse(input_flags, "changes one layer's input; --texts shows the model as it is")
+    refuse(checkpoint.pointed(), "points at one layer; --texts shows every layer of the model's first stack")
     found, _ = detection(checkpoint.model, texts, backend=report, caps=report, quiet=report.quiet)
     from attnx.render import detect as render
     from attnx.render.serialize import dumps

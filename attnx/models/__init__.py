@@ -142,6 +142,12 @@ class Model:
         return self.stacks[0]
 
     @property
+    def predicts(self) -> bool:
+        """Whether ``stack``'s output feeds the LM head (next-token logits): a decoder-only model's, where it has one;
+        never an encoder-decoder's encoder, whose output the decoder reads."""
+        return self.architecture.has_lm_head and self.stack is self.stacks[-1]
+
+    @property
     def layers(self) -> int:
         """Number of layers of ``stack``."""
         return self.stack.layers

@@ -129,7 +129,7 @@ def ablations(
     from attnx.models.lockstep import batches
 
     arch, n = model.architecture, len(encoded.ids)
-    lm_head = arch.has_lm_head
+    lm_head = model.predicts
     swept = range(model.layers) if layers is None else sorted(set(layers))
     todo = [tuple(sorted(s)) for s in sets] if sets is not None else [
         ((layer, head),) for layer in swept for head in range(arch.heads)

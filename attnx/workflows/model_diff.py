@@ -58,7 +58,7 @@ def compare_models(
         if progress is not None:
             progress(layer + 1, a.layers)
     kl = None
-    if a.architecture.has_lm_head and b.architecture.has_lm_head:
+    if a.predicts and b.predicts:
         (_, logp_a), (_, logp_b) = (outputs(run, lm_head=True) for run in runs)
         kl = None if logp_a is None or logp_b is None else kl_divergence(logp_a, logp_b)
     return ModelComparison(a.checkpoint.name, b.checkpoint.name, a.architecture.name, first.tokens, tuple(layers), kl)

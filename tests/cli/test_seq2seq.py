@@ -116,3 +116,22 @@ class TestAddressing:
         """A decoder-only model has no decoder reading a target: --target is refused."""
         result = invoke("run", "--model", str(gpt2.path), "--text", TEXT, "--target", "a", code=2)
         assert "--target is for an encoder-decoder's decoder; the model reads --text alone" in result.stderr
+
+
+class TestEncoderCommands:
+    def test_model_view_reads_the_encoder(self, t5: Seq2SeqReference) -> None:
+        """`heads --layer all` shows the encoder's layers × heads; --target is refused there, naming why."""
+        out = invoke("heads", "--model", str(t5.path), "--text", TEXT, "--layer", "all", "--format", "json").stdout
+        assert len(json.loads(out)["layers"]) == 2
+        result = invoke("heads", "--model", str(t5.path), "--text", TEXT, "--layer", "all", "--target", "a", code=2)
+        assert "--target points at one layer; --layer all shows every layer of the model's first stack" in (
+            result.stderr
+        )
+
+    def test_ablate_measures_the_encoders_output_only(self, t5: Seq2SeqReference) -> None:
+        """Dropping an encoder head moves the encoder's output; no next-token change is claimed from it (the
+        decoder predicts, reading that output)."""
+        out = invoke("ablate", "--model", str(t5.path), "--text", TEXT, "--layer", "0", "--format", "json").stdout
+        data = json.loads(out)
+        assert data["lm_head"] is False and len(data["ablations"]) == 3
+        assert all(ablation["mean_shift"] > 0 and ablation["mean_kl"] is None for ablation in data["ablations"])
