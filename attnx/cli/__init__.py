@@ -26,6 +26,7 @@ EXIT_CODES = (
 # A checkpoint folder for the examples that need one (nothing in the repository is one): the tests run those
 # examples on a tiny GPT-2 of their own in its place.
 CHECKPOINT = "models/gpt2"
+TRANSLATOR = "models/t5-small"  # an encoder-decoder, in the examples of `align`
 # A kernel's output for the `check --against` example (nothing in the repository is one): the tests save a
 # right one in its place.
 KERNEL_OUTPUT = "out.npy"
@@ -72,6 +73,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         f'attnx rollout --model {CHECKPOINT} --text "The cat sat on the mat" -t mat',
         f'attnx rollout --model {CHECKPOINT} --text "The cat sat" --query 2 -f json',
     ),
+    "align": (
+        f'attnx align --model {TRANSLATOR} --text "The cat sat" --target "Le chat"',
+        f'attnx align --model {TRANSLATOR} --text "A cat" --target "Un" -f json',
+    ),
     "ablate": (
         f'attnx ablate --model {CHECKPOINT} --text "The cat sat on the mat"',
         f'attnx ablate --model {CHECKPOINT} --text "The cat sat" --head L0H1,L1H2',
@@ -101,6 +106,7 @@ NOTES = {
     "or a GGUF file",
     "rollout": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
     "ablate": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
+    "align": f"{TRANSLATOR} is an encoder-decoder checkpoint folder you downloaded (T5, Flan-T5, mT5)",
     "detect": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
 }
 
@@ -114,8 +120,8 @@ def epilog(command: str) -> str:
 
 # The commands, in the order the help lists them: each is the function of its name in attnx/cli/NAME.py, imported
 # when the command is made (``Commands``).
-COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "rollout", "ablate", "detect", "explore", "engines",
-            "bench")  # fmt: skip
+COMMANDS = ("run", "trace", "check", "diff", "heads", "model", "rollout", "align", "ablate", "detect", "explore",
+            "engines", "bench")  # fmt: skip
 
 
 # What the app's help says of each command: the first paragraph of its function's docstring, as written there
@@ -129,6 +135,7 @@ SUMMARIES = {
     "heads": "Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.",
     "model": "Describe a local checkpoint folder or GGUF file: family, layers, heads, d_model, vocabulary, max length.",
     "rollout": "Attention rollout: how much each token reaches a query through every layer, residual stream included.",
+    "align": "Align a target with its source: for each target token, the source token the cross-attention weighs most.",
     "ablate": "Drop heads and measure the whole model: its last hidden state and, with an LM head, its next-token "
     "guesses.",
     "detect": "Find previous-token, duplicate-token and induction heads and sinks, over many sequences, with the "

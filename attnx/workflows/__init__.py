@@ -19,6 +19,7 @@ from attnx.lazy import lazily
 
 __all__ = [
     "ablate",
+    "alignment",
     "check_heads",
     "compare_models",
     "detect",
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.workflows.detection import detect
     from attnx.workflows.effects import ablate, check_heads
     from attnx.workflows.layers import (
+        alignment,
         layer_attention,
         layer_results,
         layer_spec,
@@ -52,6 +54,7 @@ _LAZY = {
     "check_heads": "attnx.workflows.effects",
     "compare_models": "attnx.workflows.model_diff",
     "detect": "attnx.workflows.detection",
+    "alignment": "attnx.workflows.layers",
     "layer_attention": "attnx.workflows.layers",
     "layer_results": "attnx.workflows.layers",
     "layer_spec": "attnx.workflows.layers",

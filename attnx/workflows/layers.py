@@ -8,7 +8,7 @@ a device and a dtype; the NumPy engine on the CPU by default).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from attnx.models import Progress, open_model
 from attnx.models.stacks import Address, Memory
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnx.analysis.alignment import Alignment
     from attnx.analysis.measures import Rollout
     from attnx.analysis.model_view import ModelView
     from attnx.core.result import AttentionResult
@@ -150,3 +151,43 @@ def rollout(model: Model, text: str | Encoded, *, on: Placement = NUMPY, progres
     first = next(results)  # a model has a layer
     averages = (result.average_weights for result in itertools.chain([first], results))
     return roll((average for average in averages if average is not None), first.tokens)
+
+
+def alignment(
+    model: Model,
+    text: str,
+    target: str,
+    *,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    on: Placement = NUMPY,
+    progress: Progress | None = None,
+) -> Alignment:
+    """Which ``text`` token each token of ``target`` looks at most: the decoder's cross-attention weights, every layer
+    computed once (teacher-forced on ``target`` after the encoder read ``text``), averaged over ``layers`` and
+    ``heads`` (None: all; from 0, -1 the last). A model without a cross-attention is a ModelError."""
+    from attnx.analysis.alignment import align
+
+    decoder = next((s for s in model.stacks if any(not a.is_self for a in s.attentions)), None)
+    if decoder is None:
+        raise ModelError(f"{model.checkpoint.name}: alignment needs an encoder-decoder; a {model.architecture.name} "
+                         "model has no cross-attention")  # fmt: skip
+    which = next(i for i, attention in enumerate(decoder.attentions) if not attention.is_self)
+    (encoder,) = (s for s in model.stacks if s.name == decoder.attentions[which].keys)
+    total = encoder.layers + decoder.layers
+    source = model.run(text, on=on, stack=encoder, layer=encoder.layers - 1)
+    for done in range(encoder.layers):
+        source.step()
+        if progress is not None:
+            progress(done + 1, total)
+    memory = Memory(source.finish(), source.tokens)
+    forward = model.run(model.encode_target(target), on=on, stack=decoder, memory=memory, layer=decoder.layers - 1)
+    cross = []
+    for layer in range(decoder.layers):
+        for at in range(len(decoder.attentions)):
+            result = forward.step((WEIGHTS,) if at == which else ())
+            if at == which and result.weights is not None:
+                cross.append(result.weights)
+        if progress is not None:
+            progress(encoder.layers + layer + 1, total)
+    return align(cross, source.tokens, forward.tokens, layers=layers, heads=heads)

@@ -14,7 +14,7 @@ import pytest
 import typer
 from rich.cells import cell_len
 
-from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, KERNEL_OUTPUT, SUMMARIES, click_command, function
+from attnx.cli import CHECKPOINT, COMMANDS, EXAMPLES, KERNEL_OUTPUT, SUMMARIES, TRANSLATOR, click_command, function
 from attnx.cli import command as command_of
 from attnx.engines import compute
 from attnx.io import load_spec
@@ -82,9 +82,10 @@ class TestExamples:
         kernel's output: attnx's own)."""
         words = shlex.split(example)
         assert words[0] == "attnx"
-        if CHECKPOINT in words:
-            path = str(request.getfixturevalue("gpt2").path)
-            words = [path if word == CHECKPOINT else word for word in words]
+        for placeholder, fixture in ((CHECKPOINT, "gpt2"), (TRANSLATOR, "t5")):
+            if placeholder in words:
+                path = str(request.getfixturevalue(fixture).path)
+                words = [path if word == placeholder else word for word in words]
         if KERNEL_OUTPUT in words:  # a right kernel: attnx's own output for the input, in float32
             kernel = tmp_path / KERNEL_OUTPUT
             np.save(kernel, compute(load_spec(str(ROOT / words[2])), dtype="float32").output)

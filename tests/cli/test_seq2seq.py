@@ -135,3 +135,48 @@ class TestEncoderCommands:
         data = json.loads(out)
         assert data["lm_head"] is False and len(data["ablations"]) == 3
         assert all(ablation["mean_shift"] > 0 and ablation["mean_kl"] is None for ablation in data["ablations"])
+
+
+class TestAlign:
+    def test_equals_transformers_mean(self, t5: Seq2SeqReference) -> None:
+        """`align` averages transformers' cross-attentions over every decoder layer and head; each target token's
+        source is that mean's largest."""
+        out = invoke("align", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--format", "json")
+        data = json.loads(out.stdout)
+        expected = np.mean(np.stack(t5.attentions["float64"]["cross"]), axis=(0, 1))  # (T, S)
+        np.testing.assert_allclose(np.asarray(data["weights"]), expected, rtol=0, atol=1e-10)
+        assert [row["source"] for row in data["alignment"]] == np.argmax(expected, axis=1).tolist()
+        assert data["layers"] == [0, 1, 2] and data["heads"] == [0, 1, 2]
+        assert len(data["target_tokens"]) == len(t5.decoder_ids) and len(data["source_tokens"]) == len(t5.source_ids)
+
+    def test_chosen_layer_and_head(self, t5: Seq2SeqReference) -> None:
+        """--layer -1 --head 1 is the last layer's head 1 alone."""
+        out = invoke("align", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "-1", "--head",
+                     "1", "--format", "json")  # fmt: skip
+        np.testing.assert_allclose(np.asarray(json.loads(out.stdout)["weights"]), t5.attentions["float64"]["cross"][2][1],
+                                   rtol=0, atol=1e-10)  # fmt: skip
+
+    def test_table(self, t5: Seq2SeqReference) -> None:
+        """The table names what it averages, then a row per target token with its source token and weight."""
+        out = invoke("align", "--model", str(t5.path), "--text", TEXT, "--target", TARGET).stdout
+        lines = out.splitlines()
+        assert " ".join(lines[:2]) == ("The source token each target token attends most: cross-attention of decoder "
+                                       "layers 0-2 × heads 0-2, mean")  # fmt: skip
+        assert lines[2].split() == ["#", "target", "#", "source", "weight"]
+        rows = [line.split() for line in lines[4 : 4 + len(t5.decoder_ids)]]
+        assert [row[:2] for row in rows[:2]] == [["0", "<pad>"], ["1", "a"]] and rows[-1][0] == "9"
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [(("--target", "a", "--head", "7"), "--head 7 does not exist: there are heads 0..2"),
+         ((), "give --target T: the text whose tokens are aligned with --text's")],
+    )  # fmt: skip
+    def test_refused(self, t5: Seq2SeqReference, args: tuple[str, ...], message: str) -> None:
+        """A head the decoder lacks, or no target: one line, exit 2."""
+        result = invoke("align", "--model", str(t5.path), "--text", TEXT, *args, code=2)
+        assert message in result.stderr
+
+    def test_a_decoder_only_model_is_refused(self, gpt2: Reference) -> None:
+        """A model without cross-attention cannot align: one line saying an encoder-decoder is needed."""
+        result = invoke("align", "--model", str(gpt2.path), "--text", TEXT, "--target", "a", code=2)
+        assert "alignment needs an encoder-decoder; a gpt2 model has no cross-attention" in result.stderr
