@@ -227,6 +227,14 @@ class TestShape:
         with open_model(folder) as model, pytest.raises(ModelError, match="feature_size 128 differs"):
             model.encode_audio(np.zeros(1600, dtype=np.float32))
 
+    def test_claimed_mel_bins_checked(self, whisper: WhisperReference, tmp_path: Path) -> None:
+        """A config.json claiming mel bins the convolution does not read is refused when the model opens."""
+        folder = Path(shutil.copytree(whisper.path, tmp_path / "copy"))
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "num_mel_bins": 128}))
+        with pytest.raises(ModelError, match=r"'model.encoder.conv1.weight' has shape \(24, 80, 3\)"):
+            open_model(folder)
+
     def test_a_text_model_reads_no_audio(self, t5: Any) -> None:
         """A model without a stack over audio refuses audio in one line."""
         with open_model(t5.path) as model, pytest.raises(ModelError, match="reads text, not audio"):

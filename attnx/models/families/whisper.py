@@ -229,7 +229,7 @@ class Whisper(Architecture):
                 for attention in stack.attentions:
                     module = self.module(attention.kind)
                     yield from weights_and_biases(p + module + "_layer_norm")
-                    yield from weights_and_biases(*(f"{p}{module}.{n}_proj" for n in ("q", "v", "out")))
+                    yield from weights_and_biases(*(f"{p}{module}.{n}_proj" for n in (*"qv", "out")))
                     yield f"{p}{module}.k_proj.weight"
                 yield from weights_and_biases(p + "final_layer_norm", p + "fc1", p + "fc2")
 
@@ -283,7 +283,8 @@ class Whisper(Architecture):
         self-attention or its cross-attention over the encoder's output; scores scaled by 1/√d_k."""
         p = f"{at.stack.name}.layers.{at.layer}.{self.module(at.attention.kind)}"
         x = host(self.norm(stream, p + "_layer_norm"))
-        w_q, w_k, w_v, w_o = (self.linear(f"{p}.{n}_proj", bias=n != "k") for n in ("q", "k", "v", "out"))
+        w_q, w_v, w_o = (self.linear(f"{p}.{n}_proj") for n in (*"qv", "out"))
+        w_k = self.linear(f"{p}.k_proj", bias=False)  # k_proj has no bias
         if at.attention.kind is AttentionKind.CROSS:
             if at.memory is None:
                 raise ModelError(f"{self.checkpoint.name}: the decoder's cross-attention needs the encoder's output")
