@@ -26,7 +26,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 # Tiny BERT, GPT-2 and decoder checkpoints (and the engine fixture) for tests/models and tests/cli.
-pytest_plugins = ("tests.models.checkpoints", "tests.models.decoders", "tests.models.encoder_decoders")
+pytest_plugins = (
+    "tests.models.checkpoints",
+    "tests.models.decoders",
+    "tests.models.encoder_decoders",
+    "tests.models.whisper_checkpoints",
+)
 
 # The worked example of the founding tutorial ("The cat sat on mat", H = 2), as printed there
 # to four decimals. These are the textbook's numbers, not numbers attnx produced.

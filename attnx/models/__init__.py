@@ -29,6 +29,7 @@ from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import LimitError, ModelError
 from attnx.limits import Limits
 from attnx.models.architecture import Architecture, ModelInfo
+from attnx.models.audio import AudioInput
 from attnx.models.checkpoint import TOKENIZER, Checkpoint
 from attnx.models.families import FAMILIES
 from attnx.models.stacks import Memory, Site, Stack
@@ -195,19 +196,29 @@ class Model:
         arch = self.architecture
         return self.tokenizer.encode(text, max_length=arch.max_length, vocab_size=arch.vocab_size)
 
-    def encode_target(self, target: str) -> Encoded:
+    def encode_target(self, target: str, *, language: str | None = None, task: str | None = None) -> Encoded:
         """A target text as the decoder of an encoder-decoder reads it under teacher forcing: its start token, then the
-        target's tokens but the last (transformers' shift right of the labels)."""
-        start = self.architecture.decoder_start
+        target's tokens but the last (transformers' shift right of the labels); a model that says its own prompt
+        (Whisper: start, ``language``, ``task``, no timestamps) reads the prompt, then the text's tokens."""
+        arch = self.architecture
+        start = arch.decoder_start
         if start is None:
-            raise ModelError(
-                f"{self.checkpoint.name}: a {self.architecture.name} model has no decoder to read a target"
-            )
+            raise ModelError(f"{self.checkpoint.name}: a {arch.name} model has no decoder to read a target")
+        prompt = arch.prompt(language=language, task=task)
+        if prompt is not None:
+            return self.tokenizer.after(prompt, target, max_length=arch.max_length, vocab_size=arch.vocab_size)
+        if language is not None or task is not None:
+            raise ModelError(f"{self.checkpoint.name}: a {arch.name} model takes no language or task")
         return self.tokenizer.shifted(self.encode(target), start)
+
+    def encode_audio(self, samples: np.ndarray) -> AudioInput:
+        """Mono 16 kHz samples (``attnx.io.audio.read_wav``) as the input of the model's stack that reads audio; its
+        ``warnings`` say what was done (audio past the window cut)."""
+        return self.architecture.audio(samples)
 
     def run(
         self,
-        text: str | Encoded,
+        text: str | Encoded | AudioInput,
         *,
         on: Placement = NUMPY,
         heads: int | None = None,
@@ -226,7 +237,7 @@ class Model:
                              f"not {encoded.kind.value}")  # fmt: skip
         if memory is None and any(not attention.is_self for attention in stack.attentions):
             raise ModelError(f"{self.checkpoint.name}: its {stack.name} attends to another stack's output: give it")
-        self.check_sizes(len(encoded.ids), heads=heads, layer=layer)
+        self.check_sizes(len(encoded.tokens), heads=heads, layer=layer)
         return ForwardPass(self, encoded, on=on, stack=stack, memory=memory)
 
     def info(self) -> ModelInfo:
@@ -294,7 +305,7 @@ class ForwardPass:
     def __init__(
         self,
         model: Model,
-        encoded: Encoded,
+        encoded: Encoded | AudioInput,
         *,
         on: Placement = NUMPY,
         drop: Mapping[int, tuple[int, ...]] | None = None,

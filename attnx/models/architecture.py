@@ -15,6 +15,7 @@ from attnx.core.positions import Rotary
 from attnx.core.spec import AttentionSpec
 from attnx.engines.arrays import Array, arrays_of, host_dtype
 from attnx.errors import ModelError
+from attnx.models.audio import AudioInput
 from attnx.models.checkpoint import Checkpoint, Shape
 from attnx.models.gguf_form import GgufForm
 from attnx.models.nn import ACTIVATIONS
@@ -76,6 +77,7 @@ TASK_HEADS = (
     ("classifier.*", "classification head"),
     ("pre_classifier.*", "classification head"),
     ("classification_head.*", "classification head"),
+    ("projector.*", "classification head"),  # WhisperForAudioClassification's, before its classifier
     ("score.*", "classification head"),
     ("qa_outputs.*", "question-answering head"),
     ("pooler.*", "pooler"),
@@ -404,9 +406,21 @@ class Architecture:
         """The token a decoder of an encoder-decoder starts from (None: the model has no such decoder)."""
         return None
 
-    def stack_embed(self, stack: Stack, encoded: Encoded) -> np.ndarray:
-        """The residual stream entering layer 0 of ``stack``, ``[token, d_model]``."""
+    def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput) -> np.ndarray:
+        """The residual stream entering layer 0 of ``stack``, ``[token, d_model]``, from a text (or, in a model with
+        a stack that reads audio, from audio: ``attnx.models.audio``)."""
+        if not isinstance(encoded, Encoded):
+            raise ModelError(f"{self.checkpoint.name}: a {self.name} model reads text, not {encoded.kind.value}")
         return self.embed(encoded)
+
+    def audio(self, samples: np.ndarray) -> AudioInput:
+        """Mono samples as the input of the stack that reads audio (a family with one says how)."""
+        raise ModelError(f"{self.checkpoint.name}: a {self.name} model reads text, not audio")
+
+    def prompt(self, *, language: str | None = None, task: str | None = None) -> list[int] | None:
+        """The tokens a decoder reads before a target's own (Whisper's); None: the target shifted right behind
+        ``decoder_start`` (T5's)."""
+        return None
 
     def site_spec(self, at: Site, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
         """The attention ``at`` names (a stack, a layer, which attention of the layer) on the stream entering it, as a

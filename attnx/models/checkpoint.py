@@ -102,6 +102,12 @@ class Checkpoint:
         held = "; " + hint if hint else f" (a checkpoint folder holds {', '.join(FILES)}, or one model's .gguf file)"
         raise ModelError(f"{path}: missing{held}")
 
+    def optional_json(self, name: str) -> dict[str, Any] | None:
+        """The JSON object in file ``name`` of the folder (generation_config.json), within the caps; None where the
+        folder has no such file."""
+        path = self.path / name
+        return self._read_json(path) if path.is_file() else None
+
     def _read_json(self, path: Path) -> dict[str, Any]:
         """A JSON object from ``path``, within the byte and depth caps."""
         from attnx.io.jsontext import line_col, too_deep

@@ -26,6 +26,7 @@ class InputKind(str, Enum):
     """What a stack reads: the kind of an input."""
 
     TEXT = "text"  # tokens of a text, positions 0..N-1
+    AUDIO = "audio"  # log-mel features of audio (attnx/models/audio.py), positions labelled by time
 
 
 class AttentionKind(str, Enum):

@@ -218,6 +218,21 @@ class TextTokenizer:
         (piece,) = self.pieces(ids[:1])
         return self._labelled(ids, np.zeros_like(ids), (piece, *encoded.pieces[:-1]), (True, *encoded.special[:-1]))
 
+    def after(self, prompt: list[int], text: str, *, max_length: int, vocab_size: int) -> Encoded:
+        """``text``'s tokens without the tokenizer's special tokens, after the ``prompt`` token ids (marked special):
+        the decoder's input of a model that says its own prompt (Whisper); too long, or an id beyond the vocabulary,
+        is a ModelError."""
+        with native(f"{self.path}: the text cannot be tokenized"):
+            encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        ids = np.asarray([*prompt, *encoding.ids], dtype=np.intp)
+        if len(ids) > max_length:
+            raise ModelError(f"the prompt and the text are {len(ids)} tokens long but the decoder reads at most "
+                             f"{max_length}; give a shorter text (attnx never truncates it)")  # fmt: skip
+        if int(ids.max()) >= vocab_size:
+            raise ModelError(f"{self.path}: token id {int(ids.max())} is beyond the model's vocabulary of {vocab_size}")
+        special = (True,) * len(prompt) + (False,) * len(encoding.ids)
+        return self._labelled(ids, np.zeros_like(ids), (*self.pieces(ids[: len(prompt)]), *encoding.tokens), special)
+
     def pieces(self, ids: np.ndarray) -> tuple[str, ...]:
         """The vocabulary's spelling of token ids (an id it does not know: ``<id 123>``)."""
         return tuple(self._tokenizer.id_to_token(int(i)) or f"<id {int(i)}>" for i in np.asarray(ids).ravel())

@@ -20,6 +20,7 @@ from attnx.models.families import FAMILIES
 from tests.models.checkpoints import BERT_SPECIALS, WORDS, bert_tokenizer, gpt2_tokenizer
 from tests.models.decoders import SIZES, VARIANTS
 from tests.models.encoder_decoders import SEQ2SEQ
+from tests.models.whisper_checkpoints import WHISPER_SIZES
 
 TASK_CLASS = re.compile(r"\w+(?:For[A-Z]\w*|LMHeadModel|DoubleHeadsModel)")
 
@@ -55,6 +56,9 @@ def family_config(model_type: str, vocab_size: int) -> Any:
     if model_type == "gpt2":
         return transformers.GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=16,
                                        initializer_range=0.2, bos_token_id=0, eos_token_id=0)  # fmt: skip
+    if model_type == "whisper":
+        return transformers.WhisperConfig(vocab_size=vocab_size, decoder_start_token_id=1, pad_token_id=0,
+                                          eos_token_id=0, bos_token_id=0, **WHISPER_SIZES)  # fmt: skip
     if model_type in SEQ2SEQ:
         (seq2seq,) = (v for v in SEQ2SEQ.values() if v.family == model_type and not v.own_head)
         return transformers.AutoConfig.for_model(model_type, vocab_size=vocab_size, decoder_start_token_id=0,

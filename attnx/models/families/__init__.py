@@ -24,6 +24,7 @@ from attnx.models.families import (
     qwen3,
     smollm3,
     t5,
+    whisper,
 )
 
 # Every family, in the order attnx lists them (config.json's model_type is each one's ``name``).
@@ -42,4 +43,5 @@ FAMILIES: tuple[type[Architecture], ...] = (
     *moe.FAMILIES,
     *gpt_oss.FAMILIES,
     *t5.FAMILIES,
+    *whisper.FAMILIES,
 )
