@@ -104,7 +104,8 @@ class ModelInfo:
     tokenizer and what attnx does not read; None: a safetensors checkpoint); ``task_heads`` the task heads the file
     holds after the last layer, which attnx does not read (a classifier, a pooler); ``stacks`` its stacks of layers
     (attnx/models/stacks.py); ``position_bias`` how positions enter the scores as a learned bias (T5's relative
-    buckets; None: they do not).
+    buckets; None: they do not); ``positions`` a family's own words for its positions where rotary positions and
+    learned embeddings do not say them (None: those).
     """
 
     path: str
@@ -144,6 +145,7 @@ class ModelInfo:
     task_heads: tuple[TaskHead, ...] = ()
     stacks: tuple[Stack, ...] = ()
     position_bias: str | None = None
+    positions: str | None = None
 
 
 # Where config.json usually keeps each size (Hugging Face's names); a family names others in ``read_sizes``.
@@ -211,6 +213,7 @@ class Architecture:
     layer_stem: ClassVar[str]  # where layer N's tensors are, under the prefix: ``layers.`` for ``layers.N.…``
     task_heads: tuple[TaskHead, ...] = ()  # the task heads the checkpoint holds, not read (``check_tensors``)
     position_bias: str | None = None  # how positions enter the scores as a learned bias (None: they do not)
+    positions: str | None = None  # the family's words for its positions (None: from its rotary ones, else learned)
 
     activation_name: str
     rotary: Rotary | None = None

@@ -59,5 +59,5 @@ def alignment_to_dict(found: Alignment, model: str) -> dict[str, Any]:
             {"target": row, "source": int(column), "weight": float(found.weights[row, column])}
             for row, column in enumerate(found.best)
         ],
-        "weights": to_plain(found.weights),
+        "mean_weights": to_plain(found.weights),
     }

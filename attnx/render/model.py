@@ -140,6 +140,8 @@ def positions_text(info: ModelInfo) -> str:
     """Each layer's positions, grouped where layers agree: ``RoPE θ 1e+06 (half pairs, linear ×8) on layers 5, 11;
     RoPE θ 10000 (half pairs) on layers 0-4, 6-10``; ``none (NoPE)`` for a layer without; one text when all
     agree; ``learned embeddings`` for a family without rotary positions."""
+    if info.positions is not None:
+        return info.positions
     if info.position_bias is not None:
         return info.position_bias
     if not info.rotaries:

@@ -144,7 +144,7 @@ class TestAlign:
         out = invoke("align", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--format", "json")
         data = json.loads(out.stdout)
         expected = np.mean(np.stack(t5.attentions["float64"]["cross"]), axis=(0, 1))  # (T, S)
-        np.testing.assert_allclose(np.asarray(data["weights"]), expected, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(data["mean_weights"]), expected, rtol=0, atol=1e-10)
         assert [row["source"] for row in data["alignment"]] == np.argmax(expected, axis=1).tolist()
         assert data["layers"] == [0, 1, 2] and data["heads"] == [0, 1, 2]
         assert len(data["target_tokens"]) == len(t5.decoder_ids) and len(data["source_tokens"]) == len(t5.source_ids)
@@ -153,7 +153,7 @@ class TestAlign:
         """--layer -1 --head 1 is the last layer's head 1 alone."""
         out = invoke("align", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "-1", "--head",
                      "1", "--format", "json")  # fmt: skip
-        np.testing.assert_allclose(np.asarray(json.loads(out.stdout)["weights"]), t5.attentions["float64"]["cross"][2][1],
+        np.testing.assert_allclose(np.asarray(json.loads(out.stdout)["mean_weights"]), t5.attentions["float64"]["cross"][2][1],
                                    rtol=0, atol=1e-10)  # fmt: skip
 
     def test_table(self, t5: Seq2SeqReference) -> None:

@@ -179,14 +179,19 @@ class TestModelPositions:
         from attnx.render.model import layer_ranges, positions_text
 
         local, full = Rotary(theta=10000.0), Rotary(theta=1e6)
-        info = SimpleNamespace(rotaries=(local, local, None, local, full, full), rotary=local, position_bias=None)
+        info = SimpleNamespace(
+            rotaries=(local, local, None, local, full, full), rotary=local, position_bias=None, positions=None
+        )
         assert positions_text(info) == (  # type: ignore[arg-type]
             "RoPE θ 10000 (half pairs) on layers 0-1, 3; none (NoPE) on layer 2; RoPE θ 1e+06 (half pairs) on "
             "layers 4-5"
         )
         assert (
-            positions_text(SimpleNamespace(rotaries=(full, full), rotary=full, position_bias=None))
+            positions_text(SimpleNamespace(rotaries=(full, full), rotary=full, position_bias=None, positions=None))
             == "RoPE θ 1e+06 (half pairs)"
         )  # type: ignore[arg-type]
-        assert positions_text(SimpleNamespace(rotaries=(), rotary=None, position_bias=None)) == "learned embeddings"  # type: ignore[arg-type]
+        assert (
+            positions_text(SimpleNamespace(rotaries=(), rotary=None, position_bias=None, positions=None))
+            == "learned embeddings"
+        )  # type: ignore[arg-type]
         assert layer_ranges([0, 1, 2, 4, 6, 7]) == "0-2, 4, 6-7"

@@ -138,6 +138,7 @@ class Whisper(Architecture):
                                  "whose two stacks have the same heads and MLP width")  # fmt: skip
         self.bins = ckpt.integer("num_mel_bins", default=80)
         self.sources = ckpt.integer("max_source_positions", default=1500)
+        self.positions = "encoder: sinusoids (stored); decoder: learned embeddings"
         self.decoder_layers = ckpt.integer("decoder_layers", default=self.layers)
         held = self.held_layers("decoder.layers.")
         if held == 0:
