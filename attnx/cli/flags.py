@@ -257,9 +257,21 @@ class ModelFlags(TextFlags):
                      "(teacher forcing), for its layers (--layer dec:L)."),
     ] = None  # fmt: skip
 
+    language: Annotated[
+        str | None,
+        typer.Option("--language", metavar="LANG", help="With --target, for a model that asks one (a multilingual "
+                     "Whisper): the language the decoder writes in (en, fr, ...)."),
+    ] = None  # fmt: skip
+    audio: Annotated[
+        str | None,
+        typer.Option("--audio", metavar="FILE", help="With --model of a speech model (Whisper), in place of --text: "
+                     "the WAV file its encoder hears (PCM or float, 16 kHz)."),
+    ] = None  # fmt: skip
+
     def pointed(self) -> dict[str, str | None]:
-        """--attention and --target (flag -> value): what points inside one layer of an encoder-decoder."""
-        return {"--attention": self.attention, "--target": self.target}
+        """--attention, --target, --language and --audio (flag -> value): what only one layer's view reads."""
+        return {"--attention": self.attention, "--target": self.target, "--language": self.language,
+                "--audio": self.audio}  # fmt: skip
 
 
 @flag_group(frozen=True)

@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.engines.placement import Placement
     from attnx.io.schema import InputOverrides
     from attnx.models import Model
+    from attnx.models.audio import AudioInput
     from attnx.models.stacks import Address
+    from attnx.models.tokenize import Encoded
 
 ALL = "all"
 STDIN = "-"
@@ -252,34 +254,85 @@ def load_input_with(
         from attnx.io import load_spec
 
         return settings.apply(load_spec(config, described, caps.limits()))
-    from attnx.workflows import site_spec
-
     random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")
     address = parse_address(checkpoint)
+    if checkpoint.audio is not None:
+        return settings.apply(heard_spec(config, checkpoint, address, settings, caps, backend, quiet=quiet,
+                                         queried=queried, config_name=config_name))  # fmt: skip
     with model_session(
         config, checkpoint, backend, caps, "running layers", quiet=quiet, config_name=config_name
     ) as run:
-        model = run.model
-        pointed = " ".join(f"{flag} {value}" for flag, value in (("--layer", checkpoint.layer),
-                           ("--attention", checkpoint.attention)) if value is not None)  # fmt: skip
-        with flag_worded(f"{pointed}: {{}}"):
-            stack, _ = address.resolve(model.stacks)
-        index = model.check_layer(address.layer, stack)  # -1: the last layer
-        decoder = any(not attention.is_self for attention in stack.attentions)  # its keys: the encoder's output
-        if decoder and checkpoint.target is None:
-            raise UsageError(f"--layer {checkpoint.layer}: the {stack.name} reads a target text: give --target T")
-        if not decoder and checkpoint.target is not None:
-            raise UsageError("--target is for an encoder-decoder's decoder; the model reads --text alone"
-                             if len(model.stacks) == 1 else f"--target is for a decoder's layers (--layer dec:L); "
-                             f"the {stack.name} reads --text")  # fmt: skip
-        run.progress.description = f"running the layers before {stack.name} layer {index}"
-        encoded = model.encode(run.text)
-        if queried is not None:
-            queried((model.encode_target(checkpoint.target) if checkpoint.target is not None else encoded).tokens)
-        spec = site_spec(model, encoded, address, target=checkpoint.target, on=run.on, heads=settings.get("heads"),
-                         progress=run.progress)  # fmt: skip
+        source = run.model.encode(run.text)
+        spec = pointed_spec(run.model, source, address, checkpoint, settings, run.on, run.progress, queried)
     return settings.apply(spec)  # one way for both
+
+
+def heard_spec(
+    config: str | None,
+    checkpoint: ModelFlags,
+    address: Address,
+    settings: SettingOverrides,
+    caps: CapFlags,
+    backend: EngineFlags,
+    *,
+    quiet: bool,
+    queried: Callable[[Sequence[str]], object] | None,
+    config_name: str,
+) -> AttentionSpec:
+    """``--model``'s attention that ``address`` points at, its encoder hearing ``--audio`` (a WAV file, read within
+    the caps before the model opens; what was done to it, said on stderr)."""
+    from attnx.cli.output import warn
+    from attnx.io.audio import read_wav
+
+    refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the model's encoder hears it")
+    path = require_checkpoint(checkpoint.model, "--audio")
+    if config is not None:
+        raise UsageError(f"--model replaces {config_name}: give one or the other")
+    limits = caps.limits()
+    wav = read_wav(checkpoint.audio or "", limits)
+    with open_checkpoint(path, backend, limits) as model, progress_for("running layers", quiet) as progress:
+        heard = model.encode_audio(wav.samples)
+        for note in () if quiet else (*wav.notes, *heard.warnings):
+            warn(note)
+        return pointed_spec(model, heard, address, checkpoint, settings, backend.placement(), progress, queried)
+
+
+def pointed_spec(
+    model: Model,
+    source: Encoded | AudioInput,
+    address: Address,
+    checkpoint: ModelFlags,
+    settings: SettingOverrides,
+    on: Placement,
+    progress: LayerProgress,
+    queried: Callable[[Sequence[str]], object] | None,
+) -> AttentionSpec:
+    """The attention ``address`` points at in ``model`` as a spec, the encoder reading ``source``: a decoder's reads
+    ``--target`` (in ``--language`` where the model asks one), after the encoder."""
+    from attnx.workflows import site_spec
+
+    pointed = " ".join(f"{flag} {value}" for flag, value in (("--layer", checkpoint.layer),
+                       ("--attention", checkpoint.attention)) if value is not None)  # fmt: skip
+    with flag_worded(f"{pointed}: {{}}"):
+        stack, _ = address.resolve(model.stacks)
+    index = model.check_layer(address.layer, stack)  # -1: the last layer
+    decoder = any(not attention.is_self for attention in stack.attentions)  # its keys: the encoder's output
+    if decoder and checkpoint.target is None:
+        raise UsageError(f"--layer {checkpoint.layer}: the {stack.name} reads a target text: give --target T")
+    if not decoder and checkpoint.target is not None:
+        raise UsageError("--target is for an encoder-decoder's decoder; the model reads --text alone"
+                         if len(model.stacks) == 1 else f"--target is for a decoder's layers (--layer dec:L); "
+                         f"the {stack.name} reads --text")  # fmt: skip
+    refuse({"--language": checkpoint.language if not decoder else None}, "is the language a decoder writes in: "
+           "it goes with --target")  # fmt: skip
+    progress.description = f"running the layers before {stack.name} layer {index}"
+    target = None
+    if checkpoint.target is not None:
+        target = model.encode_target(checkpoint.target, language=checkpoint.language)
+    if queried is not None:
+        queried((target or source).tokens)
+    return site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)
 
 
 def parse_address(checkpoint: ModelFlags) -> Address:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.spec import AttentionSpec
     from attnx.limits import Limits
     from attnx.models import Model
+    from attnx.models.audio import AudioInput
     from attnx.models.tokenize import Encoded
 
 
@@ -46,17 +47,18 @@ def layer_spec(
 
 def site_spec(
     model: Model,
-    text: str | Encoded,
+    text: str | Encoded | AudioInput,
     address: Address,
     *,
-    target: str | None = None,
+    target: str | Encoded | None = None,
     on: Placement = NUMPY,
     heads: int | None = None,
     progress: Progress | None = None,
 ) -> AttentionSpec:
     """The attention ``address`` points at (a stack, a layer, an attention kind) as a spec, everything before it run
-    ``on`` the placement's engine: a decoder's over the ``target`` text (teacher-forced), after the encoder ran over
-    ``text`` whole; another stack's over ``text``. ``progress`` counts the attentions run."""
+    ``on`` the placement's engine: a decoder's over the ``target`` text (teacher-forced; or its tokens,
+    ``model.encode_target``), after the encoder ran over ``text`` (or its tokens, or the audio it hears) whole;
+    another stack's over ``text``. ``progress`` counts the attentions run."""
     stack, which = address.resolve(model.stacks)
     layer = model.check_layer(address.layer, stack)
     before = layer * len(stack.attentions) + which  # the attentions of the stack that run first
@@ -73,7 +75,8 @@ def site_spec(
             source.step()
             if progress is not None:
                 progress(done + 1, total)
-        memory, words = Memory(source.finish(), source.tokens), model.encode_target(target)
+        words = model.encode_target(target) if isinstance(target, str) else target
+        memory = Memory(source.finish(), source.tokens)
     forward = model.run(words, on=on, heads=heads, layer=layer, stack=stack, memory=memory)
     ran = 0 if memory is None else total - before
     for done in range(before):

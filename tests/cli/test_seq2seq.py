@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.models.whisper_checkpoints import TARGET as SPOKEN
+from tests.models.whisper_checkpoints import WhisperReference
 from tests.runner import Outcome, run_attnx
 
 
@@ -180,3 +183,42 @@ class TestAlign:
         """A model without cross-attention cannot align: one line saying an encoder-decoder is needed."""
         result = invoke("align", "--model", str(gpt2.path), "--text", TEXT, "--target", "a", code=2)
         assert "alignment needs an encoder-decoder; a gpt2 model has no cross-attention" in result.stderr
+
+
+class TestAudio:
+    def test_encoder_hears_the_wav(self, whisper: WhisperReference) -> None:
+        """`run --audio` shows the encoder's self-attention over the audio's frames, equal to transformers'."""
+        out = invoke("run", "--model", str(whisper.path), "--audio", str(whisper.wav), "--layer", "enc:1",
+                     "--format", "json")  # fmt: skip
+        data = json.loads(out.stdout)
+        assert data["tokens"][:3] == ["0.00s", "0.02s", "0.04s"] and len(data["tokens"]) == 1500
+        assert data["origin"]["stack"] == "encoder" and data["origin"]["layer"] == 1
+        np.testing.assert_allclose(np.asarray(data["weights"]), whisper.attentions["float64"]["encoder"][1],
+                                   rtol=0, atol=1e-10)  # fmt: skip
+
+    def test_cross_attention_over_the_audio(self, whisper: WhisperReference) -> None:
+        """`--layer dec:L --attention cross --target T --language en`: the decoder reads the prompt, then the text,
+        and its cross-attention over the frames equals transformers'."""
+        out = invoke("run", "--model", str(whisper.path), "--audio", str(whisper.wav), "--layer", "dec:-1",
+                     "--attention", "cross", "--target", SPOKEN, "--language", "en", "--format", "json")  # fmt: skip
+        data = json.loads(out.stdout)
+        np.testing.assert_allclose(np.asarray(data["weights"]), whisper.attentions["float64"]["cross"][-1],
+                                   rtol=0, atol=1e-10)  # fmt: skip
+        assert len(data["tokens"]) == len(whisper.decoder_ids) and len(data["key_tokens"]) == 1500
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [(("--text", "a"), "--text is what a text model reads; with --audio the model's encoder hears it"),
+         (("--language", "en"), "--language is the language a decoder writes in: it goes with --target")],
+    )  # fmt: skip
+    def test_refused(self, whisper: WhisperReference, args: tuple[str, ...], message: str) -> None:
+        """--text beside --audio, or a language without a decoder's layer: one line, exit 2."""
+        result = invoke("run", "--model", str(whisper.path), "--audio", str(whisper.wav), *args, code=2)
+        assert message in result.stderr
+
+    def test_not_a_wav(self, whisper: WhisperReference, tmp_path: Path) -> None:
+        """A file that is not a WAV is one line, exit 2, before the model opens."""
+        fake = tmp_path / "x.wav"
+        fake.write_bytes(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(64))
+        result = invoke("run", "--model", str(whisper.path), "--audio", str(fake), code=2)
+        assert result.stderr.startswith("attnx: error: ") and result.stderr.count("\\n") == 1
