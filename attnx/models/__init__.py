@@ -188,12 +188,13 @@ class Model:
     def encode_target(self, target: str) -> Encoded:
         """A target text as the decoder of an encoder-decoder reads it under teacher forcing: its start token, then the
         target's tokens but the last (transformers' shift right of the labels)."""
-        start = self.architecture.decoder_start
+        encoded = self.encode(target)
+        start = self.architecture.start_of(encoded)
         if start is None:
             raise ModelError(
                 f"{self.checkpoint.name}: a {self.architecture.name} model has no decoder to read a target"
             )
-        return self.tokenizer.shifted(self.encode(target), start)
+        return self.tokenizer.shifted(encoded, start)
 
     def run(
         self,

@@ -404,6 +404,11 @@ class Architecture:
         """The token a decoder of an encoder-decoder starts from (None: the model has no such decoder)."""
         return None
 
+    def start_of(self, target: Encoded) -> int | None:
+        """The token the decoder starts from when it reads ``target`` (a text's tokens) under teacher forcing: by
+        default ``decoder_start``; mBART's is the target's last token, its language code."""
+        return self.decoder_start
+
     def stack_embed(self, stack: Stack, encoded: Encoded) -> np.ndarray:
         """The residual stream entering layer 0 of ``stack``, ``[token, d_model]``."""
         return self.embed(encoded)
