@@ -96,8 +96,9 @@ def test_task_classes_open(model_type: str, tmp_path_factory: pytest.TempPathFac
         assert rows == [f"{head.describe()}, after the last layer" for head in info.task_heads]
 
 
-# Encoder-decoders' task classes are compared with transformers, both stacks, in tests/models/test_t5.py.
-SEQ2SEQ = {"t5", "mt5"}
+# Encoder-decoders' task classes are compared with transformers, both stacks, in tests/models/test_t5.py,
+# test_bart.py and test_marian.py.
+SEQ2SEQ = {"t5", "mt5", "bart", "mbart", "marian"}
 
 
 @pytest.mark.parametrize("model_type", [family.name for family in FAMILIES if family.name not in SEQ2SEQ])
