@@ -262,7 +262,7 @@ class Seq2Seq(Architecture):
             keys, x_kv = at.memory.tokens, at.memory.stream.astype(x.dtype, copy=False)
         return AttentionSpec.build(
             heads=self.stack_heads[s], tokens=tokens, key_tokens=keys, source=source, x=x, x_kv=x_kv, w_q=w_q,
-            w_k=w_k, w_v=w_v, w_o=w_o, causal=kind.causal,
+            w_k=w_k, w_v=w_v, w_o=w_o, causal=at.attention.kind.causal,
         )  # fmt: skip
 
     def site_after(self, at: Site, stream: Array, projected: np.ndarray) -> Array:
