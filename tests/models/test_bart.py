@@ -171,3 +171,19 @@ class TestDecoderAlone:
         for ours, theirs in zip(weights, out.attentions, strict=True):
             assert_close(ours, theirs[0].numpy(), "float32")
         assert_close(logits, out.logits[0].numpy(), "float32")
+
+
+class TestSiteSpec:
+    def test_cross_attention_by_address(self, bart: Seq2SeqReference) -> None:
+        """``workflows.site_spec`` with ``Address(1, "decoder", CROSS)`` and a target gives decoder layer 1's
+        cross-attention: target × source, 5 heads, its weights transformers'."""
+        from attnx.engines import compute
+        from attnx.models.stacks import Address
+        from attnx.workflows.layers import site_spec
+
+        with open_model(bart.path, "float64") as model:
+            spec = site_spec(model, TEXT, Address(1, "decoder", AttentionKind.CROSS), target=TARGET)
+        assert spec.source.endswith("decoder layer 1 of 3, cross-attention") and spec.settings.heads == 5
+        assert (len(spec.tokens), len(spec.key_tokens)) == (len(bart.decoder_ids), len(bart.source_ids))
+        weights = compute(spec, needs={"weights"}).weights
+        assert_close(weights, bart.attentions["float64"]["cross"][1], "float64")
