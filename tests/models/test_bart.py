@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -187,3 +188,21 @@ class TestSiteSpec:
         assert (len(spec.tokens), len(spec.key_tokens)) == (len(bart.decoder_ids), len(bart.source_ids))
         weights = compute(spec, needs={"weights"}).weights
         assert_close(weights, bart.attentions["float64"]["cross"][1], "float64")
+
+
+class TestTiedCopies:
+    def test_a_file_holding_every_copy(self, bart: Seq2SeqReference, tmp_path: Path) -> None:
+        """A tied file that also holds the copies (``encoder.embed_tokens``, ``decoder.embed_tokens``, ``lm_head``,
+        as older saves do) opens, reads them, and still equals transformers."""
+        from safetensors.numpy import load_file, save_file
+
+        path = Path(shutil.copytree(bart.path, tmp_path / "b"))
+        tensors = load_file(str(path / "model.safetensors"))
+        shared = tensors["model.shared.weight"]
+        copies = {"model.encoder.embed_tokens.weight": shared, "model.decoder.embed_tokens.weight": shared,
+                  "lm_head.weight": shared}  # fmt: skip
+        save_file({**tensors, **copies}, str(path / "model.safetensors"), metadata={"format": "pt"})
+        with open_model(path) as model:
+            assert model.architecture.table("encoder") == "encoder.embed_tokens.weight"
+            assert model.architecture.output_tensor().name == "lm_head.weight"
+        agree(dataclasses.replace(bart, path=path), "float64")
