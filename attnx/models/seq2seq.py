@@ -151,11 +151,9 @@ class Seq2Seq(Architecture):
         """The tensor (under the prefix) of ``stack``'s token embeddings: its ``embed_tokens`` where held (or where
         nothing ties it), else the first held of the tables it is tied to, as transformers ties them."""
         own = f"{stack}.embed_tokens.weight"
-        if not self.tie or self.checkpoint.has(own):
+        if not self.tie or not self.shared or self.checkpoint.has(own):  # Marian's own vocabularies: nothing ties them
             return own
         tied = ("shared.weight", f"{ENCODER}.embed_tokens.weight", f"{DECODER}.embed_tokens.weight")
-        if not self.shared:  # Marian's own vocabularies: nothing ties the encoder's table
-            return own
         return next((name for name in tied if self.checkpoint.has(name)), own)
 
     def vocab_of(self, stack: str) -> int:
@@ -176,8 +174,8 @@ class Seq2Seq(Architecture):
         return self.alone or ckpt.has(LM_HEAD, prefixed=False) or ckpt.has(LOGITS_BIAS, prefixed=False)
 
     def claimed_shapes(self) -> Iterator[tuple[str, tuple[int, ...]]]:
-        """Each stack's token table and positions, and its layer 0's query and first MLP weights (d_model, the
-        feed-forward widths), the logits' bias."""
+        """Each stack's token table (its vocabulary), learned positions (the maximum length) and its layer 0's query
+        and first MLP weights (d_model, the stack's feed-forward width)."""
         for stack in self.stacks:
             yield self.table(stack.name), (self.vocab_of(stack.name), self.d_model)
             if not self.sinusoidal:
