@@ -57,7 +57,7 @@ SUPPORTED = ", ".join(ARCHITECTURES)
 ARCHITECTURE_FACTS = (
     "family", "design", "layers", "heads", "kv_heads", "head_dim", "d_model", "d_ff", "vocab_size", "max_length",
     "causal", "rotary", "rotaries", "windows", "softcap", "qk_norm", "qk_norm_over", "gated", "mixture", "sinks",
-    "task_heads", "stacks", "position_bias",
+    "task_heads", "stacks", "position_bias", "positions",
 )  # fmt: skip
 
 # Called after each layer the forward pass runs: (layers done, layers to run).

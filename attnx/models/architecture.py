@@ -102,7 +102,8 @@ class ModelInfo:
     tokenizer and what attnx does not read; None: a safetensors checkpoint); ``task_heads`` the task heads the file
     holds after the last layer, which attnx does not read (a classifier, a pooler); ``stacks`` its stacks of layers
     (attnx/models/stacks.py); ``position_bias`` how positions enter the scores as a learned bias (T5's relative
-    buckets; None: they do not).
+    buckets; None: they do not); ``positions`` how they enter the embeddings, in words, where no rotary says it
+    (Marian's sinusoids; None: a learned table).
     """
 
     path: str
@@ -142,6 +143,7 @@ class ModelInfo:
     task_heads: tuple[TaskHead, ...] = ()
     stacks: tuple[Stack, ...] = ()
     position_bias: str | None = None
+    positions: str | None = None
 
 
 # Where config.json usually keeps each size (Hugging Face's names); a family names others in ``read_sizes``.
@@ -209,6 +211,7 @@ class Architecture:
     layer_stem: ClassVar[str]  # where layer N's tensors are, under the prefix: ``layers.`` for ``layers.N.…``
     task_heads: tuple[TaskHead, ...] = ()  # the task heads the checkpoint holds, not read (``check_tensors``)
     position_bias: str | None = None  # how positions enter the scores as a learned bias (None: they do not)
+    positions: str | None = None  # how they enter the embeddings, in words (None: a learned table, or rotary)
 
     activation_name: str
     rotary: Rotary | None = None

@@ -93,6 +93,7 @@ class Seq2Seq(Architecture):
         self.target_vocab = (
             self.vocab_size if self.shared else ckpt.integer("decoder_vocab_size", default=self.vocab_size)
         )
+        self.positions = "sinusoidal embeddings" if self.sinusoidal else "learned embeddings (offset 2)"
         self.scale = math.sqrt(self.d_model) if ckpt.flag("scale_embedding", self.scales) else 1.0
         self.pad = self.token_id("pad_token_id", self.pad_default)
         self._start = self.token_id("decoder_start_token_id", self.pad)
@@ -224,7 +225,7 @@ class Seq2Seq(Architecture):
         weight = self.weight(f"{name}.weight", shape=(width, reads))
         return Linear.of(weight.T, self.weight(f"{name}.bias", shape=(width,)))
 
-    def positions(self, stack: str, count: int) -> np.ndarray:
+    def position_rows(self, stack: str, count: int) -> np.ndarray:
         """The position embeddings of positions 0..count-1 of ``stack``, ``[token, d_model]``: learned rows 2.., or
         Marian's sinusoids (the file's table where it holds one, as transformers loads it)."""
         name = f"{stack}.embed_positions.weight"
@@ -238,7 +239,7 @@ class Seq2Seq(Architecture):
         """The tokens' rows of the stack's table times the scale, plus positions, then the embeddings' LayerNorm."""
         s = stack.name
         words = self.checkpoint.rows(self.table(s), encoded.ids, (self.vocab_of(s), self.d_model)).astype(self.dtype)
-        h = words * self.dtype.type(self.scale) + self.positions(s, len(encoded.ids))
+        h = words * self.dtype.type(self.scale) + self.position_rows(s, len(encoded.ids))
         return np.asarray(self.norm(h, f"{s}.layernorm_embedding")) if self.embedding_norm else h
 
     def embed(self, encoded: Encoded) -> np.ndarray:

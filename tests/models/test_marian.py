@@ -105,3 +105,13 @@ class TestSentencePieceFolder:
         out = run_attnx("model", str(path))
         assert out.code == 2 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1
         assert "tokenizer.json: missing; attnx reads a tokenizer.json, not Marian's SentencePiece files" in out.stderr
+
+
+class TestDescribe:
+    def test_positions_are_named(self, marian: Seq2SeqReference) -> None:
+        """`attnx model` says Marian's positions are sinusoids (BART's: a learned table offset by 2)."""
+        from tests.runner import run_attnx
+
+        out = run_attnx("model", str(marian.path))
+        lines = [" ".join(line.split()) for line in out.stdout.splitlines()]
+        assert out.code == 0 and "positions sinusoidal embeddings" in lines
