@@ -198,18 +198,22 @@ class Model:
 
     def encode_target(self, target: str, *, language: str | None = None, task: str | None = None) -> Encoded:
         """A target text as the decoder of an encoder-decoder reads it under teacher forcing: its start token, then the
-        target's tokens but the last (transformers' shift right of the labels); a model that says its own prompt
-        (Whisper: start, ``language``, ``task``, no timestamps) reads the prompt, then the text's tokens."""
+        target's tokens but the last (transformers' shift right of the labels; mBART starts from the target's language
+        code); a model that says its own prompt (Whisper: start, ``language``, ``task``, no timestamps) reads the
+        prompt, then the text's tokens."""
         arch = self.architecture
-        start = arch.decoder_start
-        if start is None:
+        if arch.decoder_start is None:
             raise ModelError(f"{self.checkpoint.name}: a {arch.name} model has no decoder to read a target")
         prompt = arch.prompt(language=language, task=task)
         if prompt is not None:
             return self.tokenizer.after(prompt, target, max_length=arch.max_length, vocab_size=arch.vocab_size)
         if language is not None or task is not None:
             raise ModelError(f"{self.checkpoint.name}: a {arch.name} model takes no language or task")
-        return self.tokenizer.shifted(self.encode(target), start)
+        encoded = self.encode(target)
+        start = arch.start_of(encoded)
+        if start is None:  # a family whose decoder starts from nothing it can name
+            raise ModelError(f"{self.checkpoint.name}: a {arch.name} model has no decoder start for this target")
+        return self.tokenizer.shifted(encoded, start)
 
     def encode_audio(self, samples: np.ndarray) -> AudioInput:
         """Mono 16 kHz samples (``attnx.io.audio.read_wav``) as the input of the model's stack that reads audio; its

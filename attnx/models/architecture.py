@@ -104,8 +104,8 @@ class ModelInfo:
     tokenizer and what attnx does not read; None: a safetensors checkpoint); ``task_heads`` the task heads the file
     holds after the last layer, which attnx does not read (a classifier, a pooler); ``stacks`` its stacks of layers
     (attnx/models/stacks.py); ``position_bias`` how positions enter the scores as a learned bias (T5's relative
-    buckets; None: they do not); ``positions`` a family's own words for its positions where rotary positions and
-    learned embeddings do not say them (None: those).
+    buckets; None: they do not); ``positions`` a family's own words for its positions where rotary positions do not
+    say them (Marian's sinusoids, Whisper's; None: a learned table, or rotary).
     """
 
     path: str
@@ -213,7 +213,7 @@ class Architecture:
     layer_stem: ClassVar[str]  # where layer N's tensors are, under the prefix: ``layers.`` for ``layers.N.…``
     task_heads: tuple[TaskHead, ...] = ()  # the task heads the checkpoint holds, not read (``check_tensors``)
     position_bias: str | None = None  # how positions enter the scores as a learned bias (None: they do not)
-    positions: str | None = None  # the family's words for its positions (None: from its rotary ones, else learned)
+    positions: str | None = None  # the family's words for its positions (None: a learned table, or rotary)
 
     activation_name: str
     rotary: Rotary | None = None
@@ -408,6 +408,11 @@ class Architecture:
     def decoder_start(self) -> int | None:
         """The token a decoder of an encoder-decoder starts from (None: the model has no such decoder)."""
         return None
+
+    def start_of(self, target: Encoded) -> int | None:
+        """The token the decoder starts from when it reads ``target`` (a text's tokens) under teacher forcing: by
+        default ``decoder_start``; mBART's is the target's last token, its language code."""
+        return self.decoder_start
 
     def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput) -> np.ndarray:
         """The residual stream entering layer 0 of ``stack``, ``[token, d_model]``, from a text (or, in a model with

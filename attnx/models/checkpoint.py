@@ -44,7 +44,14 @@ ALTERNATIVES = {
             "attnx reads safetensors only; re-save the model with safe_serialization=True",
         ),
     ),
-    TOKENIZER: (("vocab.txt", "attnx needs the fast tokenizer's tokenizer.json; save it with a fast tokenizer"),),
+    TOKENIZER: (
+        ("vocab.txt", "attnx needs the fast tokenizer's tokenizer.json; save it with a fast tokenizer"),
+        (
+            "source.spm",
+            "attnx reads a tokenizer.json, not Marian's SentencePiece files (source.spm, target.spm, vocab.json): "
+            "put a tokenizer.json for this model's vocabulary in the folder",
+        ),
+    ),
 }
 
 

@@ -139,13 +139,13 @@ def tied_of(info: ModelInfo) -> list[bool]:
 def positions_text(info: ModelInfo) -> str:
     """Each layer's positions, grouped where layers agree: ``RoPE θ 1e+06 (half pairs, linear ×8) on layers 5, 11;
     RoPE θ 10000 (half pairs) on layers 0-4, 6-10``; ``none (NoPE)`` for a layer without; one text when all
-    agree; ``learned embeddings`` for a family without rotary positions."""
+    agree; ``learned embeddings`` for a family without rotary positions, unless it says otherwise (``positions``)."""
     if info.positions is not None:
         return info.positions
     if info.position_bias is not None:
         return info.position_bias
     if not info.rotaries:
-        return info.rotary.describe() if info.rotary else "learned embeddings"
+        return info.rotary.describe() if info.rotary else info.positions or "learned embeddings"
     groups: dict[str, list[int]] = {}
     for layer, rotary in enumerate(info.rotaries):
         groups.setdefault(rotary.describe() if rotary else "none (NoPE)", []).append(layer)

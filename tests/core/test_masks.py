@@ -33,6 +33,7 @@ ALLOWED: dict[str, set[str] | None] = {
     "attnx/models/families/gpt2.py": {"self.attention(layer).kind.causal"},  # as decoder.py's
     "attnx/models/families/t5.py": {"at.attention.kind.causal"},  # as decoder.py's
     "attnx/models/families/whisper.py": {"at.attention.kind.causal"},  # as T5's
+    "attnx/models/seq2seq.py": {"at.attention.kind.causal"},  # as decoder.py's (BART, mBART, Marian)
     "attnx/models/stacks.py": {"attention.kind.causal"},  # a stack is causal where its self-attention's kind is
     "attnx/render/model.py": {"info.causal"},  # `attnx model`: a checkpoint's facts, not a spec's mask
     "attnx/testing.py": {"self.causal", "settings.causal", "settings.window"},  # the checker's settings build a spec

@@ -4,7 +4,8 @@
 ``task_classes()`` lists, from transformers itself, every class whose name is one of a family's (``Family.names``):
 its ``*For*``, ``*LMHeadModel`` and ``*DoubleHeadsModel`` classes, less those built on another model_type (Gemma 3's
 multimodal ``Gemma3ForSequenceClassification`` reads a ``gemma3`` config, which attnx refuses). Each family's config
-is its first ``Variant`` of ``tests.models.decoders`` (BERT's and GPT-2's as ``tests.models.checkpoints`` builds them).
+is its first ``Variant`` of ``tests.models.decoders`` or ``Seq2SeqVariant`` of ``tests.models.encoder_decoders``
+(BERT's and GPT-2's as ``tests.models.checkpoints`` builds them).
 """
 
 from __future__ import annotations
@@ -59,10 +60,10 @@ def family_config(model_type: str, vocab_size: int) -> Any:
     if model_type == "whisper":
         return transformers.WhisperConfig(vocab_size=vocab_size, decoder_start_token_id=1, pad_token_id=0,
                                           eos_token_id=0, bos_token_id=0, **WHISPER_SIZES)  # fmt: skip
-    if model_type in SEQ2SEQ:
-        (seq2seq,) = (v for v in SEQ2SEQ.values() if v.family == model_type and not v.own_head)
-        return transformers.AutoConfig.for_model(model_type, vocab_size=vocab_size, decoder_start_token_id=0,
-                                                 pad_token_id=0, eos_token_id=1, **seq2seq.config)  # fmt: skip
+    seq2seq = next((v for v in SEQ2SEQ.values() if v.family == model_type and not v.own_head), None)
+    if seq2seq is not None:  # its first variant; T5's token ids where it gives none
+        tokens = {"decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1}
+        return transformers.AutoConfig.for_model(model_type, vocab_size=vocab_size, **{**tokens, **seq2seq.config})
     variant = next(v for v in VARIANTS.values() if v.family == model_type)
     return transformers.AutoConfig.for_model(
         model_type, vocab_size=vocab_size, initializer_range=0.2, **SIZES, **variant.config

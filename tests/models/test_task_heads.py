@@ -101,8 +101,9 @@ def test_task_classes_open(model_type: str, tmp_path_factory: pytest.TempPathFac
         assert rows == [f"{head.describe()}, after the last layer" for head in info.task_heads]
 
 
-# Encoder-decoders are compared with transformers, both stacks, in tests/models/test_t5.py and test_whisper.py.
-SEQ2SEQ = {"t5", "mt5", "whisper"}
+# Encoder-decoders' task classes are compared with transformers, both stacks, in tests/models/test_t5.py,
+# test_bart.py, test_marian.py and test_whisper.py.
+SEQ2SEQ = {"t5", "mt5", "bart", "mbart", "marian", "whisper"}
 # Task classes attnx refuses, each with what its one line says.
 REFUSED = {"WhisperForCausalLM": "a Whisper decoder without its encoder"}
 

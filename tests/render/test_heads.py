@@ -190,8 +190,8 @@ class TestModelPositions:
             positions_text(SimpleNamespace(rotaries=(full, full), rotary=full, position_bias=None, positions=None))
             == "RoPE θ 1e+06 (half pairs)"
         )  # type: ignore[arg-type]
-        assert (
-            positions_text(SimpleNamespace(rotaries=(), rotary=None, position_bias=None, positions=None))
-            == "learned embeddings"
-        )  # type: ignore[arg-type]
+        learned = SimpleNamespace(rotaries=(), rotary=None, position_bias=None, positions=None)
+        assert positions_text(learned) == "learned embeddings"  # type: ignore[arg-type]
+        sines = SimpleNamespace(rotaries=(), rotary=None, position_bias=None, positions="sinusoidal embeddings")
+        assert positions_text(sines) == "sinusoidal embeddings"  # type: ignore[arg-type]
         assert layer_ranges([0, 1, 2, 4, 6, 7]) == "0-2, 4, 6-7"

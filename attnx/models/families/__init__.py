@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from attnx.models.architecture import Architecture
 from attnx.models.families import (
+    bart,
     bert,
     gemma,
     gemma3,
@@ -18,6 +19,7 @@ from attnx.models.families import (
     gpt_oss,
     granite,
     llama,
+    marian,
     moe,
     olmo2,
     phi3,
@@ -44,4 +46,6 @@ FAMILIES: tuple[type[Architecture], ...] = (
     *gpt_oss.FAMILIES,
     *t5.FAMILIES,
     *whisper.FAMILIES,
+    *bart.FAMILIES,
+    *marian.FAMILIES,
 )
