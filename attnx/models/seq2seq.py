@@ -144,7 +144,7 @@ class Seq2Seq(Architecture):
         decoder = Stack(DECODER, self.decoder_layers, InputKind.TEXT, (
             Attention(AttentionKind.CAUSAL_SELF, DECODER, DECODER),
             Attention(AttentionKind.CROSS, DECODER, ENCODER),
-        ))  # fmt: skip
+        ), heads=self.stack_heads[DECODER])  # fmt: skip
         return encoder, decoder
 
     # Which tensors hold the token tables: each stack's own where the file holds it, else the one it is tied to.

@@ -69,12 +69,13 @@ class Attention:
 @dataclass(frozen=True)
 class Stack:
     """A named stack of ``layers`` layers reading an input of kind ``reads``, each layer holding ``attentions`` (in the
-    order the layer runs them)."""
+    order the layer runs them), each of ``heads`` heads (None: the model's own count)."""
 
     name: str
     layers: int
     reads: InputKind
     attentions: tuple[Attention, ...]
+    heads: int | None = None
 
     @classmethod
     def single(cls, layers: int, *, causal: bool) -> Stack:

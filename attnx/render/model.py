@@ -76,7 +76,8 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
 
 
 def stack_rows(info: ModelInfo) -> list[tuple[str, str]]:
-    """``layers  6`` for a model of one stack; for several, a row per stack: its layers and their attentions."""
+    """``layers  6`` for a model of one stack; for several, a row per stack: its layers (and their heads where they
+    are not the model's ``heads``) and their attentions."""
     if len(info.stacks) < 2:
         return [("layers", str(info.layers))]
     rows = []
@@ -85,7 +86,8 @@ def stack_rows(info: ModelInfo) -> list[tuple[str, str]]:
             attention.kind.label + ("" if attention.is_self else f" over the {attention.keys}'s output")
             for attention in stack.attentions
         )
-        rows.append((stack.name, f"{stack.layers} layer{'s' if stack.layers != 1 else ''} · {kinds}"))
+        heads = f" × {stack.heads} heads" if stack.heads not in (None, info.heads) else ""
+        rows.append((stack.name, f"{stack.layers} layer{'s' if stack.layers != 1 else ''}{heads} · {kinds}"))
     return rows
 
 
@@ -230,15 +232,22 @@ def info_to_dict(info: ModelInfo) -> dict[str, Any]:
         },
         "gguf": None if info.gguf is None else gguf_to_dict(info.gguf),
         "task_heads": [{"kind": head.kind, "tensors": list(head.tensors)} for head in info.task_heads],
-        "stacks": [stack_to_dict(stack) for stack in info.stacks],
+        "stacks": [stack_to_dict(stack, info.heads) for stack in info.stacks],
         "position_bias": info.position_bias,
     }
 
 
-def stack_to_dict(stack: Stack) -> dict[str, Any]:
-    """One of the ``stacks`` of `attnx model --format json`: its name, layers, input and attentions."""
+def stack_to_dict(stack: Stack, heads: int) -> dict[str, Any]:
+    """One of the ``stacks`` of `attnx model --format json`: its name, layers, heads (``heads``, the model's, unless
+    the stack has its own), input and attentions."""
     attentions = [{"kind": a.kind.value, "queries": a.queries, "keys": a.keys} for a in stack.attentions]
-    return {"name": stack.name, "layers": stack.layers, "reads": stack.reads.value, "attentions": attentions}
+    return {
+        "name": stack.name,
+        "layers": stack.layers,
+        "heads": stack.heads or heads,
+        "reads": stack.reads.value,
+        "attentions": attentions,
+    }
 
 
 def gguf_to_dict(gguf: GgufSummary) -> dict[str, Any]:

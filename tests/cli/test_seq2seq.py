@@ -43,9 +43,9 @@ class TestModel:
         data = json.loads(invoke("model", str(t5.path), "--format", "json").stdout)
         assert data["format_version"] == "1.8"
         assert data["stacks"] == [
-            {"name": "encoder", "layers": 2, "reads": "text",
+            {"name": "encoder", "layers": 2, "heads": 3, "reads": "text",
              "attentions": [{"kind": "self", "queries": "encoder", "keys": "encoder"}]},
-            {"name": "decoder", "layers": 3, "reads": "text",
+            {"name": "decoder", "layers": 3, "heads": 3, "reads": "text",
              "attentions": [{"kind": "causal self", "queries": "decoder", "keys": "decoder"},
                             {"kind": "cross", "queries": "decoder", "keys": "encoder"}]},
         ]  # fmt: skip

@@ -18,6 +18,7 @@ from tests.models.checkpoints import TEXT
 from tests.models.encoder_decoders import TARGET, Seq2SeqReference
 from tests.models.test_decoders import assert_close
 from tests.models.test_t5 import encoder_decoder
+from tests.runner import run_attnx
 
 
 def agree(reference: Seq2SeqReference, dtype: str, on: Placement = NUMPY) -> None:
@@ -107,6 +108,15 @@ class TestShape:
         assert (info.architecture, info.family, info.layers, info.heads, info.d_model) == ("mbart", "mBART", 2, 3, 30)
         assert info.design.startswith("pre-LN") and [s.name for s in info.stacks] == ["encoder", "decoder"]
         assert info.tied_embeddings is True
+
+    def test_model_names_each_stacks_heads(self, bart: Seq2SeqReference) -> None:
+        """`attnx model` gives the decoder's 5 heads beside the model's 3 (the encoder's), and JSON each stack's."""
+        out = run_attnx("model", str(bart.path), env={"COLUMNS": "100"})
+        assert out.code == 0, out.stderr
+        assert "decoder     3 layers × 5 heads · causal self-attention, then cross-attention" in out.stdout
+        assert "encoder     2 layers · self-attention\n" in out.stdout
+        data = json.loads(run_attnx("model", str(bart.path), "--format", "json").stdout)
+        assert [stack["heads"] for stack in data["stacks"]] == [3, 5]
 
 
 class TestRefused:
