@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,9 @@ from attnx.cli.options import OutputFormat
 from attnx.cli.viewflags import ReportFlags
 from attnx.errors import UsageError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.models.tokenize import Encoded
+
 TargetOpt = Annotated[
     str | None, typer.Option("--target", metavar="T", help="The text the decoder reads (teacher forcing): the target.")
 ]
@@ -21,6 +24,11 @@ LayersOpt = Annotated[
     list[int] | None,
     typer.Option("--layer", metavar="L", help="A decoder layer to average over, from 0, -1 the last (repeatable). "
                  "Default: every layer."),
+]  # fmt: skip
+GenerateOpt = Annotated[
+    int | None,
+    typer.Option("--generate", metavar="N", min=1, help="In place of --target: the decoder writes up to N "
+                 "tokens greedily, then they are aligned."),
 ]  # fmt: skip
 HeadsOpt = Annotated[
     list[int] | None,
@@ -35,6 +43,7 @@ def align(
     *,
     checkpoint: TextFlags,
     target: TargetOpt = None,
+    generate: GenerateOpt = None,
     layer: LayersOpt = None,
     head: HeadsOpt = None,
     report: ReportFlags = ReportFlags(),  # noqa: B008 - a frozen flag group, as every command's
@@ -42,16 +51,26 @@ def align(
     """Align a target with its source: for each target token, the source token the cross-attention weighs most.
 
     --model DIR (an encoder-decoder) --text SOURCE --target TARGET: the decoder reads the target teacher-forced.
+    With --generate N in place of --target, it writes up to N tokens greedily and reads those.
     The weights are averaged over the decoder layers (--layer) and heads (--head) given (default: all of them).
     """
     require_checkpoint(checkpoint.model, "attnx align")
-    if target is None:
-        raise UsageError("give --target T: the text whose tokens are aligned with --text's")
+    if (target is None) == (generate is None):
+        raise UsageError("give --target T (the text aligned with --text's) or --generate N (the decoder writes it), "
+                         "one of them")  # fmt: skip
     from attnx import workflows
 
     with model_session(None, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
+        aligned: str | Encoded
+        if generate is not None:
+            from attnx.models.generate import greedy
+
+            written = greedy(run.model, run.text, generate, prompt=run.model.decoder_prompt(), on=run.on)
+            aligned = run.model.tokenizer.of_ids(written.ids, written.prompt)
+        else:
+            aligned = target or ""
         with flag_worded("--{}"):  # "--head 5 does not exist: ..."
-            found = workflows.alignment(run.model, run.text, target, layers=layer, heads=head, on=run.on,
+            found = workflows.alignment(run.model, run.text, aligned, layers=layer, heads=head, on=run.on,
                                         progress=run.progress)  # fmt: skip
         model = run.model.checkpoint.name
     from attnx.render import alignment as render

@@ -257,6 +257,12 @@ class ModelFlags(TextFlags):
                      "(teacher forcing), for its layers (--layer dec:L)."),
     ] = None  # fmt: skip
 
+    generate: Annotated[
+        int | None,
+        typer.Option("--generate", metavar="N", min=1, help="With --model of an encoder-decoder, in place "
+                     "of --target: the decoder writes up to N tokens greedily (as transformers' generate with "
+                     "do_sample=False, num_beams=1), then its layers read them."),
+    ] = None  # fmt: skip
     language: Annotated[
         str | None,
         typer.Option("--language", metavar="LANG", help="With --target, for a model that asks one (a multilingual "
@@ -268,10 +274,10 @@ class ModelFlags(TextFlags):
                      "the WAV file its encoder hears (PCM or float, 16 kHz)."),
     ] = None  # fmt: skip
 
-    def pointed(self) -> dict[str, str | None]:
+    def pointed(self) -> dict[str, str | int | None]:
         """--attention, --target, --language and --audio (flag -> value): what only one layer's view reads."""
-        return {"--attention": self.attention, "--target": self.target, "--language": self.language,
-                "--audio": self.audio}  # fmt: skip
+        return {"--attention": self.attention, "--target": self.target, "--generate": self.generate,
+                "--language": self.language, "--audio": self.audio}  # fmt: skip
 
 
 @flag_group(frozen=True)

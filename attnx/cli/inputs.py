@@ -318,8 +318,13 @@ def pointed_spec(
         stack, _ = address.resolve(model.stacks)
     index = model.check_layer(address.layer, stack)  # -1: the last layer
     decoder = any(not attention.is_self for attention in stack.attentions)  # its keys: the encoder's output
-    if decoder and checkpoint.target is None:
-        raise UsageError(f"--layer {checkpoint.layer}: the {stack.name} reads a target text: give --target T")
+    if checkpoint.target is not None and checkpoint.generate is not None:
+        raise UsageError("--generate writes the target the decoder reads; --target gives it: give one or the other")
+    if decoder and checkpoint.target is None and checkpoint.generate is None:
+        raise UsageError(f"--layer {checkpoint.layer}: the {stack.name} reads a target text: give --target T, or "
+                         "--generate N to let it write one")  # fmt: skip
+    refuse({"--generate": checkpoint.generate if not decoder else None}, "writes what a decoder reads: it goes with "
+           "a decoder's layer (--layer dec:L)")  # fmt: skip
     if not decoder and checkpoint.target is not None:
         raise UsageError("--target is for an encoder-decoder's decoder; the model reads --text alone"
                          if len(model.stacks) == 1 else f"--target is for a decoder's layers (--layer dec:L); "
@@ -330,6 +335,13 @@ def pointed_spec(
     target = None
     if checkpoint.target is not None:
         target = model.encode_target(checkpoint.target, language=checkpoint.language)
+    elif checkpoint.generate is not None:
+        from attnx.models.generate import greedy
+
+        prompt = model.decoder_prompt(language=checkpoint.language)
+        progress.description = "writing"
+        written = greedy(model, source, checkpoint.generate, prompt=prompt, on=on)
+        target = model.tokenizer.of_ids(written.ids, written.prompt)
     if queried is not None:
         queried((target or source).tokens)
     return site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)

@@ -215,6 +215,15 @@ class Model:
             raise ModelError(f"{self.checkpoint.name}: a {arch.name} model has no decoder start for this target")
         return self.tokenizer.shifted(encoded, start)
 
+    def decoder_prompt(self, *, language: str | None = None, task: str | None = None) -> list[int]:
+        """The tokens a decoder of an encoder-decoder starts from when it writes: its start token, or the prompt the
+        model says (Whisper's)."""
+        arch = self.architecture
+        if arch.decoder_start is None:
+            raise ModelError(f"{self.checkpoint.name}: a {arch.name} model has no decoder to write with")
+        prompt = arch.prompt(language=language, task=task)
+        return list(prompt) if prompt is not None else [arch.decoder_start]
+
     def encode_audio(self, samples: np.ndarray) -> AudioInput:
         """Mono 16 kHz samples (``attnx.io.audio.read_wav``) as the input of the model's stack that reads audio; its
         ``warnings`` say what was done (audio past the window cut)."""

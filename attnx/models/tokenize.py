@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,6 +232,12 @@ class TextTokenizer:
             raise ModelError(f"{self.path}: token id {int(ids.max())} is beyond the model's vocabulary of {vocab_size}")
         special = (True,) * len(prompt) + (False,) * len(encoding.ids)
         return self._labelled(ids, np.zeros_like(ids), (*self.pieces(ids[: len(prompt)]), *encoding.tokens), special)
+
+    def of_ids(self, ids: Sequence[int], prompt: int) -> Encoded:
+        """Token ids a decoder wrote after a ``prompt`` of that many tokens, labelled; the prompt's marked special."""
+        found = np.asarray(ids, dtype=np.intp)
+        special = tuple(index < prompt for index in range(len(found)))
+        return self._labelled(found, np.zeros_like(found), self.pieces(found), special)
 
     def pieces(self, ids: np.ndarray) -> tuple[str, ...]:
         """The vocabulary's spelling of token ids (an id it does not know: ``<id 123>``)."""

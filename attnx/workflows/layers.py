@@ -159,7 +159,7 @@ def rollout(model: Model, text: str | Encoded, *, on: Placement = NUMPY, progres
 def alignment(
     model: Model,
     text: str,
-    target: str,
+    target: str | Encoded,
     *,
     layers: Sequence[int] | None = None,
     heads: Sequence[int] | None = None,
@@ -184,7 +184,8 @@ def alignment(
         if progress is not None:
             progress(done + 1, total)
     memory = Memory(source.finish(), source.tokens)
-    forward = model.run(model.encode_target(target), on=on, stack=decoder, memory=memory, layer=decoder.layers - 1)
+    words = model.encode_target(target) if isinstance(target, str) else target
+    forward = model.run(words, on=on, stack=decoder, memory=memory, layer=decoder.layers - 1)
     cross = []
     for layer in range(decoder.layers):
         for at in range(len(decoder.attentions)):

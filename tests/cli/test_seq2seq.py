@@ -172,12 +172,22 @@ class TestAlign:
     @pytest.mark.parametrize(
         ("args", "message"),
         [(("--target", "a", "--head", "7"), "--head 7 does not exist: there are heads 0..2"),
-         ((), "give --target T: the text whose tokens are aligned with --text's")],
+         ((), "give --target T (the text aligned with --text's) or --generate N (the decoder writes it), one of them")],
     )  # fmt: skip
     def test_refused(self, t5: Seq2SeqReference, args: tuple[str, ...], message: str) -> None:
         """A head the decoder lacks, or no target: one line, exit 2."""
         result = invoke("align", "--model", str(t5.path), "--text", TEXT, *args, code=2)
         assert message in result.stderr
+
+    def test_aligns_what_the_decoder_writes(self, bart: Seq2SeqReference) -> None:
+        """`align --generate N` aligns the tokens the decoder writes greedily: as many rows as transformers writes."""
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+        reference = transformers.AutoModelForSeq2SeqLM.from_pretrained(bart.path, dtype=torch.float64)
+        with torch.no_grad():
+            ids = reference.generate(torch.tensor([bart.source_ids]), max_new_tokens=4, do_sample=False, num_beams=1)
+        out = invoke("align", "--model", str(bart.path), "--text", TEXT, "--generate", "4", "--format", "json")
+        assert len(json.loads(out.stdout)["target_tokens"]) == ids.shape[1]
 
     def test_a_decoder_only_model_is_refused(self, gpt2: Reference) -> None:
         """A model without cross-attention cannot align: one line saying an encoder-decoder is needed."""
@@ -224,3 +234,33 @@ class TestAudio:
         fake.write_bytes(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(64))
         result = invoke("run", "--model", str(whisper.path), "--audio", str(fake), code=2)
         assert result.stderr.startswith("attnx: error: ") and result.stderr.count("\\n") == 1
+
+
+class TestGenerate:
+    def test_decoder_reads_what_it_wrote(self, bart: Seq2SeqReference) -> None:
+        """`--generate N`: the decoder writes transformers' greedy tokens, then its cross-attention over them equals
+        transformers' on those tokens."""
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+        reference = transformers.AutoModelForSeq2SeqLM.from_pretrained(bart.path, attn_implementation="eager",
+                                                                       dtype=torch.float64)  # fmt: skip
+        source = torch.tensor([bart.source_ids])
+        with torch.no_grad():
+            ids = reference.generate(source, max_new_tokens=5, do_sample=False, num_beams=1)
+            expected = reference(input_ids=source, decoder_input_ids=ids, output_attentions=True).cross_attentions
+        out = invoke("run", "--model", str(bart.path), "--text", TEXT, "--generate", "5", "--layer", "dec:-1",
+                     "--attention", "cross", "--format", "json")  # fmt: skip
+        data = json.loads(out.stdout)
+        assert len(data["tokens"]) == ids.shape[1]
+        np.testing.assert_allclose(np.asarray(data["weights"]), expected[-1][0].numpy(), rtol=0, atol=1e-10)
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [(("--generate", "3", "--target", "a", "--layer", "dec:0"), "--generate writes the target the decoder "
+                                                                     "reads; --target gives it"),
+         (("--generate", "3"), "--generate writes what a decoder reads: it goes with a decoder's layer")],
+    )  # fmt: skip
+    def test_refused(self, bart: Seq2SeqReference, args: tuple[str, ...], message: str) -> None:
+        """--generate beside --target, or for the encoder's layer: one line, exit 2."""
+        result = invoke("run", "--model", str(bart.path), "--text", TEXT, *args, code=2)
+        assert message in result.stderr

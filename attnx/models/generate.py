@@ -1,0 +1,124 @@
+"""Greedy decoding of an encoder-decoder, as transformers' ``generate(do_sample=False, num_beams=1)`` writes it.
+
+The encoder runs once. Each new token then enters the decoder alone: at every attention of every layer, the rows of
+the stream that entered it before are kept (the cache), the new row joins them, and only the new query is computed
+(``AttentionSpec.select_queries``); the rest of the layer runs on the new row alone. No earlier position is run
+through a layer again. The generation config's logits processors are applied where attnx knows them
+(``forced_eos_token_id``) and refused, by name, where it does not: greedy tokens are transformers' or none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnx.core.tensors import PROJECTED
+from attnx.engines.arrays import host
+from attnx.engines.placement import NUMPY, Placement
+from attnx.errors import ModelError
+from attnx.models.stacks import Memory, Site, Stack
+from attnx.models.tokenize import Encoded
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnx.models import Model
+    from attnx.models.audio import AudioInput
+
+GENERATION = "generation_config.json"
+# Keys of a generation config that change greedy tokens, each with the value that changes nothing.
+NEUTRAL: dict[str, Any] = {
+    "suppress_tokens": (None, []), "begin_suppress_tokens": (None, []), "no_repeat_ngram_size": (None, 0),
+    "encoder_no_repeat_ngram_size": (None, 0), "repetition_penalty": (None, 1.0),
+    "encoder_repetition_penalty": (None, 1.0), "bad_words_ids": (None, []), "forced_bos_token_id": (None,),
+    "min_length": (None, 0), "min_new_tokens": (None, 0), "sequence_bias": (None, {}),
+    "exponential_decay_length_penalty": (None,), "forced_decoder_ids": (None, []), "renormalize_logits": (None, False),
+    "remove_invalid_values": (None, False),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What greedy decoding wrote: the decoder's tokens (``ids``: its ``prompt`` first, then each token written) and
+    whether it stopped at an end token (``ended``) rather than after the steps asked for."""
+
+    ids: tuple[int, ...]
+    prompt: int
+    ended: bool
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """The tokens written, after the prompt."""
+        return self.ids[self.prompt :]
+
+
+def settings(model: Model) -> tuple[frozenset[int], int | None]:
+    """The end tokens and the forced end token (``forced_eos_token_id``) of the model's generation config (its
+    config.json where the folder has none); a setting that changes greedy tokens and that attnx does not apply is a
+    ModelError naming it."""
+    ckpt = model.checkpoint
+    found = ckpt.optional_json(GENERATION) if hasattr(ckpt, "optional_json") else None
+    config = found if found is not None else ckpt.config
+    where = GENERATION if found is not None else ckpt.config_name
+    for key, neutral in NEUTRAL.items():
+        if key in config and config[key] not in neutral:
+            raise ModelError(f"{ckpt.name}: {where} sets {key} = {config[key]!r:.60}, which attnx's greedy decoding "
+                             "does not apply: it would write other tokens than transformers'")  # fmt: skip
+    eos = config.get("eos_token_id", ckpt.config.get("eos_token_id"))
+    ends = eos if isinstance(eos, list) else [] if eos is None else [eos]
+    if not all(isinstance(end, int) and not isinstance(end, bool) for end in ends):
+        raise ModelError(f"{ckpt.name}: {where}'s eos_token_id must be a token id or a list of them, got {eos!r:.60}")
+    forced = config.get("forced_eos_token_id")
+    if forced is not None and (isinstance(forced, bool) or not isinstance(forced, int)):
+        raise ModelError(f"{ckpt.name}: {where}'s forced_eos_token_id must be a token id, got {forced!r:.60}")
+    return frozenset(ends), forced
+
+
+def decoder_of(model: Model) -> tuple[Stack, Stack]:
+    """The encoder and the decoder whose cross-attention reads it; a model without one is a ModelError."""
+    decoder = next((s for s in model.stacks if any(not a.is_self for a in s.attentions)), None)
+    if decoder is None:
+        raise ModelError(f"{model.checkpoint.name}: a {model.architecture.name} model has no decoder that reads a "
+                         "source: greedy decoding here is for encoder-decoders")  # fmt: skip
+    keys = next(a.keys for a in decoder.attentions if not a.is_self)
+    (encoder,) = (s for s in model.stacks if s.name == keys)
+    return encoder, decoder
+
+
+def greedy(
+    model: Model, source: str | Encoded | AudioInput, steps: int, *, prompt: Sequence[int], on: Placement = NUMPY
+) -> Generated:
+    """Up to ``steps`` tokens written after ``prompt`` (the decoder's start token, or Whisper's prompt), each the
+    largest logit given the source and the tokens before it, stopping after an end token."""
+    arch = model.architecture
+    ends, forced = settings(model)
+    encoder, decoder = decoder_of(model)
+    source_pass = model.run(source, on=on, stack=encoder, layer=encoder.layers - 1)
+    memory = Memory(source_pass.finish(), source_pass.tokens)
+    sites = [Site(decoder, layer, which, memory) for layer in range(decoder.layers)
+             for which in range(len(decoder.attentions))]  # fmt: skip
+    entering: list[np.ndarray | None] = [None] * len(sites)  # the rows that entered each attention so far
+    ids, longest = list(prompt), len(prompt) + steps
+    model.check_sizes(longest, layer=decoder.layers - 1)
+    source_name = model.source(0)
+    placed = on.using(arch.working)
+    for at in range(longest - 1):
+        so_far = np.asarray(ids[: at + 1], dtype=np.intp)
+        labels = tuple(str(int(i)) for i in so_far)
+        row = arch.stack_embed(decoder, Encoded(so_far, np.zeros_like(so_far), labels))[-1:]  # (1, d_model)
+        for index, site in enumerate(sites):
+            before = entering[index]
+            rows = row if before is None else np.concatenate([before, row])  # (at + 1, d_model)
+            entering[index] = rows
+            spec = arch.site_spec(site, rows, labels, source_name).select_queries([at])
+            projected = placed.compute(spec, needs=(PROJECTED,)).tensor(PROJECTED)  # (1, d_model)
+            row = host(arch.site_after(site, row, projected))
+        if at + 1 < len(ids):  # still reading the prompt
+            continue
+        logits = arch.logits(arch.stack_final(decoder, row))[0]
+        token = forced if forced is not None and at + 2 == longest else int(np.argmax(logits))
+        ids.append(token)
+        if token in ends:
+            return Generated(tuple(ids), len(prompt), True)
+    return Generated(tuple(ids), len(prompt), False)
