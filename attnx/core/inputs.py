@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -61,6 +63,15 @@ class Linear:
     def parameters(self) -> int:
         """Number of weights and biases."""
         return int(self.weight.size + (0 if self.bias is None else self.bias.size))
+
+    @functools.cached_property
+    def magnitude(self) -> float:
+        """The largest absolute weight or bias (NaN where one is NaN), found once: a model's projection is reused by
+        every problem made of its layer (each token ``--generate`` writes)."""
+        from attnx.core.heads import largest_abs
+
+        values = [largest_abs(self.weight), *([] if self.bias is None else [largest_abs(self.bias)])]
+        return math.nan if any(map(math.isnan, values)) else max(values)
 
 
 # Where a QK-norm applies: to each head's vector once split (Qwen 3), or to the whole projection before the split
@@ -123,6 +134,10 @@ class DirectInputs:
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays of numbers, by the names messages use."""
         return {"q": self.q, "k": self.k, "v": self.v}
+
+    def projections(self) -> tuple[Linear, ...]:
+        """The learned projections: none for given Q, K and V."""
+        return ()
 
     def rows(self, index: list[int]) -> DirectInputs:
         """Only the query rows ``index``; keys and values stay whole."""
@@ -201,6 +216,10 @@ class ProjectedInputs:
             if norm is not None:
                 out[name] = norm.weight
         return out
+
+    def projections(self) -> tuple[Linear, ...]:
+        """W_q, W_k and W_v (with their biases)."""
+        return self.w_q, self.w_k, self.w_v
 
     def rows(self, index: list[int]) -> ProjectedInputs:
         """Only the query rows ``index``; keys and values keep reading every row of X."""

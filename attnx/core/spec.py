@@ -268,7 +268,10 @@ class AttentionSpec:
     @functools.cached_property
     def magnitude(self) -> float:
         """The largest absolute value in ``number_arrays()`` (NaN if any value is NaN), found once."""
-        values = [largest_abs(array) for array in self.number_arrays().values()]
+        projections = [w for w in (*self.inputs.projections(), self.w_o) if w is not None]
+        held = {id(array) for w in projections for array in (w.weight, w.bias) if array is not None}
+        values = [largest_abs(array) for array in self.number_arrays().values() if id(array) not in held]
+        values += [w.magnitude for w in projections]  # each found once per projection
         return math.nan if any(map(math.isnan, values)) else max(values)
 
     @functools.cached_property

@@ -91,9 +91,25 @@ def greedy(
 ) -> Generated:
     """Up to ``steps`` tokens written after ``prompt`` (the decoder's start token, or Whisper's prompt), each the
     largest logit given the source and the tokens before it, stopping after an end token."""
-    arch = model.architecture
     ends, forced = settings(model)
     encoder, decoder = decoder_of(model)
+    with model.checkpoint.kept():  # every layer's weights read once, not once a token
+        return written(model, source, steps, prompt, on, ends, forced, encoder, decoder)
+
+
+def written(
+    model: Model,
+    source: str | Encoded | AudioInput,
+    steps: int,
+    prompt: Sequence[int],
+    on: Placement,
+    ends: frozenset[int],
+    forced: int | None,
+    encoder: Stack,
+    decoder: Stack,
+) -> Generated:
+    """``greedy``'s loop, its weights kept."""
+    arch = model.architecture
     source_pass = model.run(source, on=on, stack=encoder, layer=encoder.layers - 1)
     memory = Memory(source_pass.finish(), source_pass.tokens)
     sites = [Site(decoder, layer, which, memory) for layer in range(decoder.layers)

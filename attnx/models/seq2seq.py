@@ -256,7 +256,8 @@ class Seq2Seq(Architecture):
         p = f"{s}.layers.{at.layer}.{self.module(kind)}"
         x = host(self.norm(stream, p + "_layer_norm") if self.pre_norm else stream)
         d = self.d_model
-        w_q, w_k, w_v, w_o = (self.linear(f"{p}.{n}", d, d) for n in ("q_proj", "k_proj", "v_proj", "out_proj"))
+        w_q, w_k, w_v, w_o = self.checkpoint.remember(("projections", p), lambda: tuple(
+            self.linear(f"{p}.{n}", d, d) for n in ("q_proj", "k_proj", "v_proj", "out_proj")))  # fmt: skip
         keys, x_kv = tokens, None
         if kind is AttentionKind.CROSS:
             if at.memory is None:

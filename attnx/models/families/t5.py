@@ -190,8 +190,7 @@ class T5(Architecture):
         cross = at.attention.kind is AttentionKind.CROSS
         module = p + ("EncDecAttention." if cross else "SelfAttention.")
         x = host(self.norm(stream, p + "layer_norm"))
-        w_q, w_k, w_v = (self.linear(module + name, self.inner, self.d_model) for name in "qkv")
-        w_o = self.linear(module + "o", self.d_model, self.inner)
+        w_q, w_k, w_v, w_o = self.checkpoint.remember(("projections", module), lambda: self.projections(module))
         if cross:
             if at.memory is None:
                 raise ModelError(f"{self.checkpoint.name}: the decoder's cross-attention needs the encoder's output")
@@ -205,6 +204,11 @@ class T5(Architecture):
             heads=self.heads, tokens=tokens, key_tokens=tokens, source=source, x=x, w_q=w_q, w_k=w_k, w_v=w_v,
             w_o=w_o, scale=1.0, causal=at.attention.kind.causal, score_bias=bias.astype(x.dtype, copy=False),
         )  # fmt: skip
+
+    def projections(self, module: str) -> tuple[Linear, Linear, Linear, Linear]:
+        """The attention ``module``'s W_q, W_k, W_v and W_o (torch Linears without bias, as attnx's W)."""
+        w_q, w_k, w_v = (self.linear(module + name, self.inner, self.d_model) for name in "qkv")
+        return w_q, w_k, w_v, self.linear(module + "o", self.d_model, self.inner)
 
     def site_after(self, at: Site, stream: Array, projected: np.ndarray) -> Array:
         """The attention's output added to the stream; after the layer's last attention, the feed-forward of the

@@ -284,8 +284,9 @@ class Whisper(Architecture):
         self-attention or its cross-attention over the encoder's output; scores scaled by 1/√d_k."""
         p = f"{at.stack.name}.layers.{at.layer}.{self.module(at.attention.kind)}"
         x = host(self.norm(stream, p + "_layer_norm"))
-        w_q, w_v, w_o = (self.linear(f"{p}.{n}_proj") for n in (*"qv", "out"))
-        w_k = self.linear(f"{p}.k_proj", bias=False)  # k_proj has no bias
+        w_q, w_k, w_v, w_o = self.checkpoint.remember(("projections", p), lambda: (
+            self.linear(f"{p}.q_proj"), self.linear(f"{p}.k_proj", bias=False),  # k_proj has no bias
+            self.linear(f"{p}.v_proj"), self.linear(f"{p}.out_proj")))  # fmt: skip
         if at.attention.kind is AttentionKind.CROSS:
             if at.memory is None:
                 raise ModelError(f"{self.checkpoint.name}: the decoder's cross-attention needs the encoder's output")
