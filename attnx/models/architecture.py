@@ -498,3 +498,21 @@ class Architecture:
     def is_buffer(self, name: str) -> bool:
         """True for stored tensors that are not learned (position ids, causal-mask buffers)."""
         return name.endswith("position_ids")
+
+
+class Stacked(Architecture):
+    """A family of several stacks (an encoder-decoder), which answers the site hooks (``stack_embed``, ``site_spec``,
+    ``site_after``, ``stack_final``); the one-stack methods are its first stack's, the one the attention commands
+    address by default (the encoder)."""
+
+    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
+        """Layer ``layer`` of the first stack."""
+        return self.site_spec(Site(self.stacks[0], layer), stream, tokens, source)
+
+    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
+        """The rest of the first stack's layer ``layer``."""
+        return self.site_after(Site(self.stacks[0], layer), stream, projected)
+
+    def final(self, stream: Array) -> Array:
+        """The first stack's output."""
+        return self.stack_final(self.stacks[0], stream)

@@ -23,7 +23,7 @@ import numpy as np
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ModelError
-from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
+from attnx.models.architecture import Stacked, WeightRef, weights_and_biases
 from attnx.models.audio import AudioInput
 from attnx.models.nn import dense, layer_norm
 from attnx.models.stacks import Attention, AttentionKind, InputKind, Site, Stack
@@ -44,7 +44,7 @@ def sinusoids(positions: np.ndarray, width: int) -> np.ndarray:
     return np.concatenate([np.sin(angles[:, 0::2]), np.cos(angles[:, 1::2])], axis=1).astype(np.float32)
 
 
-class Seq2Seq(Architecture):
+class Seq2Seq(Stacked):
     """BART's encoder-decoder (``BartForConditionalGeneration``, ``BartModel``, their task classes): a subclass says
     where its norms are, how it embeds positions and what older configs' keys must say for it."""
 
@@ -289,18 +289,6 @@ class Seq2Seq(Architecture):
     def stack_final(self, stack: Stack, stream: Array) -> Array:
         """The stack's final LayerNorm (mBART), else the stream itself."""
         return self.norm(stream, f"{stack.name}.layer_norm") if self.final_norms else stream
-
-    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
-        """Layer ``layer`` of the first stack (the one the attention commands address)."""
-        return self.site_spec(Site(self.stacks[0], layer), stream, tokens, source)
-
-    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
-        """The rest of the first stack's layer ``layer``."""
-        return self.site_after(Site(self.stacks[0], layer), stream, projected)
-
-    def final(self, stream: Array) -> Array:
-        """The first stack's output."""
-        return self.stack_final(self.stacks[0], stream)
 
     def output_tensor(self) -> WeightRef:
         """``lm_head.weight`` where the file holds one, else the decoder's token table (tied)."""

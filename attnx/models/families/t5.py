@@ -20,7 +20,7 @@ import numpy as np
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ModelError
-from attnx.models.architecture import Architecture, WeightRef
+from attnx.models.architecture import Stacked, WeightRef
 from attnx.models.decoder import rms_norm
 from attnx.models.nn import dense
 from attnx.models.stacks import Attention, AttentionKind, InputKind, Site, Stack
@@ -55,7 +55,7 @@ def relative_buckets(relative: np.ndarray, *, bidirectional: bool, buckets: int,
     return found
 
 
-class T5(Architecture):
+class T5(Stacked):
     """T5's encoder-decoder (``T5ForConditionalGeneration``, ``T5Model``): two stacks, the decoder's layers holding a
     causal self-attention and a cross-attention over the encoder's output."""
 
@@ -232,18 +232,6 @@ class T5(Architecture):
     def stack_final(self, stack: Stack, stream: Array) -> Array:
         """The stack's final RMSNorm."""
         return self.norm(stream, f"{stack.name}.final_layer_norm")
-
-    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
-        """The encoder's layer ``layer`` (the stack the attention commands address)."""
-        return self.site_spec(Site(self.stacks[0], layer), stream, tokens, source)
-
-    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
-        """The rest of the encoder's layer ``layer``."""
-        return self.site_after(Site(self.stacks[0], layer), stream, projected)
-
-    def final(self, stream: Array) -> Array:
-        """The encoder's output."""
-        return self.stack_final(self.stacks[0], stream)
 
     @property
     def has_lm_head(self) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 from attnx.core.spec import AttentionSpec, Linear
 from attnx.engines.arrays import Array, arrays_of, host
 from attnx.errors import ModelError
-from attnx.models.architecture import Architecture, WeightRef, weights_and_biases
+from attnx.models.architecture import Stacked, WeightRef, weights_and_biases
 from attnx.models.audio import HOP, LENGTH, N_FFT, RATE, SECONDS, AudioInput, audio_input
 from attnx.models.checkpoint import Checkpoint
 from attnx.models.nn import dense, layer_norm
@@ -103,7 +103,7 @@ def mapping_of(generation: Mapping[str, Any], key: str, where: str, vocab: int) 
     return {name: token_of(token, f"{where}{key}[{name!r}]", vocab) for name, token in value.items()}
 
 
-class Whisper(Architecture):
+class Whisper(Stacked):
     """Whisper's encoder-decoder (``WhisperForConditionalGeneration``, ``WhisperModel``) and its encoder alone
     (``WhisperForAudioClassification``, its projector and classifier not read)."""
 
@@ -312,18 +312,6 @@ class Whisper(Architecture):
     def stack_final(self, stack: Stack, stream: Array) -> Array:
         """The stack's final LayerNorm."""
         return self.norm(stream, f"{stack.name}.layer_norm")
-
-    def attention_spec(self, layer: int, stream: Array, tokens: tuple[str, ...], source: str) -> AttentionSpec:
-        """The encoder's layer ``layer`` (the stack the attention commands address)."""
-        return self.site_spec(Site(self.stacks[0], layer), stream, tokens, source)
-
-    def after_attention(self, layer: int, stream: Array, projected: np.ndarray) -> Array:
-        """The rest of the encoder's layer ``layer``."""
-        return self.site_after(Site(self.stacks[0], layer), stream, projected)
-
-    def final(self, stream: Array) -> Array:
-        """The encoder's output."""
-        return self.stack_final(self.stacks[0], stream)
 
     @property
     def has_lm_head(self) -> bool:
