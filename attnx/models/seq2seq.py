@@ -140,12 +140,7 @@ class Seq2Seq(Stacked):
         over the encoder's output); a decoder alone: one causal stack."""
         if self.alone:
             return (Stack(DECODER, self.layers, InputKind.TEXT, (Attention.over(DECODER, causal=True),)),)
-        encoder = Stack(ENCODER, self.layers, InputKind.TEXT, (Attention(AttentionKind.SELF, ENCODER, ENCODER),))
-        decoder = Stack(DECODER, self.decoder_layers, InputKind.TEXT, (
-            Attention(AttentionKind.CAUSAL_SELF, DECODER, DECODER),
-            Attention(AttentionKind.CROSS, DECODER, ENCODER),
-        ), heads=self.stack_heads[DECODER])  # fmt: skip
-        return encoder, decoder
+        return Stack.encoder_decoder(self.layers, self.decoder_layers, decoder_heads=self.stack_heads[DECODER])
 
     # Which tensors hold the token tables: each stack's own where the file holds it, else the one it is tied to.
 

@@ -83,6 +83,25 @@ class Stack:
         name = "decoder" if causal else "encoder"
         return cls(name, layers, InputKind.TEXT, (Attention.over(name, causal=causal),))
 
+    @classmethod
+    def encoder_decoder(
+        cls,
+        encoder_layers: int,
+        decoder_layers: int,
+        *,
+        reads: InputKind = InputKind.TEXT,
+        decoder_heads: int | None = None,
+    ) -> tuple[Stack, ...]:
+        """An ``encoder`` over an input of kind ``reads`` and a ``decoder`` over a text, its layers a causal
+        self-attention then a cross-attention over the encoder's output; the encoder alone where the decoder has no
+        layers (a checkpoint of the encoder only)."""
+        encoder = cls("encoder", encoder_layers, reads, (Attention(AttentionKind.SELF, "encoder", "encoder"),))
+        decoder = cls("decoder", decoder_layers, InputKind.TEXT, (
+            Attention(AttentionKind.CAUSAL_SELF, "decoder", "decoder"),
+            Attention(AttentionKind.CROSS, "decoder", "encoder"),
+        ), decoder_heads)  # fmt: skip
+        return (encoder, decoder) if decoder_layers else (encoder,)
+
     @property
     def causal(self) -> bool:
         """True when the stack's self-attention is causal."""

@@ -23,7 +23,7 @@ from attnx.errors import ModelError
 from attnx.models.architecture import Stacked, WeightRef
 from attnx.models.decoder import rms_norm
 from attnx.models.nn import dense
-from attnx.models.stacks import Attention, AttentionKind, InputKind, Site, Stack
+from attnx.models.stacks import AttentionKind, Site, Stack
 from attnx.models.tokenize import Encoded
 
 ENCODER, DECODER = "encoder", "decoder"
@@ -131,12 +131,7 @@ class T5(Stacked):
     def stacks(self) -> tuple[Stack, ...]:
         """The encoder (self-attention over the source) and, but in an encoder alone, the decoder (causal
         self-attention, then cross-attention over the encoder's output)."""
-        encoder = Stack(ENCODER, self.layers, InputKind.TEXT, (Attention(AttentionKind.SELF, ENCODER, ENCODER),))
-        decoder = Stack(DECODER, self.decoder_layers, InputKind.TEXT, (
-            Attention(AttentionKind.CAUSAL_SELF, DECODER, DECODER),
-            Attention(AttentionKind.CROSS, DECODER, ENCODER),
-        ))  # fmt: skip
-        return (encoder, decoder) if self.decoder_layers else (encoder,)
+        return Stack.encoder_decoder(self.layers, self.decoder_layers)
 
     @property
     def tied(self) -> bool | None:

@@ -27,7 +27,7 @@ from attnx.models.architecture import Stacked, WeightRef, weights_and_biases
 from attnx.models.audio import HOP, LENGTH, N_FFT, RATE, SECONDS, AudioInput, audio_input
 from attnx.models.checkpoint import Checkpoint
 from attnx.models.nn import dense, layer_norm
-from attnx.models.stacks import Attention, AttentionKind, InputKind, Site, Stack
+from attnx.models.stacks import AttentionKind, InputKind, Site, Stack
 from attnx.models.tokenize import Encoded
 
 ENCODER, DECODER = "encoder", "decoder"
@@ -197,12 +197,7 @@ class Whisper(Stacked):
     def stacks(self) -> tuple[Stack, ...]:
         """The encoder (self-attention over the audio) and, but in an encoder alone, the decoder (causal
         self-attention, then cross-attention over the encoder's output)."""
-        encoder = Stack(ENCODER, self.layers, InputKind.AUDIO, (Attention(AttentionKind.SELF, ENCODER, ENCODER),))
-        decoder = Stack(DECODER, self.decoder_layers, InputKind.TEXT, (
-            Attention(AttentionKind.CAUSAL_SELF, DECODER, DECODER),
-            Attention(AttentionKind.CROSS, DECODER, ENCODER),
-        ))  # fmt: skip
-        return (encoder, decoder) if self.decoder_layers else (encoder,)
+        return Stack.encoder_decoder(self.layers, self.decoder_layers, reads=InputKind.AUDIO)
 
     @property
     def tied(self) -> bool | None:
