@@ -13,13 +13,15 @@ from attnx.errors import ChoiceError
 @dataclass(frozen=True, eq=False)
 class Alignment:
     """The cross-attention weights of the chosen decoder ``layers`` and ``heads`` (from 0), averaged:
-    ``weights[target, source]``; ``best[target]`` is the source token each target token attends most."""
+    ``weights[target, source]``; ``best[target]`` is the source token each target token attends most; ``per_head``
+    how each head of every layer aligns (``HeadAlignment``)."""
 
     source_tokens: tuple[str, ...]
     target_tokens: tuple[str, ...]
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     weights: np.ndarray  # (T, S)
+    per_head: tuple[HeadAlignment, ...] = ()  # every decoder layer's heads, whichever were averaged
 
     @property
     def best(self) -> np.ndarray:
@@ -59,4 +61,52 @@ def align(
     by_head = chosen(heads, n_heads, "head")
     stacked = np.stack([cross[layer][list(by_head)] for layer in picked])  # (L, H, T, S)
     mean = stacked.mean(axis=(0, 1), dtype=np.float64)  # (T, S)
-    return Alignment(tuple(source_tokens), tuple(target_tokens), picked, by_head, mean)
+    return Alignment(tuple(source_tokens), tuple(target_tokens), picked, by_head, mean, tuple(head_alignments(cross)))
+
+
+@dataclass(frozen=True)
+class HeadAlignment:
+    """How one cross-attention head aligns a target with its source: ``monotonicity``, Spearman's correlation between
+    each target position and the source position it weighs most (1: it walks the source in order; None: one side
+    never moves), ``coverage``, the share of source positions some target token weighs most, and ``entropy``, the
+    rows' mean entropy over log(source length) (0: one source token a row, 1: uniform)."""
+
+    layer: int
+    head: int
+    monotonicity: float | None
+    coverage: float
+    entropy: float
+
+
+def ranks(values: np.ndarray) -> np.ndarray:
+    """Average ranks from 1 (equal values share the mean of their ranks), as Spearman's correlation wants."""
+    order = np.argsort(values, kind="stable")
+    ranked = np.empty(len(values), dtype=np.float64)
+    ranked[order] = np.arange(1, len(values) + 1)
+    for value in np.unique(values):
+        tied = values == value
+        ranked[tied] = ranked[tied].mean()
+    return ranked
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Spearman's rank correlation of ``a`` and ``b``; None where either is constant."""
+    ra, rb = ranks(a) - (len(a) + 1) / 2, ranks(b) - (len(b) + 1) / 2
+    spread = float(np.sqrt((ra * ra).sum() * (rb * rb).sum()))
+    return None if spread == 0 else float((ra * rb).sum() / spread)
+
+
+def head_alignments(cross: Sequence[np.ndarray]) -> list[HeadAlignment]:
+    """Each decoder layer's heads (``cross[layer]``: ``[head, target, source]``) as ``HeadAlignment``s, in order."""
+    found = []
+    for layer, weights in enumerate(cross):
+        heads, targets, sources = weights.shape
+        for head in range(heads):
+            rows = weights[head].astype(np.float64)  # (T, S)
+            best = np.argmax(rows, axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                entropy = -np.where(rows > 0, rows * np.log(rows), 0.0).sum(axis=1)
+            scale = np.log(sources) if sources > 1 else 1.0
+            found.append(HeadAlignment(layer, head, spearman(np.arange(targets), best),
+                                       len(np.unique(best)) / sources, float(entropy.mean() / scale)))  # fmt: skip
+    return found

@@ -43,7 +43,26 @@ def alignment_view(found: Alignment, precision: int, *, colour: bool, max_rows: 
     scale = HeatScale(float(found.weights.max()) if found.weights.size else 0.0, "mean weight")
     grid = heatmap("target × source, mean weight", found.weights, list(found.target_tokens),
                    list(found.source_tokens), precision, scale=scale, colour=colour, max_rows=max_rows)  # fmt: skip
-    return Group(title, table, grid, legend(scale, precision, colour))
+    return Group(title, table, grid, legend(scale, precision, colour), heads_table(found, precision))
+
+
+TOP_HEADS = 8  # heads the table lists, the most monotonic first
+
+
+def heads_table(found: Alignment, precision: int) -> RenderableType:
+    """The heads whose argmax walks the source most in order (``monotonicity``), with their coverage and entropy."""
+    ranked = sorted(found.per_head, key=lambda h: 2.0 if h.monotonicity is None else -h.monotonicity)[:TOP_HEADS]
+    table = compact_table()
+    add_columns(table, "head", numeric=False)
+    add_columns(table, "monotonic", "coverage", "entropy")
+    for head in ranked:
+        mono = "—" if head.monotonicity is None else fmt(head.monotonicity, precision)
+        table.add_row(f"L{head.layer} H{head.head}", mono, fmt(head.coverage, precision), fmt(head.entropy, precision))
+    words = (
+        "heads that align, the most monotonic first: Spearman of target position and the source position it "
+        "weighs most; coverage, the share of source tokens some target token weighs most; entropy ÷ log(source)"
+    )
+    return Group(Text(words, style="dim"), table)
 
 
 def alignment_to_dict(found: Alignment, model: str) -> dict[str, Any]:
@@ -60,4 +79,14 @@ def alignment_to_dict(found: Alignment, model: str) -> dict[str, Any]:
             for row, column in enumerate(found.best)
         ],
         "mean_weights": to_plain(found.weights),
+        "per_head": [
+            {
+                "layer": h.layer,
+                "head": h.head,
+                "monotonicity": h.monotonicity,
+                "coverage": h.coverage,
+                "entropy": h.entropy,
+            }
+            for h in found.per_head
+        ],
     }

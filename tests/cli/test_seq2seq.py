@@ -150,6 +150,10 @@ class TestAlign:
         np.testing.assert_allclose(np.asarray(data["mean_weights"]), expected, rtol=0, atol=1e-10)
         assert [row["source"] for row in data["alignment"]] == np.argmax(expected, axis=1).tolist()
         assert data["layers"] == [0, 1, 2] and data["heads"] == [0, 1, 2]
+        last = t5.attentions["float64"]["cross"][2][1]  # layer 2, head 1: [target, source]
+        found = next(h for h in data["per_head"] if (h["layer"], h["head"]) == (2, 1))
+        assert len(data["per_head"]) == 9
+        assert found["coverage"] == len(set(np.argmax(last, axis=1).tolist())) / last.shape[1]
         assert len(data["target_tokens"]) == len(t5.decoder_ids) and len(data["source_tokens"]) == len(t5.source_ids)
 
     def test_chosen_layer_and_head(self, t5: Seq2SeqReference) -> None:
