@@ -332,7 +332,7 @@ def pointed_spec(
     refuse({"--language": checkpoint.language if not decoder else None}, "is the language a decoder writes in: "
            "it goes with --target")  # fmt: skip
     progress.description = f"running the layers before {stack.name} layer {index}"
-    target = None
+    target, written = None, range(0)
     if checkpoint.target is not None:
         target = model.encode_target(checkpoint.target, language=checkpoint.language)
     elif checkpoint.generate is not None:
@@ -340,11 +340,16 @@ def pointed_spec(
 
         prompt = model.decoder_prompt(language=checkpoint.language)
         progress.description = "writing"
-        written = greedy(model, source, checkpoint.generate, prompt=prompt, on=on)
-        target = model.tokenizer.of_ids(written.ids, written.prompt)
+        found = greedy(model, source, checkpoint.generate, prompt=prompt, on=on)
+        target, written = model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
     if queried is not None:
         queried((target or source).tokens)
-    return site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)
+    spec = site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)
+    if written and spec.origin is not None:  # the rows the model wrote, said in the header and the JSON
+        origin = dataclasses.replace(spec.origin, written=tuple(written))
+        source_line = f"{spec.source}, queries {written.start}-{written.stop - 1} written by the model"
+        spec = dataclasses.replace(spec, source=source_line, origin=origin)
+    return spec
 
 
 def parse_address(checkpoint: ModelFlags) -> Address:

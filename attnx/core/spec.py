@@ -58,16 +58,19 @@ def read_only(array: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class Origin:
     """Where in a model a problem was taken: the checkpoint, its ``stack`` (``encoder``, ``decoder``), the ``layer``
-    (from 0) and the ``attention``'s kind (``self``, ``causal self``, ``cross``); JSON says it as ``origin``."""
+    (from 0) and the ``attention``'s kind (``self``, ``causal self``, ``cross``), and the query positions the model
+    wrote itself (``written``: ``--generate``); JSON says it as ``origin``."""
 
     model: str
     stack: str
     layer: int
     attention: str
+    written: tuple[int, ...] = ()
 
-    def to_json(self) -> dict[str, str | int]:
-        """``{"model": ..., "stack": ..., "layer": ..., "attention": ...}``."""
-        return {"model": self.model, "stack": self.stack, "layer": self.layer, "attention": self.attention}
+    def to_json(self) -> dict[str, str | int | list[int]]:
+        """``{"model": ..., "stack": ..., "layer": ..., "attention": ..., "written": [...]}``."""
+        return {"model": self.model, "stack": self.stack, "layer": self.layer, "attention": self.attention,
+                "written": list(self.written)}  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)

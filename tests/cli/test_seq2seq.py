@@ -74,7 +74,8 @@ class TestAddressing:
         out = invoke("run", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "dec:-1",
                      "--attention", "cross", "--format", "json")  # fmt: skip
         data = json.loads(out.stdout)
-        assert data["origin"] == {"model": str(t5.path), "stack": "decoder", "layer": 2, "attention": "cross"}
+        assert data["origin"] == {"model": str(t5.path), "stack": "decoder", "layer": 2, "attention": "cross",
+                                  "written": []}  # fmt: skip
         assert len(data["tokens"]) == len(t5.decoder_ids) and len(data["key_tokens"]) == len(t5.source_ids)
 
     def test_header_says_where(self, t5: Seq2SeqReference) -> None:
@@ -220,7 +221,8 @@ class TestAudio:
                                    rtol=0, atol=1e-10)  # fmt: skip
         assert len(data["tokens"]) == len(whisper.decoder_ids) and len(data["key_tokens"]) == 1500
         assert data["key_tokens"][:3] == ["0.00s", "0.02s", "0.04s"]
-        assert data["origin"] == {"model": str(whisper.path), "stack": "decoder", "layer": 2, "attention": "cross"}
+        assert data["origin"] == {"model": str(whisper.path), "stack": "decoder", "layer": 2, "attention": "cross",
+                                  "written": []}  # fmt: skip
 
     @pytest.mark.parametrize(
         ("args", "message"),
@@ -256,6 +258,7 @@ class TestGenerate:
                      "--attention", "cross", "--format", "json")  # fmt: skip
         data = json.loads(out.stdout)
         assert len(data["tokens"]) == ids.shape[1]
+        assert data["origin"]["written"] == list(range(1, ids.shape[1]))  # all but the start token
         np.testing.assert_allclose(np.asarray(data["weights"]), expected[-1][0].numpy(), rtol=0, atol=1e-10)
 
     @pytest.mark.parametrize(
