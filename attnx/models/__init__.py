@@ -142,6 +142,16 @@ class Model:
         """The stack the attention commands address: a model's only one (every family attnx reads has one)."""
         return self.stacks[0]
 
+    def encoder_decoder(self, why: str) -> tuple[Stack, Stack]:
+        """The encoder and the decoder whose cross-attention reads it; a model without one is a ModelError saying
+        ``why`` one is needed."""
+        decoder = next((s for s in self.stacks if any(not a.is_self for a in s.attentions)), None)
+        if decoder is None:
+            raise ModelError(f"{self.checkpoint.name}: a {self.architecture.name} model has no cross-attention: {why}")
+        keys = next(a.keys for a in decoder.attentions if not a.is_self)
+        (encoder,) = (s for s in self.stacks if s.name == keys)
+        return encoder, decoder
+
     @property
     def predicts(self) -> bool:
         """Whether ``stack``'s output feeds the LM head (next-token logits): a decoder-only model's, where it has one;

@@ -58,7 +58,7 @@ def settings(model: Model) -> tuple[frozenset[int], int | None]:
     config.json where the folder has none); a setting that changes greedy tokens and that attnx does not apply is a
     ModelError naming it."""
     ckpt = model.checkpoint
-    found = ckpt.optional_json(GENERATION) if hasattr(ckpt, "optional_json") else None
+    found = ckpt.optional_json(GENERATION)
     config = found if found is not None else ckpt.config
     where = GENERATION if found is not None else ckpt.config_name
     for key, neutral in NEUTRAL.items():
@@ -75,24 +75,13 @@ def settings(model: Model) -> tuple[frozenset[int], int | None]:
     return frozenset(ends), forced
 
 
-def decoder_of(model: Model) -> tuple[Stack, Stack]:
-    """The encoder and the decoder whose cross-attention reads it; a model without one is a ModelError."""
-    decoder = next((s for s in model.stacks if any(not a.is_self for a in s.attentions)), None)
-    if decoder is None:
-        raise ModelError(f"{model.checkpoint.name}: a {model.architecture.name} model has no decoder that reads a "
-                         "source: greedy decoding here is for encoder-decoders")  # fmt: skip
-    keys = next(a.keys for a in decoder.attentions if not a.is_self)
-    (encoder,) = (s for s in model.stacks if s.name == keys)
-    return encoder, decoder
-
-
 def greedy(
     model: Model, source: str | Encoded | AudioInput, steps: int, *, prompt: Sequence[int], on: Placement = NUMPY
 ) -> Generated:
     """Up to ``steps`` tokens written after ``prompt`` (the decoder's start token, or Whisper's prompt), each the
     largest logit given the source and the tokens before it, stopping after an end token."""
     ends, forced = settings(model)
-    encoder, decoder = decoder_of(model)
+    encoder, decoder = model.encoder_decoder("greedy decoding here is for encoder-decoders")
     with model.checkpoint.kept():  # every layer's weights read once, not once a token
         return written(model, source, steps, prompt, on, ends, forced, encoder, decoder)
 

@@ -171,12 +171,8 @@ def alignment(
     ``heads`` (None: all; from 0, -1 the last). A model without a cross-attention is a ModelError."""
     from attnx.analysis.alignment import align
 
-    decoder = next((s for s in model.stacks if any(not a.is_self for a in s.attentions)), None)
-    if decoder is None:
-        raise ModelError(f"{model.checkpoint.name}: alignment needs an encoder-decoder; a {model.architecture.name} "
-                         "model has no cross-attention")  # fmt: skip
+    encoder, decoder = model.encoder_decoder("alignment needs an encoder-decoder")
     which = next(i for i, attention in enumerate(decoder.attentions) if not attention.is_self)
-    (encoder,) = (s for s in model.stacks if s.name == decoder.attentions[which].keys)
     total = encoder.layers + decoder.layers
     source = model.run(text, on=on, stack=encoder, layer=encoder.layers - 1)
     for done in range(encoder.layers):

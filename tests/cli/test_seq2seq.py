@@ -197,7 +197,7 @@ class TestAlign:
     def test_a_decoder_only_model_is_refused(self, gpt2: Reference) -> None:
         """A model without cross-attention cannot align: one line saying an encoder-decoder is needed."""
         result = invoke("align", "--model", str(gpt2.path), "--text", TEXT, "--target", "a", code=2)
-        assert "alignment needs an encoder-decoder; a gpt2 model has no cross-attention" in result.stderr
+        assert "a gpt2 model has no cross-attention: alignment needs an encoder-decoder" in result.stderr
 
 
 class TestAudio:
