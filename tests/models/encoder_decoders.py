@@ -265,3 +265,43 @@ def marian(tmp_path_factory: pytest.TempPathFactory) -> Seq2SeqReference:
 def t5(tmp_path_factory: pytest.TempPathFactory) -> Seq2SeqReference:
     """The T5: ReLU feed-forward, tied and scaled LM head, 3 heads of 8 over a width of 20."""
     return built_seq2seq("t5", tmp_path_factory)
+
+
+def both_stacks(model: Any, source: Any, target: Any, on: Any) -> dict[str, list[np.ndarray]]:
+    """attnx's weights of each kind per layer (``encoder``, ``decoder``, ``cross``), each block's output per stack
+    (``encoder blocks``, ``decoder blocks``), the encoder's output (``memory``) and the logits, the encoder reading
+    ``source`` (a text, its tokens or audio) and the decoder ``target`` (its tokens, teacher-forced)."""
+    from attnx.models.stacks import Memory
+
+    encoder, decoder = model.stacks
+    found: dict[str, list[np.ndarray]] = {"encoder": [], "decoder": [], "cross": [], "encoder blocks": [],
+                                          "decoder blocks": []}  # fmt: skip
+    read = model.run(source, on=on, stack=encoder)
+    for _ in range(encoder.layers):
+        found["encoder"].append(read.step({"weights"}).weights)
+        found["encoder blocks"].append(read.stream())
+    memory = read.finish()
+    written = model.run(target, on=on, stack=decoder, memory=Memory(memory, read.tokens))
+    for _ in range(decoder.layers):
+        found["decoder"].append(written.step({"weights"}).weights)
+        found["cross"].append(written.step({"weights"}).weights)
+        found["decoder blocks"].append(written.stream())
+    found["memory"] = [memory]
+    found["logits"] = [model.architecture.logits(written.finish())]
+    return found
+
+
+def assert_agrees(ours: dict[str, list[np.ndarray]], reference: Any, dtype: str) -> None:
+    """Each kind's weights, each block's output, the encoder's output and the logits within ``dtype``'s tolerance of
+    ``reference``'s (its ``attentions``, ``hidden``, ``memory`` and ``logits``)."""
+    from tests.models.test_decoders import assert_close
+
+    for kind in ("encoder", "decoder", "cross"):
+        for mine, their in zip(ours[kind], reference.attentions[dtype][kind], strict=True):
+            assert mine.shape == their.shape
+            assert_close(mine, their, dtype)
+    for stack in ("encoder", "decoder"):
+        for mine, their in zip(ours[f"{stack} blocks"], reference.hidden[dtype][stack], strict=True):
+            assert_close(mine, their, dtype)
+    assert_close(ours["memory"][0], reference.memory[dtype], dtype)
+    assert_close(ours["logits"][0], reference.logits[dtype], dtype)

@@ -15,7 +15,7 @@ from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.stacks import AttentionKind, Memory
 from tests.models.checkpoints import TEXT
-from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.models.encoder_decoders import TARGET, Seq2SeqReference, assert_agrees
 from tests.models.test_decoders import assert_close
 from tests.models.test_t5 import encoder_decoder
 from tests.runner import run_attnx
@@ -25,18 +25,10 @@ def agree(reference: Seq2SeqReference, dtype: str, on: Placement = NUMPY) -> Non
     """attnx's three kinds per layer, each block's output, the encoder's output and the logits equal transformers'."""
     with open_model(reference.path, dtype) as model:
         ours = encoder_decoder(model, on)
-    theirs = reference.attentions[dtype]
     config = reference.variant.config
     counts = [config["encoder_layers"], config["decoder_layers"], config["decoder_layers"]]
     assert [len(ours[kind]) for kind in ("encoder", "decoder", "cross")] == counts
-    for kind in ("encoder", "decoder", "cross"):
-        for mine, their in zip(ours[kind], theirs[kind], strict=True):
-            assert_close(mine, their, dtype)
-    for stack in ("encoder", "decoder"):
-        for mine, their in zip(ours[f"{stack} blocks"], reference.hidden[dtype][stack], strict=True):
-            assert_close(mine, their, dtype)
-    assert_close(ours["memory"][0], reference.memory[dtype], dtype)
-    assert_close(ours["logits"][0], reference.logits[dtype], dtype)
+    assert_agrees(ours, reference, dtype)
 
 
 def rewrite(path: Path, into: Path, **changes: object) -> Path:

@@ -11,28 +11,13 @@ from attnx.models import Model, open_model
 from attnx.models.families.t5 import relative_buckets
 from attnx.models.stacks import AttentionKind, Memory
 from tests.models.checkpoints import TEXT
-from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.models.encoder_decoders import TARGET, Seq2SeqReference, assert_agrees, both_stacks
 from tests.models.test_decoders import assert_close
 
 
 def encoder_decoder(model: Model, on: Placement) -> dict[str, list[np.ndarray]]:
-    """attnx's weights of each kind per layer, each block's output per stack, the encoder's output and the logits."""
-    encoder, decoder = model.stacks
-    found: dict[str, list[np.ndarray]] = {"encoder": [], "decoder": [], "cross": [], "encoder blocks": [],
-                                          "decoder blocks": []}  # fmt: skip
-    source = model.run(TEXT, on=on, stack=encoder)
-    for _ in range(encoder.layers):
-        found["encoder"].append(source.step({"weights"}).weights)
-        found["encoder blocks"].append(source.stream())
-    memory = source.finish()
-    target = model.run(model.encode_target(TARGET), on=on, stack=decoder, memory=Memory(memory, source.tokens))
-    for _ in range(decoder.layers):
-        found["decoder"].append(target.step({"weights"}).weights)
-        found["cross"].append(target.step({"weights"}).weights)
-        found["decoder blocks"].append(target.stream())
-    found["memory"] = [memory]
-    found["logits"] = [model.architecture.logits(target.finish())]
-    return found
+    """``both_stacks`` on TEXT and TARGET."""
+    return both_stacks(model, TEXT, model.encode_target(TARGET), on)
 
 
 class TestBuckets:
@@ -59,17 +44,8 @@ class TestAgreement:
         output, the encoder's output and the logits equal transformers' (1e-5 in float32, 1e-10 in float64)."""
         with open_model(seq2seq.path, dtype) as model:
             ours = encoder_decoder(model, Placement())
-        theirs = seq2seq.attentions[dtype]
         assert [len(ours[kind]) for kind in ("encoder", "decoder", "cross")] == [2, 3, 3]
-        for kind in ("encoder", "decoder", "cross"):
-            for mine, their in zip(ours[kind], theirs[kind], strict=True):
-                assert mine.shape == their.shape
-                assert_close(mine, their, dtype)
-        for stack in ("encoder", "decoder"):
-            for mine, their in zip(ours[f"{stack} blocks"], seq2seq.hidden[dtype][stack], strict=True):
-                assert_close(mine, their, dtype)
-        assert_close(ours["memory"][0], seq2seq.memory[dtype], dtype)
-        assert_close(ours["logits"][0], seq2seq.logits[dtype], dtype)
+        assert_agrees(ours, seq2seq, dtype)
 
     def test_torch_engine(self, t5: Seq2SeqReference) -> None:
         """On the torch engine the three kinds agree with transformers too."""

@@ -17,29 +17,15 @@ from attnx.models import Model, open_model
 from attnx.models.audio import LENGTH, audio_input, log_mel, mel_filters
 from attnx.models.families.whisper import prompt_ids
 from attnx.models.stacks import AttentionKind, InputKind, Memory
+from tests.models.encoder_decoders import assert_agrees, both_stacks
 from tests.models.test_decoders import assert_close
 from tests.models.whisper_checkpoints import TARGET, WhisperReference, numpy_features, speech
 
 
 def encoder_decoder(model: Model, wav: Path, on: Placement) -> dict[str, list[np.ndarray]]:
-    """attnx's weights of each kind per layer, each block's output per stack, the encoder's output and the logits."""
-    encoder, decoder = model.stacks
-    found: dict[str, list[np.ndarray]] = {"encoder": [], "decoder": [], "cross": [], "encoder blocks": [],
-                                          "decoder blocks": []}  # fmt: skip
-    source = model.run(model.encode_audio(read_wav(wav).samples), on=on, stack=encoder)
-    for _ in range(encoder.layers):
-        found["encoder"].append(source.step({"weights"}).weights)
-        found["encoder blocks"].append(source.stream())
-    memory = source.finish()
-    target = model.run(model.encode_target(TARGET, language="en"), on=on, stack=decoder,
-                       memory=Memory(memory, source.tokens))  # fmt: skip
-    for _ in range(decoder.layers):
-        found["decoder"].append(target.step({"weights"}).weights)
-        found["cross"].append(target.step({"weights"}).weights)
-        found["decoder blocks"].append(target.stream())
-    found["memory"] = [memory]
-    found["logits"] = [model.architecture.logits(target.finish())]
-    return found
+    """``both_stacks`` on the WAV and the prompt + TARGET in English."""
+    heard = model.encode_audio(read_wav(wav).samples)
+    return both_stacks(model, heard, model.encode_target(TARGET, language="en"), on)
 
 
 def extractor(bins: int) -> Any:
@@ -101,17 +87,9 @@ class TestAgreement:
         block's output, the encoder's output and the logits equal transformers' (1e-5 float32, 1e-10 float64)."""
         with open_model(whisper.path, dtype) as model:
             ours = encoder_decoder(model, whisper.wav, Placement())
-        theirs = whisper.attentions[dtype]
         assert [len(ours[kind]) for kind in ("encoder", "decoder", "cross")] == [2, 3, 3]
         assert ours["cross"][0].shape == (3, len(whisper.decoder_ids), 1500)
-        for kind in ("encoder", "decoder", "cross"):
-            for mine, their in zip(ours[kind], theirs[kind], strict=True):
-                assert_close(mine, their, dtype)
-        for stack in ("encoder", "decoder"):
-            for mine, their in zip(ours[f"{stack} blocks"], whisper.hidden[dtype][stack], strict=True):
-                assert_close(mine, their, dtype)
-        assert_close(ours["memory"][0], whisper.memory[dtype], dtype)
-        assert_close(ours["logits"][0], whisper.logits[dtype], dtype)
+        assert_agrees(ours, whisper, dtype)
 
     def test_torch_engine(self, whisper: WhisperReference) -> None:
         """On the torch engine the three kinds and the logits agree with transformers too (float32)."""
