@@ -16,7 +16,9 @@ from attnx.core.tensors import AVERAGE_WEIGHTS, MASK, SCALED, WEIGHTS, TensorNam
 from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ModelError
 from attnx.models import Progress, open_model
-from attnx.models.stacks import Address, Memory
+from attnx.models.stacks import Address, AttentionKind, Memory, Stack
+
+CROSS = AttentionKind.CROSS
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.alignment import Alignment
@@ -70,13 +72,8 @@ def site_spec(
                              "give one")  # fmt: skip
         (source_stack,) = (s for s in model.stacks if s.name == reads)
         total = source_stack.layers + before
-        source = model.run(text, on=on, stack=source_stack, layer=source_stack.layers - 1)
-        for done in range(source_stack.layers):
-            source.step()
-            if progress is not None:
-                progress(done + 1, total)
+        memory = _memory(model, text, source_stack, on, progress, total)
         words = model.encode_target(target) if isinstance(target, str) else target
-        memory = Memory(source.finish(), source.tokens)
     forward = model.run(words, on=on, heads=heads, layer=layer, stack=stack, memory=memory)
     ran = 0 if memory is None else total - before
     for done in range(before):
@@ -88,20 +85,68 @@ def site_spec(
 
 def layer_results(
     model: Model,
-    text: str | Encoded,
+    text: str | Encoded | AudioInput,
     *,
     on: Placement = NUMPY,
     needs: Collection[TensorName] = (WEIGHTS, SCALED, MASK),
     progress: Progress | None = None,
+    kind: AttentionKind | None = None,
+    target: str | Encoded | None = None,
 ) -> Iterator[AttentionResult]:
-    """Every layer's attention on ``text``, in order, each computed once as the forward pass goes
-    (the sizes of every layer are checked against the model's caps before the first runs)."""
-    forward = model.run(text, on=on, layer=model.layers - 1)
-    for layer in range(model.layers):
-        result = forward.step(needs)
+    """Every layer's attention on ``text``, in order, each computed once as the forward pass goes (the sizes of
+    every layer are checked against the model's caps before the first runs).
+
+    ``kind`` picks the attention: None or self-attention, the first stack's (the encoder's); a causal
+    self-attention or a cross-attention, that of the stack holding it (an encoder-decoder's decoder), which reads
+    ``target`` (teacher-forced; or its tokens, ``model.encode_target``) after the encoder ran over ``text`` whole.
+    ``progress`` counts the layers run, the encoder's included."""
+    stack = model.stack if kind is None else _stack_holding(model, kind)
+    which = 0 if kind is None else stack.attention_of(kind)
+    memory, words, ran = None, text, 0
+    reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
+    if reads is not None:
+        if target is None:
+            raise ModelError(f"{model.checkpoint.name}: the {stack.name} reads a target text (what the model "
+                             "writes); give one")  # fmt: skip
+        (source_stack,) = (s for s in model.stacks if s.name == reads)
+        total = source_stack.layers + stack.layers
+        memory = _memory(model, text, source_stack, on, progress, total)
+        words, ran = (model.encode_target(target) if isinstance(target, str) else target), source_stack.layers
+    forward = model.run(words, on=on, stack=stack, memory=memory, layer=stack.layers - 1)
+    for layer in range(stack.layers):
+        for at in range(len(stack.attentions)):
+            result = forward.step(needs if at == which else ())
+            if at == which:
+                kept = result
         if progress is not None:
-            progress(layer + 1, model.layers)
-        yield result
+            progress(ran + layer + 1, ran + stack.layers)
+        yield kept
+
+
+def _stack_holding(model: Model, kind: AttentionKind) -> Stack:
+    """The model's first stack whose layers hold an attention of ``kind``; a ModelError naming what there is."""
+    for stack in model.stacks:
+        if any(attention.kind is kind for attention in stack.attentions):
+            return stack
+    kinds = ", ".join(dict.fromkeys(a.kind.label for s in model.stacks for a in s.attentions))
+    raise ModelError(f"{model.checkpoint.name}: the model has no {kind.label}; it has {kinds}")
+
+
+def _memory(
+    model: Model,
+    text: str | Encoded | AudioInput,
+    stack: Stack,
+    on: Placement,
+    progress: Progress | None,
+    total: int,
+) -> Memory:
+    """``stack`` (an encoder) run over ``text`` whole: its output, what a cross-attention reads."""
+    source = model.run(text, on=on, stack=stack, layer=stack.layers - 1)
+    for done in range(stack.layers):
+        source.step()
+        if progress is not None:
+            progress(done + 1, total)
+    return Memory(source.finish(), source.tokens)
 
 
 def load_model_spec(
@@ -158,7 +203,7 @@ def rollout(model: Model, text: str | Encoded, *, on: Placement = NUMPY, progres
 
 def alignment(
     model: Model,
-    text: str,
+    text: str | Encoded | AudioInput,
     target: str | Encoded,
     *,
     layers: Sequence[int] | None = None,
@@ -171,23 +216,9 @@ def alignment(
     ``heads`` (None: all; from 0, -1 the last). A model without a cross-attention is a ModelError."""
     from attnx.analysis.alignment import align
 
-    encoder, decoder = model.encoder_decoder("alignment needs an encoder-decoder")
-    which = next(i for i, attention in enumerate(decoder.attentions) if not attention.is_self)
-    total = encoder.layers + decoder.layers
-    source = model.run(text, on=on, stack=encoder, layer=encoder.layers - 1)
-    for done in range(encoder.layers):
-        source.step()
-        if progress is not None:
-            progress(done + 1, total)
-    memory = Memory(source.finish(), source.tokens)
+    model.encoder_decoder("alignment needs an encoder-decoder")
+    source = model.encode(text) if isinstance(text, str) else text
     words = model.encode_target(target) if isinstance(target, str) else target
-    forward = model.run(words, on=on, stack=decoder, memory=memory, layer=decoder.layers - 1)
-    cross = []
-    for layer in range(decoder.layers):
-        for at in range(len(decoder.attentions)):
-            result = forward.step((WEIGHTS,) if at == which else ())
-            if at == which and result.weights is not None:
-                cross.append(result.weights)
-        if progress is not None:
-            progress(encoder.layers + layer + 1, total)
-    return align(cross, source.tokens, forward.tokens, layers=layers, heads=heads)
+    results = layer_results(model, source, on=on, needs=(WEIGHTS,), progress=progress, kind=CROSS, target=words)
+    cross = [result.weights for result in results if result.weights is not None]
+    return align(cross, source.tokens, words.tokens, layers=layers, heads=heads)
