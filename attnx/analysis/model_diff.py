@@ -46,8 +46,13 @@ class LayerShift:
 
 @dataclass(frozen=True, eq=False)
 class ModelComparison:
-    """Two checkpoints on one text: ``a`` and ``b`` (as given), the family they share, the tokens both read,
-    every layer's shifts, and the next-token KL(A ‖ B) per token in nats (None unless both have an LM head)."""
+    """Two checkpoints on one text: ``a`` and ``b`` (as given), the family they share, the tokens both read (the
+    queries'), every layer's shifts, and the next-token KL(A ‖ B) per token in nats (None unless the layers
+    compared feed both models' LM heads).
+
+    In a model of several stacks, ``stack`` and ``kind`` name the attention compared (an encoder-decoder's
+    ``decoder`` and its ``cross`` attention) and ``keys`` the tokens its keys stand for (the source's, for a
+    cross-attention); None where the model has one stack, whose keys are its queries' tokens."""
 
     a: str
     b: str
@@ -55,6 +60,14 @@ class ModelComparison:
     tokens: tuple[str, ...]
     layers: tuple[LayerShift, ...]
     kl: np.ndarray | None
+    stack: str | None = None
+    kind: str | None = None
+    keys: tuple[str, ...] | None = None
+
+    @property
+    def key_tokens(self) -> tuple[str, ...]:
+        """The tokens the keys stand for: ``keys``, else the queries' own."""
+        return self.tokens if self.keys is None else self.keys
 
     def grid(self) -> np.ndarray:
         """``[layer, head]``: each head's mean JS divergence."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.overrides import SettingOverrides
     from attnx.core.spec import AttentionSpec
     from attnx.io import InputOverrides
+    from attnx.models.stacks import AttentionKind
 
 T = TypeVar("T")
 
@@ -209,6 +210,7 @@ def compare_checkpoints(
 ) -> None:  # fmt: skip
     """`diff --model A --model B --text T`: both checkpoints side by side, every layer and head."""
     from attnx.cli.inputs import open_checkpoint, open_with_text, progress_for
+    from attnx.models.stacks import AttentionKind
     from attnx.render import model_diff as render
     from attnx.render.serialize import dumps
     from attnx.workflows import compare_models
@@ -222,18 +224,34 @@ def compare_checkpoints(
         names = pair[0] if pair[0] == pair[1] else f"{pair[0]} and {pair[1]}"
         raise UsageError(f"--model names one checkpoint twice ({names}: the same file): every difference would be 0; "
                          "give two different checkpoints")  # fmt: skip
+    kind = attention_kind(checkpoint.attention, checkpoint.target)
+    if kind is AttentionKind.CROSS and checkpoint.target is None:
+        raise UsageError(f"--attention {checkpoint.attention}: the decoder's cross-attention reads a target text: "
+                         "give --target T")  # fmt: skip
     first, text = open_with_text(None, TextFlags(model=pair[0], text=checkpoint.text), report, report)
     with (
         first,  # closed should the second fail to open
         open_checkpoint(pair[1], report, report.limits()) as second,
         progress_for("comparing layers", report.quiet) as progress,
     ):
-        comparison = compare_models(first, second, text, on=report.placement(), progress=progress)
+        comparison = compare_models(first, second, text, target=checkpoint.target, kind=kind,
+                                    on=report.placement(), progress=progress)  # fmt: skip
 
     def shown(colour: bool) -> RenderableType:
         return render.comparison_view(comparison, report.precision, colour=colour)
 
     report.show({OutputFormat.json: lambda: dumps(render.comparison_to_dict(comparison))}, shown)
+
+
+def attention_kind(attention: str | None, target: str | None) -> AttentionKind | None:
+    """``--attention`` as the kind two checkpoints are compared on: an encoder-decoder's cross-attention when only
+    ``--target`` is given, the first stack's (None) when neither is."""
+    from attnx.models.stacks import Address, AttentionKind
+
+    if attention is None:
+        return None if target is None else AttentionKind.CROSS
+    with flag_worded("--attention: {}"):
+        return Address.parse("0", attention).kind
 
 
 def same_file(a: str, b: str) -> bool:

@@ -235,6 +235,18 @@ class TextFlags(CheckpointFlags):
         return any(value is not None for value in dataclasses.asdict(self).values())
 
 
+AttentionOpt = Annotated[
+    str | None,
+    typer.Option("--attention", metavar="KIND", help="With --model: which attention of the layer: self, "
+                 "causal-self or cross (a decoder's, over the source). Default: the layer's first."),
+]  # fmt: skip
+TargetOpt = Annotated[
+    str | None,
+    typer.Option("--target", metavar="T", help="With --model of an encoder-decoder: the text the decoder reads "
+                 "(teacher forcing), for its layers (--layer dec:L)."),
+]  # fmt: skip
+
+
 @flag_group(frozen=True)
 class ModelFlags(TextFlags):
     """--model, --text, --layer: one layer of a local checkpoint as the input."""
@@ -246,16 +258,8 @@ class ModelFlags(TextFlags):
         typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0, -1 the last (default 0); "
                      "of an encoder-decoder, STACK:L (enc:3, dec:-1)."),
     ] = None  # fmt: skip
-    attention: Annotated[
-        str | None,
-        typer.Option("--attention", metavar="KIND", help="With --model: which attention of the layer: self, "
-                     "causal-self or cross (a decoder's, over the source). Default: the layer's first."),
-    ] = None  # fmt: skip
-    target: Annotated[
-        str | None,
-        typer.Option("--target", metavar="T", help="With --model of an encoder-decoder: the text the decoder reads "
-                     "(teacher forcing), for its layers (--layer dec:L)."),
-    ] = None  # fmt: skip
+    attention: AttentionOpt = None
+    target: TargetOpt = None
 
     generate: Annotated[
         int | None,
@@ -300,6 +304,8 @@ class ModelPairFlags(FlagGroup):
         str | None,
         typer.Option("--layer", metavar="L", help="With --model: the layer, counted from 0, -1 the last (default 0)."),
     ] = None
+    attention: AttentionOpt = None
+    target: TargetOpt = None
 
     @property
     def pair(self) -> tuple[str, str] | None:
@@ -311,7 +317,8 @@ class ModelPairFlags(FlagGroup):
 
     def single(self) -> ModelFlags:
         """The flags as one checkpoint's (--model given once, or not at all)."""
-        return ModelFlags(model=self.model[0] if self.model else None, text=self.text, layer=self.layer)
+        return ModelFlags(model=self.model[0] if self.model else None, text=self.text, layer=self.layer,
+                          attention=self.attention, target=self.target)  # fmt: skip
 
 
 @flag_group(frozen=True)

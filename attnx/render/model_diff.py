@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnx.analysis.model_diff import HeadShift, ModelComparison
+from attnx.models.stacks import AttentionKind
 from attnx.render.heatmap import heatmap, legend, scale_of
 from attnx.render.layout import compact_table
 from attnx.render.numbers import fmt
@@ -38,9 +39,10 @@ def js_unit(comparison: ModelComparison) -> tuple[float, str]:
     return unit_of(max((head.js_max for layer in comparison.layers for head in layer.heads), default=0.0))
 
 
-def where(shift: HeadShift, tokens: tuple[str, ...]) -> str:
-    """``query 5 'cat' → key 2 'the'`` (``→ the sink`` for a learned sink)."""
-    key = "the sink" if shift.key < 0 else f"key {shift.key} {label(tokens[shift.key])!r}"
+def where(shift: HeadShift, tokens: tuple[str, ...], keys: tuple[str, ...]) -> str:
+    """``query 5 'cat' → key 2 'the'`` (``→ the sink`` for a learned sink), the query among ``tokens``, the key
+    among ``keys``."""
+    key = "the sink" if shift.key < 0 else f"key {shift.key} {label(keys[shift.key])!r}"
     return f"query {shift.query} {label(tokens[shift.query])!r} → {key}"
 
 
@@ -56,7 +58,7 @@ def worst_table(comparison: ModelComparison, precision: int) -> Table:
     for shift in worst:
         table.add_row(f"L{shift.layer} H{shift.head}", fmt(shift.js_mean * factor, precision),
                       fmt(shift.js_max * factor, precision), fmt(shift.max_delta, precision),
-                      Text(where(shift, comparison.tokens)))  # fmt: skip
+                      Text(where(shift, comparison.tokens, comparison.key_tokens)))  # fmt: skip
     return table
 
 
@@ -95,8 +97,10 @@ def comparison_view(comparison: ModelComparison, precision: int, *, colour: bool
     heads = [f"H{h}" for h in range(grid.shape[1])]
     layers = [f"L{layer}" for layer in range(grid.shape[0])]
     title = f"Mean JS divergence per layer and head{unit} · {len(comparison.tokens)} tokens"
+    if comparison.keys is not None:
+        title = f"{title.removesuffix(' tokens')} target tokens × {len(comparison.keys)} source tokens"
     return Group(
-        Text(f"A: {comparison.a}\nB: {comparison.b} · {comparison.architecture}", style="dim"),
+        Text(f"A: {comparison.a}\nB: {comparison.b} · {comparison.architecture}{site_words(comparison)}", style="dim"),
         heatmap(title, grid, layers, heads, precision, scale=scale, colour=colour),
         legend(scale, precision, colour),
         Text(JS_WORDS, style="dim"),
@@ -106,6 +110,13 @@ def comparison_view(comparison: ModelComparison, precision: int, *, colour: bool
         layers_table(comparison, precision),
         kl_line(comparison, precision),
     )
+
+
+def site_words(comparison: ModelComparison) -> str:
+    """`` · decoder, cross-attention``: what was compared, in a model of several stacks ('' in a model of one)."""
+    if comparison.stack is None or comparison.kind is None:
+        return ""
+    return f" · {comparison.stack}, {AttentionKind(comparison.kind).label}"
 
 
 def head_to_dict(shift: HeadShift) -> dict[str, Any]:
@@ -125,6 +136,8 @@ def comparison_to_dict(comparison: ModelComparison) -> dict[str, Any]:
         "b": comparison.b,
         "architecture": comparison.architecture,
         "tokens": list(comparison.tokens),
+        **({} if comparison.stack is None else {"stack": comparison.stack, "attention": comparison.kind}),
+        **({} if comparison.keys is None else {"key_tokens": list(comparison.keys)}),
         "layers": [
             {
                 "layer": layer.layer,

@@ -100,7 +100,7 @@ def layer_results(
     self-attention or a cross-attention, that of the stack holding it (an encoder-decoder's decoder), which reads
     ``target`` (teacher-forced; or its tokens, ``model.encode_target``) after the encoder ran over ``text`` whole.
     ``progress`` counts the layers run, the encoder's included."""
-    stack = model.stack if kind is None else _stack_holding(model, kind)
+    stack = model.stack if kind is None else stack_holding(model, kind)
     which = 0 if kind is None else stack.attention_of(kind)
     memory, words, ran = None, text, 0
     reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
@@ -123,7 +123,7 @@ def layer_results(
         yield kept
 
 
-def _stack_holding(model: Model, kind: AttentionKind) -> Stack:
+def stack_holding(model: Model, kind: AttentionKind) -> Stack:
     """The model's first stack whose layers hold an attention of ``kind``; a ModelError naming what there is."""
     for stack in model.stacks:
         if any(attention.kind is kind for attention in stack.attentions):
