@@ -128,7 +128,7 @@ class Trace:
     after the output projection W_o, where the input has one (else None). ``softcap`` is the cap
     the scaled scores were bent by, and ``rotary`` the rotary positions that turned Q and K (the
     traced slices are the turned ones); None for each when the settings have none. ``masking`` says what
-    the mask hid (a sliding window the keys further back).
+    the mask hid (a sliding window the keys further back); ``written``, that the model wrote the query's token.
     """
 
     token: str
@@ -141,6 +141,7 @@ class Trace:
     settings: AttentionSettings
     masking: Masking
     projected: np.ndarray | None = None
+    written: bool = False  # the model wrote the query's token itself (--generate)
 
 
 def resolve_query(tokens: Sequence[str], token: str | None = None, query: int | None = None) -> int:
@@ -336,4 +337,5 @@ def build_trace(
         heads=tuple(_trace_head(result, h, row, terms, keys) for h in chosen),
         output=result.output[row],
         projected=None if result.projected is None else result.projected[row],
+        written=result.origin is not None and result.query_positions[row] in result.origin.written,
     )

@@ -347,7 +347,7 @@ def pointed_spec(
     spec = site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)
     if written and spec.origin is not None:  # the rows the model wrote, said in the header and the JSON
         origin = dataclasses.replace(spec.origin, written=tuple(written))
-        source_line = f"{spec.source}, queries {written.start}-{written.stop - 1} written by the model"
+        source_line = f"{spec.source}, queries {written.start}-{written.stop - 1} written by the model (marked *)"
         spec = dataclasses.replace(spec, source=source_line, origin=origin)
     return spec
 

@@ -23,7 +23,7 @@ from attnx.render.heatmap import legend, scale_of, weight_heatmaps
 from attnx.render.layout import compact_table, meanings
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
-from attnx.render.tables import head_title
+from attnx.render.tables import head_title, shown_tokens
 from attnx.text import label
 
 NONE = "—"
@@ -154,12 +154,12 @@ def queries_table(s: HeadStats, result: AttentionResult, precision: int, max_row
     for header in ("keys", "entropy", "/ log keys", "eff. keys", "max w"):
         table.add_column(header, justify="right", no_wrap=True, header_style=LABEL)
     table.add_column("top key", no_wrap=True, header_style=LABEL)
-    rows = Rows.ends(len(result.tokens), max_rows).shown
+    rows, names = Rows.ends(len(result.tokens), max_rows).shown, shown_tokens(result)[0]
     for k, i in enumerate(rows):
         if after_gap(rows, k):
             table.add_row(*[Text(ROW_GAP, style="dim")] * 7)
         table.add_row(
-            Text(label(result.tokens[i])),
+            Text(label(names[i])),
             str(int(s.visible_keys[i])),
             cell(s.entropy[i], precision),
             cell(s.normalized_entropy[i], precision),

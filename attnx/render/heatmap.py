@@ -18,7 +18,7 @@ from attnx.core.tensors import WEIGHTS
 from attnx.render.colours import Rgb, hex_of, text_on
 from attnx.render.fitted import FittedGrid, row_lookup
 from attnx.render.numbers import fmt
-from attnx.render.tables import head_title, with_sink
+from attnx.render.tables import head_title, shown_tokens, with_sink
 
 SHADES = " ░▒▓█"  # level k of 0..4 stands for a value near k/4 of the scale's top
 # Viridis at five stops: ordered in lightness, readable by the colour-blind, and in print.
@@ -185,13 +185,12 @@ def weight_heatmaps(
     scale = scale or scale_of([weights])
     blocked = None if held.mask is None else ~held.mask
     grids = []
+    rows, labels = shown_tokens(result)
     for h in range(result.heads) if heads is None else heads:
         shown, keys, hidden = (
-            (weights[h], result.key_tokens, blocked)
-            if matrices is not None
-            else with_sink(result, h, weights[h], result.key_tokens, blocked)
+            (weights[h], labels, blocked) if matrices is not None else with_sink(result, h, weights[h], labels, blocked)
         )
-        grids.append(heatmap(head_title(result, h) + what, shown, result.tokens, keys, precision, scale=scale,
+        grids.append(heatmap(head_title(result, h) + what, shown, rows, keys, precision, scale=scale,
                              colour=colour, blocked=hidden, max_rows=max_rows, matrix_rows=matrix_rows))  # fmt: skip
     return Columns(grids, padding=(1, 4))
 

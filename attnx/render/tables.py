@@ -44,6 +44,22 @@ ALL_SECTIONS: tuple[Section, ...] = tuple(Section)
 DEFAULT_SECTIONS: tuple[Section, ...] = tuple(s for s in Section if s not in (Section.q, Section.k, Section.v))
 
 
+WRITTEN = "*"  # after a token the model wrote itself (--generate), in every row and column label
+
+
+def shown_tokens(result: AttentionResult) -> tuple[list[str], list[str]]:
+    """The query and key labels a view shows: the tokens, those the model wrote itself (``--generate``: the
+    ``origin``'s ``written`` positions) followed by ``WRITTEN``, among the keys too where they are the queries' own
+    stream (a decoder's self-attention)."""
+    written = set(() if result.origin is None else result.origin.written)
+    rows = [f"{token}{WRITTEN}" if at in written else token for token, at in zip(result.tokens,
+            result.query_positions, strict=True)]  # fmt: skip
+    keys = list(result.key_tokens)
+    if written and result.origin is not None and result.origin.attention != "cross":  # keys of the same stream
+        keys = [f"{token}{WRITTEN}" if at in written else token for at, token in enumerate(keys)]
+    return rows, keys
+
+
 def matrix_table(
     title: str,
     matrix: np.ndarray,
@@ -96,7 +112,8 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
     if Section.q in sections:
         cols = result.head_columns(head)
         title = f"Q_h (columns {describe_columns(cols)} of Q)"
-        tables.append(matrix_table(title, result.tensor(Q)[head], result.tokens, [f"d{c}" for c in cols], precision,
+        tables.append(matrix_table(title, result.tensor(Q)[head], shown_tokens(result)[0], [f"d{c}" for c in cols],
+                                   precision,
                                    max_rows=max_rows))  # fmt: skip
     kv = result.kv_head(head)
     wanted = [(name, letter) for name, letter in ((Section.k, "K"), (Section.v, "V")) if name in sections]
@@ -110,7 +127,7 @@ def _slice_tables(result: AttentionResult, head: int, sections: set[Section], pr
     for _, letter in wanted:
         title = f"{letter}_h{owner} (columns {describe_columns(cols)} of {letter})"
         matrix = result.tensor(K if letter == "K" else V)[kv]
-        tables.append(matrix_table(title, matrix, result.key_tokens, [f"d{c}" for c in cols], precision,
+        tables.append(matrix_table(title, matrix, shown_tokens(result)[1], [f"d{c}" for c in cols], precision,
                                    max_rows=max_rows))  # fmt: skip
     return tables
 
@@ -129,7 +146,7 @@ def _head_sections(
     precision: int,
     max_rows: int | None,
 ) -> list[RenderableType]:
-    rows, keys = result.tokens, result.key_tokens
+    rows, keys = shown_tokens(result)
     held, matrix_rows = result, result.matrix_rows
     blocked = None if held.mask is None else ~held.mask
     where = _Rows(max_rows=max_rows, matrix_rows=matrix_rows)
@@ -218,6 +235,7 @@ def run_view(
     """
     chosen = set(sections)
     parts: list[RenderableType] = []
+    rows, keys = shown_tokens(result)
     per_head = {Section.q, Section.k, Section.v, Section.scores, Section.scaled, Section.weights, Section.heads}
     if chosen & per_head:
         for head in range(result.heads) if heads is None else heads:
@@ -230,21 +248,21 @@ def run_view(
         cols = [f"d{c}" for c in range(result.d_model)]
         title = f"Concatenated output ({result.heads} head{'s' if result.heads > 1 else ''} × d_k {result.d_k})"
         parts.append(Rule(style="dim"))
-        parts.append(matrix_table(title, result.output, result.tokens, cols, precision, max_rows=max_rows))
+        parts.append(matrix_table(title, result.output, rows, cols, precision, max_rows=max_rows))
     if Section.projected in chosen and result.projected is not None:
         cols = [f"d{c}" for c in range(result.projected.shape[1])]
         parts.append(Rule(style="dim"))
-        parts.append(matrix_table("Projected output (output · W_o + b_o)", result.projected, result.tokens, cols,
+        parts.append(matrix_table("Projected output (output · W_o + b_o)", result.projected, rows, cols,
                                   precision, max_rows=max_rows))  # fmt: skip
     if Section.ablation in chosen and shift is not None:
         parts.append(Rule(style="dim"))
-        parts.append(ablation_table(shift, result.tokens, precision, max_rows=max_rows))
+        parts.append(ablation_table(shift, rows, precision, max_rows=max_rows))
     if Section.average in chosen:
         title = f"Weights averaged over {result.heads} head{'s' if result.heads > 1 else ''}"
         parts.append(Rule(style="dim"))
         held, matrix_rows = result, result.matrix_rows
         blocked = None if held.mask is None else ~held.mask
-        parts.append(matrix_table(title, held.tensor(AVERAGE_WEIGHTS), result.tokens, result.key_tokens, precision,
+        parts.append(matrix_table(title, held.tensor(AVERAGE_WEIGHTS), rows, keys, precision,
                                   emphasise_row_max=True, blocked=blocked, max_rows=max_rows,
                                   matrix_rows=matrix_rows))  # fmt: skip
     return Group(*parts)

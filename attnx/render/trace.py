@@ -351,7 +351,8 @@ def trace_view(trace: Trace, precision: int, entries: int | None = 8) -> Rendera
     if any(line.bias is not None for head in trace.heads for line in head.keys):
         sizes += " · score bias"
     token = label(trace.token)
-    title = f"Trace of {token!r} (query {trace.query}) · {sizes}"
+    written = ", written by the model" if trace.written else ""
+    title = f"Trace of {token!r} (query {trace.query}{written}) · {sizes}"
     parts: list[RenderableType] = [Text(title, style="bold")]
     parts += [head_view(head, trace, precision, entries) for head in trace.heads]
     parts.append(Rule(style="dim"))

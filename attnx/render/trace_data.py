@@ -94,6 +94,7 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
         "heads": [_head_to_dict(head) for head in trace.heads],
         "output": to_plain(trace.output),
         "projected": None if trace.projected is None else to_plain(trace.projected),
+        **({"written": True} if trace.written else {}),
     }
 
 

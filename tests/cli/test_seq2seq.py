@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnx.text import label
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.encoder_decoders import TARGET, Seq2SeqReference
 from tests.models.whisper_checkpoints import TARGET as SPOKEN
@@ -260,6 +261,29 @@ class TestGenerate:
         assert len(data["tokens"]) == ids.shape[1]
         assert data["origin"]["written"] == list(range(1, ids.shape[1]))  # all but the start token
         np.testing.assert_allclose(np.asarray(data["weights"]), expected[-1][0].numpy(), rtol=0, atol=1e-10)
+
+    @pytest.mark.parametrize("kind", ["causal-self", "cross"])
+    def test_written_tokens_marked(self, bart: Seq2SeqReference, kind: str) -> None:
+        """Every row label of a token the model wrote ends in *, in the weights table, the per-query table of heads
+        and the trace's title (JSON: ``written``); the start token is not marked, nor a source token (a column of the
+        cross-attention), while the decoder's self-attention marks its written keys too."""
+        args = ["--model", str(bart.path), "--text", TEXT, "--generate", "3", "--layer", "dec:-1", "--attention", kind]
+        data = json.loads(invoke("run", *args, "--format", "json").stdout)
+        written, tokens = data["origin"]["written"], data["tokens"]
+        assert written == list(range(1, len(tokens))) and written
+        shown = invoke("run", *args, "--show", "weights", "--head", "0").stdout
+        assert "written by the model (marked *)" in shown
+        table = shown.split("weights (softmax)\n")[1].splitlines()
+        header, rows = table[0].split(), [line.split()[0] for line in table[2 : 2 + len(tokens)]]
+        assert rows == [label(tokens[0]), *(f"{label(token)}*" for token in tokens[1:])]
+        marked_keys = [column for column in header if column.endswith("*")]
+        assert len(marked_keys) == (len(written) if kind == "causal-self" else 0)  # the source's: never marked
+        heads = invoke("heads", *args).stdout.split("top key\n")[1].splitlines()
+        assert [line.split()[0] for line in heads[1 : 1 + len(tokens)]] == rows
+        trace = invoke("trace", *args, "--query", "-1").stdout
+        assert f"(query {len(tokens) - 1}, written by the model)" in trace
+        assert json.loads(invoke("trace", *args, "--query", "-1", "--format", "json").stdout)["written"] is True
+        assert "written" not in json.loads(invoke("trace", *args, "--query", "0", "--format", "json").stdout)
 
     @pytest.mark.parametrize(
         ("args", "message"),

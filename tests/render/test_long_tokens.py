@@ -149,7 +149,7 @@ class TestRenderers:
         info: Any = SimpleNamespace(model_type="llama")
         rows = gguf_names(summary, info)
         assert tokens_line((token, "b")) == f"tokens: '{label(token)}' 'b'"
-        assert where(shift, (token,)) == f"query 0 {label(token)!r} → key 0 {label(token)!r}"
+        assert where(shift, (token,), (token,)) == f"query 0 {label(token)!r} → key 0 {label(token)!r}"
         assert locate("weights", (0, 0, 1), (token, "b"), ("c", "d")).count(CUT) == 1
         assert [len(value) for _, value in rows] == [len("llama (general.architecture )") + NAME_LIMIT, NAME_LIMIT]
 
