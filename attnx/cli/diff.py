@@ -18,6 +18,7 @@ from attnx.cli.viewflags import ReportFlags
 from attnx.errors import AmbiguousError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
     from rich.console import RenderableType
 
     from attnx.analysis.diff import Side
@@ -209,7 +210,7 @@ def compare_checkpoints(
     report: ReportFlags,
 ) -> None:  # fmt: skip
     """`diff --model A --model B --text T`: both checkpoints side by side, every layer and head."""
-    from attnx.cli.inputs import open_checkpoint, open_with_text, progress_for
+    from attnx.cli.inputs import open_checkpoint, open_with_text, progress_for, refuse
     from attnx.models.stacks import AttentionKind
     from attnx.render import model_diff as render
     from attnx.render.serialize import dumps
@@ -228,13 +229,24 @@ def compare_checkpoints(
     if kind is AttentionKind.CROSS and checkpoint.target is None:
         raise UsageError(f"--attention {checkpoint.attention}: the decoder's cross-attention reads a target text: "
                          "give --target T")  # fmt: skip
-    first, text = open_with_text(None, TextFlags(model=pair[0], text=checkpoint.text), report, report)
+    source: str | np.ndarray
+    if checkpoint.audio is not None:
+        from attnx.cli.output import warn
+        from attnx.io.audio import read_wav
+
+        refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the models' encoders hear it")
+        wav = read_wav(checkpoint.audio, report.limits())
+        for note in () if report.quiet else wav.notes:
+            warn(note)
+        first, source = open_checkpoint(pair[0], report, report.limits()), wav.samples
+    else:
+        first, source = open_with_text(None, TextFlags(model=pair[0], text=checkpoint.text), report, report)
     with (
         first,  # closed should the second fail to open
         open_checkpoint(pair[1], report, report.limits()) as second,
         progress_for("comparing layers", report.quiet) as progress,
     ):
-        comparison = compare_models(first, second, text, target=checkpoint.target, kind=kind,
+        comparison = compare_models(first, second, source, target=checkpoint.target, kind=kind,
                                     on=report.placement(), progress=progress)  # fmt: skip
 
     def shown(colour: bool) -> RenderableType:

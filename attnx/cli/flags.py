@@ -247,8 +247,22 @@ TargetOpt = Annotated[
 ]  # fmt: skip
 
 
+AudioOpt = Annotated[
+    str | None,
+    typer.Option("--audio", metavar="FILE", help="With --model of a speech model (Whisper), in place of --text: "
+                 "the WAV file its encoder hears (PCM or float, 16 kHz)."),
+]  # fmt: skip
+
+
 @flag_group(frozen=True)
-class ModelFlags(TextFlags):
+class SourceFlags(TextFlags):
+    """--model, --text or --audio: a local checkpoint and what its (first) stack reads."""
+
+    audio: AudioOpt = None
+
+
+@flag_group(frozen=True)
+class ModelFlags(SourceFlags):
     """--model, --text, --layer: one layer of a local checkpoint as the input."""
 
     model: Annotated[str | None, typer.Option("--model", metavar="PATH", help=MODEL_HELP + ": explore one of its "
@@ -271,11 +285,6 @@ class ModelFlags(TextFlags):
         str | None,
         typer.Option("--language", metavar="LANG", help="With --target, for a model that asks one (a multilingual "
                      "Whisper): the language the decoder writes in (en, fr, ...)."),
-    ] = None  # fmt: skip
-    audio: Annotated[
-        str | None,
-        typer.Option("--audio", metavar="FILE", help="With --model of a speech model (Whisper), in place of --text: "
-                     "the WAV file its encoder hears (PCM or float, 16 kHz)."),
     ] = None  # fmt: skip
 
     def pointed(self) -> dict[str, str | int | None]:
@@ -306,6 +315,7 @@ class ModelPairFlags(FlagGroup):
     ] = None
     attention: AttentionOpt = None
     target: TargetOpt = None
+    audio: AudioOpt = None
 
     @property
     def pair(self) -> tuple[str, str] | None:
@@ -318,7 +328,7 @@ class ModelPairFlags(FlagGroup):
     def single(self) -> ModelFlags:
         """The flags as one checkpoint's (--model given once, or not at all)."""
         return ModelFlags(model=self.model[0] if self.model else None, text=self.text, layer=self.layer,
-                          attention=self.attention, target=self.target)  # fmt: skip
+                          attention=self.attention, target=self.target, audio=self.audio)  # fmt: skip
 
 
 @flag_group(frozen=True)

@@ -183,12 +183,18 @@ def open_checkpoint(path: str, backend: EngineFlags, limits: Limits) -> Model:
 
 @dataclasses.dataclass(frozen=True)
 class Session:
-    """An opened checkpoint, the text it reads, where it runs, and the work's progress bar."""
+    """An opened checkpoint, the text it reads (or the audio it hears: ``heard``), where it runs, and the work's
+    progress bar."""
 
     model: Model
     text: str
     on: Placement
     progress: LayerProgress
+    heard: AudioInput | None = None
+
+    def source(self) -> Encoded | AudioInput:
+        """What the model's first stack reads: the audio heard, else the text's tokens."""
+        return self.heard if self.heard is not None else self.model.encode(self.text)
 
 
 @contextlib.contextmanager
@@ -203,10 +209,45 @@ def model_session(
     config_name: str = "CONFIG",
 ) -> Iterator[Session]:
     """``open_with_text`` with a progress bar for ``task`` (counted in layers); the checkpoint is closed and the bar
-    taken off on leaving."""
+    taken off on leaving. With ``--audio`` (``SourceFlags``), the model hears it instead (``heard_by``)."""
+    if getattr(checkpoint, "audio", None) is not None:
+        with (
+            heard_by(config, checkpoint, backend, caps, quiet=quiet, config_name=config_name) as (model, heard),
+            progress_for(task, quiet) as progress,
+        ):
+            yield Session(model, "", backend.placement(), progress, heard)
+        return
     model, words = open_with_text(config, checkpoint, backend, caps, config_name=config_name)
     with model, progress_for(task, quiet) as progress:
         yield Session(model, words, backend.placement(), progress)
+
+
+@contextlib.contextmanager
+def heard_by(
+    config: str | None,
+    checkpoint: TextFlags,
+    backend: EngineFlags,
+    caps: CapFlags,
+    *,
+    quiet: bool,
+    config_name: str,
+) -> Iterator[tuple[Model, AudioInput]]:
+    """``--model``'s checkpoint, opened, and ``--audio`` (a WAV file, read within the caps before the model opens)
+    as its encoder's input; what was done to the audio said on stderr. The model is closed on leaving."""
+    from attnx.cli.output import warn
+    from attnx.io.audio import read_wav
+
+    refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the model's encoder hears it")
+    path = require_checkpoint(checkpoint.model, "--audio")
+    if config is not None:
+        raise UsageError(f"--model replaces {config_name}: give one or the other")
+    limits = caps.limits()
+    wav = read_wav(getattr(checkpoint, "audio", None) or "", limits)
+    with open_checkpoint(path, backend, limits) as model:
+        heard = model.encode_audio(wav.samples)
+        for note in () if quiet else (*wav.notes, *heard.warnings):
+            warn(note)
+        yield model, heard
 
 
 def load_input(
@@ -280,21 +321,11 @@ def heard_spec(
     queried: Callable[[Sequence[str]], object] | None,
     config_name: str,
 ) -> AttentionSpec:
-    """``--model``'s attention that ``address`` points at, its encoder hearing ``--audio`` (a WAV file, read within
-    the caps before the model opens; what was done to it, said on stderr)."""
-    from attnx.cli.output import warn
-    from attnx.io.audio import read_wav
-
-    refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the model's encoder hears it")
-    path = require_checkpoint(checkpoint.model, "--audio")
-    if config is not None:
-        raise UsageError(f"--model replaces {config_name}: give one or the other")
-    limits = caps.limits()
-    wav = read_wav(checkpoint.audio or "", limits)
-    with open_checkpoint(path, backend, limits) as model, progress_for("running layers", quiet) as progress:
-        heard = model.encode_audio(wav.samples)
-        for note in () if quiet else (*wav.notes, *heard.warnings):
-            warn(note)
+    """``--model``'s attention that ``address`` points at, its encoder hearing ``--audio`` (``heard_by``)."""
+    with (
+        heard_by(config, checkpoint, backend, caps, quiet=quiet, config_name=config_name) as (model, heard),
+        progress_for("running layers", quiet) as progress,
+    ):
         return pointed_spec(model, heard, address, checkpoint, settings, backend.placement(), progress, queried)
 
 

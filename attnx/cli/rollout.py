@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
-from attnx.cli.flags import TextFlags
+from attnx.cli.flags import SourceFlags
 from attnx.cli.inputs import model_session, require_checkpoint
 from attnx.cli.options import OutputFormat, View
 from attnx.cli.trace import QueryOpt, TokenOpt, query_row
@@ -16,19 +16,20 @@ DEFAULTS = ReportFlags(precision=2, view=View.heatmap)  # each layer's rollout a
 @guarded
 @grouped
 def rollout(
-    *, checkpoint: TextFlags, token: TokenOpt = None, query: QueryOpt = None, report: ReportFlags = DEFAULTS
+    *, checkpoint: SourceFlags, token: TokenOpt = None, query: QueryOpt = None, report: ReportFlags = DEFAULTS
 ) -> None:
     """Attention rollout: how much each token reaches a query through every layer, residual stream included.
 
     Each layer: the heads' mean weights, half kept on the token itself (the residual), rows renormalised.
     The rollout after layer l multiplies those of layers 0..l (Abnar & Zuidema, 2020); causal models stay causal.
     --model DIR --text "..." and the query: --token cat or --query 3 (from 0).
+    Of an encoder-decoder, the encoder's; of a speech model, its encoder's on --audio FILE.wav.
     """
     require_checkpoint(checkpoint.model, "attnx rollout")
     from attnx import workflows
 
     with model_session(None, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
-        encoded = run.model.encode(run.text)
+        encoded = run.source()
         row = query_row(encoded.tokens, token, query)  # a token not in the text is refused before any layer runs
         found = workflows.rollout(run.model, encoded, on=run.on, progress=run.progress)
     from attnx.render import rollout as render

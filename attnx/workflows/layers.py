@@ -190,7 +190,9 @@ def model_view(model: Model, text: str, *, on: Placement = NUMPY, progress: Prog
     return build(results, model=model.checkpoint.name, architecture=model.architecture.name, sinks=sinks)
 
 
-def rollout(model: Model, text: str | Encoded, *, on: Placement = NUMPY, progress: Progress | None = None) -> Rollout:
+def rollout(
+    model: Model, text: str | Encoded | AudioInput, *, on: Placement = NUMPY, progress: Progress | None = None
+) -> Rollout:
     """Attention rollout on ``text`` (or its tokens, ``model.encode(text)``) through every layer (Abnar & Zuidema,
     2020), each layer's head average used once."""
     from attnx.analysis.measures import rollout as roll

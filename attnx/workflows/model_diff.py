@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from attnx.analysis.model_diff import LayerShift, ModelComparison, head_shifts, relative_shift
 from attnx.core.tensors import WEIGHTS
 from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ModelError
 from attnx.models import Model
+from attnx.models.audio import AudioInput
 from attnx.models.stacks import AttentionKind, Memory
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,8 +44,17 @@ def check_comparable(a: Model, b: Model) -> None:
         raise ModelError(f"the models differ in stacks: A has {len(a.stacks)}, B {len(b.stacks)}")
 
 
-def agreeing(first: Encoded, second: Encoded, what: str) -> Encoded:
-    """``first`` once both sides read the same tokens; else a ModelError saying where ``what`` differs."""
+def agreeing(first: Encoded | AudioInput, second: Encoded | AudioInput, what: str) -> Encoded | AudioInput:
+    """``first`` once both sides read the same tokens (hear the same features); else a ModelError saying where
+    ``what`` differs."""
+    if isinstance(first, AudioInput) or isinstance(second, AudioInput):
+        if (
+            isinstance(first, AudioInput)
+            and isinstance(second, AudioInput)
+            and np.array_equal(first.features, second.features)
+        ):
+            return first
+        raise ModelError("the feature extractors differ: A and B do not hear the audio as the same log-mel features")
     if first.tokens == second.tokens and list(first.ids) == list(second.ids):
         return first
     at = next((i for i, pair in enumerate(zip(first.tokens, second.tokens, strict=False)) if pair[0] != pair[1]),
@@ -54,14 +66,15 @@ def agreeing(first: Encoded, second: Encoded, what: str) -> Encoded:
 def compare_models(
     a: Model,
     b: Model,
-    text: str,
+    text: str | np.ndarray,
     *,
     target: str | None = None,
     kind: AttentionKind | None = None,
     on: Placement = NUMPY,
     progress: Callable[[int, int], None] | None = None,
 ) -> ModelComparison:
-    """Run ``text`` through ``a`` and ``b`` side by side and measure every layer's shift (see the module).
+    """Run ``text`` (or mono 16 kHz audio samples, which a speech model's encoder hears) through ``a`` and ``b``
+    side by side and measure every layer's shift (see the module).
 
     ``kind`` picks the attention compared (None: the first stack's, an encoder-decoder's encoder); a decoder's
     (causal self or cross) reads ``target`` on both sides, teacher-forced, after each side's encoder read ``text``,
@@ -73,7 +86,8 @@ def compare_models(
     check_comparable(a, b)
     stack = a.stack if kind is None else stack_holding(a, kind)
     which = 0 if kind is None else stack.attention_of(kind)
-    source = agreeing(a.encode(text), b.encode(text), "text")
+    sides = [model.encode(text) if isinstance(text, str) else model.encode_audio(text) for model in (a, b)]
+    source = agreeing(sides[0], sides[1], "text")
     memories: list[Memory | None] = [None, None]
     reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
     total, done, words = stack.layers, 0, source

@@ -1,0 +1,69 @@
+"""--audio beyond one layer: rollout over a speech model's encoder, and two speech checkpoints compared."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnx.analysis.measures import rollout
+from attnx.analysis.model_diff import js_divergence
+from tests.cli.test_model import invoke
+from tests.models.whisper_checkpoints import WhisperReference, run_whisper
+
+ENCODER_Q = "model.encoder.layers.1.self_attn.q_proj.weight"
+
+
+@pytest.fixture(scope="module")
+def retuned(whisper: WhisperReference, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the tiny Whisper whose encoder layer 1 W_q moved."""
+    from safetensors.numpy import load_file, save_file
+
+    moved = Path(shutil.copytree(whisper.path, tmp_path_factory.mktemp("retuned") / "whisper"))
+    tensors = load_file(moved / "model.safetensors")
+    noise = np.random.default_rng(1).normal(size=tensors[ENCODER_Q].shape).astype(np.float32)
+    tensors[ENCODER_Q] = tensors[ENCODER_Q] + noise
+    save_file(tensors, moved / "model.safetensors", metadata={"format": "pt"})
+    return moved
+
+
+class TestRollout:
+    def test_encoder_hears_audio(self, whisper: WhisperReference) -> None:
+        """Rollout over the encoder hearing the WAV is that of transformers' encoder weights; `rollout --audio` names
+        the query by its time and lists the keys that reach it most."""
+        from attnx import workflows
+        from attnx.io.audio import read_wav
+        from attnx.models import open_model
+
+        with open_model(whisper.path) as model:
+            found = workflows.rollout(model, model.encode_audio(read_wav(str(whisper.wav), model.limits).samples))
+        expected = rollout([w.mean(axis=0) for w in whisper.attentions["float64"]["encoder"]], found.tokens)
+        np.testing.assert_allclose(found.layers, expected.layers, rtol=1e-9, atol=1e-12)
+        shown = invoke("rollout", "--model", str(whisper.path), "--audio", str(whisper.wav), "--query", "3").stdout
+        assert "Attention rollout of query 3 '0.06s' after each layer" in shown
+        top = shown.split("the keys that reach it most:")[1].splitlines()[3].split()
+        assert top[1] == found.tokens[int(np.argmax(found.final[3]))]
+
+    def test_text_beside_audio(self, whisper: WhisperReference) -> None:
+        """--text and --audio together: one line, exit 2."""
+        refused = invoke("rollout", "--model", str(whisper.path), "--audio", str(whisper.wav), "--text", "a",
+                         "--query", "0", code=2)  # fmt: skip
+        assert refused.stderr == (
+            "attnx: error: --text is what a text model reads; with --audio the model's encoder hears it\n"
+        )
+
+
+class TestDiff:
+    def test_two_speech_checkpoints(self, whisper: WhisperReference, retuned: Path) -> None:
+        """Two Whispers hearing one WAV: the encoder's heads moved as transformers' weights say, layer 0 not."""
+        theirs = run_whisper(retuned, whisper.features, whisper.decoder_ids, "float64")[0]["encoder"]
+        data = json.loads(invoke("diff", "--model", str(whisper.path), "--model", str(retuned), "--audio",
+                                 str(whisper.wav), "--format", "json").stdout)  # fmt: skip
+        grid = np.array([[head["js_mean"] for head in layer["heads"]] for layer in data["layers"]])
+        expected = np.array([js_divergence(p, q).mean(axis=-1) for p, q in zip(
+            whisper.attentions["float64"]["encoder"], theirs, strict=True)])  # fmt: skip
+        np.testing.assert_allclose(grid, expected, rtol=1e-9, atol=1e-12)
+        assert not grid[0].any() and grid[1].min() > 0 and data["stack"] == "encoder"
