@@ -96,6 +96,7 @@ class Model:
 
     def __init__(self, path: str | Path, dtype: str = "float64", limits: Limits | None = None) -> None:
         from attnx.models.gguf import GgufCheckpoint, open_checkpoint
+        from attnx.models.spm_tokenizer import read_pieces, sentencepiece_files
 
         self.limits = limits or Limits.from_env()
         self.checkpoint: Checkpoint = open_checkpoint(path, self.limits)  # a folder, a GGUF file, ollama:NAME
@@ -106,6 +107,9 @@ class Model:
             ckpt = self.checkpoint
             if isinstance(ckpt, GgufCheckpoint):
                 self._build_tokenizer = lambda: TextTokenizer(ckpt.gguf, self.limits, built=ckpt.tokenizer())
+            elif not (ckpt.path / TOKENIZER).is_file() and sentencepiece_files(ckpt.path):
+                built = read_pieces(ckpt.path, self.limits)  # Marian's or T5's SentencePiece files
+                self._tokenizer = TextTokenizer(built.path, self.limits, built=built)
             else:
                 self._tokenizer = TextTokenizer(ckpt.file(TOKENIZER), self.limits)
         except BaseException:
@@ -219,7 +223,8 @@ class Model:
             return self.tokenizer.after(prompt, target, max_length=arch.max_length, vocab_size=arch.vocab_size)
         if language is not None or task is not None:
             raise ModelError(f"{self.checkpoint.name}: a {arch.name} model takes no language or task")
-        encoded = self.encode(target)
+        vocab = getattr(arch, "target_vocab", arch.vocab_size)  # a decoder's own vocabulary, where it has one
+        encoded = self.tokenizer.encode(target, max_length=arch.max_length, vocab_size=vocab, target=True)
         start = arch.start_of(encoded)
         if start is None:  # a family whose decoder starts from nothing it can name
             raise ModelError(f"{self.checkpoint.name}: a {arch.name} model has no decoder start for this target")

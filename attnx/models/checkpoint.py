@@ -21,6 +21,7 @@ import numpy as np
 from attnx.errors import LimitError, ModelError
 from attnx.io.output import note_read
 from attnx.limits import Limits
+from attnx.models.spm_tokenizer import sentencepiece_files
 
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # what a weight may be stored as
 PACKED = "U8"  # what a quantized weight's packed values and scales are stored as (MXFP4 blocks and scales)
@@ -48,8 +49,7 @@ ALTERNATIVES = {
         ("vocab.txt", "attnx needs the fast tokenizer's tokenizer.json; save it with a fast tokenizer"),
         (
             "source.spm",
-            "attnx reads a tokenizer.json, not Marian's SentencePiece files (source.spm, target.spm, vocab.json): "
-            "put a tokenizer.json for this model's vocabulary in the folder",
+            "Marian's SentencePiece files are source.spm, target.spm and vocab.json, all three; or a tokenizer.json",
         ),
     ),
 }
@@ -90,8 +90,10 @@ class Checkpoint:
         if not self.path.is_dir():
             raise ModelError(f"{self.name}: no such folder; a checkpoint folder holds {', '.join(FILES)}")
         sharded = not (self.path / WEIGHTS).is_file() and (self.path / INDEX).is_file()
+        spm = sentencepiece_files(self.path) if not (self.path / TOKENIZER).is_file() else None
         for name in (CONFIG, TOKENIZER) if sharded else FILES:
-            self.file(name)
+            if name != TOKENIZER or spm is None:  # Marian's or T5's SentencePiece files stand for a tokenizer.json
+                self.file(name)
         self.config = self._read_json(self.path / CONFIG)
         self.prefix = ""
         # Where each tensor is stored (None: every tensor is in model.safetensors), and the open files.

@@ -150,6 +150,7 @@ class TextTokenizer:
     def __init__(self, path: Path, limits: Limits | None = None, *, built: Any = None) -> None:
         self.path = path
         self._tokenizer = self._read(path, limits) if built is None else built
+        self._target = getattr(self._tokenizer, "target", None) or self._tokenizer  # what cuts a decoder's text
         with native(f"{path}: not a readable tokenizer.json"):
             self.stored = _stored_settings(self._tokenizer)
             self.spelling = _spelling(self._tokenizer)
@@ -173,18 +174,21 @@ class TextTokenizer:
 
     @property
     def kind(self) -> str:
-        """The tokenizer's model: ``WordPiece``, ``BPE``, ``Unigram`` or ``WordLevel``."""
-        return type(self._tokenizer.model).__name__
+        """The tokenizer's model: ``WordPiece``, ``BPE``, ``Unigram`` or ``WordLevel`` (or a SentencePiece model's
+        files, attnx/models/spm_tokenizer.py)."""
+        named = getattr(self._tokenizer, "kind", None)
+        return named if isinstance(named, str) else type(self._tokenizer.model).__name__
 
     @property
     def vocab_size(self) -> int:
         """Number of tokens the tokenizer knows, added tokens included."""
         return int(self._tokenizer.get_vocab_size(with_added_tokens=True))
 
-    def encode(self, text: str, *, max_length: int, vocab_size: int) -> Encoded:
-        """``text`` with the model's special tokens; too long for the model, or empty, is a ModelError."""
+    def encode(self, text: str, *, max_length: int, vocab_size: int, target: bool = False) -> Encoded:
+        """``text`` with the model's special tokens; too long for the model, or empty, is a ModelError. ``target``: the
+        text a decoder reads, where the tokenizer cuts it otherwise (Marian's target.spm)."""
         with native(f"{self.path}: the text cannot be tokenized"):  # a lone surrogate is a plain TypeError
-            encoding = self._tokenizer.encode(text, add_special_tokens=True)
+            encoding = (self._target if target else self._tokenizer).encode(text, add_special_tokens=True)
         n = len(encoding.ids)
         if n == 0:
             raise ModelError(f"{self.path}: the text gives no tokens; give a --text with some words")
@@ -223,7 +227,7 @@ class TextTokenizer:
         the decoder's input of a model that says its own prompt (Whisper); too long, or an id beyond the vocabulary,
         is a ModelError."""
         with native(f"{self.path}: the text cannot be tokenized"):
-            encoding = self._tokenizer.encode(text, add_special_tokens=False)
+            encoding = self._target.encode(text, add_special_tokens=False)
         ids = np.asarray([*prompt, *encoding.ids], dtype=np.intp)
         if len(ids) > max_length:
             raise ModelError(f"the prompt and the text are {len(ids)} tokens long but the decoder reads at most "
@@ -241,13 +245,13 @@ class TextTokenizer:
 
     def pieces(self, ids: np.ndarray) -> tuple[str, ...]:
         """The vocabulary's spelling of token ids (an id it does not know: ``<id 123>``)."""
-        return tuple(self._tokenizer.id_to_token(int(i)) or f"<id {int(i)}>" for i in np.asarray(ids).ravel())
+        return tuple(self._target.id_to_token(int(i)) or f"<id {int(i)}>" for i in np.asarray(ids).ravel())
 
     def labels(self, ids: np.ndarray) -> tuple[str, ...]:
         """The labels of token ids (an id the tokenizer does not know: ``<id 123>``)."""
         out = []
         for i in np.asarray(ids).ravel():
-            piece = self._tokenizer.id_to_token(int(i))
+            piece = self._target.id_to_token(int(i))
             out.append(f"<id {int(i)}>" if piece is None else label(piece, spelling="plain" if int(i) in self._added
                                                                     else self.spelling))  # fmt: skip
         return tuple(out)
@@ -285,6 +289,9 @@ def _marked(piece: str | None) -> bool:
 def _spelling(tokenizer: Any) -> str:
     """How the tokenizer spells text in its tokens: ``byte-level`` (GPT-2's byte alphabet), ``metaspace``
     (``▁`` for spaces, as SentencePiece) or ``plain``, from its decoder's or pre-tokenizer's JSON."""
+    said = getattr(tokenizer, "spelling", None)
+    if isinstance(said, str):  # a SentencePiece model's (attnx/models/spm_tokenizer.py)
+        return said
     states = [part.__getstate__() for part in (tokenizer.decoder, tokenizer.pre_tokenizer) if part is not None]
     found = [state for state in states if isinstance(state, bytes)]
     if any(b'"ByteLevel"' in state for state in found):

@@ -94,8 +94,9 @@ class TestShape:
 
 class TestSentencePieceFolder:
     def test_refused_in_one_line(self, marian: Seq2SeqReference, tmp_path: Path) -> None:
-        """An opus-mt folder as the Hub ships it (source.spm, target.spm, vocab.json, no tokenizer.json) is one line,
-        exit 2, naming what is missing and what attnx reads instead."""
+        """An opus-mt folder whose SentencePiece files are not models, or that lacks one of the three, is one line,
+        exit 2, naming the file (tests/models/test_sentencepiece.py reads real ones)."""
+        pytest.importorskip("sentencepiece")
         from tests.runner import run_attnx
 
         path = Path(shutil.copytree(marian.path, tmp_path / "opus"))
@@ -104,7 +105,12 @@ class TestSentencePieceFolder:
             (path / name).write_bytes(b"{}")
         out = run_attnx("model", str(path))
         assert out.code == 2 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1
-        assert "tokenizer.json: missing; attnx reads a tokenizer.json, not Marian's SentencePiece files" in out.stderr
+        assert "target.spm: not a readable SentencePiece model" in out.stderr
+        (path / "vocab.json").unlink()
+        out = run_attnx("model", str(path))
+        assert out.code == 2 and len(out.stderr.strip().splitlines()) == 1
+        assert "tokenizer.json: missing; Marian's SentencePiece files are source.spm, target.spm and vocab.json, " \
+               "all three; or a tokenizer.json" in out.stderr  # fmt: skip
 
 
 class TestDescribe:

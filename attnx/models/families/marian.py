@@ -7,7 +7,8 @@ The design is ``Seq2Seq`` (attnx/models/seq2seq.py). Marian has no embeddings La
 starts from the pad token. Where ``share_encoder_decoder_embeddings`` is false, the encoder and
 the decoder read their own tables (``encoder.embed_tokens``, ``decoder.embed_tokens``), the decoder's
 ``decoder_vocab_size`` rows long. Marian's folders on the Hub ship SentencePiece files (``source.spm``,
-``target.spm``, ``vocab.json``) and no tokenizer.json: attnx reads a tokenizer.json.
+``target.spm``, ``vocab.json``) and no tokenizer.json: attnx reads them as ``MarianTokenizer`` does
+(attnx/models/spm_tokenizer.py), or a tokenizer.json where the folder has one.
 """
 
 from __future__ import annotations
