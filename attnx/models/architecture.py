@@ -225,6 +225,7 @@ class Architecture:
     gated: bool = False
     mixture: Mixture | None = None  # the routed MLP's experts (None: dense)
     sinks: ClassVar[bool] = False  # whether each head has a learned sink logit
+    prompted: ClassVar[bool] = False  # its generation config's forced_decoder_ids are its decoder's prompt (Whisper)
     gguf: ClassVar[GgufForm | None] = None  # how it reads a GGUF file (attnx/models/gguf_form.py); None: it does not
 
     @functools.cached_property

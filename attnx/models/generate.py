@@ -4,7 +4,10 @@ The encoder runs once. Each new token then enters the decoder alone: at every at
 the stream that entered it before are kept (the cache), the new row joins them, and only the new query is computed
 (``AttentionSpec.select_queries``); the rest of the layer runs on the new row alone. No earlier position is run
 through a layer again. The generation config's logits processors are applied where attnx knows them
-(``forced_eos_token_id``) and refused, by name, where it does not: greedy tokens are transformers' or none.
+(``forced_eos_token_id``; ``suppress_tokens``, never written; ``begin_suppress_tokens``, not written first, as
+transformers' ``SuppressTokensLogitsProcessor`` and ``SuppressTokensAtBeginLogitsProcessor`` do) and refused, by name,
+where it does not: greedy tokens are transformers' or none. A model whose prompt its generation config says (Whisper)
+reads ``forced_decoder_ids`` as that prompt (``Model.decoder_prompt``), as Whisper's ``generate`` does.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 GENERATION = "generation_config.json"
 # Keys of a generation config that change greedy tokens, each with the value that changes nothing.
 NEUTRAL: dict[str, Any] = {
-    "suppress_tokens": (None, []), "begin_suppress_tokens": (None, []), "no_repeat_ngram_size": (None, 0),
+    "no_repeat_ngram_size": (None, 0),
     "encoder_no_repeat_ngram_size": (None, 0), "repetition_penalty": (None, 1.0),
     "encoder_repetition_penalty": (None, 1.0), "bad_words_ids": (None, []), "forced_bos_token_id": (None,),
     "min_length": (None, 0), "min_new_tokens": (None, 0), "sequence_bias": (None, {}),
@@ -53,16 +56,37 @@ class Generated:
         return self.ids[self.prompt :]
 
 
-def settings(model: Model) -> tuple[frozenset[int], int | None]:
-    """The end tokens and the forced end token (``forced_eos_token_id``) of the model's generation config (its
-    config.json where the folder has none); a setting that changes greedy tokens and that attnx does not apply is a
-    ModelError naming it."""
+@dataclass(frozen=True)
+class Rules:
+    """What a generation config says greedy decoding must do: stop after one of the ``ends``, write ``forced`` last
+    (None: nothing forced), never write ``suppressed``, and not write ``first_suppressed`` first."""
+
+    ends: frozenset[int]
+    forced: int | None
+    suppressed: tuple[int, ...] = ()
+    first_suppressed: tuple[int, ...] = ()
+
+    def choose(self, logits: np.ndarray, *, first: bool, last: bool) -> int:
+        """The token written after ``logits`` ``[vocab]``: the largest once the rules have had their say."""
+        if self.forced is not None and last:
+            return self.forced
+        hidden = [*self.suppressed, *(self.first_suppressed if first else ())]
+        if hidden:
+            logits = logits.copy()
+            logits[[token for token in hidden if 0 <= token < len(logits)]] = -np.inf
+        return int(np.argmax(logits))
+
+
+def settings(model: Model) -> Rules:
+    """The rules of the model's generation config (its config.json where the folder has none); a setting that changes
+    greedy tokens and that attnx does not apply is a ModelError naming it."""
     ckpt = model.checkpoint
     found = ckpt.optional_json(GENERATION)
     config = found if found is not None else ckpt.config
     where = GENERATION if found is not None else ckpt.config_name
+    prompted = ("forced_decoder_ids",) if model.architecture.prompted else ()  # read as the prompt
     for key, neutral in NEUTRAL.items():
-        if key in config and config[key] not in neutral:
+        if key in config and config[key] not in neutral and key not in prompted:
             raise ModelError(f"{ckpt.name}: {where} sets {key} = {config[key]!r:.60}, which attnx's greedy decoding "
                              "does not apply: it would write other tokens than transformers'")  # fmt: skip
     eos = config.get("eos_token_id", ckpt.config.get("eos_token_id"))
@@ -72,7 +96,18 @@ def settings(model: Model) -> tuple[frozenset[int], int | None]:
     forced = config.get("forced_eos_token_id")
     if forced is not None and (isinstance(forced, bool) or not isinstance(forced, int)):
         raise ModelError(f"{ckpt.name}: {where}'s forced_eos_token_id must be a token id, got {forced!r:.60}")
-    return frozenset(ends), forced
+    suppressed, first = (token_ids(config.get(key), key, f"{ckpt.name}: {where}")
+                         for key in ("suppress_tokens", "begin_suppress_tokens"))  # fmt: skip
+    return Rules(frozenset(ends), forced, suppressed, first)
+
+
+def token_ids(value: object, key: str, where: str) -> tuple[int, ...]:
+    """A generation config's list of token ids (None: none); anything else is a ModelError naming ``key``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise ModelError(f"{where}'s {key} must be a list of token ids, got {value!r:.60}")
+    return tuple(value)
 
 
 def greedy(
@@ -80,10 +115,10 @@ def greedy(
 ) -> Generated:
     """Up to ``steps`` tokens written after ``prompt`` (the decoder's start token, or Whisper's prompt), each the
     largest logit given the source and the tokens before it, stopping after an end token."""
-    ends, forced = settings(model)
+    rules = settings(model)
     encoder, decoder = model.encoder_decoder("greedy decoding here is for encoder-decoders")
     with model.checkpoint.kept():  # every layer's weights read once, not once a token
-        return written(model, source, steps, prompt, on, ends, forced, encoder, decoder)
+        return written(model, source, steps, prompt, on, rules, encoder, decoder)
 
 
 def written(
@@ -92,8 +127,7 @@ def written(
     steps: int,
     prompt: Sequence[int],
     on: Placement,
-    ends: frozenset[int],
-    forced: int | None,
+    rules: Rules,
     encoder: Stack,
     decoder: Stack,
 ) -> Generated:
@@ -122,8 +156,8 @@ def written(
         if at + 1 < len(ids):  # still reading the prompt
             continue
         logits = arch.logits(arch.stack_final(decoder, row))[0]
-        token = forced if forced is not None and at + 2 == longest else int(np.argmax(logits))
+        token = rules.choose(logits, first=len(ids) == len(prompt), last=at + 2 == longest)
         ids.append(token)
-        if token in ends:
+        if token in rules.ends:
             return Generated(tuple(ids), len(prompt), True)
     return Generated(tuple(ids), len(prompt), False)

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from attnx.errors import ModelError
+from attnx.io.audio import read_wav
 from attnx.models import open_model
 from attnx.models.architecture import Architecture
 from attnx.models.generate import greedy
 from tests.models.checkpoints import TEXT
 from tests.models.encoder_decoders import Seq2SeqReference, built_seq2seq
+from tests.models.whisper_checkpoints import WhisperReference
 
 STEPS = 10
 
@@ -84,3 +86,33 @@ class TestGreedy:
         ends = found.ids[-1] == 2
         assert found.ended is ends and (ends or len(found.written) == STEPS)
         assert np.all(np.asarray(found.written[:-1]) != 2)
+
+
+class TestSuppressed:
+    def test_whisper_as_transformers(self, whisper: WhisperReference, tmp_path: Path) -> None:
+        """A Whisper whose generation config forces its prompt (forced_decoder_ids), and then suppresses a token at
+        the first step, or at every step, writes transformers' greedy tokens; each rule changes what it writes."""
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+
+        def written_by_transformers(path: Path) -> list[int]:  # the tokens after the prompt
+            model = transformers.WhisperForConditionalGeneration.from_pretrained(path, dtype=torch.float64)
+            with torch.no_grad():
+                out = model.generate(torch.tensor(whisper.features[None], dtype=torch.float64), language="en",
+                                     max_new_tokens=6, do_sample=False, num_beams=1)  # fmt: skip
+            return [int(i) for i in out[0]]
+
+        def written_by_attnx(path: Path) -> list[int]:
+            with open_model(path) as model:
+                heard = model.encode_audio(read_wav(str(whisper.wav), model.limits).samples)
+                return list(greedy(model, heard, 6, prompt=model.decoder_prompt(language="en")).written)
+
+        free = written_by_transformers(whisper.path)
+        assert written_by_attnx(whisper.path) == free
+        path = Path(shutil.copytree(whisper.path, tmp_path / "whisper"))
+        generation = json.loads((path / "generation_config.json").read_text())
+        for rule in ({"begin_suppress_tokens": [free[0]]}, {"suppress_tokens": [free[0]]}):
+            (path / "generation_config.json").write_text(json.dumps(generation | rule))
+            ruled = written_by_transformers(path)
+            assert written_by_attnx(path) == ruled and ruled[0] != free[0]
+            assert "suppress_tokens" not in rule or free[0] not in ruled

@@ -115,6 +115,7 @@ class Whisper(Stacked):
     causal = False
     stems = ("Whisper",)
     layer_stem = "encoder.layers."
+    prompted = True
     outside = (PROJ_OUT,)
     activation_name = "gelu"
 
