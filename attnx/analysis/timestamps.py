@@ -86,9 +86,9 @@ def token_frames(weights: np.ndarray, *, prompt: int, frames: int | None, width:
 
 @dataclass(frozen=True)
 class TokenTime:
-    """One token of the decoder's sequence (``index`` from 0, its ``id`` and ``token`` label), the time it starts
-    at (transformers' token timestamp) and the time the next one starts at (its own for the last), in seconds;
-    ``special``: the prompt's and the end tokens, which no word holds."""
+    """One token of the decoder's sequence (``index`` from 0, its ``id`` and ``token`` label), the time it ends at
+    (transformers' token timestamp for it) and the time it starts at (the end of the token before; 0 for the first),
+    in seconds; ``special``: the prompt's and the end tokens, which no word holds."""
 
     index: int
     id: int
@@ -101,7 +101,7 @@ class TokenTime:
 @dataclass(frozen=True)
 class WordTime:
     """A word: its ``text``, its tokens (their indices in the sequence), the time its first token starts and the time
-    the token after its last starts (its last's own at the end), in seconds."""
+    its last token ends, in seconds."""
 
     text: str
     tokens: tuple[int, ...]
@@ -133,10 +133,12 @@ def seconds(position: int, precision: float = PRECISION) -> float:
 def token_times(
     frames: np.ndarray, ids: Sequence[int], labels: Sequence[str], special: Sequence[bool], precision: float
 ) -> tuple[TokenTime, ...]:
-    """Each token with its start (``frames[i]``, in positions) and its end (the next token's start; the last's own)."""
+    """Each token with its end (``frames[i]``, in positions: transformers' token timestamp, the audio position the
+    path reaches as the decoder reads the token) and its start (the token before's end; 0 for the first), as
+    transformers' speech-recognition pipeline pairs them for word timestamps."""
     count = len(ids)
-    start = [seconds(int(frames[i]), precision) for i in range(count)]
-    end = [start[min(i + 1, count - 1)] for i in range(count)]
+    end = [seconds(int(frames[i]), precision) for i in range(count)]
+    start = [0.0, *end[:-1]]
     return tuple(TokenTime(i, int(ids[i]), labels[i], start[i], end[i], bool(special[i])) for i in range(count))
 
 

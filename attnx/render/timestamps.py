@@ -34,9 +34,8 @@ def timestamps_view(found: Timestamps, *, max_rows: int | None = None) -> Render
         parts.append(Text(f"… {len(found.words) - len(shown)} more words (--max-rows)", style="dim"))
     if not found.words:
         parts.append(Text("no word: the decoder's sequence holds only special tokens", style="dim"))
-    words = (f"seconds: each word starts where its first token does and ends where the token after it starts; "
-             f"median filter of width {found.width}, dynamic time warping, as transformers' "
-             "return_token_timestamps")  # fmt: skip
+    words = (f"seconds: a token ends at transformers' timestamp for it (median filter of width {found.width}, "
+             "dynamic time warping) and starts where the token before it ends; a word spans its tokens")  # fmt: skip
     if found.written:
         words += f"; tokens {found.written[0]}-{found.written[-1]} written by the model"
     parts.append(Text(words, style="dim"))

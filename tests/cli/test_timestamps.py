@@ -26,19 +26,20 @@ def timed(reference: WhisperReference, *args: str, code: int = 0) -> Outcome:
 
 class TestTimestamps:
     def test_table(self, timed_whisper: WhisperReference) -> None:
-        """Each word with its start and end: the times tests/models/test_whisper_timestamps.py finds transformers'."""
+        """Each word with its start and end: the times tests/models/test_whisper_timestamps.py finds transformers'
+        (a token ends at transformers' timestamp for it and starts where the one before it ends)."""
         out = timed(timed_whisper, "--target", TARGET + ".").stdout
         assert out.splitlines()[:10] == [
             "Word timestamps from the alignment heads (L1 H1, L1 H2, L2 H0), the first 3.50 s",
             "of audio",
             "#  word  start   end",
             "────────────────────",
-            "0  the    0.00  1.24",
-            "1  cat    1.24  1.24",
-            "2  sat    1.24  1.38",
-            "3  on     1.38  1.38",
-            "4  the    1.38  3.48",
-            "5  mat.   3.48  3.48",
+            "0  the    0.00  0.00",
+            "1  cat    0.00  1.24",
+            "2  sat    1.24  1.24",
+            "3  on     1.24  1.38",
+            "4  the    1.38  1.38",
+            "5  mat.   1.38  3.48",
         ]
 
     def test_json(self, timed_whisper: WhisperReference) -> None:
@@ -48,20 +49,20 @@ class TestTimestamps:
         assert data["format_version"] == FORMAT_VERSION and data["model"] == str(timed_whisper.path)
         assert data["alignment_heads"] == [[1, 1], [1, 2], [2, 0]] and data["median_filter_width"] == 7
         assert data["time_precision"] == 0.02 and data["audio_positions"] == 175 and data["written"] == []
-        starts = [token["start"] for token in data["tokens"]]
-        assert starts == [0.0] * 5 + [1.22, 1.24, 1.38, 1.4, 3.48, 3.48]
-        assert [token["end"] for token in data["tokens"]] == [*starts[1:], 3.48]
+        ends = [token["end"] for token in data["tokens"]]  # transformers' token timestamps
+        assert ends == [0.0] * 5 + [1.22, 1.24, 1.38, 1.4, 3.48, 3.48]
+        assert [token["start"] for token in data["tokens"]] == [0.0, *ends[:-1]]
         assert data["tokens"][0]["token"] == "<|startoftranscript|>" and data["tokens"][-1]["token"] == "<|endoftext|>"
         assert [t["special"] for t in data["tokens"]] == [True] * 4 + [False] * 6 + [True]
-        assert data["words"][:2] == [{"word": "the", "start": 0.0, "end": 1.22, "tokens": [4]},
-                                     {"word": "cat", "start": 1.22, "end": 1.24, "tokens": [5]}]  # fmt: skip
+        assert data["words"][:2] == [{"word": "the", "start": 0.0, "end": 0.0, "tokens": [4]},
+                                     {"word": "cat", "start": 0.0, "end": 1.22, "tokens": [5]}]  # fmt: skip
         assert [w["word"] for w in data["words"]] == TARGET.split()
 
     def test_generate(self, timed_whisper: WhisperReference) -> None:
         """--generate N times what the decoder writes greedily; JSON names the tokens it wrote."""
         data = json.loads(timed(timed_whisper, "--generate", "5", "--format", "json").stdout)
         assert data["written"] == [4, 5, 6, 7, 8] and len(data["tokens"]) == 9
-        assert data["tokens"][-1]["start"] == 3.48  # as generate(return_token_timestamps=True) gives it
+        assert data["tokens"][-1]["end"] == 3.48  # as generate(return_token_timestamps=True) gives it
 
     def test_no_alignment_heads(self, whisper: WhisperReference) -> None:
         """A generation config naming no alignment heads: one line, exit 2."""

@@ -55,14 +55,15 @@ class TestTokenTimestamps:
             audio = model.encode_audio(read_wav(timed_whisper.wav).samples)
             sequence, prompt = sequence_of(model, TARGET, language="en")
             found = workflows.timestamps(model, audio, sequence, prompt)
-        ours = np.array([token.start for token in found.tokens])
+        ours = np.array([token.end for token in found.tokens])  # a token's end: transformers' timestamp for it
         for dtype in (torch.float64, torch.float32):
             np.testing.assert_allclose(ours, forced_times(timed_whisper, list(map(int, sequence.ids)), prompt, dtype),
                                        rtol=0, atol=1e-6)  # fmt: skip
         assert ours.tolist() == [0.0] * 5 + [1.22, 1.24, 1.38, 1.4, 3.48, 3.48]  # measured: the times move
         assert found.heads == ((1, 1), (1, 2), (2, 0)) and found.width == 7 and found.positions == 175  # 3.5 s of audio
-        assert [(w.text, w.start, w.end) for w in found.words] == [("the", 0.0, 1.22), ("cat", 1.22, 1.24),
-            ("sat", 1.24, 1.38), ("on", 1.38, 1.4), ("the", 1.4, 3.48), ("mat", 3.48, 3.48)]  # fmt: skip
+        assert [(w.text, w.start, w.end) for w in found.words] == [("the", 0.0, 0.0), ("cat", 0.0, 1.22),
+            ("sat", 1.22, 1.24), ("on", 1.24, 1.38), ("the", 1.38, 1.4), ("mat", 1.4, 3.48)]  # fmt: skip
+        assert [t.start for t in found.tokens] == [0.0, *ours[:-1].tolist()]
 
     def test_generate_as_transformers(self, timed_whisper: WhisperReference) -> None:
         """What greedy decoding writes, timed, equals ``generate(..., return_token_timestamps=True)``: its tokens and
@@ -76,9 +77,33 @@ class TestTokenTimestamps:
             assert list(written.ids) == out["sequences"][0].tolist()
             sequence = ours.tokenizer.of_ids(written.ids, written.prompt)
             found = workflows.timestamps(ours, audio, sequence, written.prompt)
-        times = [t.start for t in found.tokens]
+        times = [t.end for t in found.tokens]
         np.testing.assert_allclose(times, out["token_timestamps"][0].numpy(), rtol=0, atol=1e-6)
         assert times[-1] > 0  # measured: 3.48 s
+
+    @pytest.mark.parametrize(("spoken", "moves"), [("the cat sat on the mat.", True),
+                                                   ("the cat sat on the mat, (the end).", False)])  # fmt: skip
+    def test_words_as_the_pipeline(self, timed_whisper: WhisperReference, spoken: str, moves: bool) -> None:
+        """The words and their times equal the word chunks of transformers' speech-recognition pipeline
+        (``WhisperTokenizer._decode_asr``, ``return_timestamps="word"``) given transformers' token timestamps:
+        a token spans the timestamp of the token before it to its own; punctuation stays with its word."""
+        with open_model(timed_whisper.path) as model:
+            audio = model.encode_audio(read_wav(timed_whisper.wav).samples)
+            sequence, prompt = sequence_of(model, spoken, language="en")
+            found = workflows.timestamps(model, audio, sequence, prompt)
+        ids = list(map(int, sequence.ids))
+        times = forced_times(timed_whisper, ids, prompt, torch.float64)
+        tokenizer = transformers.WhisperTokenizer(tokenizer_file=str(timed_whisper.path / "tokenizer.json"))
+        text = slice(prompt, len(ids) - 1)  # the text's tokens: the first starts at 0, as after the prompt's
+        outputs = [{"tokens": torch.tensor([ids[text]]), "token_timestamps": torch.tensor(times[None, text])}]
+        _, chunks = tokenizer._decode_asr(outputs, return_timestamps="word", return_language=False,
+                                          time_precision=0.02)  # fmt: skip
+        theirs = [(chunk["text"].strip(), *chunk["timestamp"]) for chunk in chunks["chunks"]]
+        ours = [(word.text, word.start, word.end) for word in found.words]
+        assert [word for word, _, _ in ours] == [word for word, _, _ in theirs] == spoken.split()
+        np.testing.assert_allclose([t for _, *pair in ours for t in pair], [t for _, *pair in theirs for t in pair],
+                                   rtol=0, atol=1e-6)  # fmt: skip
+        assert (len({end for _, _, end in ours}) > 3) is moves  # measured: the times move on the first
 
     def test_no_alignment_heads(self, whisper: WhisperReference) -> None:
         """A generation config naming no alignment heads: one line saying what is missing."""
