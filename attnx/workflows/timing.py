@@ -50,10 +50,11 @@ def sequence_of(model: Model, target: str, *, language: str | None = None) -> tu
     transformers' ``generate`` returns it had it written the target; and the prompt's length."""
     read = model.encode_target(target, language=language)
     prompt = len(model.decoder_prompt(language=language))
-    ends = whisper_of(model).generation.get("eos_token_id")
+    ends = whisper_of(model).generation.get("eos_token_id", model.checkpoint.config.get("eos_token_id"))
     end = ends[0] if isinstance(ends, list) and ends else ends
     if not isinstance(end, int) or isinstance(end, bool):
-        raise ModelError(f"{model.checkpoint.name}: generation_config.json names no eos_token_id to end the target")
+        raise ModelError(f"{model.checkpoint.name}: generation_config.json and config.json name no eos_token_id "
+                         "to end the target")  # fmt: skip
     return model.tokenizer.of_ids([*(int(i) for i in read.ids), end], prompt), prompt
 
 
