@@ -243,6 +243,17 @@ class TextTokenizer:
         special = tuple(index < prompt for index in range(len(found)))
         return self._labelled(found, np.zeros_like(found), self.pieces(found), special)
 
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids, special tokens included, as the tokenizer's decoder joins them (bytes that are part
+        of a character: U+FFFD)."""
+        with native(f"{self.path}: the tokens cannot be decoded"):
+            return str(self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=False))
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids of the tokens added as special (``<|endoftext|>``, Whisper's ``<|en|>``)."""
+        return frozenset(i for i, token in self._tokenizer.get_added_tokens_decoder().items() if token.special)
+
     def pieces(self, ids: np.ndarray) -> tuple[str, ...]:
         """The vocabulary's spelling of token ids (an id it does not know: ``<id 123>``)."""
         return tuple(self._target.id_to_token(int(i)) or f"<id {int(i)}>" for i in np.asarray(ids).ravel())

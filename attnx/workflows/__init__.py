@@ -30,6 +30,7 @@ __all__ = [
     "model_view",
     "rollout",
     "site_spec",
+    "timestamps",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
         site_spec,
     )
     from attnx.workflows.model_diff import compare_models
+    from attnx.workflows.timing import timestamps
 
 # Each name is imported from its module on first use, so that a command loads only the workflow it runs (no
 # module is named as a function here: a loaded module would hide the function of its name).
@@ -62,6 +64,7 @@ _LAZY = {
     "model_view": "attnx.workflows.layers",
     "rollout": "attnx.workflows.layers",
     "site_spec": "attnx.workflows.layers",
+    "timestamps": "attnx.workflows.timing",
 }
 
 

@@ -165,3 +165,22 @@ def build_whisper(path: Path) -> WhisperReference:
 def whisper(tmp_path_factory: pytest.TempPathFactory) -> WhisperReference:
     """The tiny Whisper, built once per session."""
     return build_whisper(tmp_path_factory.mktemp("whisper"))
+
+
+ALIGNMENT_HEADS = [[1, 1], [1, 2], [2, 0]]  # heads of the tiny Whisper whose times move on its WAV (most stay at 0 s)
+
+
+@pytest.fixture(scope="session")
+def timed_whisper(whisper: WhisperReference, tmp_path_factory: pytest.TempPathFactory) -> WhisperReference:
+    """The tiny Whisper's folder copied, its generation_config.json naming ``ALIGNMENT_HEADS`` and forcing no tokens
+    (so that greedy decoding runs as transformers' with ``language="en"``)."""
+    import shutil
+
+    path = tmp_path_factory.mktemp("timed") / "whisper"
+    shutil.copytree(whisper.path, path)
+    config = path / "generation_config.json"
+    generation = json.loads(config.read_text())
+    generation.pop("forced_decoder_ids")
+    config.write_text(json.dumps({**generation, "alignment_heads": ALIGNMENT_HEADS}))
+    return WhisperReference(path, path / whisper.wav.name, whisper.features, whisper.decoder_ids, whisper.attentions,
+                            whisper.hidden, whisper.memory, whisper.logits)  # fmt: skip

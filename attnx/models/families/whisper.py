@@ -184,6 +184,36 @@ class Whisper(Stacked):
         where = f"{self.checkpoint.path / GENERATION}: "
         return prompt_ids(self.generation, self.vocab_size, language=language, task=task, where=where)
 
+    def alignment_heads(self) -> tuple[tuple[int, int], ...]:
+        """The decoder's [layer, head] pairs (from 0) whose cross-attention times the words: generation_config.json's
+        ``alignment_heads``, checked; a ModelError where it names none (word timestamps need them, as transformers'
+        ``return_token_timestamps`` does)."""
+        where = self.checkpoint.path / GENERATION
+        found = self.generation.get("alignment_heads")
+        if not self.decoder_layers:
+            raise ModelError(f"{self.checkpoint.name}: an encoder alone has no decoder to time the words it writes")
+        if found is None or found == []:
+            raise ModelError(f"{where} names no alignment_heads: word timestamps need the [layer, head] pairs whose "
+                             "cross-attention follows the audio (the Hub's Whisper folders list them)")  # fmt: skip
+        pairs = found if isinstance(found, list) else None
+        if pairs is None or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            raise ModelError(f"{where}: alignment_heads must be a list of [layer, head] pairs, got {found!r:.60}")
+        for layer, head in pairs:
+            for value, count, what in ((layer, self.decoder_layers, "decoder layer"), (head, self.heads, "head")):
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+                    raise ModelError(f"{where}: alignment_heads names {what} {value!r}; the model's {what}s are 0 to "
+                                     f"{count - 1}")  # fmt: skip
+        return tuple((layer, head) for layer, head in pairs)
+
+    @property
+    def median_filter_width(self) -> int:
+        """The width of the median filter over the alignment heads' weights (config.json's ``median_filter_width``,
+        7 by default): an odd number."""
+        width = self.checkpoint.integer("median_filter_width", default=7)
+        if width % 2 != 1:
+            raise ModelError(f"{self.checkpoint.config_key('median_filter_width')} must be odd, not {width}")
+        return width
+
     def audio(self, samples: np.ndarray) -> AudioInput:
         """Mono 16 kHz samples as the encoder's input: log-mel features of the 30-s window, longer audio cut with a
         warning (``attnx.models.audio``)."""
