@@ -14,7 +14,7 @@ from attnx.errors import ChoiceError
 class Alignment:
     """The cross-attention weights of the chosen decoder ``layers`` and ``heads`` (from 0), averaged:
     ``weights[target, source]``; ``best[target]`` is the source token each target token attends most; ``per_head``
-    how each head of every layer aligns (``HeadAlignment``)."""
+    how each head of every layer aligns (``HeadAlignment``); ``written`` the target positions the model wrote itself."""
 
     source_tokens: tuple[str, ...]
     target_tokens: tuple[str, ...]
@@ -22,6 +22,7 @@ class Alignment:
     heads: tuple[int, ...]
     weights: np.ndarray  # (T, S)
     per_head: tuple[HeadAlignment, ...] = ()  # every decoder layer's heads, whichever were averaged
+    written: tuple[int, ...] = ()  # the target positions the model wrote itself (--generate)
 
     @property
     def best(self) -> np.ndarray:

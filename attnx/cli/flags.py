@@ -247,6 +247,11 @@ TargetOpt = Annotated[
 ]  # fmt: skip
 
 
+LanguageOpt = Annotated[
+    str | None,
+    typer.Option("--language", metavar="LANG", help="With --target, for a model that asks one (a multilingual "
+                 "Whisper): the language the decoder writes in (en, fr, ...)."),
+]  # fmt: skip
 AudioOpt = Annotated[
     str | None,
     typer.Option("--audio", metavar="FILE", help="With --model of a speech model (Whisper), in place of --text: "
@@ -281,11 +286,7 @@ class ModelFlags(SourceFlags):
                      "of --target: the decoder writes up to N tokens greedily (as transformers' generate with "
                      "do_sample=False, num_beams=1), then its layers read them."),
     ] = None  # fmt: skip
-    language: Annotated[
-        str | None,
-        typer.Option("--language", metavar="LANG", help="With --target, for a model that asks one (a multilingual "
-                     "Whisper): the language the decoder writes in (en, fr, ...)."),
-    ] = None  # fmt: skip
+    language: LanguageOpt = None
 
     def pointed(self) -> dict[str, str | int | None]:
         """--attention, --target, --language and --audio (flag -> value): what only one layer's view reads."""

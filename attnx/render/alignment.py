@@ -12,6 +12,7 @@ from attnx.render.heatmap import HeatScale, heatmap, legend
 from attnx.render.layout import add_columns, compact_table
 from attnx.render.numbers import fmt
 from attnx.render.serialize import FORMAT_VERSION, to_plain
+from attnx.render.tables import WRITTEN
 from attnx.text import label
 
 
@@ -29,7 +30,9 @@ def averaged_over(found: Alignment) -> str:
 
 def alignment_view(found: Alignment, precision: int, *, colour: bool, max_rows: int | None = None) -> RenderableType:
     """Each target token with the source token it attends most and that weight, then the mean weights drawn."""
-    title = Text(f"The source token each target token attends most: {averaged_over(found)}, mean")
+    marked = "; * written by the model" if found.written else ""
+    title = Text(f"The source token each target token attends most: {averaged_over(found)}, mean{marked}")
+    targets = [f"{token}{WRITTEN}" if row in found.written else token for row, token in enumerate(found.target_tokens)]
     table = compact_table()
     add_columns(table, "#", numeric=True)
     add_columns(table, "target", numeric=False)
@@ -38,10 +41,10 @@ def alignment_view(found: Alignment, precision: int, *, colour: bool, max_rows: 
     add_columns(table, "weight")
     for row, column in enumerate(found.best):
         weight = fmt(float(found.weights[row, column]), precision)
-        table.add_row(str(row), Text(label(found.target_tokens[row])), str(int(column)),
+        table.add_row(str(row), Text(label(targets[row])), str(int(column)),
                       Text(label(found.source_tokens[column])), weight)  # fmt: skip
     scale = HeatScale(float(found.weights.max()) if found.weights.size else 0.0, "mean weight")
-    grid = heatmap("target × source, mean weight", found.weights, list(found.target_tokens),
+    grid = heatmap("target × source, mean weight", found.weights, targets,
                    list(found.source_tokens), precision, scale=scale, colour=colour, max_rows=max_rows)  # fmt: skip
     return Group(title, table, grid, legend(scale, precision, colour), heads_table(found, precision))
 
@@ -72,6 +75,7 @@ def alignment_to_dict(found: Alignment, model: str) -> dict[str, Any]:
         "model": model,
         "source_tokens": list(found.source_tokens),
         "target_tokens": list(found.target_tokens),
+        "written": list(found.written),
         "layers": list(found.layers),
         "heads": list(found.heads),
         "alignment": [
