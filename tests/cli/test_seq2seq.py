@@ -193,7 +193,12 @@ class TestAlign:
         with torch.no_grad():
             ids = reference.generate(torch.tensor([bart.source_ids]), max_new_tokens=4, do_sample=False, num_beams=1)
         out = invoke("align", "--model", str(bart.path), "--text", TEXT, "--generate", "4", "--format", "json")
-        assert len(json.loads(out.stdout)["target_tokens"]) == ids.shape[1]
+        data = json.loads(out.stdout)
+        assert len(data["target_tokens"]) == ids.shape[1] and data["written"] == list(range(1, ids.shape[1]))
+        rows = invoke("align", "--model", str(bart.path), "--text", TEXT, "--generate", "4").stdout.splitlines()
+        assert "* written by the model" in rows[1]
+        targets = [line.split()[1] for line in rows[4 : 4 + ids.shape[1]]]
+        assert [t.endswith("*") for t in targets] == [False] + [True] * (ids.shape[1] - 1)
 
     def test_a_decoder_only_model_is_refused(self, gpt2: Reference) -> None:
         """A model without cross-attention cannot align: one line saying an encoder-decoder is needed."""
