@@ -1,9 +1,11 @@
 """Greedy decoding of an encoder-decoder, as transformers' ``generate(do_sample=False, num_beams=1)`` writes it.
 
-The encoder runs once. Each new token then enters the decoder alone: at every attention of every layer, the rows of
-the stream that entered it before are kept (the cache), the new row joins them, and only the new query is computed
-(``AttentionSpec.select_queries``); the rest of the layer runs on the new row alone. No earlier position is run
-through a layer again. The generation config's logits processors are applied where attnx knows them
+The encoder runs once. Each new token then enters the decoder alone: at every attention of every layer, the keys and
+values of the positions before are kept (the KV cache: a self-attention's grow by the new row's, a cross-attention's
+are projected from the encoder's output once), only the new row's query is projected and computed, and the rest of
+the layer runs on the new row alone. No earlier position is run through a layer, or projected, again.
+
+The generation config's logits processors are applied where attnx knows them
 (``forced_eos_token_id``; ``suppress_tokens``, never written; ``begin_suppress_tokens``, not written first, as
 transformers' ``SuppressTokensLogitsProcessor`` and ``SuppressTokensAtBeginLogitsProcessor`` do) and refused, by name,
 where it does not: greedy tokens are transformers' or none. A model whose prompt its generation config says (Whisper)
@@ -12,12 +14,14 @@ reads ``forced_decoder_ids`` as that prompt (``Model.decoder_prompt``), as Whisp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnx.core.inputs import DirectInputs, Linear, ProjectedInputs
 from attnx.core.tensors import PROJECTED
 from attnx.engines.arrays import host
 from attnx.engines.placement import NUMPY, Placement
@@ -26,6 +30,7 @@ from attnx.models.stacks import Memory, Site, Stack
 from attnx.models.tokenize import Encoded
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnx.core.spec import AttentionSpec
     from attnx.models import Model
     from attnx.models.audio import AudioInput
 
@@ -138,6 +143,7 @@ def written(
     sites = [Site(decoder, layer, which, memory) for layer in range(decoder.layers)
              for which in range(len(decoder.attentions))]  # fmt: skip
     entering: list[np.ndarray | None] = [None] * len(sites)  # the rows that entered each attention so far
+    cached = [KeysValues() for _ in sites]
     ids, longest = list(prompt), len(prompt) + steps
     model.check_sizes(longest, layer=decoder.layers - 1)
     source_name = model.source(0)
@@ -150,7 +156,7 @@ def written(
             before = entering[index]
             rows = row if before is None else np.concatenate([before, row])  # (at + 1, d_model)
             entering[index] = rows
-            spec = arch.site_spec(site, rows, labels, source_name).select_queries([at])
+            spec = cached[index].spec(arch.site_spec(site, rows, labels, source_name), at)
             projected = placed.compute(spec, needs=(PROJECTED,)).tensor(PROJECTED)  # (1, d_model)
             row = host(arch.site_after(site, row, projected))
         if at + 1 < len(ids):  # still reading the prompt
@@ -161,3 +167,34 @@ def written(
         if token in rules.ends:
             return Generated(tuple(ids), len(prompt), True)
     return Generated(tuple(ids), len(prompt), False)
+
+
+@dataclass
+class KeysValues:
+    """One attention's keys and values of the positions so far, ``[position, kv width]`` each: the KV cache."""
+
+    k: np.ndarray | None = None
+    v: np.ndarray | None = None
+
+    def spec(self, spec: AttentionSpec, at: int) -> AttentionSpec:
+        """``spec`` (over every row so far, as the family builds it: its masks, score bias and labels) for query ``at``
+        alone, over the keys and values kept: only row ``at``'s query, and a self-attention's new key and value, are
+        projected; a cross-attention's keys and values are projected once, at its first step. Inputs attnx does not
+        cache (QK-norm, rotary positions, Q/K/V given) are computed whole, for the one query."""
+        inputs, one = spec.inputs, spec.select_queries([at])
+        if not isinstance(inputs, ProjectedInputs) or inputs.q_norm or inputs.k_norm or spec.settings.rotary:
+            return one
+        x = inputs.x[at : at + 1]  # (1, d_model)
+        if inputs.x_kv is None:  # self-attention: the new position's key and value join the kept ones
+            k, v = linear(x, inputs.w_k), linear(x, inputs.w_v)
+            self.k = k if self.k is None else np.concatenate([self.k, k])  # (at + 1, kv width)
+            self.v = v if self.v is None else np.concatenate([self.v, v])
+        elif self.k is None or self.v is None:  # cross-attention: the encoder's output, projected once
+            self.k, self.v = linear(inputs.x_kv, inputs.w_k), linear(inputs.x_kv, inputs.w_v)  # (source, kv width)
+        return dataclasses.replace(one, inputs=DirectInputs.of(linear(x, inputs.w_q), self.k, self.v, spec.source))
+
+
+def linear(x: np.ndarray, w: Linear) -> np.ndarray:
+    """``x @ W + b``, as the engines compute a projection."""
+    out = x @ w.weight
+    return out + w.bias if w.bias is not None else out

@@ -66,6 +66,28 @@ class TestGreedy:
         assert set(decoder_calls) == {1}
         assert len(decoder_calls) == (len(found.ids) - 1) * decoder.layers * len(decoder.attentions)
 
+    def test_keys_and_values_are_projected_once(self, t5: Seq2SeqReference, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The KV cache: each decoder position's key and value are projected once at each self-attention, the
+        encoder's output once at each cross-attention, and only the new row's query at each step."""
+        from attnx.models import generate
+
+        rows: list[int] = []
+        project = generate.linear
+
+        def counted(x: Any, w: Any) -> Any:
+            rows.append(len(x))
+            return project(x, w)
+
+        monkeypatch.setattr(generate, "linear", counted)
+        with open_model(t5.path) as model:
+            found = greedy(model, TEXT, STEPS, prompt=[0])
+            source = len(model.encode(TEXT).tokens)
+            layers = model.stacks[1].layers
+        steps = len(found.ids) - 1  # every position but the last entered the decoder
+        queries, self_kv, cross_kv = steps * 2 * layers, 2 * steps * layers, 2 * layers  # calls
+        assert len(rows) == queries + self_kv + cross_kv
+        assert sorted(rows) == [1] * (queries + self_kv) + [source] * cross_kv
+
     def test_a_setting_it_does_not_apply_is_refused(self, t5: Seq2SeqReference, tmp_path: Path) -> None:
         """A generation config that changes greedy tokens in a way attnx does not apply is refused, naming the key."""
         path = Path(shutil.copytree(t5.path, tmp_path / "t5"))
