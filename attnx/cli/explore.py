@@ -12,7 +12,15 @@ from rich.console import Console
 
 from attnx.cli.errors import ExitCode, fail, guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, grouped
-from attnx.cli.inputs import flag_worded, load_input, open_with_text, parse_address, refuse
+from attnx.cli.inputs import (
+    flag_worded,
+    load_input,
+    open_checkpoint,
+    open_with_text,
+    parse_address,
+    refuse,
+    require_checkpoint,
+)
 from attnx.cli.options import ConfigArg, NoColorOpt
 from attnx.cli.output import colour_allowed
 from attnx.environment import current
@@ -22,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.explore import Explorer
     from attnx.engines.placement import Placement
     from attnx.models import Model
+    from attnx.models.audio import AudioInput
     from attnx.models.stacks import Address
     from attnx.models.tokenize import Encoded
     from attnx.tui.app import ExploreApp
@@ -116,15 +125,46 @@ def explorer(
         spec = load_input(config, inputs, checkpoint, caps, backend)
         return Explorer(lambda _layer: spec, 1, spec.source, options)
     refuse(inputs.given(), "changes an input; --model explores the model as it is")
-    refuse({"--audio": checkpoint.audio}, "is heard by run, trace and align; the explorer reads --text for now")
     address = parse_address(checkpoint)
-    model, words = open_with_text(config, checkpoint, backend, caps)
+    model, source = opened(config, checkpoint, backend, caps)
     try:  # a bad text, target or checkpoint is refused, and the checkpoint let go, before the screen opens
-        return model_explorer(model, words, address_of(checkpoint), checkpoint, backend.placement(), options,
+        return model_explorer(model, source, address_of(checkpoint), checkpoint, backend.placement(), options,
                               address)  # fmt: skip
     except BaseException:
         model.close()
         raise
+
+
+def opened(
+    config: str | None, checkpoint: ModelFlags, backend: EngineFlags, caps: CapFlags
+) -> tuple[Model, Encoded | AudioInput]:
+    """``--model``'s checkpoint and what its (first) stack reads: ``--text``'s tokens, or the audio of ``--audio``
+    (read within the caps before the model opens; what was done to it, said on stderr)."""
+    if checkpoint.audio is None:
+        model, words = open_with_text(config, checkpoint, backend, caps)
+        try:
+            return model, model.encode(words)
+        except BaseException:
+            model.close()
+            raise
+    from attnx.cli.output import warn
+    from attnx.io.audio import read_wav
+
+    refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the model's encoder hears it")
+    path = require_checkpoint(checkpoint.model, "--audio")
+    if config is not None:
+        raise UsageError("--model replaces CONFIG: give one or the other")
+    limits = caps.limits()
+    wav = read_wav(checkpoint.audio, limits)
+    model = open_checkpoint(path, backend, limits)
+    try:
+        heard = model.encode_audio(wav.samples)
+    except BaseException:
+        model.close()
+        raise
+    for note in (*wav.notes, *heard.warnings):
+        warn(note)
+    return model, heard
 
 
 def address_of(checkpoint: ModelFlags) -> str:
@@ -135,15 +175,15 @@ def address_of(checkpoint: ModelFlags) -> str:
 
 def model_explorer(
     model: Model,
-    words: str,
+    source: Encoded | AudioInput,
     pointed: str,
     checkpoint: ModelFlags,
     on: Placement,
     options: dict[str, object],
     address: Address,
 ) -> Explorer:
-    """The explorer of ``model`` on ``words``, the cursor where ``address`` points (``pointed``: as the flags said
-    it); of an encoder-decoder, its three kinds of attention."""
+    """The explorer of ``model`` on ``source`` (a text's tokens, or audio), the cursor where ``address`` points
+    (``pointed``: as the flags said it); of an encoder-decoder, its three kinds of attention."""
     from attnx.analysis.explore import Explorer
     from attnx.workflows.sites import Sites, kinds
 
@@ -151,7 +191,6 @@ def model_explorer(
         stack, which = address.resolve(model.stacks)
     layer = model.check_layer(address.layer, stack)  # -1: the last layer
     decoder = any(not attention.is_self for attention in stack.attentions)
-    source = model.encode(words)
     name = f"{model.checkpoint.name} ({model.architecture.name})"
     target, written = read_target(model, source, checkpoint, on, decoder=decoder)
     sites = Sites(model, source, target, on=on)
@@ -169,7 +208,7 @@ def model_explorer(
 
 
 def read_target(
-    model: Model, source: Encoded, checkpoint: ModelFlags, on: Placement, *, decoder: bool
+    model: Model, source: Encoded | AudioInput, checkpoint: ModelFlags, on: Placement, *, decoder: bool
 ) -> tuple[Encoded | None, range]:
     """The tokens the decoder of an encoder-decoder reads: ``--target`` (teacher-forced) or what it writes itself
     with ``--generate N`` (greedy), with the positions it wrote; None where neither is given (the explorer then

@@ -19,6 +19,8 @@ from attnx.workflows import site_spec
 from attnx.workflows.sites import Sites
 from tests.models.checkpoints import TEXT, Reference
 from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.models.whisper_checkpoints import TARGET as SPOKEN
+from tests.models.whisper_checkpoints import WhisperReference
 from tests.tui.screens import NUMBER, printed
 
 pytest.importorskip("textual")
@@ -205,8 +207,6 @@ class TestKinds:
     def test_refused(self, t5: Seq2SeqReference, gpt2: Reference) -> None:
         with pytest.raises(UsageError, match="give one or the other"):
             t5_explorer(t5, target=TARGET, generate=2)
-        with pytest.raises(UsageError, match="--audio"):
-            t5_explorer(t5, audio="sound.wav")
         checkpoint = ModelFlags(model=str(gpt2.path), text=TEXT, target=TARGET)
         with pytest.raises(UsageError, match="--target is for an encoder-decoder's decoder"):
             explorer(None, InputFlags(), checkpoint, EngineFlags(), CapFlags())
@@ -220,6 +220,30 @@ class TestKinds:
             assert " · layer 1 of 3 · head 0 of 4 · " in panels.status_line(state).plain
         finally:
             state.close()
+
+
+class TestAudio:
+    """Whisper: the encoder hears --audio, the decoder reads --target in --language; k moves between them."""
+
+    def test_a_whisper(self, whisper: WhisperReference) -> None:
+        checkpoint = ModelFlags(model=str(whisper.path), audio=str(whisper.wav), target=SPOKEN, language="en",
+                                layer="dec:1", attention="cross")  # fmt: skip
+        state = explorer(None, InputFlags(), checkpoint, EngineFlags(), CapFlags())
+        try:
+            assert state.current is not None and state.current.label == "decoder cross-attention"
+            expected = whisper.attentions["float64"]["cross"][1]
+            assert len(state.tokens) == len(whisper.decoder_ids) and len(state.key_tokens) == expected.shape[-1]
+            np.testing.assert_allclose(state.matrix(0, len(state.tokens)), expected, rtol=0, atol=TOLERANCE)
+            assert state.cycle_kind() is None and state.current.label == "encoder self-attention"
+            assert state.key_tokens[:2] == ("0.00s", "0.02s") and state.layer == 1
+            rows = state.matrix(0, 3)  # the first block alone: 3 of 1500 queries
+            np.testing.assert_allclose(rows, whisper.attentions["float64"]["encoder"][1][:, :3], rtol=0, atol=TOLERANCE)
+            assert state.computed == [(1, 0)]
+        finally:
+            state.close()
+        with pytest.raises(UsageError, match="--text is what a text model reads"):
+            explorer(None, InputFlags(), ModelFlags(model=str(whisper.path), audio=str(whisper.wav), text="hi"),
+                     EngineFlags(), CapFlags())  # fmt: skip
 
 
 class TestEncoderRunOnce:
