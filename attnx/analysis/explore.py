@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.trace import Trace
     from attnx.core.result import AttentionResult
     from attnx.core.spec import AttentionSpec
-    from attnx.models.stacks import AttentionKind
 
 # What the heatmap shows, in the order `v` cycles through them: the weights, the scaled scores, each key's
 # share of the head's output by value (Kobayashi et al.), and the rollout through the layers so far. They are
@@ -45,13 +44,15 @@ CHANGES = ("heads", "scale", "layout", "causal")  # the settings an input's keys
 @dataclass(frozen=True, eq=False)
 class Kind:
     """One kind of attention of a model of several stacks the explorer moves to: the ``stack`` that holds it (by
-    name), its ``kind``, how many ``layers`` the stack has and each layer's spec (``spec_of``). ``why`` says why the
-    explorer cannot go there (the decoder, without a target to read); ``rolls``: whether the rollout view is offered
-    (a stack's self-attention that reads no other stack: the encoder's); ``target``: whether its queries are the
-    target's (a decoder's)."""
+    name), the ``attention`` as a person reads it (``cross-attention``) and as ``--attention`` names it (``flag``:
+    ``cross``), how many ``layers`` the stack has and each layer's spec (``spec_of``). ``why`` says why the explorer
+    cannot go there (the decoder, without a target to read); ``rolls``: whether the rollout view is offered (a stack's
+    self-attention that reads no other stack: the encoder's); ``target``: whether its queries are the target's (a
+    decoder's)."""
 
     stack: str
-    kind: AttentionKind
+    attention: str
+    flag: str
     layers: int
     spec_of: Callable[[int], AttentionSpec]
     why: str | None = None
@@ -61,12 +62,12 @@ class Kind:
     @property
     def label(self) -> str:
         """``decoder cross-attention``."""
-        return f"{self.stack} {self.kind.label}"
+        return f"{self.stack} {self.attention}"
 
     def pointer(self, layer: int) -> str:
         """The flags that point `run`, `trace` or `diff` at layer ``layer`` of this kind: ``--layer decoder:1
         --attention cross --target "…"``."""
-        flags = f"--layer {self.stack}:{layer} --attention {self.kind.value.replace(' ', '-')}"
+        flags = f"--layer {self.stack}:{layer} --attention {self.flag}"
         return flags + (' --target "…"' if self.target else "")
 
 

@@ -199,8 +199,8 @@ def model_explorer(
         first(layer)  # the layers up to the cursor's run now
         return Explorer(first, stack.layers, name, dict(options), layer=layer, close=model.close)
     found = kinds(sites, "the decoder reads a target text: give --target T, or --generate N to let it write one")
-    wanted = (stack.name, stack.attentions[which].kind)
-    start = next(i for i, kind in enumerate(found) if (kind.stack, kind.kind) == wanted)
+    wanted = (stack.name, stack.attentions[which].kind.label)
+    start = next(i for i, kind in enumerate(found) if (kind.stack, kind.attention) == wanted)
     found[start].spec_of(layer)  # the layers up to the cursor's run now (a decoder's: after the encoder's)
     if written:
         name += f", target tokens {written.start}-{written.stop - 1} written by the model"

@@ -100,7 +100,7 @@ def status_line(state: Explorer) -> Text:
     attention) and head, the query token, the view and the settings."""
     kind = state.current
     if kind is not None:
-        layer = f"{kind.stack} layer {state.layer} of {state.layers} · {kind.kind.label} · "
+        layer = f"{kind.stack} layer {state.layer} of {state.layers} · {kind.attention} · "
     else:
         layer = f"layer {state.layer} of {state.layers} · " if state.layers > 1 else ""
     pinned = f" (pinned {state.pinned})" if state.pinned is not None else ""

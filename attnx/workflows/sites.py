@@ -107,8 +107,9 @@ def kinds(sites: Sites, why: str) -> tuple[Kind, ...]:
     for stack in sites.model.stacks:
         decoder = any(not attention.is_self for attention in stack.attentions)
         for which, attention in enumerate(stack.attentions):
+            flag = attention.kind.value.replace(" ", "-")  # as --attention names it
             found.append(Kind(
-                stack.name, attention.kind, stack.layers, functools.partial(sites.spec, stack, which),
+                stack.name, attention.kind.label, flag, stack.layers, functools.partial(sites.spec, stack, which),
                 why=why if decoder and sites.target is None else None,
                 rolls=attention.kind is AttentionKind.SELF and not decoder, target=decoder,
             ))  # fmt: skip
