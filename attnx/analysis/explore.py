@@ -4,6 +4,10 @@ Nothing here imports Textual: the explorer's state moves and computes the same u
 app. Results come from ``attnx.engines.compute`` on the same specs the CLI builds, ``BLOCK`` queries at a
 time: a long input costs the blocks the cursor has visited, each computed once per (layer, setting) and
 kept, as `run` computes only the rows it shows. A trace is computed once per (layer, setting, query, head).
+
+An encoder-decoder has three kinds of attention (``Kind``): the encoder's self-attention, the decoder's causal
+self-attention and its cross-attention over the encoder's output; the explorer moves between them (``cycle_kind``),
+each kind's layers, blocks and traces kept apart, and every other move stays within the kind's stack.
 """
 
 from __future__ import annotations
@@ -38,6 +42,36 @@ CHANGES = ("heads", "scale", "layout", "causal")  # the settings an input's keys
 
 
 @dataclass(frozen=True, eq=False)
+class Kind:
+    """One kind of attention of a model of several stacks the explorer moves to: the ``stack`` that holds it (by
+    name), the ``attention`` as a person reads it (``cross-attention``) and as ``--attention`` names it (``flag``:
+    ``cross``), how many ``layers`` the stack has and each layer's spec (``spec_of``). ``why`` says why the explorer
+    cannot go there (the decoder, without a target to read); ``rolls``: whether the rollout view is offered (a stack's
+    self-attention that reads no other stack: the encoder's); ``target``: whether its queries are the target's (a
+    decoder's)."""
+
+    stack: str
+    attention: str
+    flag: str
+    layers: int
+    spec_of: Callable[[int], AttentionSpec]
+    why: str | None = None
+    rolls: bool = False
+    target: bool = False
+
+    @property
+    def label(self) -> str:
+        """``decoder cross-attention``."""
+        return f"{self.stack} {self.attention}"
+
+    def pointer(self, layer: int) -> str:
+        """The flags that point `run`, `trace` or `diff` at layer ``layer`` of this kind: ``--layer decoder:1
+        --attention cross --target "…"``."""
+        flags = f"--layer {self.stack}:{layer} --attention {self.flag}"
+        return flags + (' --target "…"' if self.target else "")
+
+
+@dataclass(frozen=True, eq=False)
 class Change:
     """The query's row in one head under the previous setting and the current one.
 
@@ -57,7 +91,9 @@ class Change:
 class Explorer:
     """The cursor and the caches of one exploring session.
 
-    ``spec_of(layer)`` gives a layer's spec (a plain input has one layer, 0); ``layers`` how many there are.
+    ``spec_of(layer)`` gives a layer's spec (a plain input has one layer, 0); ``layers`` how many there are. On a
+    model of several kinds of attention (``kinds``, an encoder-decoder's), they are those of the kind under the
+    cursor (``kind``, from 0), which ``cycle_kind`` changes; build one with ``Explorer.over``.
     ``options`` go to ``compute`` (engine, device, dtype); ``close`` lets go of what ``spec_of`` reads. Every
     move keeps the cursor in range. An input's settings (heads, scale, layout, causal) can change; the last
     change is remembered, to be compared with the current setting. ``pinned`` is a head kept beside the one
@@ -77,19 +113,92 @@ class Explorer:
     last_change: str = ""  # "heads 2 → 4"
     pinned: int | None = None
     close: Callable[[], None] = field(default=lambda: None, repr=False)  # lets go of a checkpoint
-    _blocks: dict[tuple[int, Setting, int], AttentionResult] = field(default_factory=dict, repr=False)
-    _shares: dict[tuple[int, Setting, int], np.ndarray] = field(default_factory=dict, repr=False)
-    _averages: dict[tuple[int, Setting], np.ndarray] = field(default_factory=dict, repr=False)
-    _rollouts: dict[tuple[int, Setting], Rollout] = field(default_factory=dict, repr=False)
-    _traces: dict[tuple[int, Setting, int, int], Trace] = field(default_factory=dict, repr=False)
+    kinds: tuple[Kind, ...] = ()  # an encoder-decoder's kinds of attention (none: one kind, ``spec_of``'s)
+    kind: int = 0  # the kind under the cursor, of ``kinds``
+    # Every cache is keyed by the kind first: an encoder's layer 1 and a decoder's are two layers.
+    _blocks: dict[tuple[int, int, Setting, int], AttentionResult] = field(default_factory=dict, repr=False)
+    _shares: dict[tuple[int, int, Setting, int], np.ndarray] = field(default_factory=dict, repr=False)
+    _averages: dict[tuple[int, int, Setting], np.ndarray] = field(default_factory=dict, repr=False)
+    _rollouts: dict[tuple[int, int, Setting], Rollout] = field(default_factory=dict, repr=False)
+    _traces: dict[tuple[int, int, Setting, int, int], Trace] = field(default_factory=dict, repr=False)
+    _places: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)  # stack -> its last (layer, query)
+
+    @classmethod
+    def over(
+        cls,
+        kinds: tuple[Kind, ...],
+        source: str,
+        options: dict[str, Any],
+        *,
+        kind: int = 0,
+        layer: int = 0,
+        close: Callable[[], None] = lambda: None,
+    ) -> Explorer:
+        """An explorer of a model's ``kinds`` of attention, the cursor at layer ``layer`` of kind ``kind``."""
+        start = kinds[kind]
+        if start.why is not None:
+            raise ConfigError(start.why)
+        return cls(start.spec_of, start.layers, source, options, layer=layer, close=close, kinds=kinds, kind=kind)
+
+    # -- the kind of attention under the cursor -------------------------------------------------------------
+
+    @property
+    def current(self) -> Kind | None:
+        """The kind of attention under the cursor (None: a model or an input of one kind)."""
+        return self.kinds[self.kind] if self.kinds else None
+
+    @property
+    def of_model(self) -> bool:
+        """Whether the layers are a model's, which keep their own settings."""
+        return self.layers > 1 or bool(self.kinds)
+
+    @property
+    def rolls(self) -> bool:
+        """Whether the rollout view is offered: one kind of attention, or an encoder's."""
+        return self.current is None or self.current.rolls
+
+    def cycle_kind(self, step: int = 1) -> str | None:
+        """Move to the next (``step`` 1) or previous (-1) kind of attention the explorer can go to, wrapping
+        around; the layer and query stay where they were in the same stack, and come back to where they were in
+        another (else the nearest). Returns None once moved, or why the cursor cannot move (one kind only; the
+        decoder without a target). A spec the model refuses raises its AttnxError, the cursor left where it was."""
+        if len(self.kinds) < 2:
+            return "one kind of attention here: k moves between an encoder-decoder's three"
+        count = len(self.kinds)
+        for offset in range(1, count):
+            index = (self.kind + step * offset) % count
+            if self.kinds[index].why is None:
+                self._enter(index)
+                return None
+        return next(kind.why for kind in self.kinds if kind.why is not None)
+
+    def _enter(self, index: int) -> None:
+        """Put the cursor on kind ``index``: its spec is made first (it may raise), then the cursor moves."""
+        leaving, entering = self.kinds[self.kind], self.kinds[index]
+        layer, query = self.layer, self.query
+        if entering.stack != leaving.stack:
+            layer, query = self._places.get(entering.stack, (layer, query))
+        layer = min(max(layer, 0), entering.layers - 1)
+        entering.spec_of(layer)  # a failure leaves the cursor where it was
+        self._places[leaving.stack] = (self.layer, self.query)
+        self.kind, self.spec_of, self.layers = index, entering.spec_of, entering.layers
+        self.layer, self.query = layer, query
+        if self.view == "rollout" and not entering.rolls:
+            self.view = "weights"
+        self._fit()
 
     # -- what is under the cursor --------------------------------------------------------------------------
 
-    def spec_at(self, setting: Setting, layer: int | None = None) -> AttentionSpec:
-        """Layer ``layer``'s spec (default: the cursor's) with ``setting`` applied."""
+    def _spec_of(self, kind: int) -> Callable[[int], AttentionSpec]:
+        """Kind ``kind``'s specs by layer."""
+        return self.kinds[kind].spec_of if self.kinds else self.spec_of
+
+    def spec_at(self, setting: Setting, layer: int | None = None, kind: int | None = None) -> AttentionSpec:
+        """Layer ``layer``'s spec (default: the cursor's) of kind ``kind`` (default: the cursor's) with ``setting``
+        applied."""
         from attnx.analysis.diff import variant_spec
 
-        spec = self.spec_of(self.layer if layer is None else layer)
+        spec = self._spec_of(self.kind if kind is None else kind)(self.layer if layer is None else layer)
         for name, value in setting:
             spec = variant_spec(spec, name, value)
         return spec
@@ -114,25 +223,29 @@ class Explorer:
         """Heads under the current setting."""
         return self.spec.settings.heads
 
-    def block(self, index: int, setting: Setting | None = None, layer: int | None = None) -> AttentionResult:
-        """Queries ``index·BLOCK …`` (at most ``BLOCK`` of them) of layer ``layer`` (default: the cursor's),
-        computed once per setting."""
+    def block(
+        self, index: int, setting: Setting | None = None, layer: int | None = None, kind: int | None = None
+    ) -> AttentionResult:
+        """Queries ``index·BLOCK …`` (at most ``BLOCK`` of them) of layer ``layer`` (default: the cursor's) of
+        kind ``kind`` (default: the cursor's), computed once per setting."""
         setting = self.setting if setting is None else setting
         layer = self.layer if layer is None else layer
-        key = (layer, setting, index)
+        kind = self.kind if kind is None else kind  # read once: the key and the spec are of one kind
+        key = (kind, layer, setting, index)
         if key not in self._blocks:
             from attnx.engines import compute
 
-            n = len(self.tokens)
-            rows = range(index * BLOCK, min(n, (index + 1) * BLOCK))
-            self._blocks[key] = compute(self.spec_at(setting, layer).select_queries(rows), needs=NEEDS, **self.options)
+            spec = self.spec_at(setting, layer, kind)
+            rows = range(index * BLOCK, min(len(spec.tokens), (index + 1) * BLOCK))
+            self._blocks[key] = compute(spec.select_queries(rows), needs=NEEDS, **self.options)
         return self._blocks[key]
 
     @property
     def computed(self) -> list[tuple[int, int]]:
-        """The blocks computed so far under the current setting, as ``(layer, block)``."""
+        """The blocks of the kind under the cursor computed so far under the current setting, as ``(layer,
+        block)``."""
         blocks = list(self._blocks)  # a copy: a rollout computed beside the app adds blocks meanwhile
-        return sorted((layer, b) for layer, setting, b in blocks if setting == self.setting)
+        return sorted((layer, b) for kind, layer, setting, b in blocks if (kind, setting) == (self.kind, self.setting))
 
     def _block_rows(self, lo: int, hi: int) -> list[tuple[int, slice]]:
         """The blocks that hold queries ``lo … hi − 1``, each with the slice of its rows they take."""
@@ -141,7 +254,7 @@ class Explorer:
 
     def _value_shares(self, index: int, layer: int) -> np.ndarray:
         """Each key's share by value of what the block's queries receive through each head, once."""
-        key = (layer, self.setting, index)
+        key = (self.kind, layer, self.setting, index)
         if key not in self._shares:
             from attnx.analysis.measures import value_shares
 
@@ -200,44 +313,47 @@ class Explorer:
         """Rollout through layers 0 … the cursor's (Abnar & Zuidema), once: every block of each of them is
         computed. ``at`` names the layer and setting instead of the cursor's (a rollout computed beside the
         cursor, which may move meanwhile); ``progress(done, total)`` is called after each block of the layers not
-        averaged yet (it may raise to stop: what was computed is kept)."""
+        averaged yet (it may raise to stop: what was computed is kept). Of the kind under the cursor, which rolls
+        (``rolls``: an encoder's self-attention, or the only kind)."""
         from attnx.analysis.measures import rollout
 
+        kind = self.kind
         layer, setting = (self.layer, self.setting) if at is None else at
-        if (layer, setting) not in self._rollouts:
-            missing = [lay for lay in range(layer + 1) if (lay, setting) not in self._averages]
-            total, done = sum(self._block_count(lay) for lay in missing), 0
+        if (kind, layer, setting) not in self._rollouts:
+            missing = [lay for lay in range(layer + 1) if (kind, lay, setting) not in self._averages]
+            total, done = sum(self._block_count(lay, kind) for lay in missing), 0
             for lay in missing:
                 parts = []
-                for b in range(self._block_count(lay)):  # heads averaged a block at a time: [query, key]
-                    parts.append(np.asarray(self.block(b, setting, lay).tensor(WEIGHTS)).mean(axis=0))
+                for b in range(self._block_count(lay, kind)):  # heads averaged a block at a time: [query, key]
+                    parts.append(np.asarray(self.block(b, setting, lay, kind).tensor(WEIGHTS)).mean(axis=0))
                     done += 1
                     if progress is not None:
                         progress(done, total)
-                self._averages[lay, setting] = np.concatenate(parts, axis=0)
-            averages = (self._averages[lay, setting] for lay in range(layer + 1))
-            self._rollouts[layer, setting] = rollout(averages, self.spec_of(layer).tokens)
-        return self._rollouts[layer, setting]
+                self._averages[kind, lay, setting] = np.concatenate(parts, axis=0)
+            averages = (self._averages[kind, lay, setting] for lay in range(layer + 1))
+            self._rollouts[kind, layer, setting] = rollout(averages, self._spec_of(kind)(layer).tokens)
+        return self._rollouts[kind, layer, setting]
 
     def rollout_needs(self) -> int:
         """How many blocks the rollout under the cursor still needs computed (0: kept, or every block at hand)."""
-        if (self.layer, self.setting) in self._rollouts:
+        kind = self.kind
+        if (kind, self.layer, self.setting) in self._rollouts:
             return 0
         return sum(
-            (lay, self.setting, b) not in self._blocks
+            (kind, lay, self.setting, b) not in self._blocks
             for lay in range(self.layer + 1)
-            if (lay, self.setting) not in self._averages
-            for b in range(self._block_count(lay))
+            if (kind, lay, self.setting) not in self._averages
+            for b in range(self._block_count(lay, kind))
         )
 
-    def _block_count(self, layer: int) -> int:
-        """How many blocks hold layer ``layer``'s queries."""
-        return -(-len(self.spec_of(layer).tokens) // BLOCK)
+    def _block_count(self, layer: int, kind: int) -> int:
+        """How many blocks hold layer ``layer``'s queries, of kind ``kind``."""
+        return -(-len(self._spec_of(kind)(layer).tokens) // BLOCK)
 
     @property
     def trace(self) -> Trace:
         """The trace of the query and head under the cursor (its row alone is computed), once."""
-        key = (self.layer, self.setting, self.query, self.head)
+        key = (self.kind, self.layer, self.setting, self.query, self.head)
         if key not in self._traces:
             from attnx.analysis.trace import build_trace
             from attnx.engines import compute
@@ -291,8 +407,9 @@ class Explorer:
             self.pinned = None
 
     def cycle_view(self) -> None:
-        """Show the next of ``VIEWS`` in the heatmap."""
-        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+        """Show the next of ``VIEWS`` in the heatmap (the rollout where the kind under the cursor rolls)."""
+        views = VIEWS if self.rolls else tuple(view for view in VIEWS if view != "rollout")
+        self.view = views[(views.index(self.view) + 1) % len(views)]
 
     def pin(self) -> None:
         """Keep the head under the cursor beside whichever head the cursor moves to; again: let it go."""
@@ -303,7 +420,7 @@ class Explorer:
         remember the setting before. Returns what changed (``"heads 2 → 4"``), or None when nothing can: a
         model's layers keep their settings, and an input may take one head count only. A setting the engine
         refuses (an overflow) raises its AttnxError, the setting left as it was."""
-        if self.layers > 1:
+        if self.of_model:
             return None
         now, *others = self.values(name)
         for value in others:

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import signal
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from attnx.cli.errors import ExitCode, fail, guarded
-from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, TextFlags, grouped
-from attnx.cli.inputs import load_input, open_with_text, refuse
+from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, grouped
+from attnx.cli.inputs import (
+    flag_worded,
+    load_input,
+    open_checkpoint,
+    open_with_text,
+    parse_address,
+    refuse,
+    require_checkpoint,
+)
 from attnx.cli.options import ConfigArg, NoColorOpt
 from attnx.cli.output import colour_allowed
 from attnx.environment import current
@@ -20,7 +28,11 @@ from attnx.errors import AttnxError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.explore import Explorer
-    from attnx.core.spec import AttentionSpec
+    from attnx.engines.placement import Placement
+    from attnx.models import Model
+    from attnx.models.audio import AudioInput
+    from attnx.models.stacks import Address
+    from attnx.models.tokenize import Encoded
     from attnx.tui.app import ExploreApp
 
 INSTALL = "python -m pip install 'attnx[explore]'"
@@ -32,7 +44,7 @@ def explore(
     config: ConfigArg = None,
     *,
     inputs: InputFlags,
-    checkpoint: TextFlags,
+    checkpoint: ModelFlags,
     backend: EngineFlags,
     no_color: NoColorOpt = False,
     caps: CapFlags,
@@ -41,6 +53,8 @@ def explore(
 
     ← → queries · [ ] heads · { } a model's layers · v weights or scores · c causal · / find · e export · ? keys.
     With no CONFIG: the worked example. --model DIR --text "..." explores every layer of a local checkpoint.
+    Of an encoder-decoder, with --target T (or --generate N): k moves between its three kinds of attention.
+    --layer and --attention say where the cursor starts (--layer dec:1 --attention cross).
     """
     try:
         from attnx.tui.app import ExploreApp
@@ -49,7 +63,7 @@ def explore(
         raise UsageError(f"attnx explore needs Textual, which is not installed: {INSTALL}") from None
     if not on_terminal():
         raise UsageError("attnx explore draws on a terminal; in scripts and pipes use run, trace or heads")
-    state = explorer(config, inputs, ModelFlags(model=checkpoint.model, text=checkpoint.text), backend, caps)
+    state = explorer(config, inputs, checkpoint, backend, caps)
     app = ExploreApp(state, colour=colour_allowed(no_color))
     app.error_console = Console(file=io.StringIO(), stderr=True)  # Textual's traceback: one line below instead
     done = threading.Event()
@@ -102,37 +116,118 @@ def on_terminal() -> bool:
 def explorer(
     config: str | None, inputs: InputFlags, checkpoint: ModelFlags, backend: EngineFlags, caps: CapFlags
 ) -> Explorer:
-    """The explorer's state for an input (one layer) or for every layer of ``--model`` on ``--text``."""
+    """The explorer's state for an input (one layer) or for every layer of ``--model`` on ``--text`` (an
+    encoder-decoder's three kinds of attention, the decoder's reading ``--target`` or what ``--generate`` wrote)."""
     from attnx.analysis.explore import Explorer
 
     options = backend.options()
     if not checkpoint.wanted:
         spec = load_input(config, inputs, checkpoint, caps, backend)
         return Explorer(lambda _layer: spec, 1, spec.source, options)
-    spec_of, layers, source, close = model_layers(config, inputs, checkpoint, backend, caps)
-    return Explorer(spec_of, layers, source, options, close=close)
-
-
-def model_layers(
-    config: str | None, inputs: InputFlags, checkpoint: ModelFlags, backend: EngineFlags, caps: CapFlags
-) -> tuple[Callable[[int], AttentionSpec], int, str, Callable[[], None]]:
-    """Each layer's spec of ``--model`` on ``--text``, made as the forward pass reaches it and kept; the layer
-    count, the source's name, and what lets go of the checkpoint."""
     refuse(inputs.given(), "changes an input; --model explores the model as it is")
-    refuse(checkpoint.pointed(), "points at one layer; the explorer walks the layers of the model's first stack")
-    model, words = open_with_text(config, checkpoint, backend, caps)
-    specs: list[AttentionSpec] = []
-    try:  # a bad text or checkpoint is refused, and the checkpoint let go, before the screen opens
-        forward = model.run(words, on=backend.placement(), layer=model.layers - 1)
-        specs.append(forward.spec())
+    address = parse_address(checkpoint)
+    model, source = opened(config, checkpoint, backend, caps)
+    try:  # a bad text, target or checkpoint is refused, and the checkpoint let go, before the screen opens
+        return model_explorer(model, source, address_of(checkpoint), checkpoint, backend.placement(), options,
+                              address)  # fmt: skip
     except BaseException:
         model.close()
         raise
 
-    def spec_of(layer: int) -> AttentionSpec:
-        while len(specs) <= layer:
-            forward.step(spec=specs[-1])
-            specs.append(forward.spec())
-        return specs[layer]
 
-    return spec_of, model.layers, f"{model.checkpoint.name} ({model.architecture.name})", model.close
+def opened(
+    config: str | None, checkpoint: ModelFlags, backend: EngineFlags, caps: CapFlags
+) -> tuple[Model, Encoded | AudioInput]:
+    """``--model``'s checkpoint and what its (first) stack reads: ``--text``'s tokens, or the audio of ``--audio``
+    (read within the caps before the model opens; what was done to it, said on stderr)."""
+    if checkpoint.audio is None:
+        model, words = open_with_text(config, checkpoint, backend, caps)
+        try:
+            return model, model.encode(words)
+        except BaseException:
+            model.close()
+            raise
+    from attnx.cli.output import warn
+    from attnx.io.audio import read_wav
+
+    refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the model's encoder hears it")
+    path = require_checkpoint(checkpoint.model, "--audio")
+    if config is not None:
+        raise UsageError("--model replaces CONFIG: give one or the other")
+    limits = caps.limits()
+    wav = read_wav(checkpoint.audio, limits)
+    model = open_checkpoint(path, backend, limits)
+    try:
+        heard = model.encode_audio(wav.samples)
+    except BaseException:
+        model.close()
+        raise
+    for note in (*wav.notes, *heard.warnings):
+        warn(note)
+    return model, heard
+
+
+def address_of(checkpoint: ModelFlags) -> str:
+    """``--layer dec:1 --attention cross`` as the user gave them, to word what they point at."""
+    given = (("--layer", checkpoint.layer), ("--attention", checkpoint.attention))
+    return " ".join(f"{flag} {value}" for flag, value in given if value is not None)
+
+
+def model_explorer(
+    model: Model,
+    source: Encoded | AudioInput,
+    pointed: str,
+    checkpoint: ModelFlags,
+    on: Placement,
+    options: dict[str, object],
+    address: Address,
+) -> Explorer:
+    """The explorer of ``model`` on ``source`` (a text's tokens, or audio), the cursor where ``address`` points
+    (``pointed``: as the flags said it); of an encoder-decoder, its three kinds of attention."""
+    from attnx.analysis.explore import Explorer
+    from attnx.workflows.sites import Sites, kinds
+
+    with flag_worded(f"{pointed}: {{}}"):
+        stack, which = address.resolve(model.stacks)
+    layer = model.check_layer(address.layer, stack)  # -1: the last layer
+    decoder = any(not attention.is_self for attention in stack.attentions)
+    name = f"{model.checkpoint.name} ({model.architecture.name})"
+    target, written = read_target(model, source, checkpoint, on, decoder=decoder)
+    sites = Sites(model, source, target, on=on)
+    if len(model.stacks) == 1 and len(stack.attentions) == 1:  # one kind of attention: the explorer as ever
+        first = functools.partial(sites.spec, stack, 0)
+        first(layer)  # the layers up to the cursor's run now
+        return Explorer(first, stack.layers, name, dict(options), layer=layer, close=model.close)
+    found = kinds(sites, "the decoder reads a target text: give --target T, or --generate N to let it write one")
+    wanted = (stack.name, stack.attentions[which].kind.label)
+    start = next(i for i, kind in enumerate(found) if (kind.stack, kind.attention) == wanted)
+    found[start].spec_of(layer)  # the layers up to the cursor's run now (a decoder's: after the encoder's)
+    if written:
+        name += f", target tokens {written.start}-{written.stop - 1} written by the model"
+    return Explorer.over(found, name, dict(options), kind=start, layer=layer, close=model.close)
+
+
+def read_target(
+    model: Model, source: Encoded | AudioInput, checkpoint: ModelFlags, on: Placement, *, decoder: bool
+) -> tuple[Encoded | None, range]:
+    """The tokens the decoder of an encoder-decoder reads: ``--target`` (teacher-forced) or what it writes itself
+    with ``--generate N`` (greedy), with the positions it wrote; None where neither is given (the explorer then
+    stays in the encoder), which a cursor starting in the decoder (``decoder``) refuses."""
+    if checkpoint.target is not None and checkpoint.generate is not None:
+        raise UsageError("--generate writes the target the decoder reads; --target gives it: give one or the other")
+    if checkpoint.target is None and checkpoint.generate is None:
+        refuse({"--language": checkpoint.language}, "is the language a decoder writes in: it goes with --target")
+        if decoder:
+            raise UsageError(f"{address_of(checkpoint)}: the decoder reads a target text: give --target T, or "
+                             "--generate N to let it write one")  # fmt: skip
+        return None, range(0)
+    if not any(not attention.is_self for stack in model.stacks for attention in stack.attentions):
+        given = "--target" if checkpoint.target is not None else "--generate"
+        raise UsageError(f"{given} is for an encoder-decoder's decoder; the model reads --text alone")
+    if checkpoint.target is not None:
+        return model.encode_target(checkpoint.target, language=checkpoint.language), range(0)
+    from attnx.models.generate import greedy
+
+    steps = checkpoint.generate or 0
+    found = greedy(model, source, steps, prompt=model.decoder_prompt(language=checkpoint.language), on=on)
+    return model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))

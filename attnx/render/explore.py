@@ -96,8 +96,13 @@ def _settings(state: Explorer) -> str:
 
 
 def status_line(state: Explorer) -> Text:
-    """Where the cursor is: the source, the layer and head, the query token, the view and the settings."""
-    layer = f"layer {state.layer} of {state.layers} · " if state.layers > 1 else ""
+    """Where the cursor is: the source, the layer (of an encoder-decoder: the stack, its layer and the kind of
+    attention) and head, the query token, the view and the settings."""
+    kind = state.current
+    if kind is not None:
+        layer = f"{kind.stack} layer {state.layer} of {state.layers} · {kind.attention} · "
+    else:
+        layer = f"layer {state.layer} of {state.layers} · " if state.layers > 1 else ""
     pinned = f" (pinned {state.pinned})" if state.pinned is not None else ""
     token = tokens_of(state)[state.query]
     return Text(f"{state.source} · {layer}head {state.head} of {state.heads}{pinned} · query {state.query} "
@@ -299,9 +304,10 @@ KEYS = (
     ("g", "go to a query by its position"),
     ("/", "find a token"),
     ("[ ]", "previous / next head"),
-    ("{ }", "previous / next layer (a model)"),
+    ("{ }", "previous / next layer (a model's, in the stack under the cursor)"),
+    ("k", "encoder self → decoder causal self → cross-attention (an encoder-decoder)"),
     ("p", "pin the head (again: unpin)"),
-    ("v", "weights, scaled scores, value shares, rollout"),
+    ("v", "weights, scaled scores, value shares, rollout (an encoder-decoder: the encoder's)"),
     ("h", "heads: the next count that divides d_model (an input)"),
     ("s", "scale: sqrt_dk, sqrt_d_model, none (an input)"),
     ("l", "layout: contiguous or interleaved (an input)"),

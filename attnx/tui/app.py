@@ -108,6 +108,7 @@ class ExploreApp(App[None]):
         Binding("right_square_bracket", "head(1)", "head"),
         Binding("left_curly_bracket", "layer(-1)", "layer", show=False),
         Binding("right_curly_bracket", "layer(1)", "layer"),
+        Binding("k", "kind", "kind"),
         Binding("v", "view", "view"),
         Binding("p", "pin", "pin"),
         Binding("g", "ask('go')", "go to"),
@@ -391,8 +392,25 @@ class ExploreApp(App[None]):
         self.redraw()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``{`` and ``}`` only where there are layers: the footer offers them on a model alone."""
+        """``{`` and ``}`` only where there are layers: the footer offers them on a model alone; ``k`` on a model
+        of several kinds of attention (an encoder-decoder) alone."""
+        if action == "kind":
+            return len(self.state.kinds) > 1
         return action != "layer" or self.state.layers > 1
+
+    def action_kind(self) -> None:
+        """The next kind of attention of an encoder-decoder: the encoder's self-attention, the decoder's causal
+        self-attention, the cross-attention; or say why the cursor cannot move there (the decoder needs a target)."""
+        self._stop_rollout()  # before the kind changes: a rollout's thread never computes another kind's blocks
+        try:
+            why = self.state.cycle_kind()
+        except AttnxError as exc:  # the model refuses the kind's spec (a cap): say so, stay
+            self.notify(message_line(str(exc)), severity="error")
+            return
+        if why is not None:
+            self.notify(message_line(why), severity="warning")
+            return
+        self.redraw()
 
     def action_layer(self, step: int) -> None:
         """Previous or next layer (a model's)."""
@@ -411,7 +429,7 @@ class ExploreApp(App[None]):
 
     def action_setting(self, name: str) -> None:
         """The input's next heads, scale, layout or causal setting; the change panel compares it with the last."""
-        if self.state.layers > 1:
+        if self.state.of_model:
             self.notify(on_a_model(self.state, name), severity="warning")
             return
         try:
@@ -457,8 +475,10 @@ class ExploreApp(App[None]):
             self._close_box()
         elif key == "escape" and keys.has_class("shown"):
             keys.remove_class("shown")
-        elif key in ("left_curly_bracket", "right_curly_bracket") and self.state.layers == 1:
+        elif key in ("left_curly_bracket", "right_curly_bracket") and not self.state.of_model:
             self.notify("an input has one layer: { and } move through a model's layers")
+        elif key == "k" and len(self.state.kinds) < 2:
+            self.notify("one kind of attention here: k moves between an encoder-decoder's three")
 
     def action_export(self) -> None:
         """Save the screen as an SVG in the current folder."""
@@ -481,7 +501,8 @@ def on_a_model(state: Explorer, name: str) -> str:
     """What ``c``, ``h``, ``s`` or ``l`` (setting ``name``) says on a model: the command that tries the setting on
     the cursor's layer instead."""
     layer = state.layer
-    command = f'--model DIR --text "…" --layer {layer}'
+    kind = state.current
+    command = f'--model DIR --text "…" {f"--layer {layer}" if kind is None else kind.pointer(layer)}'
     if name == "causal":
         if state.spec.masking.future_hidden:
             return f"a model's layers keep their own mask: layer {layer}'s is causal already"

@@ -46,10 +46,11 @@ NOT_TENSORS: dict[str, set[str]] = {
     # numbers, named by the trace format; a head's ``output`` is its row of head_outputs.
     "attnx/render/trace_data.py": {"q", "k", "v", "scaled", "output", "projected"},
     "attnx/render/trace.py": {"scaled"},
-    # The explorer's views (the ``scores`` view draws the scaled scores) and its keys (q quits, v changes view).
+    # The explorer's views (the ``scores`` view draws the scaled scores) and its keys (q quits, v changes view, k the
+    # kind of attention).
     "attnx/analysis/explore.py": {"weights", "scores"},
-    "attnx/render/explore.py": {"weights", "scores", "q", "v"},
-    "attnx/tui/app.py": {"q", "v"},
+    "attnx/render/explore.py": {"weights", "scores", "q", "v", "k"},
+    "attnx/tui/app.py": {"q", "v", "k"},
     # A head's measure scores (``scores`` in the heads and model-view JSON) and a checkpoint's weight files.
     "attnx/render/heads.py": {"scores"},
     "attnx/render/model.py": {"scores", "weights"},

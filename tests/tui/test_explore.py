@@ -298,10 +298,12 @@ class TestViews:
         state = long_input(200, heads=2)
         gate, original = threading.Event(), state.block
 
-        def held(index: int, setting: Setting | None = None, layer: int | None = None) -> AttentionResult:
+        def held(
+            index: int, setting: Setting | None = None, layer: int | None = None, kind: int | None = None
+        ) -> AttentionResult:
             if index >= 2 and threading.current_thread().name == "attnx-rollout":
                 assert gate.wait(10)  # the rollout's thread waits here until the test lets it go
-            return original(index, setting, layer)
+            return original(index, setting, layer, kind)
 
         state.block = held  # type: ignore[method-assign]
         state.view = "value"  # one v from the rollout
