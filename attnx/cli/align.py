@@ -11,7 +11,7 @@ import typer
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
 from attnx.cli.flags import LanguageOpt, SourceFlags
-from attnx.cli.inputs import flag_worded, model_session, refuse, require_checkpoint
+from attnx.cli.inputs import decoder_reads, flag_worded, model_session, refuse, require_checkpoint
 from attnx.cli.options import OutputFormat
 from attnx.cli.viewflags import ReportFlags
 from attnx.errors import UsageError
@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.analysis.alignment import Alignment
     from attnx.analysis.timestamps import Timestamps
     from attnx.cli.inputs import Session
-    from attnx.models.generate import Generated
 
 TargetOpt = Annotated[
     str | None, typer.Option("--target", metavar="T", help="The text the decoder reads (teacher forcing): the target.")
@@ -115,27 +114,15 @@ class Asked:
     layer: list[int] | None
     head: list[int] | None
 
-    def written(self, run: Session) -> Generated:
-        """The tokens the decoder writes greedily after its prompt (--generate, in --language)."""
-        from attnx.models.generate import greedy
-
-        prompt = run.model.decoder_prompt(language=self.language)
-        return greedy(run.model, run.source(), self.generate or 1, prompt=prompt, on=run.on)
-
     def aligned(self, run: Session) -> Alignment:
         """The cross-attention averaged over --layer and --head, the decoder reading (the prompt and) --target, or
         (the prompt and) what it writes (--generate), marked as written."""
         from attnx import workflows
 
-        written: range = range(0)
-        if self.generate is None:
-            sequence = run.model.encode_target(self.target or "", language=self.language)
-        else:
-            found = self.written(run)
-            sequence = run.model.tokenizer.of_ids(found.ids, found.prompt)
-            written = range(found.prompt, len(found.ids))
+        source = run.source()
+        sequence, written = decoder_reads(run.model, source, self.target, self.generate, self.language, run.on)
         with flag_worded("--{}"):  # "--head 5 does not exist: ..."
-            aligned = workflows.alignment(run.model, run.source(), sequence, layers=self.layer, heads=self.head,
+            aligned = workflows.alignment(run.model, source, sequence or "", layers=self.layer, heads=self.head,
                                           on=run.on, progress=run.progress)  # fmt: skip
         return dataclasses.replace(aligned, written=tuple(written))
 
@@ -152,8 +139,8 @@ class Asked:
         if self.generate is None:
             sequence, prompt = sequence_of(run.model, self.target or "", language=self.language)
             return workflows.timestamps(run.model, heard, sequence, prompt, on=run.on, progress=run.progress)
-        found = self.written(run)
-        sequence = run.model.tokenizer.of_ids(found.ids, found.prompt)
-        return workflows.timestamps(run.model, heard, sequence, found.prompt,
-                                    written=range(found.prompt, len(found.ids)), on=run.on,
+        found, written = decoder_reads(run.model, heard, None, self.generate, self.language, run.on)
+        if found is None:  # pragma: no cover - --generate is given here
+            raise UsageError("give --target T or --generate N")
+        return workflows.timestamps(run.model, heard, found, written.start, written=written, on=run.on,
                                     progress=run.progress)  # fmt: skip

@@ -13,6 +13,7 @@ from rich.console import Console
 from attnx.cli.errors import ExitCode, fail, guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, grouped
 from attnx.cli.inputs import (
+    decoder_reads,
     flag_worded,
     load_input,
     open_checkpoint,
@@ -224,10 +225,4 @@ def read_target(
     if not any(not attention.is_self for stack in model.stacks for attention in stack.attentions):
         given = "--target" if checkpoint.target is not None else "--generate"
         raise UsageError(f"{given} is for an encoder-decoder's decoder; the model reads --text alone")
-    if checkpoint.target is not None:
-        return model.encode_target(checkpoint.target, language=checkpoint.language), range(0)
-    from attnx.models.generate import greedy
-
-    steps = checkpoint.generate or 0
-    found = greedy(model, source, steps, prompt=model.decoder_prompt(language=checkpoint.language), on=on)
-    return model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
+    return decoder_reads(model, source, checkpoint.target, checkpoint.generate, checkpoint.language, on)

@@ -363,16 +363,9 @@ def pointed_spec(
     refuse({"--language": checkpoint.language if not decoder else None}, "is the language a decoder writes in: "
            "it goes with --target")  # fmt: skip
     progress.description = f"running the layers before {stack.name} layer {index}"
-    target, written = None, range(0)
-    if checkpoint.target is not None:
-        target = model.encode_target(checkpoint.target, language=checkpoint.language)
-    elif checkpoint.generate is not None:
-        from attnx.models.generate import greedy
-
-        prompt = model.decoder_prompt(language=checkpoint.language)
+    if checkpoint.generate is not None:
         progress.description = "writing"
-        found = greedy(model, source, checkpoint.generate, prompt=prompt, on=on)
-        target, written = model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
+    target, written = decoder_reads(model, source, checkpoint.target, checkpoint.generate, checkpoint.language, on)
     if queried is not None:
         queried((target or source).tokens)
     spec = site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)
@@ -381,6 +374,27 @@ def pointed_spec(
         source_line = f"{spec.source}, queries {written.start}-{written.stop - 1} written by the model (marked *)"
         spec = dataclasses.replace(spec, source=source_line, origin=origin)
     return spec
+
+
+def decoder_reads(
+    model: Model,
+    source: Encoded | AudioInput,
+    target: str | None,
+    generate: int | None,
+    language: str | None,
+    on: Placement,
+) -> tuple[Encoded | None, range]:
+    """What an encoder-decoder's decoder reads: ``--target`` teacher-forced, or the tokens it writes itself after its
+    prompt with ``--generate N`` (greedy, hearing or reading ``source``), in ``--language`` where the model asks one;
+    and the positions it wrote (empty for a target). None where neither is given."""
+    if target is not None:
+        return model.encode_target(target, language=language), range(0)
+    if generate is None:
+        return None, range(0)
+    from attnx.models.generate import greedy
+
+    found = greedy(model, source, generate, prompt=model.decoder_prompt(language=language), on=on)
+    return model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
 
 
 def parse_address(checkpoint: ModelFlags) -> Address:
