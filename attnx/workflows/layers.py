@@ -64,18 +64,8 @@ def site_spec(
     stack, which = address.resolve(model.stacks)
     layer = model.check_layer(address.layer, stack)
     before = layer * len(stack.attentions) + which  # the attentions of the stack that run first
-    memory, words = None, text
-    reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
-    if reads is not None:
-        if target is None:
-            raise ModelError(f"{model.checkpoint.name}: the {stack.name} reads a target text (what the model writes); "
-                             "give one")  # fmt: skip
-        (source_stack,) = (s for s in model.stacks if s.name == reads)
-        total = source_stack.layers + before
-        memory = _memory(model, text, source_stack, on, progress, total)
-        words = model.encode_target(target) if isinstance(target, str) else target
+    memory, words, ran = read_by(model, stack, text, target, on, progress, before)
     forward = model.run(words, on=on, heads=heads, layer=layer, stack=stack, memory=memory)
-    ran = 0 if memory is None else total - before
     for done in range(before):
         forward.step()
         if progress is not None:
@@ -102,16 +92,7 @@ def layer_results(
     ``progress`` counts the layers run, the encoder's included."""
     stack = model.stack if kind is None else stack_holding(model, kind)
     which = 0 if kind is None else stack.attention_of(kind)
-    memory, words, ran = None, text, 0
-    reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
-    if reads is not None:
-        if target is None:
-            raise ModelError(f"{model.checkpoint.name}: the {stack.name} reads a target text (what the model "
-                             "writes); give one")  # fmt: skip
-        (source_stack,) = (s for s in model.stacks if s.name == reads)
-        total = source_stack.layers + stack.layers
-        memory = _memory(model, text, source_stack, on, progress, total)
-        words, ran = (model.encode_target(target) if isinstance(target, str) else target), source_stack.layers
+    memory, words, ran = read_by(model, stack, text, target, on, progress, stack.layers)
     forward = model.run(words, on=on, stack=stack, memory=memory, layer=stack.layers - 1)
     for layer in range(stack.layers):
         for at in range(len(stack.attentions)):
@@ -130,6 +111,29 @@ def stack_holding(model: Model, kind: AttentionKind) -> Stack:
             return stack
     kinds = ", ".join(dict.fromkeys(a.kind.label for s in model.stacks for a in s.attentions))
     raise ModelError(f"{model.checkpoint.name}: the model has no {kind.label}; it has {kinds}")
+
+
+def read_by(
+    model: Model,
+    stack: Stack,
+    text: str | Encoded | AudioInput,
+    target: str | Encoded | None,
+    on: Placement,
+    progress: Progress | None,
+    after: int,
+) -> tuple[Memory | None, str | Encoded | AudioInput, int]:
+    """What ``stack`` reads, and the steps run to make it: its own input, ``text``; or, for a decoder, the ``target``
+    (its tokens) and the memory of the encoder it attends to, run over ``text`` (its layers are the steps run;
+    ``progress``'s total counts ``after`` steps more). A decoder without a target is a ModelError."""
+    reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
+    if reads is None:
+        return None, text, 0
+    if target is None:
+        raise ModelError(f"{model.checkpoint.name}: the {stack.name} reads a target text (what the model writes); "
+                         "give one")  # fmt: skip
+    (source,) = (s for s in model.stacks if s.name == reads)
+    memory = _memory(model, text, source, on, progress, source.layers + after)
+    return memory, model.encode_target(target) if isinstance(target, str) else target, source.layers
 
 
 def _memory(
