@@ -15,7 +15,7 @@ from attnx.core.tensors import MASK, PROJECTED, SINK_WEIGHTS, TENSORS
 
 # 1.1 added `q`, `k`, `v` and `kv_pooled_from` to `run`'s JSON and the softmax arithmetic to `trace`'s;
 # 1.2 added `rope`, `window` and `softcap` to `run`'s JSON; 1.5 `sink_logits` and, with them, `sink_weights`.
-FORMAT_VERSION = "1.8"
+FORMAT_VERSION = "1.9"
 # The tensors every JSON result carries (null where not computed); ``projected`` and ``mask`` follow when held.
 ALWAYS = tuple(name for name, tensor in TENSORS.items() if tensor.exported and tensor.present == "always")
 

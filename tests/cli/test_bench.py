@@ -78,7 +78,7 @@ class TestBenchCommand:
                            "--repeat", "1", "--path", "weights", "--format", "json")  # fmt: skip
         assert result.code == 0, result.stderr
         data = json.loads(result.stdout)
-        assert data["format_version"] == "1.8" and data["settings"]["path"] == "weights"
+        assert data["format_version"] == "1.9" and data["settings"]["path"] == "weights"
         assert [(r["engine"], r["length"]) for r in data["rows"]] == [("numpy", 16), ("numpy", 32)]
 
     def test_table(self) -> None:

@@ -208,7 +208,7 @@ class TestJson:
         bits per weight, the tokenizer and what attnx reads as something other than a weight."""
         data = json.loads(invoke("model", tiny.path, "-f", "json").stdout)
         size, elements = tiny.path.stat().st_size, sum(tiny.elements.values())
-        assert data["format_version"] == "1.8" and data["path"] == str(tiny.path)
+        assert data["format_version"] == "1.9" and data["path"] == str(tiny.path)
         assert data["size_bytes"] == size and data["weight_files"] == 1
         assert data["dtypes"] == ["F16", "F32", "Q4_1", "Q8_0"]
         assert data["parameters"] == elements - tiny.elements["rope_freqs.weight"]  # a setting, not a weight

@@ -226,7 +226,7 @@ class TestRunJson:
         result = run_attnx("run", "--format", "json")
         assert result.code == 0
         data = json.loads(result.stdout)
-        assert next(iter(data)) == "format_version" and data["format_version"] == "1.8"
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.9"
         assert set(JSON_KEYS) <= set(data)
         assert data["tokens"] == list(TOKENS)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
@@ -431,7 +431,7 @@ class TestRope:
         done = run_attnx("run", "--rope-theta", "100", "--rope-pairs", "interleaved", "-f", "json")
         assert done.code == 0, done.stderr
         data = json.loads(done.stdout)
-        assert data["format_version"] == "1.8"
+        assert data["format_version"] == "1.9"
         assert data["rope"] == {"theta": 100.0, "pairs": "interleaved", "fraction": 1.0, "scaling": None}
         expected = compute(load_spec().with_settings(rotary=Rotary(theta=100.0, pairs="interleaved")))
         np.testing.assert_allclose(data["scores"], expected.scores, rtol=1e-15, atol=0)

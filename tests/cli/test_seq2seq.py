@@ -42,7 +42,7 @@ class TestModel:
     def test_json_stacks(self, t5: Seq2SeqReference) -> None:
         """JSON lists each stack, what it reads and its attentions with the stacks they read."""
         data = json.loads(invoke("model", str(t5.path), "--format", "json").stdout)
-        assert data["format_version"] == "1.8"
+        assert data["format_version"] == "1.9"
         assert data["stacks"] == [
             {"name": "encoder", "layers": 2, "heads": 3, "reads": "text",
              "attentions": [{"kind": "self", "queries": "encoder", "keys": "encoder"}]},

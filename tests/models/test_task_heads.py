@@ -150,7 +150,7 @@ class TestFineTunedBert:
         """`--format json` lists each head's kind and tensors (format 1.7)."""
         out = run_attnx("model", str(path), "--format", "json")
         data = json.loads(out.stdout)
-        assert data["format_version"] == "1.8"
+        assert data["format_version"] == "1.9"
         assert data["task_heads"] == [
             {"kind": "pooler", "tensors": ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]},
             {"kind": "classification head", "tensors": ["classifier.bias", "classifier.weight"]},

@@ -230,7 +230,7 @@ class TestTraceToDict:
     def test_shape_and_values(self) -> None:
         """format_version first; per head the dims, query slice, per key the arithmetic; the output."""
         data = json.loads(dumps(trace_to_dict(worked_trace("cat"))))
-        assert next(iter(data)) == "format_version" and data["format_version"] == "1.8"
+        assert next(iter(data)) == "format_version" and data["format_version"] == "1.9"
         assert (data["token"], data["query"], data["n_heads"], data["n_keys"]) == ("cat", 1, 2, 5)
         assert data["scale"] == pytest.approx(2**-0.5, rel=1e-15)
         head = data["heads"][0]
