@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 from attnx.analysis.effects import log_softmax
+from attnx.errors import ChoiceError
 from attnx.models import Model, open_model
-from attnx.models.stacks import Memory
+from attnx.models.stacks import AttentionKind, Memory
+from attnx.workflows.target_effects import HeadName, ablate_target, check_site_heads
+from tests.models.checkpoints import TEXT
 from tests.models.decoders import float64_everywhere
 from tests.models.encoder_decoders import TARGET, Seq2SeqReference
 
@@ -97,8 +100,6 @@ def attnx_logits(model: Model, ref: Seq2SeqReference, drops: Drops) -> np.ndarra
 
 def encoded_source(model: Model, ref: Seq2SeqReference) -> Any:
     """The fixture's source text as the model's tokens (the ids transformers read)."""
-    from tests.models.checkpoints import TEXT
-
     encoded = model.encode(TEXT)
     assert encoded.ids.tolist() == ref.source_ids
     return encoded
@@ -153,3 +154,97 @@ def intact_memory(model: Model, ref: Seq2SeqReference) -> Memory:
 def next_log_probs(logits: np.ndarray, labels: list[int]) -> np.ndarray:
     """Per position, the log-probability of the label there."""
     return log_softmax(logits)[np.arange(len(labels)), labels]
+
+
+# The same drops as the workflow's heads: (where, layer, head), ``where`` as --head spells it.
+WHERE = {"self": "enc", "causal self": "dec", "cross": "cross"}
+
+
+def named_heads(drops: Drops) -> list[HeadName]:
+    """``drops`` as the workflow's head names."""
+    return [HeadName(WHERE[kind], layer, head) for (kind, layer), heads in drops.items() for head in heads]
+
+
+class TestAgainstTransformers:
+    """``ablate_target``'s per-position values equal transformers' with the same heads zeroed."""
+
+    @pytest.mark.parametrize("drops", DROPS, ids=["cross", "causal-self", "encoder", "all-three"])
+    @pytest.mark.parametrize("name", ["t5", "bart"])
+    def test_log_probs_kl_and_shift(self, name: str, drops: Drops, request: pytest.FixtureRequest) -> None:
+        """The next target token's log-probability (intact and dropped) and its change, the KL and the decoder's
+        hidden-state shift: 1e-10 (float64)."""
+        ref: Seq2SeqReference = request.getfixturevalue(name)
+        logits, hidden = reference(ref, {})
+        after_logits, after_hidden = reference(ref, drops)
+        with open_model(ref.path, "float64") as model:
+            found = ablate_target(model, TEXT, TARGET, named_heads(drops))
+            labels = model.encode(TARGET).ids.tolist()
+        assert labels[:-1] == ref.decoder_ids[1:]  # teacher forcing: each position's next token is the target's
+        (effect,) = found.effects
+        p, q = log_softmax(logits), log_softmax(after_logits)
+        rows = np.arange(len(labels))
+        assert np.abs(found.logp - p[rows, labels]).max() <= 1e-10
+        assert np.abs(effect.logp - q[rows, labels]).max() <= 1e-10
+        assert np.abs(effect.delta - (q - p)[rows, labels]).max() <= 1e-10
+        assert np.abs(effect.kl - (np.exp(p) * (p - q)).sum(axis=1)).max() <= 1e-10
+        shift = np.linalg.norm(after_hidden - hidden, axis=1) / np.linalg.norm(hidden, axis=1)
+        assert np.abs(effect.shift - shift).max() <= 1e-10
+        np.testing.assert_array_equal(found.top, logits.argmax(axis=1))
+        np.testing.assert_array_equal(effect.top_after, after_logits.argmax(axis=1))
+        assert effect.mean_kl > 1e-4 and np.abs(effect.delta).max() > 1e-4  # the drop moves the decoder
+
+
+class TestSweep:
+    """Every head of an attention dropped alone, as a layer × head grid per attention."""
+
+    def test_cross_layer_equals_each_head_alone(self, t5: Seq2SeqReference) -> None:
+        """``--layer dec:1 --attention cross``: the cross heads of decoder layer 1, each equal to itself dropped
+        alone; the grid holds them at row 1."""
+        with open_model(t5.path, "float64") as model:
+            sweep = ablate_target(model, TEXT, TARGET, layer=1, stack="dec", kind=AttentionKind.CROSS)
+            alone = ablate_target(model, TEXT, TARGET, [HeadName("cross", 1, 2)])
+        assert sweep.sweep and [sweep.label(e.dropped[0]) for e in sweep.effects] == [
+            "cross:L1H0", "cross:L1H1", "cross:L1H2"
+        ]  # fmt: skip
+        assert sweep.swept(2) == (1,) and sweep.swept(0) == ()
+        grid = sweep.grid(2, lambda e: e.mean_kl)
+        assert grid.shape == (3, 3) and np.isnan(grid[0]).all()
+        assert grid[1, 2] == pytest.approx(alone.effects[0].mean_kl, rel=1e-12)
+        np.testing.assert_allclose(sweep.effects[2].delta, alone.effects[0].delta, rtol=1e-12, atol=1e-15)
+
+    def test_every_attention(self, bart: Seq2SeqReference) -> None:
+        """Without a layer: every head of the three attentions (BART: 2 × 3 encoder heads, 3 × 5 self and 3 × 5
+        cross), in lockstep batches equal to each alone."""
+        with open_model(bart.path, "float64") as model:
+            sweep = ablate_target(model, TEXT, TARGET)
+            assert [part.title for part in sweep.parts] == [
+                "encoder self-attention", "decoder causal self-attention", "decoder cross-attention"
+            ]  # fmt: skip
+            assert len(sweep.effects) == 6 + 15 + 15
+            for effect in sweep.effects[::7]:
+                (head,) = effect.dropped
+                alone = ablate_target(model, TEXT, TARGET, [HeadName(WHERE[sweep.parts[head[0]].kind], *head[1:])])
+                np.testing.assert_allclose(effect.kl, alone.effects[0].kl, rtol=1e-9, atol=1e-15)
+            assert np.isfinite(sweep.grid(1, lambda e: e.mean_kl)).all()
+
+
+class TestAddressing:
+    """Heads named by stack or by kind."""
+
+    def test_names(self, t5: Seq2SeqReference) -> None:
+        """``enc``/``self``, ``dec``/``causal-self`` and ``cross``; ``dec`` with --attention cross is the cross-attention;
+        -1 counts from the end; a head the model lacks is named."""
+        with open_model(t5.path) as model:
+            names = [HeadName("enc", 0, 1), HeadName("self", 0, 1), HeadName("dec", -1, 0),
+                     HeadName("causal-self", 2, 0), HeadName("cross", 1, -1), HeadName(None, 1, 2)]  # fmt: skip
+            assert check_site_heads(model, names) == ((0, 0, 1), (1, 2, 0), (2, 1, 2), (0, 1, 2))
+            assert check_site_heads(model, [HeadName("dec", 1, 0)], AttentionKind.CROSS) == ((2, 1, 0),)
+            assert check_site_heads(model, [HeadName(None, 1, 0)], AttentionKind.CROSS) == ((2, 1, 0),)
+            with pytest.raises(
+                ChoiceError, match=r"^cross:L3H0 does not exist: the decoder cross-attention has layers"
+            ):
+                check_site_heads(model, [HeadName("cross", 3, 0)])
+            with pytest.raises(ChoiceError, match="no stack 'x'"):
+                check_site_heads(model, [HeadName("x", 0, 0)])
+            with pytest.raises(ChoiceError, match="encoder's layers hold no cross-attention"):
+                check_site_heads(model, [HeadName("enc", 0, 0)], AttentionKind.CROSS)
