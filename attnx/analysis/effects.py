@@ -117,14 +117,15 @@ class Part:
 class TargetEffect:
     """The effect of one ablation on an encoder-decoder's decoder, per target position (``[position]`` arrays): the
     shift of its last hidden state, the KL of its next-token distribution, the log-probability of the token that
-    follows in the target (NaN where none follows) and its change, and the most likely next token after."""
+    follows in the target (NaN where none follows) and its change, and the most likely next token, intact and after."""
 
     dropped: tuple[SiteHead, ...]
     shift: np.ndarray  # ‖h' − h‖ / ‖h‖ of the decoder's last hidden state
     kl: np.ndarray  # KL(p ‖ p'), nats
     logp: np.ndarray  # log p'(next target token)
     delta: np.ndarray  # log p' − log p of the next target token
-    top_after: np.ndarray
+    top: np.ndarray  # the most likely next token, intact
+    top_after: np.ndarray  # and with the heads dropped
 
     @property
     def mean_shift(self) -> float:
@@ -141,6 +142,11 @@ class TargetEffect:
         """Mean change of the next target token's log-probability over the positions that have one (None: none)."""
         known = self.delta[np.isfinite(self.delta)]
         return float(known.mean()) if known.size else None
+
+    @property
+    def top_changed(self) -> int:
+        """How many positions' most likely next token changes."""
+        return int((self.top != self.top_after).sum())
 
 
 @dataclass(frozen=True, eq=False)

@@ -98,7 +98,10 @@ def check_site_heads(
     parts = parts_of(model)
     found: list[SiteHead] = []
     for name in heads:
-        part = find_part(model, name.where, kind)
+        try:
+            part = find_part(model, name.where, kind)
+        except ChoiceError as exc:
+            raise ChoiceError(f"{name}: {exc}") from None
         layers, per_layer = parts[part].layers, parts[part].heads
         at_layer, at_head = from_end(name.layer, layers), from_end(name.head, per_layer)
         if at_layer is None or at_head is None:
@@ -223,7 +226,8 @@ def target_ablations(
             q = log_softmax(arch.logits(moved))
             now = np.where(known, q[rows, np.where(known, next_ids, 0)], np.nan)
             shift = np.linalg.norm(moved - hidden, axis=1) / norms
-            effects.append(TargetEffect(heads, shift, kl_divergence(logp_all, q), now, now - logp, q.argmax(axis=-1)))
+            kl = kl_divergence(logp_all, q)
+            effects.append(TargetEffect(heads, shift, kl, now, now - logp, top, q.argmax(axis=-1)))
         if progress is not None:
             progress((index + 1) * (encoder.layers + decoder.layers), total)
     shown = sorted({int(i) for ids in (top, next_ids[known], *(e.top_after for e in effects)) for i in ids})
