@@ -162,7 +162,7 @@ def ablations_to_dict(view: Ablations) -> dict[str, Any]:
     }
 
 
-LOGP = "log p of the token that follows in the target (teacher forcing)"
+LOGP = "log-probability of the next target token (teacher forcing)"
 TARGET_SHIFT = "‖h' − h‖ / ‖h‖ of the decoder's last hidden state"
 
 
@@ -248,13 +248,14 @@ def target_set_view(view: TargetAblations, precision: int, *, max_rows: int | No
     summary = f"mean Δ log p {'—' if effect.mean_delta is None else fmt(effect.mean_delta, precision)}"
     summary += f" · mean KL {fmt(effect.mean_kl, precision)} nats · mean shift {fmt(effect.mean_shift, precision)}"
     summary += f" · top token changed at {effect.top_changed} of {len(view.target)} positions ({CHANGED})"
-    title = f"Dropping {', '.join(map(view.label, effect.dropped))} together: the decoder, position by position"
+    together = " together" if len(effect.dropped) > 1 else ""
+    title = f"Dropping {', '.join(map(view.label, effect.dropped))}{together}: the decoder, position by position"
     skipped = len(view.target) - len(rows)
     more = (
         [Text(f"the first {skipped} positions are not shown (--rows all shows them)", style="dim")] if skipped else []
     )
-    legend_text = column_legend(("next", "the token that follows in the target"), ("log p", f"{LOGP}, intact"),
-                                ("dropped", "and with the heads dropped"), ("Δ", "dropped − intact"), ("KL", KL),
+    legend_text = column_legend(("next", "the next target token (teacher forcing)"), ("log p", "its log-probability, "
+                                "intact"), ("dropped", "with the heads dropped"), ("Δ", "dropped − intact"), ("KL", KL),
                                 ("shift", f"{TARGET_SHIFT} at the position ({DROPPED})"))  # fmt: skip
     return Group(_target_about(view), Text(RULE, style="dim"), Text(title, style="bold"), table, legend_text, *more,
                  Text(summary))  # fmt: skip

@@ -91,7 +91,7 @@ class TestTable:
         """The table's log-probabilities are the JSON's, rounded; the header names both texts."""
         data = json.loads(on(t5, "--head", "cross:L1H2", "-f", "json").stdout)
         out = on(t5, "--head", "cross:L1H2").stdout
-        assert "Dropping cross:L1H2 together: the decoder, position by position" in out
+        assert "Dropping cross:L1H2: the decoder, position by position" in out
         assert "\nsource tokens: " in out and "\ntarget tokens: '<pad>'" in out
         (effect,) = data["ablations"]
         for i in range(len(data["tokens"])):
