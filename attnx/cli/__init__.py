@@ -80,6 +80,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "ablate": (
         f'attnx ablate --model {CHECKPOINT} --text "The cat sat on the mat"',
         f'attnx ablate --model {CHECKPOINT} --text "The cat sat" --head L0H1,L1H2',
+        f"attnx ablate --model {TRANSLATOR} --text cat --target un --head cross:1.2",
     ),
     "detect": (
         f"attnx detect --model {CHECKPOINT} --length 6",
@@ -105,7 +106,8 @@ NOTES = {
     "model": f"{CHECKPOINT} is a checkpoint folder you downloaded (config.json, model.safetensors, tokenizer.json) "
     "or a GGUF file",
     "rollout": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
-    "ablate": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
+    "ablate": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`; {TRANSLATOR} an "
+    "encoder-decoder",
     "align": f"{TRANSLATOR} is an encoder-decoder checkpoint folder you downloaded (T5, Flan-T5, mT5)",
     "detect": f"{CHECKPOINT} is a checkpoint folder you downloaded, as for `attnx model`",
 }

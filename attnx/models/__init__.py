@@ -62,6 +62,9 @@ ARCHITECTURE_FACTS = (
     "task_heads", "stacks", "position_bias", "positions",
 )  # fmt: skip
 
+# The heads a forward pass drops: per attention, (layer, which), or per layer (its first attention) -> heads.
+Drop = Mapping[int, tuple[int, ...]] | Mapping[tuple[int, int], tuple[int, ...]]
+
 # Called after each layer the forward pass runs: (layers done, layers to run).
 Progress = Callable[[int, int], None]
 
@@ -321,9 +324,11 @@ class ForwardPass:
     LayerNorms, MLP) runs only when the next spec is asked for, so the last layer's MLP never runs unless the
     stack's output is asked for (``finish``).
 
-    ``drop`` maps a layer to the heads (from 0) whose output it zeroes before W_o: an ablation, as
-    transformers' ``head_mask`` did (0 on a head's weights after the softmax). ``branch`` copies the
-    pass where it stands, so an ablation from layer l on reuses the layers before it.
+    ``drop`` maps an attention, ``(layer, which)``, to the heads (from 0) whose output it zeroes before W_o: an
+    ablation, as transformers' ``head_mask`` did (0 on a head's weights after the softmax). A key that is a layer
+    alone names the layer's first attention (its only one but in a decoder of an encoder-decoder, where it is the
+    causal self-attention: the cross-attention is ``(layer, 1)``). ``branch`` copies the pass where it stands, so an
+    ablation from layer l on reuses the layers before it.
 
     The residual stream stays where the pass runs (``on``, in the model's working dtype; ``arrays``: NumPy's, or
     torch tensors on the torch engine's device), so norms, MLPs and residual adds run there too; a layer's weights
@@ -336,7 +341,7 @@ class ForwardPass:
         encoded: Encoded | AudioInput,
         *,
         on: Placement = NUMPY,
-        drop: Mapping[int, tuple[int, ...]] | None = None,
+        drop: Drop | None = None,
         stack: Stack | None = None,
         memory: Memory | None = None,
     ) -> None:
@@ -346,25 +351,29 @@ class ForwardPass:
         self.tokens = encoded.tokens
         self.special_keys = tuple(i for i, flag in enumerate(encoded.special) if flag)  # [CLS], <s>, …
         self.on = on.using(model.architecture.working)
-        self.drop: Mapping[int, tuple[int, ...]] = drop or {}
+        self.drop = attention_drops(drop)
         self.layer, self.which = 0, 0
         self.arrays = self.on.arrays()
         self._stream: Array = self.arrays.like(model.architecture.stack_embed(self.stack, encoded))  # (N, d_model)
         self._pending: np.ndarray | None = None  # the projected output of the attention ``_passed`` names
         self._passed = self.site()
 
-    def branch(self, drop: Mapping[int, tuple[int, ...]] | None = None) -> ForwardPass:
+    def branch(self, drop: Drop | None = None) -> ForwardPass:
         """A copy of this pass where it stands, going on with ``drop`` (layers before ``layer`` have run)."""
         copy = object.__new__(ForwardPass)
         copy.__dict__.update(self.__dict__)
-        copy.drop = drop or {}
+        copy.drop = attention_drops(drop)
         return copy
 
-    def owing(self) -> tuple[int, Array, np.ndarray] | None:
-        """While the rest of the last layer (residuals, norms, MLP) has not run: that layer, the stream entering it
-        (the engine's array) and its attention's projected output; else None. ``attnx.models.lockstep`` runs it for
-        many passes at once."""
-        return None if self._pending is None else (self._passed.layer, self._stream, self._pending)
+    def dropped(self) -> tuple[int, ...]:
+        """The heads dropped at the attention the stream is about to enter (none: ``()``)."""
+        return self.drop.get((self.layer, self.which), ())
+
+    def owing(self) -> tuple[Site, Array, np.ndarray] | None:
+        """While the rest of the last attention (residuals, norms, and after a layer's last attention its MLP) has
+        not run: where that attention is, the stream entering it (the engine's array) and its projected output; else
+        None. ``attnx.models.lockstep`` runs it for many passes at once."""
+        return None if self._pending is None else (self._passed, self._stream, self._pending)
 
     def settle(self, stream: Array) -> None:
         """Take ``stream`` as the one leaving the layer ``owing`` names, its rest run elsewhere."""
@@ -395,7 +404,7 @@ class ForwardPass:
         spec = self.model.architecture.site_spec(at, stream, self.tokens, source)
         origin = Origin(self.model.checkpoint.name, at.stack.name, self.layer, at.attention.kind.value)
         spec = dataclasses.replace(spec, special_keys=self.special_keys, limits=self.model.limits, origin=origin)
-        dropped = self.drop.get(self.layer)
+        dropped = self.dropped()
         return spec.with_settings(dropped_heads=tuple(dropped)) if dropped else spec
 
     def step(self, needs: Collection[TensorName] = (), spec: AttentionSpec | None = None) -> AttentionResult:
@@ -419,6 +428,16 @@ class ForwardPass:
         self.which += 1
         if self.which == len(self.stack.attentions):
             self.layer, self.which = self.layer + 1, 0
+
+
+def attention_drops(drop: Drop | None) -> dict[tuple[int, int], tuple[int, ...]]:
+    """``ForwardPass``'s ``drop`` keyed by attention, ``(layer, which)``: a key that is a layer alone is ``(layer, 0)``,
+    the layer's first attention."""
+    found: dict[tuple[int, int], tuple[int, ...]] = {}
+    for key, heads in (drop or {}).items():
+        at = (key, 0) if isinstance(key, int) else (int(key[0]), int(key[1]))
+        found[at] = (*found.get(at, ()), *heads)
+    return found
 
 
 def describe(path: str | Path, limits: Limits | None = None) -> ModelInfo:

@@ -28,6 +28,7 @@ from attnx.engines.placement import Placement
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.result import AttentionResult
     from attnx.models import ForwardPass, Model
+    from attnx.models.stacks import Site
 
 T = TypeVar("T")
 
@@ -86,8 +87,8 @@ class Lockstep:
                 for forward in copies:
                     forward.step()
                 continue
-            first, layer = copies[0], copies[0].layer
-            dropped = [tuple(forward.drop.get(layer, ())) for forward in copies]
+            first = copies[0]
+            dropped = [forward.dropped() for forward in copies]
             found = first.on.compute_copies(first.spec(), xs, dropped)
             for forward, projected in zip(copies, found, strict=True):
                 forward.take(projected)
@@ -95,49 +96,63 @@ class Lockstep:
     def inputs(self, copies: Sequence[ForwardPass]) -> np.ndarray | None:
         """The attention's input X of each of ``copies`` at their layer, ``[copy, token, d_in]``, made at once from
         their streams stacked; None where the layer's attention is not projected from X alone."""
-        layer, n, model = copies[0].layer, len(copies[0].tokens), self.model
-        spec = model.architecture.attention_spec(layer, stacked(copies), copies[0].tokens * len(copies),
-                                                 model.source(layer))  # fmt: skip
+        first, n, model = copies[0], len(copies[0].tokens), self.model
+        at = first.site()
+        spec = model.architecture.site_spec(at, stacked(copies), first.tokens * len(copies),
+                                            model.source(at.layer, at))  # fmt: skip
         inputs = spec.inputs
         if not isinstance(inputs, ProjectedInputs) or inputs.x_kv is not None:
             return None
         return inputs.x.reshape(len(copies), n, -1)
 
     def copies(self) -> Iterator[list[ForwardPass]]:
-        """The passes in groups of copies of one text at one layer on one engine (branches of one pass), each
-        group's streams within the element cap (``slices``)."""
+        """The passes in groups of copies of one text at one attention of one stack on one engine (branches of one
+        pass: the same memory, for a cross-attention), each group's streams within the element cap (``slices``)."""
         found: dict[tuple[object, ...], list[ForwardPass]] = {}
         for forward in self.passes:
-            key = (forward.layer, forward.tokens, forward.special_keys, forward.on)
+            where = (forward.stack.name, forward.layer, forward.which, id(forward.memory))
+            key = (*where, forward.tokens, forward.special_keys, forward.on)
             found.setdefault(key, []).append(forward)
         for group in found.values():
             yield from self.slices(group)
 
     def finish(self) -> list[np.ndarray]:
         """Each pass's last hidden state (``ForwardPass.finish``): the layers left run together, then the final
-        norm on their tokens stacked."""
-        while any(forward.layer < self.model.layers for forward in self.passes):
+        norm of each pass's stack on their tokens stacked."""
+        while any(forward.layer < forward.stack.layers for forward in self.passes):
             self.advance()
         self.model.checkpoint.forget()
         self.settle()
-        final = self.model.architecture.final
-        return [host(rows) for group in self.slices(self.passes) for rows in split(final(stacked(group)), group)]
+        final = self.model.architecture.stack_final
+        found: dict[int, np.ndarray] = {}
+        stacks: dict[str, list[ForwardPass]] = {}
+        for forward in self.passes:
+            stacks.setdefault(forward.stack.name, []).append(forward)
+        for passes in stacks.values():
+            for group in self.slices(passes):
+                for forward, rows in zip(group, split(final(group[0].stack, stacked(group)), group), strict=True):
+                    found[id(forward)] = host(rows)
+        return [found[id(forward)] for forward in self.passes]
 
     def settle(self) -> None:
         """Run the rest of the last layer of every pass that owes it, on their tokens stacked (where their engine
         keeps them: ``ForwardPass.arrays``), a slice at a time."""
-        owing: dict[tuple[int, Engine], list[ForwardPass]] = {}
+        owing: dict[tuple[str, int, int, Engine], list[ForwardPass]] = {}
+        sites: dict[tuple[str, int, int, Engine], Site] = {}
         for forward in self.passes:
             owed = forward.owing()
             if owed is not None:
-                owing.setdefault((owed[0], forward.arrays), []).append(forward)
-        after = self.model.architecture.after_attention
-        for (layer, arrays), passes in owing.items():
+                at = owed[0]
+                key = (at.stack.name, at.layer, at.which, forward.arrays)
+                owing.setdefault(key, []).append(forward)
+                sites.setdefault(key, at)  # the rest of an attention reads no memory: any pass's site serves
+        after = self.model.architecture.site_after
+        for key, passes in owing.items():
             for group in self.slices(passes):
                 rows = [forward.owing() for forward in group]
-                stream = arrays.concatenate([owed[1] for owed in rows if owed is not None])  # (Σ tokens, d_model)
+                stream = key[3].concatenate([owed[1] for owed in rows if owed is not None])
                 projected = np.concatenate([owed[2] for owed in rows if owed is not None])
-                for forward, out in zip(group, split(after(layer, stream, projected), group), strict=True):
+                for forward, out in zip(group, split(after(sites[key], stream, projected), group), strict=True):
                     forward.settle(out)
 
     def slices(self, passes: Sequence[ForwardPass]) -> Iterator[list[ForwardPass]]:

@@ -8,7 +8,7 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from attnx.analysis.effects import Ablations, Effect, Head
+from attnx.analysis.effects import Ablations, Effect, Head, TargetAblations, TargetEffect
 from attnx.render.heads import cell
 from attnx.render.heatmap import HeatScale, cell_style, legend
 from attnx.render.layout import Headline, add_columns, column_legend, compact_table
@@ -159,4 +159,148 @@ def ablations_to_dict(view: Ablations) -> dict[str, Any]:
         "lm_head": view.lm_head,
         "sweep": view.sweep,
         "ablations": [_effect_to_dict(view, effect) for effect in view.effects],
+    }
+
+
+LOGP = "log-probability of the next target token (teacher forcing)"
+TARGET_SHIFT = "‖h' − h‖ / ‖h‖ of the decoder's last hidden state"
+
+
+def target_view(view: TargetAblations, precision: int, *, colour: bool, max_rows: int | None = None) -> RenderableType:
+    """An encoder-decoder's ablation measured on the decoder: a layer × head heatmap per attention when every head was
+    dropped alone; else the per-position table of the set dropped."""
+    if view.sweep:
+        return target_sweep_view(view, precision, colour=colour)
+    return target_set_view(view, precision, max_rows=max_rows)
+
+
+def _target_about(view: TargetAblations) -> Headline:
+    sizes = " · ".join(dict.fromkeys(f"{p.stack} {p.layers} layers × {p.heads} heads" for p in view.parts))
+    wrote = f" (positions {view.written[0]}-{view.written[-1]} written by the model)" if view.written else ""
+    return Headline(f"{view.model} ({view.architecture}) · {sizes}\nsource {tokens_line(view.source)}\n"
+                    f"target {tokens_line(view.target)}{wrote}")  # fmt: skip
+
+
+def target_sweep_view(view: TargetAblations, precision: int, *, colour: bool) -> RenderableType:
+    """Every head dropped alone: per attention, a layer × head heatmap of the mean KL, then the largest effects."""
+    grids: list[RenderableType] = []
+    largest = 0.0
+    for part in range(len(view.parts)):
+        if view.swept(part):
+            found = view.grid(part, lambda effect: effect.mean_kl)
+            largest = max(largest, float(np.nanmax(found)) if np.isfinite(found).any() else 0.0)
+    scale = HeatScale(largest, "kl")
+    for part, about in enumerate(view.parts):
+        layers = view.swept(part)
+        if not layers:
+            continue
+        grid = view.grid(part, lambda effect: effect.mean_kl)[list(layers)]
+        rows = [[_cell(float(value), scale, precision, colour) for value in row] for row in grid]
+        grids += [Text(f"{about.title} ({about.short}:)", style="bold"),
+                  head_grid(about.heads, rows, [f"L{layer}" for layer in layers])]  # fmt: skip
+    ranked = sorted(view.effects, key=lambda effect: -effect.mean_kl)[:LARGEST]
+    key = [legend(scale, precision, colour)] if colour else []
+    title = Text(f"Effect of dropping each head alone on the decoder: mean {KL}", style="bold")
+    return Group(_target_about(view), Text(RULE, style="dim"), title, *grids, *key, Text("largest effects:"),
+                 _target_effects_table(view, ranked, precision), _target_legend())  # fmt: skip
+
+
+def _target_effects_table(view: TargetAblations, effects: list[TargetEffect], precision: int) -> RenderableType:
+    table = compact_table()
+    add_columns(table, "heads", numeric=False)
+    add_columns(table, "shift", "KL", "Δ log p", "top changed")
+    for effect in effects:
+        delta = "—" if effect.mean_delta is None else fmt(effect.mean_delta, precision)
+        table.add_row(Text(", ".join(map(view.label, effect.dropped))), fmt(effect.mean_shift, precision),
+                      fmt(effect.mean_kl, precision), delta, f"{effect.top_changed} of {len(view.target)}")  # fmt: skip
+    return table
+
+
+def _target_legend() -> Text:
+    return column_legend(("shift", f"mean {TARGET_SHIFT} ({DROPPED})"), ("KL", f"mean {KL}"),
+                         ("Δ log p", f"mean change of the {LOGP}"),
+                         ("top changed", "positions whose most likely next token changed"))  # fmt: skip
+
+
+def target_set_view(view: TargetAblations, precision: int, *, max_rows: int | None = None) -> RenderableType:
+    """One set of heads dropped together: per target position, the token that follows, its log-probability intact
+    and dropped, the KL, the shift and the most likely next token."""
+    effect = view.effects[0]
+    table = compact_table()
+    add_columns(table, "#")
+    add_columns(table, "token", "next", numeric=False)
+    add_columns(table, "log p", "dropped", "Δ", "KL", "shift")
+    add_columns(table, "top (intact → dropped)", numeric=False)
+    rows = range(len(view.target))
+    if max_rows is not None and len(rows) > max_rows:
+        rows = range(len(view.target) - max_rows, len(view.target))
+    for i in rows:
+        following = int(view.next_ids[i])
+        known = following >= 0
+        before, after = int(effect.top[i]), int(effect.top_after[i])
+        moved = Text(f"'{label(view.top_labels[before])}' → '{label(view.top_labels[after])}'")
+        if before != after:
+            moved.append(f" {CHANGED}", style="bold")
+        numbers = [float(view.logp[i]), float(effect.logp[i]), float(effect.delta[i])]
+        table.add_row(str(i), Text(label(view.target[i])), Text(f"'{label(view.top_labels[following])}'" if known
+                      else "—"), *(fmt(x, precision) if known else "—" for x in numbers),
+                      fmt(float(effect.kl[i]), precision), fmt(float(effect.shift[i]), precision), moved)  # fmt: skip
+    summary = f"mean Δ log p {'—' if effect.mean_delta is None else fmt(effect.mean_delta, precision)}"
+    summary += f" · mean KL {fmt(effect.mean_kl, precision)} nats · mean shift {fmt(effect.mean_shift, precision)}"
+    summary += f" · top token changed at {effect.top_changed} of {len(view.target)} positions ({CHANGED})"
+    together = " together" if len(effect.dropped) > 1 else ""
+    title = f"Dropping {', '.join(map(view.label, effect.dropped))}{together}: the decoder, position by position"
+    skipped = len(view.target) - len(rows)
+    more = (
+        [Text(f"the first {skipped} positions are not shown (--rows all shows them)", style="dim")] if skipped else []
+    )
+    legend_text = column_legend(("next", "the next target token (teacher forcing)"), ("log p", "its log-probability, "
+                                "intact"), ("dropped", "with the heads dropped"), ("Δ", "dropped − intact"), ("KL", KL),
+                                ("shift", f"{TARGET_SHIFT} at the position ({DROPPED})"))  # fmt: skip
+    return Group(_target_about(view), Text(RULE, style="dim"), Text(title, style="bold"), table, legend_text, *more,
+                 Text(summary))  # fmt: skip
+
+
+def target_to_dict(view: TargetAblations) -> dict[str, Any]:
+    """The JSON object of `attnx ablate --target` (``format_version`` first; layers, heads and positions from 0;
+    ``n_layers``/``n_heads``: the encoder's, each attention's in ``attentions``)."""
+
+    def labels(ids: np.ndarray) -> list[str | None]:
+        return [view.top_labels[int(i)] if int(i) >= 0 else None for i in ids]
+
+    def effect_dict(effect: TargetEffect) -> dict[str, Any]:
+        sites = [{"stack": view.parts[p].stack, "attention": view.parts[p].kind, "layer": layer, "head": head}
+                 for p, layer, head in effect.dropped]  # fmt: skip
+        return {
+            "heads": [[layer, head] for _, layer, head in effect.dropped],
+            "sites": sites,
+            "labels": [view.label(head) for head in effect.dropped],
+            "mean_shift": effect.mean_shift,
+            "mean_kl": effect.mean_kl,
+            "mean_delta_logp": effect.mean_delta,
+            "top_changed": effect.top_changed,
+            "shift": to_plain(effect.shift),
+            "kl": to_plain(effect.kl),
+            "logp": to_plain(effect.logp),
+            "delta_logp": to_plain(effect.delta),
+            "top_after": [int(i) for i in effect.top_after],
+            "top_after_tokens": labels(effect.top_after),
+        }
+
+    first = view.parts[0]
+    read = {"source_tokens": list(view.source), "tokens": list(view.target)}
+    parts = [{"stack": p.stack, "attention": p.kind, "label": p.short, "n_layers": p.layers, "n_heads": p.heads}
+             for p in view.parts]  # fmt: skip
+    return {
+        **model_keys(view.model, view.architecture, first.layers, first.heads, **read),
+        "attentions": parts,
+        "lm_head": True,
+        "sweep": view.sweep,
+        "written": list(view.written),
+        "next": [int(i) if int(i) >= 0 else None for i in view.next_ids],
+        "next_tokens": labels(view.next_ids),
+        "logp": to_plain(view.logp),
+        "top": [int(i) for i in view.top],
+        "top_tokens": labels(view.top),
+        "ablations": [effect_dict(effect) for effect in view.effects],
     }
