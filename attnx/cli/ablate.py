@@ -184,15 +184,16 @@ def decoder_ablation(
     if generate is None:
         return ablate_target(model, source, target or "", names, layer=layer, stack=where, kind=kind, on=run.on,
                              progress=run.progress)  # fmt: skip
-    from attnx.models.generate import greedy
+    from attnx.cli.inputs import decoder_reads
 
     run.progress.description = "writing"
-    found = greedy(model, source, generate, prompt=model.decoder_prompt(), on=run.on)
-    words = model.tokenizer.of_ids(found.ids, found.prompt)
+    words, written = decoder_reads(model, source, None, generate, None, run.on)
+    if words is None:  # pragma: no cover - --generate is given here
+        raise UsageError("give --target T or --generate N")
     run.progress.description = "ablating"
     return ablate_target(model, source, words, names, layer=layer, stack=where, kind=kind,
-                         next_ids=following(found.ids), written=tuple(range(found.prompt, len(found.ids))),
-                         on=run.on, progress=run.progress)  # fmt: skip
+                         next_ids=following(words.ids), written=tuple(written), on=run.on,
+                         progress=run.progress)  # fmt: skip
 
 
 def parse_heads(values: Iterable[str]) -> list[tuple[int, int]]:
