@@ -14,10 +14,13 @@ from attnx.cli.inputs import load_input, model_session, refuse
 from attnx.cli.options import ConfigArg, OutputFormat, ReportFormat, TextsOpt
 from attnx.cli.output import warn_fully_masked
 from attnx.cli.viewflags import ReportFlags
-from attnx.errors import UsageError
+from attnx.errors import ModelError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
+
+    from attnx.models import Model
+    from attnx.models.stacks import AttentionKind
 
 ValueWeightedOpt = Annotated[
     bool,
@@ -100,13 +103,22 @@ def heads(
 def model_view(
     config: str | None, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]
 ) -> None:
-    """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
+    """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON; with
+    ``--attention``, of that kind (a decoder's reading ``--target``, or what it writes with ``--generate N``)."""
     from attnx import workflows
+    from attnx.cli.inputs import decoder_target
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
-    refuse(checkpoint.pointed(), "points at one layer; --layer all shows every layer of the model's first stack")
+    refuse({"--audio": checkpoint.audio}, "is heard by one layer's view; --layer all reads --text")
+    kind = attention_kind(checkpoint)
     with model_session(config, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
-        view = workflows.model_view(run.model, run.text, on=run.on, progress=run.progress)
+        source = run.model.encode(run.text)
+        decoder = kind is not None and stack_reads_target(run.model, kind)
+        check_target(checkpoint, decoder=decoder, multi=len(run.model.stacks) > 1)
+        target, written = decoder_target(run.model, source, checkpoint, run.on, run.progress) if decoder else (None, ())
+        run.progress.description = "layers"
+        view = workflows.model_view(run.model, source, on=run.on, progress=run.progress, kind=kind, target=target,
+                                    written=tuple(written))  # fmt: skip
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 
@@ -114,6 +126,48 @@ def model_view(
         {OutputFormat.json: lambda: dumps(render.model_view_to_dict(view))},
         lambda colour: render.model_view_table(view, colour=colour),
     )
+
+
+def attention_kind(checkpoint: ModelFlags) -> AttentionKind | None:
+    """``--attention`` as an attention kind (None: not given, the model's first stack)."""
+    from attnx.cli.inputs import flag_worded
+    from attnx.models.stacks import Address
+
+    if checkpoint.attention is None:
+        return None
+    with flag_worded("--attention: {}"):
+        return Address.parse("0", checkpoint.attention).kind
+
+
+def stack_reads_target(model: Model, kind: AttentionKind) -> bool:
+    """Whether the stack holding ``kind`` is a decoder reading a target (its layers hold a cross-attention); a model
+    without that kind is a UsageError naming what it has."""
+    from attnx.workflows.layers import stack_holding
+
+    try:
+        stack = stack_holding(model, kind)
+    except ModelError as exc:
+        raise UsageError(f"--attention {checkpoint_kind(kind)}: {exc}") from None
+    return any(not attention.is_self for attention in stack.attentions)
+
+
+def checkpoint_kind(kind: AttentionKind) -> str:
+    """``kind`` as ``--attention`` spells it: ``causal-self``."""
+    return kind.value.replace(" ", "-")
+
+
+def check_target(checkpoint: ModelFlags, *, decoder: bool, multi: bool) -> None:
+    """--target or --generate, one of them, for a decoder's attention; neither for another's."""
+    if checkpoint.target is not None and checkpoint.generate is not None:
+        raise UsageError("--generate writes the target the decoder reads; --target gives it: give one or the other")
+    if decoder and checkpoint.target is None and checkpoint.generate is None:
+        raise UsageError(f"--attention {checkpoint.attention}: the decoder reads a target text: give --target T, "
+                         "or --generate N to let it write one")  # fmt: skip
+    if not decoder:
+        where = ("the model reads --text alone" if not multi else
+                 "they go with a decoder's attention: --attention causal-self or cross")  # fmt: skip
+        refuse({"--target": checkpoint.target, "--generate": checkpoint.generate, "--language": checkpoint.language},
+               f"is what a decoder reads; {where}")  # fmt: skip
 
 
 def over_texts(texts: str, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]) -> None:

@@ -332,16 +332,7 @@ def pointed_spec(
     refuse({"--language": checkpoint.language if not decoder else None}, "is the language a decoder writes in: "
            "it goes with --target")  # fmt: skip
     progress.description = f"running the layers before {stack.name} layer {index}"
-    target, written = None, range(0)
-    if checkpoint.target is not None:
-        target = model.encode_target(checkpoint.target, language=checkpoint.language)
-    elif checkpoint.generate is not None:
-        from attnx.models.generate import greedy
-
-        prompt = model.decoder_prompt(language=checkpoint.language)
-        progress.description = "writing"
-        found = greedy(model, source, checkpoint.generate, prompt=prompt, on=on)
-        target, written = model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
+    target, written = decoder_target(model, source, checkpoint, on, progress)
     if queried is not None:
         queried((target or source).tokens)
     spec = site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)
@@ -350,6 +341,24 @@ def pointed_spec(
         source_line = f"{spec.source}, queries {written.start}-{written.stop - 1} written by the model"
         spec = dataclasses.replace(spec, source=source_line, origin=origin)
     return spec
+
+
+def decoder_target(
+    model: Model, source: Encoded | AudioInput, checkpoint: ModelFlags, on: Placement, progress: LayerProgress
+) -> tuple[Encoded | None, range]:
+    """What a decoder reads: ``--target`` (in ``--language`` where the model asks one), teacher-forced, or the tokens
+    it writes itself greedily after reading ``source`` (``--generate N``), with the positions it wrote; (None,
+    empty) without either."""
+    if checkpoint.target is not None:
+        return model.encode_target(checkpoint.target, language=checkpoint.language), range(0)
+    if checkpoint.generate is None:
+        return None, range(0)
+    from attnx.models.generate import greedy
+
+    prompt = model.decoder_prompt(language=checkpoint.language)
+    progress.description = "writing"
+    found = greedy(model, source, checkpoint.generate, prompt=prompt, on=on)
+    return model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
 
 
 def parse_address(checkpoint: ModelFlags) -> Address:

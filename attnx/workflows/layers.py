@@ -100,7 +100,7 @@ def layer_results(
     self-attention or a cross-attention, that of the stack holding it (an encoder-decoder's decoder), which reads
     ``target`` (teacher-forced; or its tokens, ``model.encode_target``) after the encoder ran over ``text`` whole.
     ``progress`` counts the layers run, the encoder's included."""
-    stack = model.stack if kind is None else _stack_holding(model, kind)
+    stack = model.stack if kind is None else stack_holding(model, kind)
     which = 0 if kind is None else stack.attention_of(kind)
     memory, words, ran = None, text, 0
     reads = next((attention.keys for attention in stack.attentions if not attention.is_self), None)
@@ -123,7 +123,7 @@ def layer_results(
         yield kept
 
 
-def _stack_holding(model: Model, kind: AttentionKind) -> Stack:
+def stack_holding(model: Model, kind: AttentionKind) -> Stack:
     """The model's first stack whose layers hold an attention of ``kind``; a ModelError naming what there is."""
     for stack in model.stacks:
         if any(attention.kind is kind for attention in stack.attentions):
@@ -179,15 +179,45 @@ def layer_attention(model: Model, text: str, layer: int, *, on: Placement = NUMP
     return compute(spec, on.engine, dtype=on.dtype, device=on.device, limits=model.limits)
 
 
-def model_view(model: Model, text: str, *, on: Placement = NUMPY, progress: Progress | None = None) -> ModelView:
-    """Every layer's heads on ``text``: their labels and entropy, each layer computed once; the sinks are key 0
-    and the special tokens the tokenizer added, as everywhere."""
-    from attnx.analysis.model_view import model_view as build
+def model_view(
+    model: Model,
+    text: str | Encoded,
+    *,
+    on: Placement = NUMPY,
+    progress: Progress | None = None,
+    kind: AttentionKind | None = None,
+    target: str | Encoded | None = None,
+    written: Sequence[int] = (),
+) -> ModelView:
+    """Every layer's heads on ``text`` (or its tokens): their labels and entropy, each layer computed once; the sinks
+    are key 0 and the special tokens the tokenizer added, as everywhere.
 
-    encoded = model.encode(text)
-    sinks = (0, *(i for i, special in enumerate(encoded.special) if special))
-    results = layer_results(model, encoded, on=on, progress=progress)
-    return build(results, model=model.checkpoint.name, architecture=model.architecture.name, sinks=sinks)
+    ``kind`` picks the attention (as ``layer_results``; None: the first stack's): a decoder's causal self-attention
+    reads ``target`` (teacher-forced; or its tokens, ``model.encode_target``; ``written``: the positions of it the
+    decoder wrote itself) after the encoder read ``text``; a cross-attention's heads are scored by how they read the
+    source (the CROSS rule: monotonicity, coverage, the weight on the source's special tokens, entropy)."""
+    from attnx.analysis.model_view import model_view as build
+    from attnx.core.measures import CROSS as CROSS_RULE
+    from attnx.core.measures import HEADS
+
+    encoded = model.encode(text) if isinstance(text, str) else text
+    stack = model.stack if kind is None else stack_holding(model, kind)
+    attention = stack.attentions[0 if kind is None else stack.attention_of(kind)]
+    words = None
+    if any(not a.is_self for a in stack.attentions):  # a decoder: its queries read the target
+        if target is None:
+            raise ModelError(f"{model.checkpoint.name}: the {stack.name} reads a target text (what the model "
+                             "writes); give one")  # fmt: skip
+        words = model.encode_target(target) if isinstance(target, str) else target
+    if attention.kind is CROSS:  # the keys are the source's: its special tokens (its end token) are the sinks
+        sinks: tuple[int, ...] = tuple(i for i, special in enumerate(encoded.special) if special)
+    else:
+        own = encoded if words is None else words
+        sinks = (0, *(i for i, special in enumerate(own.special) if special))
+    results = layer_results(model, encoded, on=on, progress=progress, kind=kind, target=words)
+    return build(results, model=model.checkpoint.name, architecture=model.architecture.name, sinks=sinks,
+                 rule=CROSS_RULE if attention.kind is CROSS else HEADS, stack=stack.name,
+                 kind=attention.kind.value, written=written, stacks=len(model.stacks))  # fmt: skip
 
 
 def rollout(model: Model, text: str | Encoded, *, on: Placement = NUMPY, progress: Progress | None = None) -> Rollout:
