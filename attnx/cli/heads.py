@@ -10,17 +10,14 @@ import typer
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
 from attnx.cli.flags import InputFlags, ModelFlags, PickFlags
-from attnx.cli.inputs import load_input, model_session, refuse
+from attnx.cli.inputs import attention_kind, load_input, model_session, reads_target, refuse
 from attnx.cli.options import ConfigArg, OutputFormat, ReportFormat, TextsOpt
 from attnx.cli.output import warn_fully_masked
 from attnx.cli.viewflags import ReportFlags
-from attnx.errors import ModelError, UsageError
+from attnx.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import RenderableType
-
-    from attnx.models import Model
-    from attnx.models.stacks import AttentionKind
 
 ValueWeightedOpt = Annotated[
     bool,
@@ -110,10 +107,10 @@ def model_view(
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
     refuse({"--audio": checkpoint.audio}, "is heard by one layer's view; --layer all reads --text")
-    kind = attention_kind(checkpoint)
+    kind = attention_kind(checkpoint.attention)
     with model_session(config, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
         source = run.model.encode(run.text)
-        decoder = kind is not None and stack_reads_target(run.model, kind)
+        decoder = kind is not None and reads_target(run.model, kind, checkpoint.attention or "")
         check_target(checkpoint, decoder=decoder, multi=len(run.model.stacks) > 1)
         target, written = decoder_target(run.model, source, checkpoint, run.on, run.progress) if decoder else (None, ())
         run.progress.description = "layers"
@@ -126,34 +123,6 @@ def model_view(
         {OutputFormat.json: lambda: dumps(render.model_view_to_dict(view))},
         lambda colour: render.model_view_table(view, colour=colour),
     )
-
-
-def attention_kind(checkpoint: ModelFlags) -> AttentionKind | None:
-    """``--attention`` as an attention kind (None: not given, the model's first stack)."""
-    from attnx.cli.inputs import flag_worded
-    from attnx.models.stacks import Address
-
-    if checkpoint.attention is None:
-        return None
-    with flag_worded("--attention: {}"):
-        return Address.parse("0", checkpoint.attention).kind
-
-
-def stack_reads_target(model: Model, kind: AttentionKind) -> bool:
-    """Whether the stack holding ``kind`` is a decoder reading a target (its layers hold a cross-attention); a model
-    without that kind is a UsageError naming what it has."""
-    from attnx.workflows.layers import stack_holding
-
-    try:
-        stack = stack_holding(model, kind)
-    except ModelError as exc:
-        raise UsageError(f"--attention {checkpoint_kind(kind)}: {exc}") from None
-    return any(not attention.is_self for attention in stack.attentions)
-
-
-def checkpoint_kind(kind: AttentionKind) -> str:
-    """``kind`` as ``--attention`` spells it: ``causal-self``."""
-    return kind.value.replace(" ", "-")
 
 
 def check_target(checkpoint: ModelFlags, *, decoder: bool, multi: bool) -> None:
@@ -171,7 +140,8 @@ def check_target(checkpoint: ModelFlags, *, decoder: bool, multi: bool) -> None:
 
 
 def over_texts(texts: str, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]) -> None:
-    """`attnx heads --model DIR --texts FILE`: every layer's heads over the texts (as `attnx detect --texts`)."""
+    """`attnx heads --model DIR --texts FILE`: every layer's heads over the texts (as `attnx detect --texts`; with
+    ``--attention``, a decoder's over each text's target or what ``--generate N`` writes)."""
     from attnx.cli.detect import detection
 
     if checkpoint.text is not None:
@@ -181,8 +151,10 @@ def over_texts(texts: str, checkpoint: ModelFlags, report: ReportFlags, *, input
     if report.heatmap:
         raise UsageError("--texts shows a grid of labels; --view heatmap draws one text's weights")
     refuse(input_flags, "changes one layer's input; --texts shows the model as it is")
-    refuse(checkpoint.pointed(), "points at one layer; --texts shows every layer of the model's first stack")
-    found, _ = detection(checkpoint.model, texts, backend=report, caps=report, quiet=report.quiet)
+    refuse({"--target": checkpoint.target, "--language": checkpoint.language, "--audio": checkpoint.audio},
+           'reads one text; with --texts, a decoder reads each line\'s "target" (or --generate N)')  # fmt: skip
+    found, _ = detection(checkpoint.model, texts, backend=report, caps=report, quiet=report.quiet,
+                         attention=checkpoint.attention, generate=checkpoint.generate)  # fmt: skip
     from attnx.render import detect as render
     from attnx.render.serialize import dumps
 

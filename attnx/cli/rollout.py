@@ -22,7 +22,7 @@ def rollout(
 
     Each layer: the heads' mean weights, half kept on the token itself (the residual), rows renormalised.
     The rollout after layer l multiplies those of layers 0..l (Abnar & Zuidema, 2020); causal models stay causal.
-    --model DIR --text "..." and the query: --token cat or --query 3 (from 0).
+    --model DIR --text "..." and the query: --token cat or --query 3 (from 0). An encoder-decoder's encoder.
     """
     require_checkpoint(checkpoint.model, "attnx rollout")
     from attnx import workflows
@@ -31,10 +31,13 @@ def rollout(
         encoded = run.model.encode(run.text)
         row = query_row(encoded.tokens, token, query)  # a token not in the text is refused before any layer runs
         found = workflows.rollout(run.model, encoded, on=run.on, progress=run.progress)
+        stack = run.model.stack.name if len(run.model.stacks) > 1 else None  # an encoder-decoder's: the encoder
     from attnx.render import rollout as render
     from attnx.render.serialize import dumps
 
     report.show(
-        {OutputFormat.json: lambda: dumps(render.rollout_to_dict(found, row))},
-        lambda colour: render.rollout_view(found, row, report.precision, colour=colour, max_rows=report.max_rows),
+        {OutputFormat.json: lambda: dumps(render.rollout_to_dict(found, row, stack))},
+        lambda colour: render.rollout_view(
+            found, row, report.precision, colour=colour, max_rows=report.max_rows, stack=stack
+        ),
     )
