@@ -53,6 +53,7 @@ def heads(
 
     Labels: self, previous-token, sink, induction, uniform, focused (thresholds in docs/commands.md).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
+    --layer all --attention cross (or causal-self) with --target T or --generate N: an encoder-decoder's decoder.
     --model DIR --texts FILE: every layer's heads over many texts, means with their spread and counts.
     --head N: head N's rows alone, in the tables and the JSON.
     """

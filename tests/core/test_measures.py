@@ -157,7 +157,7 @@ class TestMarkdown:
         assert any(row.startswith("| `share` | `write_share` |") and row.endswith("| `faint` (note) | < 0.2 |")
                    for row in heads)  # fmt: skip
 
-    @pytest.mark.parametrize("command", ["heads", "detect"])
+    @pytest.mark.parametrize("command", ["heads", "detect", "cross"])
     def test_docs_hold_the_generated_table(self, command: str) -> None:
         """docs/commands.md holds exactly the registry's table of each command between its markers."""
         text = DOC.read_text(encoding="utf-8")
