@@ -52,6 +52,7 @@ def heads(
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
 
     Labels: self, previous-token, sink, induction, uniform, focused (thresholds in docs/commands.md).
+    A cross-attention's (--attention cross): monotonic, end-sink, uniform, focused (how it reads the source).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
     --layer all --attention cross (or causal-self) with --target T or --generate N: an encoder-decoder's decoder.
     --model DIR --texts FILE: every layer's heads over many texts, means with their spread and counts.
@@ -59,7 +60,9 @@ def heads(
     """
     from attnx.analysis.heads import head_stats
     from attnx.analysis.measures import head_measures, value_shares
+    from attnx.core.measures import CROSS, HEADS
     from attnx.engines import compute
+    from attnx.models.stacks import AttentionKind
 
     layer = checkpoint.layer
     if value_weighted and report.output_format is ReportFormat.table and not report.heatmap:
@@ -78,9 +81,12 @@ def heads(
     result = compute(spec, **report.options())
     warn_fully_masked(result.fully_masked_rows, report.quiet)
     shown = pick.heads_of(result.heads)
-    stats = [s for s in head_stats(result, spec.sinks) if shown is None or s.head in shown]
+    cross = spec.origin is not None and spec.origin.attention == AttentionKind.CROSS.value
+    rule = CROSS if cross else HEADS  # a cross-attention's keys are the source: scored by how it reads it
+    sinks = spec.special_keys if cross else spec.sinks  # the source's special tokens (its end token), or key 0 too
+    stats = [s for s in head_stats(result, sinks, rule) if shown is None or s.head in shown]
     w_o = None if spec.w_o is None else spec.w_o.weight
-    measures = head_measures(result, w_o, spec.sinks)
+    measures = head_measures(result, w_o, sinks)
     shares = value_shares(result, w_o) if value_weighted else None
 
     from attnx.render import heads as render
@@ -92,10 +98,11 @@ def heads(
         from attnx.render.tables import summary_line
 
         shown = render.heads_view(stats, result, report.precision, measures=measures, shares=shares,
-                                  heatmap=report.heatmap, colour=colour, max_rows=report.max_rows)  # fmt: skip
+                                  heatmap=report.heatmap, colour=colour, max_rows=report.max_rows,
+                                  rule=rule)  # fmt: skip
         return Group(summary_line(result, spec.source), shown)
 
-    report.show({OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures, shares))}, table)
+    report.show({OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures, shares, rule))}, table)
 
 
 def model_view(

@@ -7,6 +7,7 @@ a device and a dtype; the NumPy engine on the CPU by default).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ModelError
 from attnx.models import Progress, open_model
 from attnx.models.stacks import Address, AttentionKind, Memory, Stack
+from attnx.models.tokenize import Encoded
 
 CROSS = AttentionKind.CROSS
 
@@ -29,7 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.limits import Limits
     from attnx.models import Model
     from attnx.models.audio import AudioInput
-    from attnx.models.tokenize import Encoded
 
 
 def layer_spec(
@@ -60,7 +61,8 @@ def site_spec(
     """The attention ``address`` points at (a stack, a layer, an attention kind) as a spec, everything before it run
     ``on`` the placement's engine: a decoder's over the ``target`` text (teacher-forced; or its tokens,
     ``model.encode_target``), after the encoder ran over ``text`` (or its tokens, or the audio it hears) whole;
-    another stack's over ``text``. ``progress`` counts the attentions run."""
+    another stack's over ``text``. ``progress`` counts the attentions run. A cross-attention's ``special_keys`` are
+    the source's (the tokenizer's around ``text``: its end token), its keys."""
     stack, which = address.resolve(model.stacks)
     layer = model.check_layer(address.layer, stack)
     before = layer * len(stack.attentions) + which  # the attentions of the stack that run first
@@ -80,7 +82,12 @@ def site_spec(
         forward.step()
         if progress is not None:
             progress(ran + done + 1, ran + before)
-    return forward.spec()
+    spec = forward.spec()
+    if stack.attentions[which].kind is CROSS:  # its keys are the source's: so are the special keys (its end token)
+        source = model.encode(text) if isinstance(text, str) else text
+        special = source.special if isinstance(source, Encoded) else ()  # audio has none
+        spec = dataclasses.replace(spec, special_keys=tuple(i for i, flag in enumerate(special) if flag))
+    return spec
 
 
 def layer_results(

@@ -203,3 +203,35 @@ class TestRefused:
         assert "--attention cross: " in result.stderr and "has no cross-attention; it has causal self-attention" in (
             result.stderr
         )
+
+
+class TestOneLayer:
+    @pytest.mark.parametrize("name", ["t5", "bart"])
+    def test_cross_heads_equal_measures_of_transformers_weights(
+        self, name: str, request: pytest.FixtureRequest
+    ) -> None:
+        """`heads --layer dec:-1 --attention cross`: each head scored by the cross rule, equal to the measures of
+        transformers' weights; its sinks are the source's special tokens (its end token), not key 0."""
+        reference: Seq2SeqReference = request.getfixturevalue(name)
+        out = invoke("heads", "--model", str(reference.path), "--text", TEXT, "--target", TARGET, "--layer",
+                     "dec:-1", "--attention", "cross", "--format", "json").stdout  # fmt: skip
+        data = json.loads(out)
+        assert data["thresholds"] == {"monotonic": 0.7, "end-sink": 0.5, "uniform": 0.95, "focused": 0.8}
+        assert data["sinks"] == source_specials(reference)
+        weights = reference.attentions["float64"]["cross"][-1]
+        for head, found in enumerate(data["heads"]):
+            assert_scores(found["scores"], cross_measures(weights[head], source_specials(reference)))
+
+    def test_table(self, t5: Seq2SeqReference) -> None:
+        """The label table's columns are the cross rule's; the rule line says its labels."""
+        out = invoke("heads", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "dec:-1",
+                     "--attention", "cross", columns=200).stdout  # fmt: skip
+        header = next(line for line in out.splitlines() if line.lstrip().startswith("head  label"))
+        assert header.split() == ["head", "label", "mono", "cover", "end", "unif", "std", "max", "w"]
+        assert "labels (monotonic or end-sink, the higher, else uniform, else focused): monotonic ≥ 0.7" in out
+
+    def test_causal_self_keeps_the_positional_labels(self, t5: Seq2SeqReference) -> None:
+        """The decoder's causal self-attention is labelled as any self-attention."""
+        out = invoke("heads", "--model", str(t5.path), "--text", TEXT, "--target", TARGET, "--layer", "dec:0",
+                     "--format", "json").stdout  # fmt: skip
+        assert "previous-token" in json.loads(out)["thresholds"]
