@@ -12,6 +12,10 @@ over every such position of every sequence (``mean``; ``count`` says how many po
 Beside them, per head and text: the mean weight on the sinks (key 0 and special tokens) and the mean
 normalised entropy (entropy ÷ log of the visible keys). ``spread`` is the standard deviation of the
 per-sequence means: how much a head's score moves from text to text.
+
+A decoder's cross-attention is scored by the CROSS rule instead (its keys are the source: the positional
+detectors mean nothing there): monotonicity and coverage, one value per sequence (``attnx align``'s), the
+weight on the source's special tokens and the entropy at each target position, and the max weight.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnx.analysis.heads import query_scores, target_keys
-from attnx.core.measures import DETECT
+from attnx.core.measures import DETECT, WHOLE, Rule, by_label
 from attnx.core.result import AttentionResult
 
 # The detectors, the measures and the label rule live in the measure registry (rule DETECT): a head is
@@ -72,14 +76,20 @@ def text_scores(result: AttentionResult, ids: Sequence[int], sinks: Sequence[int
 
 @dataclass(frozen=True, eq=False)
 class Detection:
-    """Every layer's heads over many sequences: ``tallies[l][h][measure]`` (layers and heads from 0)."""
+    """Every layer's heads over many sequences: ``tallies[l][h][measure]`` (layers and heads from 0), scored and
+    labelled by ``rule`` (DETECT; CROSS for a cross-attention); ``stack`` and ``kind`` say which attention of the
+    model (``AttentionKind``'s value: ``self``, ``causal self``, ``cross``), ``stacks`` how many stacks it has."""
 
     model: str
     architecture: str
     source: str  # what the sequences were: "8 random sequences of 20 tokens, repeated" or the texts' file
     sequences: int
-    tokens: int  # in all the sequences together
+    tokens: int  # in all the sequences together (a decoder's: the tokens it read)
     tallies: tuple[tuple[dict[str, Tally], ...], ...]
+    rule: Rule = DETECT
+    stack: str = ""
+    kind: str = ""
+    stacks: int = 1
 
     @property
     def layers(self) -> int:
@@ -92,15 +102,22 @@ class Detection:
         return len(self.tallies[0]) if self.tallies else 0
 
     def label(self, layer: int, head: int) -> tuple[str | None, float | None]:
-        """The head's label and its mean score: the best detector reaching its threshold, else ``sink``."""
+        """The head's label and its mean score, by the rule (DETECT: the best detector reaching its threshold, else
+        ``sink``)."""
         tally = self.tallies[layer][head]
-        found, score = DETECT.pick(lambda m: tally[m.name].mean)
+        found, score = self.rule.pick(lambda m: tally[m.name].mean)
         return (None, None) if found is None else (found.label, score)
 
-    def label_count(self, layer: int, head: int) -> int | None:
-        """How many positions the head's label rests on (None without a label)."""
+    def label_tally(self, layer: int, head: int) -> Tally | None:
+        """The tally of the measure that gives the head its label (None without a label)."""
         label, _ = self.label(layer, head)
-        return None if label is None else self.tallies[layer][head][label].count
+        return None if label is None else self.tallies[layer][head][by_label(label).name]
+
+    def label_count(self, layer: int, head: int) -> int | None:
+        """How many positions the head's label rests on (None without a label; a whole-sequence measure's: the
+        sequences)."""
+        tally = self.label_tally(layer, head)
+        return None if tally is None else tally.count
 
     def grid(self, measure: str) -> np.ndarray:
         """``[layer, head]`` of ``measure``'s mean (NaN where no position was scored)."""
@@ -119,9 +136,11 @@ class TextRecord:
 
 
 class Detector:
-    """Collects ``text_scores`` of each layer of each sequence into a ``Detection``."""
+    """Collects the scores of ``rule``'s measures of each layer of each sequence into a ``Detection``."""
 
-    def __init__(self) -> None:
+    def __init__(self, rule: Rule = DETECT) -> None:
+        self.rule = rule
+        self.measures = rule.measures
         self.tallies: list[list[dict[str, Tally]]] = []
         self.sequences = 0
         self.tokens = 0
@@ -132,20 +151,23 @@ class Detector:
         """Layer ``layer`` of one sequence (the layers of each sequence come in order, from 0; the sequences in the
         same order at every layer); returns its own per-head means (for JSONL). A sequence counts once its layer 0
         is added."""
-        scored = query_scores(result, MEASURES, sinks=sinks, ids=ids).scored
+        scored = query_scores(result, self.measures, sinks=sinks, ids=ids).scored
         if layer == len(self.tallies):
-            self.tallies.append([{name: Tally() for name in MEASURES} for _ in range(result.heads)])
+            self.tallies.append([{name: Tally() for name in self.measures} for _ in range(result.heads)])
         if layer == 0:
             self.sequences += 1
             self.tokens += len(ids)
         row = []
         for h, tallies in enumerate(self.tallies[layer]):
-            for name in MEASURES:
-                tallies[name].add(scored[name].values[h])
-            row.append({name: scored[name].mean(h) for name in MEASURES})
+            for name in self.measures:
+                values = scored[name].values[h]
+                tallies[name].add(values[~np.isnan(values)] if name in WHOLE else values)  # NaN: undefined there
+            row.append({name: scored[name].mean(h) for name in self.measures})
         return row
 
-    def done(self, *, model: str, architecture: str, source: str) -> Detection:
-        """The detection over every sequence added."""
+    def done(self, *, model: str, architecture: str, source: str, stack: str = "", kind: str = "",
+             stacks: int = 1) -> Detection:  # fmt: skip
+        """The detection over every sequence added (``stack``, ``kind``, ``stacks``: as ``Detection``'s)."""
         frozen = tuple(tuple(layer) for layer in self.tallies)
-        return Detection(model, architecture, source, self.sequences, self.tokens, frozen)
+        return Detection(model, architecture, source, self.sequences, self.tokens, frozen, self.rule, stack, kind,
+                         stacks)  # fmt: skip

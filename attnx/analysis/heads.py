@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from attnx.core.measures import HEADS, MEASURES
+from attnx.core.measures import HEADS, MEASURES, WHOLE, Rule
 from attnx.core.result import AttentionResult, row_maxima
 from attnx.core.tensors import WEIGHTS
 
@@ -27,7 +27,9 @@ from attnx.core.tensors import WEIGHTS
 THRESHOLDS: Mapping[str, float] = MappingProxyType(HEADS.thresholds())
 LABELS = HEADS.labels
 TARGETS = ("self", "previous-token", "duplicate-token", "induction")  # measures scored on one key per query
-PER_ROW = ("sink", "entropy", "max-weight")  # measures scored at every query with a choice
+PER_ROW = ("sink", "source-end", "entropy", "max-weight")  # measures scored at every query with a choice
+# WHOLE (monotonicity, coverage): one value per head of the whole sequence (attnx.analysis.alignment's), resting on
+# every query with a choice.
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,8 +195,12 @@ class Scored:
         return int(self.rows.size)
 
     def mean(self, head: int) -> float | None:
-        """Head ``head``'s score: the mean over the scored queries (None when there is none)."""
-        return float(self.values[head].mean()) if self.rows.size else None
+        """Head ``head``'s score: the mean over the scored queries (None when there is none, or the score is
+        undefined: a whole-sequence measure's NaN)."""
+        if not self.rows.size:
+            return None
+        value = float(self.values[head].mean())
+        return None if np.isnan(value) else value
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,8 +229,9 @@ def query_scores(
 ) -> QueryScores:
     """The measures ``names`` (registry names: targets, ``sink``, ``entropy``, ``max-weight``) of every head of
     ``result``, each at the queries with a choice (and, for a target, one); ``sinks`` are the keys that count
-    as sinks; ``ids`` (the key tokens' ids, for a model's whole sequence) find repeated tokens instead of the
-    token strings."""
+    as sinks (for ``source-end``, a cross-attention's: the source's special tokens); a whole-sequence measure
+    (``WHOLE``: monotonicity, coverage) is one value per head, ``[head, 1]`` (NaN: undefined); ``ids`` (the key
+    tokens' ids, for a model's whole sequence) find repeated tokens instead of the token strings."""
     weights = np.asarray(result.tensor(WEIGHTS), dtype=np.float64)  # (H, N, M): the measures read the weights
     visible = visible_keys(result).sum(axis=1)  # (N,)
     chosen = visible >= 2
@@ -248,33 +255,51 @@ def query_scores(
             scored[name] = Scored(rows, weights[:, rows, keys[rows]])  # (H, scored)
         elif name == "sink":
             scored[name] = Scored(every, sink_mass(result, weights, every, sink_keys(sinks, weights.shape[2])))
+        elif name == "source-end":
+            scored[name] = Scored(every, on_sinks(weights, every, sink_keys(sinks, weights.shape[2])))
+        elif name in WHOLE:
+            scored[name] = Scored(every, whole_scores(weights[:, every], name))
         elif name == "entropy":
             scored[name] = Scored(every, normalized[:, every])
         elif name == "max-weight":
             scored[name] = Scored(every, max_weight[:, every])
         else:
-            raise ValueError(f"{name!r} is not a measure scored per query: {', '.join((*TARGETS, *PER_ROW))}")
+            raise ValueError(f"{name!r} is not a measure scored here: {', '.join((*TARGETS, *PER_ROW, *WHOLE))}")
     return QueryScores(visible, nats, normalized, max_weight, MappingProxyType(scored))
 
 
-def pick_label(scores: Mapping[str, float | None]) -> tuple[str | None, float | None]:
-    """The label the HEADS rule gives a head with ``scores`` (keyed as ``THRESHOLDS``; see the comment above it)."""
-    found, score = HEADS.pick(lambda m: scores.get(m.key))
+def whole_scores(weights: np.ndarray, name: str) -> np.ndarray:
+    """``[head, 1]``: the whole-sequence measure ``name`` (monotonicity or coverage, as `attnx align` has them:
+    ``attnx.analysis.alignment.head_alignments``) of each head of ``weights`` ``[head, query, key]``; NaN where it
+    is undefined (no query, or a side that never moves)."""
+    from attnx.analysis.alignment import head_alignments
+
+    if weights.shape[1] == 0:
+        return np.full((weights.shape[0], 1), np.nan)
+    found = [getattr(aligned, name) for aligned in head_alignments([weights])]
+    return np.array([[np.nan if value is None else value] for value in found], dtype=np.float64)
+
+
+def pick_label(scores: Mapping[str, float | None], rule: Rule = HEADS) -> tuple[str | None, float | None]:
+    """The label ``rule`` (HEADS: see the comment above it) gives a head with ``scores`` (keyed as the measures'
+    keys)."""
+    found, score = rule.pick(lambda m: scores.get(m.key))
     return (None, None) if found is None else (found.label, score)
 
 
-def head_stats(result: AttentionResult, sinks: Sequence[int] = (0,)) -> tuple[HeadStats, ...]:
+def head_stats(result: AttentionResult, sinks: Sequence[int] = (0,), rule: Rule = HEADS) -> tuple[HeadStats, ...]:
     """The statistics, label and counts of every head of ``result`` (heads 0-based; ``sinks``: the keys whose
-    weight counts as a sink's, key 0 by default)."""
-    scored = query_scores(result, HEADS.measures, sinks=sinks)
+    weight counts as a sink's, key 0 by default; for a cross-attention, the source's special tokens), scored and
+    labelled by ``rule`` (HEADS; CROSS for a cross-attention)."""
+    scored = query_scores(result, rule.measures, sinks=sinks)
     spread = saturation(result)
-    counts = MappingProxyType({MEASURES[name].key: scored.scored[name].count for name in HEADS.measures})
+    counts = MappingProxyType({MEASURES[name].key: scored.scored[name].count for name in rule.measures})
     every = result.tensor(WEIGHTS)  # head statistics are computed from the weights
     stats = []
     for h in range(result.heads):
         weights = np.asarray(every[h], dtype=np.float64)  # (N, M)
-        scores = {MEASURES[name].key: scored.scored[name].mean(h) for name in HEADS.measures}
-        label, score = pick_label(scores)
+        scores = {MEASURES[name].key: scored.scored[name].mean(h) for name in rule.measures}
+        label, score = pick_label(scores, rule)
         visible = scored.visible
         stats.append(
             HeadStats(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnx.analysis.heads import HeadStats, head_stats
+from attnx.core.measures import HEADS, Rule
 from attnx.core.result import AttentionResult
 
 
@@ -14,8 +15,11 @@ from attnx.core.result import AttentionResult
 class ModelView:
     """``layers[l][h]``: the statistics of head ``h`` of layer ``l`` (both 0-based), as `attnx heads` has them.
 
-    The other fields say what ran: the model's folder and family, the tokens, and the first layer's
-    heads, d_k, scale, engine, device and dtype.
+    The other fields say what ran: the model's folder and family, the tokens (the queries'; ``key_tokens``, the
+    keys', differ for a cross-attention: the source's), and the first layer's heads, d_k, scale, engine, device and
+    dtype; ``stack`` and ``kind`` which stack and which of its attentions (``AttentionKind.label``: ``self``,
+    ``causal self``, ``cross``), ``rule`` the measures the heads were scored and labelled by (HEADS; CROSS for a
+    cross-attention), ``written`` the query positions the decoder wrote itself (``--generate``).
     """
 
     model: str
@@ -29,6 +33,12 @@ class ModelView:
     engine: str
     device: str
     dtype: str
+    key_tokens: tuple[str, ...] = ()
+    stack: str = ""
+    kind: str = "self"
+    rule: Rule = HEADS
+    written: tuple[int, ...] = ()
+    stacks: int = 1  # the model's stacks: with several, the header names which one this is
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """Per score (keyed as ``HeadStats.scores``), the fewest and the most queries a layer's score is the mean
@@ -41,17 +51,29 @@ class ModelView:
 
 
 def model_view(
-    results: Iterable[AttentionResult], *, model: str, architecture: str, sinks: Sequence[int] = (0,)
+    results: Iterable[AttentionResult],
+    *,
+    model: str,
+    architecture: str,
+    sinks: Sequence[int] = (0,),
+    rule: Rule = HEADS,
+    stack: str = "",
+    kind: str = "self",
+    written: Sequence[int] = (),
+    stacks: int = 1,
 ) -> ModelView:
-    """Head statistics of each layer's result, taken in order; no result is kept once read (``sinks``: the keys
-    whose weight counts as a sink's: key 0, and the model's special tokens where the caller gives them)."""
+    """Head statistics of each layer's result, taken in order, scored by ``rule``; no result is kept once read
+    (``sinks``: the keys whose weight counts as a sink's: key 0, and the model's special tokens where the caller
+    gives them; for a cross-attention, the source's special tokens). ``stack``, ``kind`` and ``written`` say what
+    the results are of, ``stacks`` how many the model has (see ``ModelView``)."""
     layers: list[tuple[HeadStats, ...]] = []
     about: dict[str, Any] = {}  # ModelView fields, read from the first layer's result
     for result in results:
         if not about:
-            about = {name: getattr(result, name) for name in ("tokens", "heads", "d_k", "scale", "scale_mode",
-                                                              "engine", "device", "dtype")}  # fmt: skip
-        layers.append(head_stats(result, sinks))
+            about = {name: getattr(result, name) for name in ("tokens", "key_tokens", "heads", "d_k", "scale",
+                                                              "scale_mode", "engine", "device", "dtype")}  # fmt: skip
+        layers.append(head_stats(result, sinks, rule))
     if not layers:
         raise ValueError("a model view needs at least one layer")
-    return ModelView(model=model, architecture=architecture, layers=tuple(layers), **about)
+    return ModelView(model=model, architecture=architecture, layers=tuple(layers), stack=stack, kind=kind,
+                     rule=rule, written=tuple(written), stacks=stacks, **about)  # fmt: skip

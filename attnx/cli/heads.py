@@ -10,7 +10,7 @@ import typer
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
 from attnx.cli.flags import InputFlags, ModelFlags, PickFlags
-from attnx.cli.inputs import load_input, model_session, refuse
+from attnx.cli.inputs import attention_kind, load_input, model_session, reads_target, refuse
 from attnx.cli.options import ConfigArg, OutputFormat, ReportFormat, TextsOpt
 from attnx.cli.output import warn_fully_masked
 from attnx.cli.viewflags import ReportFlags
@@ -52,13 +52,17 @@ def heads(
     """Per head: entropy, max weight, top key and effective keys per query; scale diagnostics; a pattern label.
 
     Labels: self, previous-token, sink, induction, uniform, focused (thresholds in docs/commands.md).
+    A cross-attention's (--attention cross): monotonic, end-sink, uniform, focused (how it reads the source).
     --model DIR --text "..." --layer L: layer L of a local checkpoint; --layer all: every layer's heads in a grid.
+    --layer all --attention cross (or causal-self) with --target T or --generate N: an encoder-decoder's decoder.
     --model DIR --texts FILE: every layer's heads over many texts, means with their spread and counts.
     --head N: head N's rows alone, in the tables and the JSON.
     """
     from attnx.analysis.heads import head_stats
     from attnx.analysis.measures import head_measures, value_shares
+    from attnx.core.measures import CROSS, HEADS
     from attnx.engines import compute
+    from attnx.models.stacks import AttentionKind
 
     layer = checkpoint.layer
     if value_weighted and report.output_format is ReportFormat.table and not report.heatmap:
@@ -77,9 +81,12 @@ def heads(
     result = compute(spec, **report.options())
     warn_fully_masked(result.fully_masked_rows, report.quiet)
     shown = pick.heads_of(result.heads)
-    stats = [s for s in head_stats(result, spec.sinks) if shown is None or s.head in shown]
+    cross = spec.origin is not None and spec.origin.attention == AttentionKind.CROSS.value
+    rule = CROSS if cross else HEADS  # a cross-attention's keys are the source: scored by how it reads it
+    sinks = spec.special_keys if cross else spec.sinks  # the source's special tokens (its end token), or key 0 too
+    stats = [s for s in head_stats(result, sinks, rule) if shown is None or s.head in shown]
     w_o = None if spec.w_o is None else spec.w_o.weight
-    measures = head_measures(result, w_o, spec.sinks)
+    measures = head_measures(result, w_o, sinks)
     shares = value_shares(result, w_o) if value_weighted else None
 
     from attnx.render import heads as render
@@ -91,22 +98,33 @@ def heads(
         from attnx.render.tables import summary_line
 
         shown = render.heads_view(stats, result, report.precision, measures=measures, shares=shares,
-                                  heatmap=report.heatmap, colour=colour, max_rows=report.max_rows)  # fmt: skip
+                                  heatmap=report.heatmap, colour=colour, max_rows=report.max_rows,
+                                  rule=rule)  # fmt: skip
         return Group(summary_line(result, spec.source), shown)
 
-    report.show({OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures, shares))}, table)
+    report.show({OutputFormat.json: lambda: dumps(render.heads_to_dict(stats, result, measures, shares, rule))}, table)
 
 
 def model_view(
     config: str | None, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]
 ) -> None:
-    """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON."""
+    """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON; with
+    ``--attention``, of that kind (a decoder's reading ``--target``, or what it writes with ``--generate N``)."""
     from attnx import workflows
+    from attnx.cli.inputs import decoder_reads
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
-    refuse(checkpoint.pointed(), "points at one layer; --layer all shows every layer of the model's first stack")
+    kind = attention_kind(checkpoint.attention)
     with model_session(config, checkpoint, backend=report, caps=report, task="layers", quiet=report.quiet) as run:
-        view = workflows.model_view(run.model, run.text, on=run.on, progress=run.progress)
+        source = run.source()  # the text's tokens, or the audio a speech model hears
+        decoder = kind is not None and reads_target(run.model, kind, checkpoint.attention or "")
+        check_target(checkpoint, decoder=decoder, multi=len(run.model.stacks) > 1)
+        run.progress.description = "writing" if decoder and checkpoint.generate is not None else "layers"
+        target, written = (decoder_reads(run.model, source, checkpoint.target, checkpoint.generate,
+                                         checkpoint.language, run.on) if decoder else (None, range(0)))  # fmt: skip
+        run.progress.description = "layers"
+        view = workflows.model_view(run.model, source, on=run.on, progress=run.progress, kind=kind, target=target,
+                                    written=tuple(written))  # fmt: skip
     from attnx.render import model as render
     from attnx.render.serialize import dumps
 
@@ -116,8 +134,23 @@ def model_view(
     )
 
 
+def check_target(checkpoint: ModelFlags, *, decoder: bool, multi: bool) -> None:
+    """--target or --generate, one of them, for a decoder's attention; neither for another's."""
+    if checkpoint.target is not None and checkpoint.generate is not None:
+        raise UsageError("--generate writes the target the decoder reads; --target gives it: give one or the other")
+    if decoder and checkpoint.target is None and checkpoint.generate is None:
+        raise UsageError(f"--attention {checkpoint.attention}: the decoder reads a target text: give --target T, "
+                         "or --generate N to let it write one")  # fmt: skip
+    if not decoder:
+        where = ("the model reads --text alone" if not multi else
+                 "they go with a decoder's attention: --attention causal-self or cross")  # fmt: skip
+        refuse({"--target": checkpoint.target, "--generate": checkpoint.generate, "--language": checkpoint.language},
+               f"is what a decoder reads; {where}")  # fmt: skip
+
+
 def over_texts(texts: str, checkpoint: ModelFlags, report: ReportFlags, *, input_flags: dict[str, object]) -> None:
-    """`attnx heads --model DIR --texts FILE`: every layer's heads over the texts (as `attnx detect --texts`)."""
+    """`attnx heads --model DIR --texts FILE`: every layer's heads over the texts (as `attnx detect --texts`; with
+    ``--attention``, a decoder's over each text's target or what ``--generate N`` writes)."""
     from attnx.cli.detect import detection
 
     if checkpoint.text is not None:
@@ -127,8 +160,10 @@ def over_texts(texts: str, checkpoint: ModelFlags, report: ReportFlags, *, input
     if report.heatmap:
         raise UsageError("--texts shows a grid of labels; --view heatmap draws one text's weights")
     refuse(input_flags, "changes one layer's input; --texts shows the model as it is")
-    refuse(checkpoint.pointed(), "points at one layer; --texts shows every layer of the model's first stack")
-    found, _ = detection(checkpoint.model, texts, backend=report, caps=report, quiet=report.quiet)
+    refuse({"--target": checkpoint.target, "--language": checkpoint.language, "--audio": checkpoint.audio},
+           'reads one text; with --texts, a decoder reads each line\'s "target" (or --generate N)')  # fmt: skip
+    found, _ = detection(checkpoint.model, texts, backend=report, caps=report, quiet=report.quiet,
+                         attention=checkpoint.attention, generate=checkpoint.generate)  # fmt: skip
     from attnx.render import detect as render
     from attnx.render.serialize import dumps
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.io.schema import InputOverrides
     from attnx.models import Model
     from attnx.models.audio import AudioInput
-    from attnx.models.stacks import Address
+    from attnx.models.stacks import Address, AttentionKind
     from attnx.models.tokenize import Encoded
 
 ALL = "all"
@@ -408,3 +408,26 @@ def parse_address(checkpoint: ModelFlags) -> Address:
     with flag_worded("--attention: {}"):
         kind = Address.parse("0", checkpoint.attention).kind
     return dataclasses.replace(address, kind=kind)
+
+
+def attention_kind(attention: str | None) -> AttentionKind | None:
+    """``--attention`` as an attention kind (None: not given: the model's first stack)."""
+    from attnx.models.stacks import Address
+
+    if attention is None:
+        return None
+    with flag_worded("--attention: {}"):
+        return Address.parse("0", attention).kind
+
+
+def reads_target(model: Model, kind: AttentionKind, attention: str) -> bool:
+    """Whether the stack holding ``kind`` is a decoder reading a target; a model without ``kind`` is a UsageError
+    naming what it has."""
+    from attnx.errors import ModelError
+    from attnx.workflows.layers import stack_holding
+
+    try:
+        stack = stack_holding(model, kind)
+    except ModelError as exc:
+        raise UsageError(f"--attention {attention}: {exc}") from None
+    return any(not held.is_self for held in stack.attentions)

@@ -32,10 +32,13 @@ def rollout(
         encoded = run.source()
         row = query_row(encoded.tokens, token, query)  # a token not in the text is refused before any layer runs
         found = workflows.rollout(run.model, encoded, on=run.on, progress=run.progress)
+        stack = run.model.stack.name if len(run.model.stacks) > 1 else None  # an encoder-decoder's: the encoder
     from attnx.render import rollout as render
     from attnx.render.serialize import dumps
 
     report.show(
-        {OutputFormat.json: lambda: dumps(render.rollout_to_dict(found, row))},
-        lambda colour: render.rollout_view(found, row, report.precision, colour=colour, max_rows=report.max_rows),
+        {OutputFormat.json: lambda: dumps(render.rollout_to_dict(found, row, stack))},
+        lambda colour: render.rollout_view(
+            found, row, report.precision, colour=colour, max_rows=report.max_rows, stack=stack
+        ),
     )

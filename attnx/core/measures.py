@@ -139,6 +139,30 @@ _ALL = (
         header="share",
         key="write_share",
     ),
+    # A cross-attention's key axis is the source, not the queries' own sequence: the positional measures above
+    # mean nothing there. These score how a head reads the source instead (`attnx align` shows them too).
+    Measure(
+        "monotonicity",
+        "Spearman's correlation of each target position with the source position it weighs most, per sequence",
+        "Spearman of target position and the source position it weighs most: 1 walks the source in order",
+        threshold=0.7,
+        label="monotonic",
+        header="mono",
+    ),
+    Measure(
+        "coverage",
+        "the share of source positions some target position weighs most, per sequence",
+        "share of the source's positions some target token weighs most",
+        header="cover",
+    ),
+    Measure(
+        "source-end",
+        "the weight on the source's special tokens (its end token `</s>`, BART's `<s>` too)",
+        "mean weight on the source's special tokens (its end token)",
+        threshold=0.5,
+        label="end-sink",
+        header="end",
+    ),
 )
 
 MEASURES: dict[str, Measure] = {measure.name: measure for measure in _ALL}
@@ -219,7 +243,16 @@ DETECT = Rule(
     "the best detector reaching its threshold, else sink",
     by_name=True,
 )
-RULES = {rule.command: rule for rule in (HEADS, DETECT)}
+# A cross-attention's heads (`heads --attention cross`, its model view, `detect --attention cross`): how they read
+# the source. Its scores are keyed by name in `detect`'s JSON and by key in `heads`' (as each command's own rule).
+CROSS = Rule(
+    "cross",
+    ("monotonicity", "coverage", "source-end", "entropy", "max-weight"),
+    (("monotonicity", "source-end"), ("entropy",), ("max-weight",)),
+    "monotonic or end-sink, the higher, else uniform, else focused",
+)
+WHOLE = ("monotonicity", "coverage")  # measures of a head's whole sequence, one value a sequence (not a query)
+RULES = {rule.command: rule for rule in (HEADS, DETECT, CROSS)}
 # What `attnx heads` shows of what the heads write, in order, and the notes it gives: sink and faint.
 WRITES = HEADS.writes
 NOTES = HEADS.notes

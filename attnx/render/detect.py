@@ -9,14 +9,14 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from attnx.analysis.detect import Detection, TextRecord
-from attnx.core.measures import DETECT, MEASURES
+from attnx.core.measures import MEASURES
 from attnx.render.heads import NONE, cell, plain_number
 from attnx.render.heatmap import HeatScale, legend
 from attnx.render.layout import Headline, add_columns, compact_table
 from attnx.render.model import CODES, coded_cell, codes_line, head_grid, model_keys
 from attnx.render.serialize import FORMAT_VERSION, dumps
 
-MEANINGS = {name: MEASURES[name].description for name in DETECT.measures}
+MEANINGS = {name: measure.description for name, measure in MEASURES.items()}
 
 
 def detection_view(
@@ -31,17 +31,25 @@ def detection_view(
         for layer in range(view.layers)
     ]  # fmt: skip
     plural = "s" if view.sequences != 1 else ""
-    about = (f"{view.model} ({view.architecture}) · {view.layers} layers × {view.heads} heads · "
+    where = f" · {view.stack} {view.kind}-attention" if view.stacks > 1 else ""
+    about = (f"{view.model} ({view.architecture}){where} · {view.layers} layers × {view.heads} heads · "
              f"{view.source}: {view.sequences} sequence{plural}, {view.tokens:,} tokens")  # fmt: skip
+    rule = view.rule
+    meanings = (
+        [Text("; ".join(f"{name}: {MEANINGS[name]}" for name in rule.measures), style="dim")]
+        if rule.command == "cross"
+        else []
+    )
     return Group(
         Headline(about),
         Text(f"Heads found: each head's label over its {measure} ({MEANINGS[measure]})", style="bold"),
         head_grid(view.heads, rows),
         legend(scale, precision, colour),
         Text(
-            f"labels: {DETECT.words} ({DETECT.rules_text()}); {codes_line(DETECT.labels)}; {NONE} none",
+            f"labels: {rule.words} ({rule.rules_text()}); {codes_line(rule.labels)}; {NONE} none",
             style="dim",
         ),
+        *meanings,
         found_table(view, precision, max_rows),
     )
 
@@ -59,7 +67,9 @@ def found_table(view: Detection, precision: int, max_rows: int | None = None) ->
     add_columns(table, "mean", "spread", "positions", "sequences")
     shown = labelled if max_rows is None else labelled[:max_rows]
     for layer, h, label, score in shown:
-        tally = view.tallies[layer][h][label]
+        tally = view.label_tally(layer, h)
+        if tally is None:  # pragma: no cover - a labelled head has the tally of its label
+            continue
         table.add_row(f"L{layer}H{h}", label, cell(score, precision), cell(tally.spread, precision),
                       f"{tally.count:,}", str(len(tally.per_text)))  # fmt: skip
     more = len(labelled) - len(shown)
@@ -73,18 +83,21 @@ def _tally(view: Detection, layer: int, h: int, name: str) -> dict[str, Any]:
 
 
 def detection_to_dict(view: Detection) -> dict[str, Any]:
-    """The JSON object of `attnx detect` (``format_version`` first; layers and heads from 0)."""
+    """The JSON object of `attnx detect` (``format_version`` first; layers and heads from 0): ``stack`` and
+    ``attention`` say which attention of the model, each head's measures are its rule's (keyed by name)."""
     return {
         **model_keys(view.model, view.architecture, view.layers, view.heads, source=view.source,
                      sequences=view.sequences, tokens=view.tokens),
-        "thresholds": DETECT.thresholds(),
+        "stack": view.stack,
+        "attention": view.kind,
+        "thresholds": view.rule.thresholds(),
         "layers": [
             {
                 "layer": layer,
                 "heads": [
                     {"head": h, "label": view.label(layer, h)[0], "label_score": view.label(layer, h)[1],
                      "label_count": view.label_count(layer, h),
-                     **{name: _tally(view, layer, h, name) for name in DETECT.measures}}
+                     **{name: _tally(view, layer, h, name) for name in view.rule.measures}}
                     for h in range(view.heads)
                 ],
             }

@@ -14,6 +14,7 @@ from rich.text import Text
 from attnx.analysis.heads import HeadStats
 from attnx.analysis.measures import HeadMeasures
 from attnx.core.measures import FORMER_KEYS, HEADS, MEASURES, NOTES, WRITES, Measure
+from attnx.core.measures import Rule as LabelRule
 from attnx.core.result import AttentionResult
 from attnx.core.rows import Rows, after_gap
 from attnx.core.tensors import WEIGHTS
@@ -31,19 +32,33 @@ T = TypeVar("T")
 # The label table's score columns, from the registry: every score of the HEADS rule but the max weight, which
 # comes last, beside the scaled scores' std (the saturation pair). Headers fit 80 columns.
 LAST = MEASURES["max-weight"]
-SCORE_COLUMNS = tuple(MEASURES[name] for name in HEADS.measures if name != LAST.name)
 COUNTS_ROW = "queries"  # the footer of the label table: how many queries each score is the mean of
+
+
+def score_columns(rule: LabelRule = HEADS) -> tuple[Measure, ...]:
+    """The label table's score columns of ``rule`` (HEADS; CROSS for a cross-attention): its scores but the max
+    weight."""
+    return tuple(MEASURES[name] for name in rule.measures if name != LAST.name)
+
+
+SCORE_COLUMNS = score_columns(HEADS)
 
 
 def _named(m: Measure) -> str:
     return m.header if m.label in (None, m.header) else f"{m.header} ({m.label})"
 
 
-SCORE_MEANINGS = (
-    "scores (the label's own in bold), each a mean over the queries that see two keys or more and, for a target "
-    f"key, have one ({COUNTS_ROW}: how many): "
-    + meanings([*((_named(m), m.description) for m in (*SCORE_COLUMNS, LAST)), ("std", "of the scaled scores")])
-)
+def score_meanings(rule: LabelRule = HEADS) -> str:
+    """What the label table's scores of ``rule`` mean, in one paragraph."""
+    whole = "" if rule is HEADS else " (mono and cover: of the whole target)"
+    named = [(_named(m), m.description) for m in (*score_columns(rule), LAST)]
+    return (
+        "scores (the label's own in bold), each a mean over the queries that see two keys or more and, for a target "
+        f"key, have one ({COUNTS_ROW}: how many){whole}: " + meanings([*named, ("std", "of the scaled scores")])
+    )
+
+
+SCORE_MEANINGS = score_meanings(HEADS)
 
 
 def cell(value: float | None, precision: int) -> str:
@@ -56,14 +71,15 @@ def queries_text(count: int | None) -> str:
     return "no query" if count is None else f"{count:,} quer{'y' if count == 1 else 'ies'}"
 
 
-def thresholds_line() -> Text:
-    """The label rules in one line: the positional labels first, then uniform, then focused."""
-    return Text(f"labels ({HEADS.words}): {HEADS.rules_text()}", style="dim")
+def thresholds_line(rule: LabelRule = HEADS) -> Text:
+    """The label rules in one line: the positional labels first, then uniform, then focused (``rule``'s: a
+    cross-attention's, monotonic or end-sink first)."""
+    return Text(f"labels ({rule.words}): {rule.rules_text()}", style="dim")
 
 
-def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
-    """One row per head: its label and score, every label's score, and the saturation numbers; the last row
-    says how many queries each score is the mean of (the same for every head of one input)."""
+def labels_table(stats: Sequence[HeadStats], precision: int, rule: LabelRule = HEADS) -> Table:
+    """One row per head: its label and score, every label's score (``rule``'s), and the saturation numbers; the
+    last row says how many queries each score is the mean of (the same for every head of one input)."""
     counts = stats[0].counts if stats else {}
 
     def count(m: Measure) -> str:
@@ -72,7 +88,8 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
     table = compact_table("Heads", show_footer=True)
     table.add_column("head", justify="right", style=LABEL, no_wrap=True)
     table.add_column("label", no_wrap=True, header_style=LABEL, footer=COUNTS_ROW, footer_style="dim")
-    for m in SCORE_COLUMNS:
+    columns = score_columns(rule)
+    for m in columns:
         table.add_column(m.header, justify="right", no_wrap=True, header_style=LABEL, footer=count(m),
                          footer_style="dim")  # fmt: skip
     table.add_column("std", justify="right", no_wrap=True, header_style=LABEL)
@@ -86,7 +103,7 @@ def labels_table(stats: Sequence[HeadStats], precision: int) -> Table:
         table.add_row(
             f"H{s.head}",
             Text(s.label or NONE, style="bold" if s.label else "dim"),
-            *(score(s, m.key) for m in SCORE_COLUMNS),
+            *(score(s, m.key) for m in columns),
             cell(s.scaled_std, precision),
             score(s, LAST.key),
         )
@@ -181,14 +198,17 @@ def heads_view(
     heatmap: bool = False,
     colour: bool = True,
     max_rows: int | None = None,
+    rule: LabelRule = HEADS,
 ) -> RenderableType:
-    """Everything `attnx heads` prints: the label table, what the heads write (with ``measures``), then per head
-    its queries (or its weights as heatmaps, followed by the value-weighted ``shares`` ``[head, query, key]``),
-    for the heads of ``stats`` (every head, or those picked).
+    """Everything `attnx heads` prints: the label table (``rule``'s scores and labels: HEADS, or CROSS for a
+    cross-attention), what the heads write (with ``measures``), then per head its queries (or its weights as
+    heatmaps, followed by the value-weighted ``shares`` ``[head, query, key]``), for the heads of ``stats`` (every
+    head, or those picked).
 
     Per-query tables and heatmaps of more than ``max_rows`` queries (None: no limit) show both ends.
     """
-    parts: list[RenderableType] = [labels_table(stats, precision), Text(SCORE_MEANINGS, style="dim"), thresholds_line()]
+    parts: list[RenderableType] = [labels_table(stats, precision, rule), Text(score_meanings(rule), style="dim"),
+                                   thresholds_line(rule)]  # fmt: skip
     if measures is not None:
         parts += [writes_table(stats, measures, precision), writes_lines(measures)]
     if heatmap:
@@ -289,8 +309,10 @@ def heads_to_dict(
     result: AttentionResult,
     measures: HeadMeasures | None = None,
     shares: np.ndarray | None = None,
+    rule: LabelRule = HEADS,
 ) -> dict[str, Any]:
-    """The JSON object of `attnx heads --format json` (``format_version`` first)."""
+    """The JSON object of `attnx heads --format json` (``format_version`` first; ``rule``, the scores' and labels':
+    a cross-attention's thresholds are CROSS's)."""
     sinks = {} if measures is None else {"sinks": list(measures.sinks)}
     by_value = {} if shares is None else {"value_weighted": to_plain(shares)}
     return {
@@ -301,7 +323,7 @@ def heads_to_dict(
         "d_k": result.d_k,
         "scale": result.scale,
         "scale_mode": result.scale_mode,
-        "thresholds": thresholds_json(),
+        "thresholds": thresholds_json() if rule is HEADS else rule.thresholds(),
         **sinks,
         "heads": [head_to_dict(s, result, measures) for s in stats],
         **by_value,

@@ -21,7 +21,7 @@ from attnx.models.architecture import ModelInfo
 from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
-from attnx.render.layout import Headline
+from attnx.render.layout import Headline, add_columns, compact_table
 from attnx.render.serialize import FORMAT_VERSION
 from attnx.text import NAME_LIMIT, label
 
@@ -317,7 +317,9 @@ def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True
     """The layer × head grid: each cell a head's label code over its mean normalised entropy.
 
     With colour the entropy is drawn on a heatmap cell (dark: one key, bright: uniform), its number
-    black or white, whichever reads on the cell (see ``attnx.render.colours``).
+    black or white, whichever reads on the cell (see ``attnx.render.colours``). A stack's attention other than the
+    model's first names the stack and the kind in the header; a cross-attention's heads are labelled by how they
+    read the source (the CROSS rule), its other measures said in the legend.
     """
     scale = HeatScale(1.0, "entropy")
     rows = [
@@ -325,23 +327,48 @@ def model_view_table(view: ModelView, precision: int = 2, *, colour: bool = True
          for s in stats]
         for stats in view.layers
     ]  # fmt: skip
-    codes = codes_line(HEAD_LABELS)
+    codes = codes_line(view.rule.labels)
+    where = f" · {view.stack} {view.kind}-attention" if view.stacks > 1 else ""
     about = (
-        f"{view.model} ({view.architecture}) · {len(view.tokens)} tokens · {len(view.layers)} layers × "
+        f"{view.model} ({view.architecture}){where} · {len(view.tokens)} tokens · {len(view.layers)} layers × "
         f"{view.heads} heads · {view.engine} {view.dtype} {view.device}"
     )
+    lines: list[RenderableType] = [Headline(about), Text(tokens_line(view.tokens), style="dim")]
+    if view.kind == "cross":
+        lines.append(Text(tokens_line(view.key_tokens).replace("tokens:", "source:", 1), style="dim"))
+    if view.written:
+        lines.append(Text(f"queries {view.written[0]}-{view.written[-1]} written by the model", style="dim"))
+    if view.rule is HEADS:
+        legend = (f"labels as in attnx heads ({codes}; {NONE} none); entropy: mean over queries of entropy ÷ "
+                  "log(visible keys), 0 = one key, 1 = uniform")  # fmt: skip
+        extra: list[RenderableType] = []
+    else:
+        legend = (f"labels: {view.rule.words} ({view.rule.rules_text()}; {codes}; {NONE} none); entropy: mean over "
+                  "target tokens of entropy ÷ log(source tokens), 0 = one source token, 1 = uniform")  # fmt: skip
+        extra = [Text("; ".join(f"{MEASURES[name].header}: {MEASURES[name].description}"
+                                for name in view.rule.measures), style="dim"),
+                 whole_table(view, precision)]  # fmt: skip
     return Group(
-        Headline(about),
-        Text(tokens_line(view.tokens), style="dim"),
+        *lines,
         Text("Model view: each head's pattern label over its mean normalised entropy", style="bold"),
         head_grid(view.heads, rows),
-        Text(
-            f"labels as in attnx heads ({codes}; {NONE} none); entropy: mean over queries of entropy ÷ "
-            "log(visible keys), 0 = one key, 1 = uniform",
-            style="dim",
-        ),
+        Text(legend, style="dim"),
         Text(counts_line(view), style="dim"),
+        *extra,
     )
+
+
+def whole_table(view: ModelView, precision: int) -> Table:
+    """Every head of a cross-attention's model view, a row each: its label and each measure of its rule."""
+    measures = [MEASURES[name] for name in view.rule.measures]
+    table = compact_table()
+    add_columns(table, "head", "label", numeric=False)
+    add_columns(table, *(m.header for m in measures))
+    for layer, stats in enumerate(view.layers):
+        for s in stats:
+            table.add_row(f"L{layer}H{s.head}", s.label or NONE, *(cell(s.scores.get(m.key), precision)
+                                                                   for m in measures))  # fmt: skip
+    return table
 
 
 def counts_line(view: ModelView) -> str:
@@ -354,7 +381,7 @@ def counts_line(view: ModelView) -> str:
         return f"{low:,}" + (f"–{high:,}" if high != low else "")
 
     base = text(ENTROPY.key)  # every query with a choice
-    fewer = [f"{CODES[label]} {text(label)}" for label in HEAD_LABELS if text(label) != base]
+    fewer = [f"{CODES[label]} {text(label)}" for label in view.rule.labels if text(label) != base]
     return f"queries behind each label: {base}" + (f" ({', '.join(fewer)})" if fewer else "")
 
 
@@ -373,16 +400,22 @@ def _summary(s: HeadStats) -> dict[str, Any]:
 
 
 def model_view_to_dict(view: ModelView) -> dict[str, Any]:
-    """The JSON object of `attnx heads --layer all --format json` (layers and heads 0-based)."""
+    """The JSON object of `attnx heads --layer all --format json` (layers and heads 0-based): ``stack`` and
+    ``attention`` say which attention of the model it is; a cross-attention's adds the source's ``key_tokens`` and
+    its heads' scores are the CROSS rule's."""
+    source = {"key_tokens": list(view.key_tokens)} if view.kind == "cross" else {}
     return {
-        **model_keys(view.model, view.architecture, len(view.layers), view.heads, tokens=list(view.tokens)),
+        **model_keys(view.model, view.architecture, len(view.layers), view.heads, tokens=list(view.tokens), **source),
+        "stack": view.stack,
+        "attention": view.kind,
+        "written": list(view.written),
         "d_k": view.d_k,
         "scale": view.scale,
         "scale_mode": view.scale_mode,
         "engine": view.engine,
         "device": view.device,
         "dtype": view.dtype,
-        "thresholds": thresholds_json(),
+        "thresholds": thresholds_json() if view.rule is HEADS else view.rule.thresholds(),
         "layers": [
             {
                 "layer": layer,

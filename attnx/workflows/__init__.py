@@ -23,6 +23,7 @@ __all__ = [
     "check_heads",
     "compare_models",
     "detect",
+    "detect_decoder",
     "layer_attention",
     "layer_results",
     "layer_spec",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnx.workflows.detection import detect
+    from attnx.workflows.detection import detect, detect_decoder
     from attnx.workflows.effects import ablate, check_heads
     from attnx.workflows.layers import (
         alignment,
@@ -56,6 +57,7 @@ _LAZY = {
     "check_heads": "attnx.workflows.effects",
     "compare_models": "attnx.workflows.model_diff",
     "detect": "attnx.workflows.detection",
+    "detect_decoder": "attnx.workflows.detection",
     "alignment": "attnx.workflows.layers",
     "layer_attention": "attnx.workflows.layers",
     "layer_results": "attnx.workflows.layers",

@@ -1,7 +1,8 @@
 """Head detection on a model: its sequences (texts, or random tokens repeated) run through every layer in lockstep.
 
-``detect`` makes the sequences and calls ``detect_heads``, which runs them and scores each layer as it goes; the
-values it returns (``Detection``, ``TextRecord``) and the scores live in ``attnx.analysis.detect``.
+``detect`` makes the sequences and calls ``detect_heads``, which runs them and scores each layer as it goes;
+``detect_decoder`` scores an encoder-decoder's decoder over texts and their targets; the values they return
+(``Detection``, ``TextRecord``) and the scores live in ``attnx.analysis.detect``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from attnx.core.tensors import MASK, WEIGHTS
 from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ChoiceError, ModelError
 from attnx.models import Model, Progress
+from attnx.models.stacks import AttentionKind
 from attnx.models.tokenize import Encoded
 
 
@@ -94,4 +96,91 @@ def detect_heads(
             TextRecord(first + i, encoded.tokens, mine)
             for i, (encoded, mine) in enumerate(zip(batch, own, strict=True))
         ]
-    return detector.done(model=model.checkpoint.name, architecture=model.architecture.name, source=source), records
+    found = detector.done(
+        model=model.checkpoint.name,
+        architecture=model.architecture.name,
+        source=source,
+        stack=model.stack.name,
+        kind=model.stack.attentions[0].kind.value,
+        stacks=len(model.stacks),
+    )
+    return found, records
+
+
+def decoder_targets(
+    model: Model,
+    sources: Sequence[Encoded],
+    targets: Sequence[str | None] | None,
+    *,
+    generate: int | None = None,
+    source: str = "the texts",
+    on: Placement = NUMPY,
+) -> Iterator[Encoded]:
+    """What the decoder reads after each of ``sources``: its target (teacher-forced) or, with ``generate``, up to
+    that many tokens it writes itself greedily (transformers' ``generate(do_sample=False, num_beams=1)``). A text
+    without a target (and no ``generate``) is a ModelError naming its place in ``source``."""
+    from attnx.models.generate import greedy
+
+    for index, encoded in enumerate(sources):
+        if generate is not None:
+            found = greedy(model, encoded, generate, prompt=model.decoder_prompt(), on=on)
+            yield model.tokenizer.of_ids(found.ids, found.prompt)
+            continue
+        target = None if targets is None else targets[index]
+        if target is None:
+            raise ModelError(f'{source}, text {index} (from 0): no target for the decoder to read: give each line a '
+                             '"target" beside its "text" (JSON Lines), or --generate N')  # fmt: skip
+        try:
+            yield model.encode_target(target)
+        except ModelError as exc:
+            raise ModelError(f"{source}, text {index} (from 0), its target: {exc}") from None
+
+
+def detect_decoder(
+    model: Model,
+    texts: Sequence[str],
+    targets: Sequence[str | None] | None = None,
+    *,
+    kind: AttentionKind,
+    generate: int | None = None,
+    source: str = "the texts",
+    on: Placement = NUMPY,
+    progress: Progress | None = None,
+) -> tuple[Detection, list[TextRecord]]:
+    """Head detection on an encoder-decoder's decoder: its attention of ``kind`` over each text's target (teacher-
+    forced; or, with ``generate``, what it writes itself), after the encoder read the text. A cross-attention is
+    scored by the CROSS rule (monotonicity, coverage, the weight on the source's special tokens, entropy, max
+    weight; the source's special tokens are its sinks); a causal self-attention by `detect`'s own detectors over
+    the target (its sinks: key 0 and the target's special tokens). Each record holds the decoder's tokens.
+
+    The texts run one after the other, each through the encoder and then every decoder layer;
+    ``progress`` counts the layers run, text after text."""
+    from attnx.core.measures import CROSS as CROSS_RULE
+    from attnx.core.measures import DETECT
+    from attnx.workflows.layers import layer_results, stack_holding
+
+    stack = stack_holding(model, kind)
+    encoder = next(s for s in model.stacks if s is not stack)
+    cross = kind is AttentionKind.CROSS
+    sources = list(encoded_texts(model, texts, source))
+    words = list(decoder_targets(model, sources, targets, generate=generate, source=source, on=on))
+    detector, records = Detector(CROSS_RULE if cross else DETECT), list[TextRecord]()
+    per_text = encoder.layers + stack.layers
+    for index, (encoded, target) in enumerate(zip(sources, words, strict=True)):
+        own: list[list[dict[str, float | None]]] = []
+        if cross:  # the keys are the source's: its special tokens (its end token) are the sinks
+            sinks: tuple[int, ...] = tuple(i for i, special in enumerate(encoded.special) if special)
+        else:
+            sinks = (0, *(i for i, special in enumerate(target.special) if special))
+
+        def step(done: int, _total: int, first: int = index * per_text) -> None:
+            if progress is not None:
+                progress(first + done, len(sources) * per_text)
+
+        results = layer_results(model, encoded, on=on, needs=(WEIGHTS, MASK), progress=step, kind=kind, target=target)
+        for layer, result in enumerate(results):
+            own.append(detector.add(layer, result, [int(i) for i in target.ids], sinks))
+        records.append(TextRecord(index, target.tokens, own))
+    found = detector.done(model=model.checkpoint.name, architecture=model.architecture.name, source=source,
+                          stack=stack.name, kind=kind.value, stacks=len(model.stacks))  # fmt: skip
+    return found, records

@@ -7,6 +7,7 @@ a device and a dtype; the NumPy engine on the CPU by default).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ModelError
 from attnx.models import Progress, open_model
 from attnx.models.stacks import Address, AttentionKind, Memory, Stack
+from attnx.models.tokenize import Encoded
 
 CROSS = AttentionKind.CROSS
 
@@ -29,7 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.limits import Limits
     from attnx.models import Model
     from attnx.models.audio import AudioInput
-    from attnx.models.tokenize import Encoded
 
 
 def layer_spec(
@@ -60,7 +61,8 @@ def site_spec(
     """The attention ``address`` points at (a stack, a layer, an attention kind) as a spec, everything before it run
     ``on`` the placement's engine: a decoder's over the ``target`` text (teacher-forced; or its tokens,
     ``model.encode_target``), after the encoder ran over ``text`` (or its tokens, or the audio it hears) whole;
-    another stack's over ``text``. ``progress`` counts the attentions run."""
+    another stack's over ``text``. ``progress`` counts the attentions run. A cross-attention's ``special_keys`` are
+    the source's (the tokenizer's around ``text``: its end token), its keys."""
     stack, which = address.resolve(model.stacks)
     layer = model.check_layer(address.layer, stack)
     before = layer * len(stack.attentions) + which  # the attentions of the stack that run first
@@ -70,7 +72,12 @@ def site_spec(
         forward.step()
         if progress is not None:
             progress(ran + done + 1, ran + before)
-    return forward.spec()
+    spec = forward.spec()
+    if stack.attentions[which].kind is CROSS:  # its keys are the source's: so are the special keys (its end token)
+        source = model.encode(text) if isinstance(text, str) else text
+        special = source.special if isinstance(source, Encoded) else ()  # audio has none
+        spec = dataclasses.replace(spec, special_keys=tuple(i for i, flag in enumerate(special) if flag))
+    return spec
 
 
 def layer_results(
@@ -183,15 +190,45 @@ def layer_attention(model: Model, text: str, layer: int, *, on: Placement = NUMP
     return compute(spec, on.engine, dtype=on.dtype, device=on.device, limits=model.limits)
 
 
-def model_view(model: Model, text: str, *, on: Placement = NUMPY, progress: Progress | None = None) -> ModelView:
-    """Every layer's heads on ``text``: their labels and entropy, each layer computed once; the sinks are key 0
-    and the special tokens the tokenizer added, as everywhere."""
-    from attnx.analysis.model_view import model_view as build
+def model_view(
+    model: Model,
+    text: str | Encoded | AudioInput,
+    *,
+    on: Placement = NUMPY,
+    progress: Progress | None = None,
+    kind: AttentionKind | None = None,
+    target: str | Encoded | None = None,
+    written: Sequence[int] = (),
+) -> ModelView:
+    """Every layer's heads on ``text`` (or its tokens): their labels and entropy, each layer computed once; the sinks
+    are key 0 and the special tokens the tokenizer added, as everywhere.
 
-    encoded = model.encode(text)
-    sinks = (0, *(i for i, special in enumerate(encoded.special) if special))
-    results = layer_results(model, encoded, on=on, progress=progress)
-    return build(results, model=model.checkpoint.name, architecture=model.architecture.name, sinks=sinks)
+    ``kind`` picks the attention (as ``layer_results``; None: the first stack's): a decoder's causal self-attention
+    reads ``target`` (teacher-forced; or its tokens, ``model.encode_target``; ``written``: the positions of it the
+    decoder wrote itself) after the encoder read ``text``; a cross-attention's heads are scored by how they read the
+    source (the CROSS rule: monotonicity, coverage, the weight on the source's special tokens, entropy)."""
+    from attnx.analysis.model_view import model_view as build
+    from attnx.core.measures import CROSS as CROSS_RULE
+    from attnx.core.measures import HEADS
+
+    encoded = model.encode(text) if isinstance(text, str) else text
+    stack = model.stack if kind is None else stack_holding(model, kind)
+    attention = stack.attentions[0 if kind is None else stack.attention_of(kind)]
+    words = None
+    if any(not a.is_self for a in stack.attentions):  # a decoder: its queries read the target
+        if target is None:
+            raise ModelError(f"{model.checkpoint.name}: the {stack.name} reads a target text (what the model "
+                             "writes); give one")  # fmt: skip
+        words = model.encode_target(target) if isinstance(target, str) else target
+    if attention.kind is CROSS:  # the keys are the source's: its special tokens (its end token) are the sinks
+        sinks: tuple[int, ...] = tuple(i for i, special in enumerate(encoded.special) if special)
+    else:
+        own = encoded if words is None else words
+        sinks = (0, *(i for i, special in enumerate(own.special) if special))
+    results = layer_results(model, encoded, on=on, progress=progress, kind=kind, target=words)
+    return build(results, model=model.checkpoint.name, architecture=model.architecture.name, sinks=sinks,
+                 rule=CROSS_RULE if attention.kind is CROSS else HEADS, stack=stack.name,
+                 kind=attention.kind.value, written=written, stacks=len(model.stacks))  # fmt: skip
 
 
 def rollout(

@@ -255,8 +255,8 @@ class TestShared:
         assert scored["entropy"].rows.tolist() == list(range(6))
 
     def test_unknown_measure_is_refused(self) -> None:
-        """A measure not scored per query (write) is a ValueError naming those that are."""
-        with pytest.raises(ValueError, match="'write' is not a measure scored per query: self, previous-token"):
+        """A measure not scored from the weights (write) is a ValueError naming those that are."""
+        with pytest.raises(ValueError, match="'write' is not a measure scored here: self, previous-token"):
             query_scores(compute(pattern_spec("self")), ("write",))
 
 

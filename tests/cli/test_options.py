@@ -31,7 +31,7 @@ from attnx.cli.options import (
     choices,
 )
 from attnx.core.choices import DTYPES, ENGINE_NAMES, KERNEL_DTYPES, LAYOUTS, PAIRINGS, SCALE_MODES
-from attnx.core.measures import DETECT, markdown_table
+from attnx.core.measures import CROSS, DETECT, markdown_table
 from tests.runner import run_attnx
 
 DOC = Path(__file__).parents[2] / "docs" / "commands.md"
@@ -43,7 +43,7 @@ FROM_REGISTRIES: dict[type[Enum], tuple[str, ...]] = {
     KernelDtype: KERNEL_DTYPES,
     Layout: LAYOUTS,
     RopePairs: PAIRINGS,
-    Measure: (GRID_MEASURE, *(name for name in DETECT.measures if name != GRID_MEASURE)),
+    Measure: tuple(dict.fromkeys((GRID_MEASURE, *DETECT.measures, *CROSS.measures))),
 }
 # The command line's own choices, written out where they are declared: what it writes and how it draws, the devices
 # (``auto`` and torch's, whose module imports torch) and the layouts of a bare array (checked below).
@@ -105,9 +105,10 @@ class TestChoices:
         assert [member.value for member in choice] == list(FROM_REGISTRIES[choice])
 
     def test_measures_are_detects(self) -> None:
-        """detect's --measure offers exactly the measures `detect` scores heads by, its default first."""
-        assert sorted(member.value for member in Measure) == sorted(DETECT.measures)
-        assert inspect.signature(function("detect")).parameters["measure"].default is Measure(GRID_MEASURE)
+        """detect's --measure offers exactly the measures `detect` scores heads by (a cross-attention's too), its
+        default first; none given, the grid shows the rule's default."""
+        assert sorted(member.value for member in Measure) == sorted({*DETECT.measures, *CROSS.measures})
+        assert inspect.signature(function("detect")).parameters["measure"].default is None
 
     def test_own_choices_agree_where_a_registry_exists(self) -> None:
         """The layouts of a bare array are the reader's; the devices, ``auto`` and torch's (when torch is here)."""
@@ -163,7 +164,7 @@ class TestDocs:
         assert found and sorted(quoted(found[1])) == sorted(DTYPES)
 
     def test_detect_measures_table_lists_the_choices(self) -> None:
-        """The measures table of `detect` (generated from the registry, tests/core/test_measures.py) lists exactly
-        the measures --measure offers."""
-        rows = markdown_table("detect").splitlines()[2:]
-        assert sorted(quoted(row.split(" | ")[0])[0] for row in rows) == sorted(member.value for member in Measure)
+        """The measures tables of `detect` and of a cross-attention (generated from the registry,
+        tests/core/test_measures.py) list exactly the measures --measure offers."""
+        rows = markdown_table("detect").splitlines()[2:] + markdown_table("cross").splitlines()[2:]
+        assert sorted({quoted(row.split(" | ")[0])[0] for row in rows}) == sorted(member.value for member in Measure)

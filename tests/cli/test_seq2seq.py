@@ -125,12 +125,14 @@ class TestAddressing:
 
 class TestEncoderCommands:
     def test_model_view_reads_the_encoder(self, t5: Seq2SeqReference) -> None:
-        """`heads --layer all` shows the encoder's layers × heads; --target is refused there, naming why."""
+        """`heads --layer all` shows the encoder's layers × heads; --target without a decoder's attention is refused
+        there, naming why."""
         out = invoke("heads", "--model", str(t5.path), "--text", TEXT, "--layer", "all", "--format", "json").stdout
         assert len(json.loads(out)["layers"]) == 2
         result = invoke("heads", "--model", str(t5.path), "--text", TEXT, "--layer", "all", "--target", "a", code=2)
-        assert "--target points at one layer; --layer all shows every layer of the model's first stack" in (
-            result.stderr
+        assert (
+            "--target is what a decoder reads; they go with a decoder's attention: --attention causal-self or "
+            "cross" in result.stderr
         )
 
     def test_ablate_measures_the_encoders_output_only(self, t5: Seq2SeqReference) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from attnx.core.measures import (
     CODES,
+    CROSS,
     DETECT,
     FORMER_KEYS,
     HEADS,
@@ -42,7 +43,7 @@ class TestEntries:
 
     def test_codes_fit_the_grid(self) -> None:
         """Every label a grid shows has a code of five characters at most (twelve heads in 80 columns)."""
-        assert set(CODES) == set(HEADS.labels) | set(DETECT.labels)
+        assert set(CODES) == set(HEADS.labels) | set(DETECT.labels) | set(CROSS.labels)
         assert all(1 <= len(code) <= 5 for code in CODES.values())
 
     def test_derived_spellings(self) -> None:
@@ -60,6 +61,9 @@ class TestEntries:
             "sink-by-value": (None, "sink_mass_by_value", ""),
             "write": (None, "write", ""),
             "share": ("faint", "write_share", ""),
+            "monotonicity": ("monotonic", "monotonic", "mono"),
+            "coverage": (None, "coverage", ""),
+            "source-end": ("end-sink", "end-sink", "end"),
         }
         made = Measure("made-up", "x", "y", threshold=0.5, header="made")
         assert (made.label, made.key, made.code) == ("made-up", "made-up", "made")
@@ -153,7 +157,7 @@ class TestMarkdown:
         assert any(row.startswith("| `share` | `write_share` |") and row.endswith("| `faint` (note) | < 0.2 |")
                    for row in heads)  # fmt: skip
 
-    @pytest.mark.parametrize("command", ["heads", "detect"])
+    @pytest.mark.parametrize("command", ["heads", "detect", "cross"])
     def test_docs_hold_the_generated_table(self, command: str) -> None:
         """docs/commands.md holds exactly the registry's table of each command between its markers."""
         text = DOC.read_text(encoding="utf-8")
