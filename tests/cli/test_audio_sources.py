@@ -43,7 +43,7 @@ class TestRollout:
         expected = rollout([w.mean(axis=0) for w in whisper.attentions["float64"]["encoder"]], found.tokens)
         np.testing.assert_allclose(found.layers, expected.layers, rtol=1e-9, atol=1e-12)
         shown = invoke("rollout", "--model", str(whisper.path), "--audio", str(whisper.wav), "--query", "3").stdout
-        assert "Attention rollout of query 3 '0.06s' after each layer" in shown
+        assert "Attention rollout of query 3 '0.06s' after each encoder layer" in shown
         top = shown.split("the keys that reach it most:")[1].splitlines()[3].split()
         assert top[1] == found.tokens[int(np.argmax(found.final[3]))]
 
