@@ -67,3 +67,18 @@ class TestDiff:
             whisper.attentions["float64"]["encoder"], theirs, strict=True)])  # fmt: skip
         np.testing.assert_allclose(grid, expected, rtol=1e-9, atol=1e-12)
         assert not grid[0].any() and grid[1].min() > 0 and data["stack"] == "encoder"
+
+
+class TestModelView:
+    def test_encoder_and_cross_attention(self, whisper: WhisperReference) -> None:
+        """`heads --layer all --audio`: the encoder's heads over the audio's positions, each head's mean largest
+        weight that of transformers' weights; with --attention cross and --target, the decoder's layers over them."""
+        base = ["heads", "--model", str(whisper.path), "--audio", str(whisper.wav), "--layer", "all", "-f", "json"]
+        data = json.loads(invoke(*base).stdout)
+        found = np.array([[head["mean_max_weight"] for head in layer["heads"]] for layer in data["layers"]])
+        expected = np.array([w.max(axis=-1).mean(axis=-1) for w in whisper.attentions["float64"]["encoder"]])
+        np.testing.assert_allclose(found, expected, rtol=1e-9, atol=1e-12)
+        assert (data["stack"], data["attention"], len(data["tokens"])) == ("encoder", "self", 1500)
+        cross = json.loads(invoke(*base, "--attention", "cross", "--target", "the cat sat", "--language", "en").stdout)
+        assert (cross["stack"], cross["attention"], len(cross["layers"])) == ("decoder", "cross", 3)
+        assert cross["key_tokens"][:2] == ["0.00s", "0.02s"] and cross["tokens"][1] == "<|en|>"
