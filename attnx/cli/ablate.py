@@ -10,8 +10,8 @@ import typer
 
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
-from attnx.cli.flags import TextFlags
-from attnx.cli.inputs import flag_worded, model_session, require_checkpoint
+from attnx.cli.flags import LanguageOpt, SourceFlags
+from attnx.cli.inputs import flag_worded, model_session, refuse, require_checkpoint
 from attnx.cli.options import OutputFormat, View
 from attnx.cli.viewflags import ReportFlags
 from attnx.errors import ChoiceError, UsageError
@@ -65,12 +65,13 @@ DEFAULTS = ReportFlags(precision=3, view=View.heatmap)  # a layer × head heatma
 @grouped
 def ablate(
     *,
-    checkpoint: TextFlags,
+    checkpoint: SourceFlags,
     head: HeadOpt = None,
     layer: LayerOpt = None,
     attention: AttentionOpt = None,
     target: TargetOpt = None,
     generate: GenerateOpt = None,
+    language: LanguageOpt = None,
     report: ReportFlags = DEFAULTS,
 ) -> None:
     """Drop heads and measure the whole model: its last hidden state and, with an LM head, its next-token guesses.
@@ -80,6 +81,7 @@ def ablate(
     Per token: the shift ‖h' − h‖ / ‖h‖, the KL of the next-token distribution (nats) and its top token.
     An encoder-decoder with --target T drops heads of any attention (enc:L0H1, dec:L1H2, cross:L1H2).
     Then it measures the decoder: per target position also the log-probability of the next target token.
+    A speech model (Whisper) hears --audio FILE.wav in place of --text (its decoder writing in --language).
     """
     require_checkpoint(checkpoint.model, "attnx ablate")
     from attnx import workflows
@@ -101,10 +103,11 @@ def ablate(
         with flag_worded("--head {}"):
             if target is None and generate is None:
                 dropped = first_stack(run.model, names, kind, part)
-                found = workflows.ablate(run.model, run.text, dropped, layer=at, on=run.on,
+                refuse({"--language": language}, "is the language a decoder writes in: it goes with --target")
+                found = workflows.ablate(run.model, run.source(), dropped, layer=at, on=run.on,
                                          progress=run.progress)  # fmt: skip
             else:
-                found = decoder_ablation(run, names, where, at, kind, target, generate)
+                found = decoder_ablation(run, names, where, at, kind, target, generate, language)
     from attnx.analysis.effects import TargetAblations
     from attnx.render import effects as render
     from attnx.render.serialize import dumps
@@ -174,20 +177,23 @@ def decoder_ablation(
     kind: AttentionKind | None,
     target: str | None,
     generate: int | None,
+    language: str | None,
 ) -> TargetAblations:
-    """An encoder-decoder's ablation measured on its decoder reading ``target`` (or what it writes, ``generate``)."""
+    """An encoder-decoder's ablation measured on its decoder reading ``target`` (or what it writes, ``generate``), in
+    ``language`` where the model asks one (a multilingual Whisper)."""
     from attnx.workflows.target_effects import ablate_target, following
 
     model = run.model
     model.encoder_decoder("--target and --generate are for an encoder-decoder's decoder")
-    source = model.encode(run.text)
+    source = run.source()  # the text's tokens, or the audio a speech model hears
     if generate is None:
-        return ablate_target(model, source, target or "", names, layer=layer, stack=where, kind=kind, on=run.on,
+        read = target or "" if language is None else model.encode_target(target or "", language=language)
+        return ablate_target(model, source, read, names, layer=layer, stack=where, kind=kind, on=run.on,
                              progress=run.progress)  # fmt: skip
     from attnx.cli.inputs import decoder_reads
 
     run.progress.description = "writing"
-    words, written = decoder_reads(model, source, None, generate, None, run.on)
+    words, written = decoder_reads(model, source, None, generate, language, run.on)
     if words is None:  # pragma: no cover - --generate is given here
         raise UsageError("give --target T or --generate N")
     run.progress.description = "ablating"

@@ -15,6 +15,7 @@ from attnx.analysis.effects import Ablations, Effect, Head, log_softmax
 from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ChoiceError, LimitError, UsageError
 from attnx.models import ForwardPass, Model, Progress
+from attnx.models.audio import AudioInput
 from attnx.models.tokenize import Encoded
 
 
@@ -37,21 +38,21 @@ def check_heads(model: Model, heads: Iterable[Head]) -> tuple[Head, ...]:
 
 def ablate(
     model: Model,
-    text: str,
+    text: str | Encoded | AudioInput,
     heads: Iterable[Head] | None = None,
     *,
     layer: int | None = None,
     on: Placement = NUMPY,
     progress: Progress | None = None,
 ) -> Ablations:
-    """The effect on the model's outputs for ``text`` of dropping ``heads`` together, or, without them, of
-    each head alone (of ``layer`` only, when given)."""
+    """The effect on the model's outputs for ``text`` (or its tokens, or the audio a speech model hears) of dropping
+    ``heads`` together, or, without them, of each head alone (of ``layer`` only, when given)."""
     if heads is not None and layer is not None:
         raise UsageError("name the heads to drop together, or a layer whose heads drop one by one, not both")
     sets = [check_heads(model, heads)] if heads is not None else None
     if layer is not None:
         layer = model.check_layer(layer)
-    encoded = model.encode(text)
+    encoded = model.encode(text) if isinstance(text, str) else text
     return ablations(model, encoded, sets, layers=None if layer is None else [layer], on=on,
                      progress=progress)  # fmt: skip
 
@@ -111,7 +112,7 @@ def batch_size(model: Model, tokens: int) -> int:
 
 def ablations(
     model: Model,
-    encoded: Encoded,
+    encoded: Encoded | AudioInput,
     sets: Iterable[tuple[Head, ...]] | None = None,
     *,
     layers: Iterable[int] | None = None,
@@ -128,7 +129,7 @@ def ablations(
     measured)."""
     from attnx.models.lockstep import batches
 
-    arch, n = model.architecture, len(encoded.ids)
+    arch, n = model.architecture, len(encoded.tokens)
     lm_head = model.predicts
     swept = range(model.layers) if layers is None else sorted(set(layers))
     todo = [tuple(sorted(s)) for s in sets] if sets is not None else [

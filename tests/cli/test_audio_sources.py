@@ -12,7 +12,7 @@ import pytest
 from attnx.analysis.measures import rollout
 from attnx.analysis.model_diff import js_divergence
 from tests.cli.test_model import invoke
-from tests.models.whisper_checkpoints import WhisperReference, run_whisper
+from tests.models.whisper_checkpoints import TARGET, WhisperReference, run_whisper
 
 ENCODER_Q = "model.encoder.layers.1.self_attn.q_proj.weight"
 
@@ -82,3 +82,21 @@ class TestModelView:
         cross = json.loads(invoke(*base, "--attention", "cross", "--target", "the cat sat", "--language", "en").stdout)
         assert (cross["stack"], cross["attention"], len(cross["layers"])) == ("decoder", "cross", 3)
         assert cross["key_tokens"][:2] == ["0.00s", "0.02s"] and cross["tokens"][1] == "<|en|>"
+
+
+class TestAblate:
+    def test_speech_model(self, whisper: WhisperReference) -> None:
+        """`ablate --audio`: the encoder's heads one by one; with --target and --language, the decoder's next-token
+        log-probabilities, intact equal to transformers' on the prompt and the target, moved by a cross head."""
+        from attnx.analysis.effects import log_softmax
+
+        base = ["ablate", "--model", str(whisper.path), "--audio", str(whisper.wav), "-f", "json"]
+        encoder = json.loads(invoke(*base, "--layer", "0").stdout)
+        assert len(encoder["ablations"]) == 3 and len(encoder["tokens"]) == 1500  # layer 0's heads, one by one
+        data = json.loads(invoke(*base, "--target", TARGET, "--language", "en", "--head", "cross:L1H2").stdout)
+        ids, logp = whisper.decoder_ids, log_softmax(whisper.logits["float64"])
+        expected = [logp[i, ids[i + 1]] for i in range(len(ids) - 1)]
+        assert data["next"][: len(expected)] == ids[1:]
+        np.testing.assert_allclose(data["logp"][: len(expected)], expected, rtol=0, atol=1e-10)
+        assert data["ablations"][0]["labels"] == ["cross:L1H2"] and max(map(abs, data["ablations"][0]["delta_logp"]
+                                                                              [: len(expected)])) > 0  # fmt: skip
