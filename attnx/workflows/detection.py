@@ -14,7 +14,7 @@ from attnx.core.tensors import MASK, WEIGHTS
 from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ChoiceError, ModelError
 from attnx.models import Model, Progress
-from attnx.models.stacks import AttentionKind
+from attnx.models.stacks import AttentionKind, InputKind
 from attnx.models.tokenize import Encoded
 
 
@@ -53,12 +53,23 @@ def detect(
 ) -> tuple[Detection, list[TextRecord]]:
     """Head detection over ``texts`` (named ``source`` in the result) or, without them, over ``samples`` random
     sequences of ``length`` tokens repeated (seeded by ``seed``); with each sequence's own record."""
+    reads_text(model)
     if texts is not None:
         sequences = encoded_texts(model, texts, source)
     else:
         sequences = repeated_sequences(model, samples=samples, length=length, seed=seed)
         source = f"random sequences of {length} tokens, each repeated"
     return detect_heads(model, sequences, source=source, on=on, progress=progress)
+
+
+def reads_text(model: Model) -> None:
+    """A ModelError where the model's first stack does not read text (a speech model's encoder hears audio): detection
+    runs texts and token sequences."""
+    first = model.stacks[0]
+    if first.reads is not InputKind.TEXT:
+        raise ModelError(f"{model.checkpoint.name}: its {first.name} hears {first.reads.value}, and detection runs "
+                         "texts and token sequences; show its heads on a recording with heads --layer all --audio "
+                         "FILE")  # fmt: skip
 
 
 def detect_heads(
@@ -155,6 +166,7 @@ def detect_decoder(
 
     The texts run one after the other, each through the encoder and then every decoder layer;
     ``progress`` counts the layers run, text after text."""
+    reads_text(model)
     from attnx.core.measures import CROSS as CROSS_RULE
     from attnx.core.measures import DETECT
     from attnx.workflows.layers import layer_results, stack_holding

@@ -100,3 +100,12 @@ class TestAblate:
         np.testing.assert_allclose(data["logp"][: len(expected)], expected, rtol=0, atol=1e-10)
         assert data["ablations"][0]["labels"] == ["cross:L1H2"] and max(map(abs, data["ablations"][0]["delta_logp"]
                                                                               [: len(expected)])) > 0  # fmt: skip
+
+
+class TestDetect:
+    @pytest.mark.parametrize("args", [(), ("--attention", "cross", "--generate", "2", "--texts", "configs/texts.txt")])
+    def test_refused_for_a_speech_model(self, whisper: WhisperReference, args: tuple[str, ...]) -> None:
+        """Detection runs texts and token sequences: a speech model is one line, exit 2, saying what shows its heads."""
+        refused = invoke("detect", "--model", str(whisper.path), *args, code=2)
+        assert refused.stderr.startswith("attnx: error: ") and refused.stderr.count("\n") == 1
+        assert "its encoder hears audio, and detection runs texts and token sequences" in refused.stderr
