@@ -9,7 +9,7 @@ import typer
 
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
-from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags
+from attnx.cli.flags import AudioOpt, CapFlags, CheckpointFlags, EngineFlags, LanguageOpt
 from attnx.cli.inputs import (
     STDIN,
     attention_kind,
@@ -17,6 +17,7 @@ from attnx.cli.inputs import (
     open_checkpoint,
     progress_for,
     reads_target,
+    refuse,
     require_checkpoint,
 )
 from attnx.cli.options import OutputFormat, PrecisionOpt, RecordFormat, TextsOpt, choices
@@ -74,6 +75,8 @@ def detect(
     measure: MeasureOpt = None,
     attention: AttentionOpt = None,
     generate: GenerateOpt = None,
+    audio: AudioOpt = None,
+    language: LanguageOpt = None,
     backend: EngineFlags,
     precision: PrecisionOpt = 2,
     output_format: DetectFormatOpt = RecordFormat.table,
@@ -89,9 +92,15 @@ def detect(
     Of an encoder-decoder, --attention cross or causal-self scores the decoder's heads over each text's target.
     The targets: --texts as JSON Lines with a "text" and a "target" on each line, or --generate N (greedy).
     A cross-attention's heads: monotonicity, coverage, the weight on the source's end token, entropy.
+    A speech model (Whisper) hears --audio FILE.wav, its decoder reading each line of --texts (or --generate N).
     """
-    found, records = detection(checkpoint.model, texts, backend, caps, quiet=display.quiet, samples=samples,
-                               length=length, seed=seed, attention=attention, generate=generate)  # fmt: skip
+    if audio is not None:
+        found, records = heard_detection(checkpoint.model, audio, texts, backend, caps, quiet=display.quiet,
+                                         attention=attention, generate=generate, language=language)  # fmt: skip
+    else:
+        refuse({"--language": language}, "is the language a speech model's decoder writes in: it goes with --audio")
+        found, records = detection(checkpoint.model, texts, backend, caps, quiet=display.quiet, samples=samples,
+                                   length=length, seed=seed, attention=attention, generate=generate)  # fmt: skip
     shown = grid_measure(found, measure)
     from attnx.render import detect as render
     from attnx.render.serialize import dumps
@@ -104,6 +113,49 @@ def detect(
         },
         lambda colour: render.detection_view(found, shown, precision, colour=colour, max_rows=display.max_rows),
     )
+
+
+def heard_detection(
+    model: str | None,
+    audio: str,
+    texts: str | None,
+    backend: EngineFlags,
+    caps: CapFlags,
+    *,
+    quiet: bool,
+    attention: str | None,
+    generate: int | None,
+    language: str | None,
+) -> tuple[Detection, list[TextRecord]]:
+    """`detect --audio FILE`: a speech model's decoder, its attention of ``--attention``'s kind, reading each line of
+    ``--texts`` (a line's text, or its "target") after the encoder heard the recording, or what it writes
+    (``--generate N``): which cross-attention heads follow the audio in time."""
+    from attnx import workflows
+    from attnx.cli.output import warn
+    from attnx.io.audio import read_wav
+    from attnx.io.texts import read_pairs
+    from attnx.models.stacks import AttentionKind
+
+    path = require_checkpoint(model, "--audio")
+    kind = attention_kind(attention)
+    if kind is None or kind is AttentionKind.SELF:
+        raise UsageError("--audio: detect scores a speech model's decoder over the recording: give --attention cross "
+                         "or causal-self (heads --layer all --audio FILE shows the encoder's heads)")  # fmt: skip
+    if (texts is None) == (generate is None):
+        raise UsageError("--audio: the decoder reads the lines of --texts FILE (each a transcript) or writes "
+                         "--generate N tokens: give one of them")  # fmt: skip
+    limits = caps.limits()
+    wav = read_wav(audio, limits)
+    pairs = None if texts is None else read_pairs(texts, limits)
+    targets = None if pairs is None else [text if target is None else target for text, target in pairs]
+    with open_checkpoint(path, backend, limits) as opened, progress_for("detecting over targets", quiet) as bar:
+        heard = opened.encode_audio(wav.samples)
+        for note in () if quiet else (*wav.notes, *heard.warnings):
+            warn(note)
+        source = f"{audio}, heard once for every target" if targets is not None else f"{audio}"
+        return workflows.detect_decoder(opened, [], targets, kind=kind, generate=generate, source=source,
+                                        on=backend.placement(), progress=bar, heard=heard,
+                                        language=language)  # fmt: skip
 
 
 def grid_measure(found: Detection, measure: Measure | None) -> str:

@@ -14,6 +14,7 @@ from attnx.core.tensors import MASK, WEIGHTS
 from attnx.engines.placement import NUMPY, Placement
 from attnx.errors import ChoiceError, ModelError
 from attnx.models import Model, Progress
+from attnx.models.audio import AudioInput
 from attnx.models.stacks import AttentionKind, InputKind
 from attnx.models.tokenize import Encoded
 
@@ -120,21 +121,23 @@ def detect_heads(
 
 def decoder_targets(
     model: Model,
-    sources: Sequence[Encoded],
+    sources: Sequence[Encoded | AudioInput],
     targets: Sequence[str | None] | None,
     *,
     generate: int | None = None,
+    language: str | None = None,
     source: str = "the texts",
     on: Placement = NUMPY,
 ) -> Iterator[Encoded]:
     """What the decoder reads after each of ``sources``: its target (teacher-forced) or, with ``generate``, up to
-    that many tokens it writes itself greedily (transformers' ``generate(do_sample=False, num_beams=1)``). A text
-    without a target (and no ``generate``) is a ModelError naming its place in ``source``."""
+    that many tokens it writes itself greedily (transformers' ``generate(do_sample=False, num_beams=1)``), in
+    ``language`` where the model asks one. A text without a target (and no ``generate``) is a ModelError naming its
+    place in ``source``."""
     from attnx.models.generate import greedy
 
     for index, encoded in enumerate(sources):
         if generate is not None:
-            found = greedy(model, encoded, generate, prompt=model.decoder_prompt(), on=on)
+            found = greedy(model, encoded, generate, prompt=model.decoder_prompt(language=language), on=on)
             yield model.tokenizer.of_ids(found.ids, found.prompt)
             continue
         target = None if targets is None else targets[index]
@@ -142,7 +145,7 @@ def decoder_targets(
             raise ModelError(f'{source}, text {index} (from 0): no target for the decoder to read: give each line a '
                              '"target" beside its "text" (JSON Lines), or --generate N')  # fmt: skip
         try:
-            yield model.encode_target(target)
+            yield model.encode_target(target, language=language)
         except ModelError as exc:
             raise ModelError(f"{source}, text {index} (from 0), its target: {exc}") from None
 
@@ -157,16 +160,21 @@ def detect_decoder(
     source: str = "the texts",
     on: Placement = NUMPY,
     progress: Progress | None = None,
+    heard: AudioInput | None = None,
+    language: str | None = None,
 ) -> tuple[Detection, list[TextRecord]]:
     """Head detection on an encoder-decoder's decoder: its attention of ``kind`` over each text's target (teacher-
-    forced; or, with ``generate``, what it writes itself), after the encoder read the text. A cross-attention is
-    scored by the CROSS rule (monotonicity, coverage, the weight on the source's special tokens, entropy, max
-    weight; the source's special tokens are its sinks); a causal self-attention by `detect`'s own detectors over
-    the target (its sinks: key 0 and the target's special tokens). Each record holds the decoder's tokens.
+    forced; or, with ``generate``, what it writes itself), after the encoder read the text. A speech model's encoder
+    hears ``heard`` instead, once for every target (``texts`` then go unread), the decoder writing in ``language``.
+    A cross-attention is scored by the CROSS rule (monotonicity, coverage, the weight on the source's special tokens,
+    entropy, max weight; the source's special tokens are its sinks); a causal self-attention by `detect`'s own
+    detectors over the target (its sinks: key 0 and the target's special tokens). Each record holds the decoder's
+    tokens.
 
     The texts run one after the other, each through the encoder and then every decoder layer;
     ``progress`` counts the layers run, text after text."""
-    reads_text(model)
+    if heard is None:
+        reads_text(model)
     from attnx.core.measures import CROSS as CROSS_RULE
     from attnx.core.measures import DETECT
     from attnx.workflows.layers import layer_results, stack_holding
@@ -174,8 +182,11 @@ def detect_decoder(
     stack = stack_holding(model, kind)
     encoder = next(s for s in model.stacks if s is not stack)
     cross = kind is AttentionKind.CROSS
-    sources = list(encoded_texts(model, texts, source))
-    words = list(decoder_targets(model, sources, targets, generate=generate, source=source, on=on))
+    sources: list[Encoded | AudioInput] = (
+        list(encoded_texts(model, texts, source)) if heard is None else [heard] * len(targets or [None])
+    )
+    words = list(decoder_targets(model, sources, targets, generate=generate, language=language, source=source,
+                                 on=on))  # fmt: skip
     detector, records = Detector(CROSS_RULE if cross else DETECT), list[TextRecord]()
     per_text = encoder.layers + stack.layers
     for index, (encoded, target) in enumerate(zip(sources, words, strict=True)):

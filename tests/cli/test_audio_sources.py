@@ -109,3 +109,19 @@ class TestDetect:
         refused = invoke("detect", "--model", str(whisper.path), *args, code=2)
         assert refused.stderr.startswith("attnx: error: ") and refused.stderr.count("\n") == 1
         assert "its encoder hears audio, and detection runs texts and token sequences" in refused.stderr
+
+    def test_decoder_over_a_recording(self, whisper: WhisperReference, tmp_path: Path) -> None:
+        """`detect --audio --attention cross --texts`: each cross head's means over the recording are the measures of
+        transformers' cross-attention weights on the prompt and the line's text (float64)."""
+        from tests.cli.test_model_view_kinds import cross_measures
+
+        lines = tmp_path / "said.txt"
+        lines.write_text(TARGET + "\n", "utf-8")
+        data = json.loads(invoke("detect", "--model", str(whisper.path), "--audio", str(whisper.wav), "--attention",
+                                 "cross", "--texts", str(lines), "--language", "en", "-f", "json").stdout)  # fmt: skip
+        cross = whisper.attentions["float64"]["cross"]
+        assert (data["stack"], data["attention"], data["tokens"]) == ("decoder", "cross", len(whisper.decoder_ids))
+        for layer, weights in enumerate(cross):
+            for head, found in enumerate(data["layers"][layer]["heads"]):
+                expected = cross_measures(weights[head], [])["monotonic"]
+                assert found["monotonicity"]["mean"] == pytest.approx(expected, abs=1e-9)
