@@ -9,7 +9,7 @@ import typer
 
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
-from attnx.cli.flags import AudioOpt, CapFlags, CheckpointFlags, EngineFlags, LanguageOpt
+from attnx.cli.flags import CapFlags, CheckpointFlags, EngineFlags
 from attnx.cli.inputs import (
     STDIN,
     attention_kind,
@@ -60,6 +60,17 @@ GenerateOpt = Annotated[
     int | None,
     typer.Option("--generate", metavar="N", min=1, help="With --attention of a decoder, in place of the texts' "
                  "targets: the decoder writes up to N tokens greedily after each text, then reads them."),
+]  # fmt: skip
+
+AudioOpt = Annotated[
+    str | None,
+    typer.Option("--audio", metavar="FILE", help="A speech model (Whisper) hears the WAV file (PCM or float, 16 kHz) "
+                 "once for every line of --texts, each a transcript its decoder reads (or for --generate N)."),
+]  # fmt: skip
+LanguageOpt = Annotated[
+    str | None,
+    typer.Option("--language", metavar="LANG", help="With --audio, for a multilingual Whisper: the language its "
+                 "decoder writes in (en, fr, ...)."),
 ]  # fmt: skip
 
 
