@@ -34,6 +34,7 @@ from attnx.models.checkpoint import TOKENIZER, Checkpoint
 from attnx.models.families import FAMILIES
 from attnx.models.stacks import Memory, Site, Stack
 from attnx.models.tokenize import Encoded, TextTokenizer
+from attnx.models.vision import ImageInput
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -247,9 +248,14 @@ class Model:
         ``warnings`` say what was done (audio past the window cut)."""
         return self.architecture.audio(samples)
 
+    def encode_image(self, pixels: np.ndarray) -> ImageInput:
+        """Preprocessed pixels ``[channel, height, width]`` (as the checkpoint's preprocessor_config.json makes them)
+        as the input of the model's stack that reads images: its patch grid and the name of every position."""
+        return self.architecture.image(pixels)
+
     def run(
         self,
-        text: str | Encoded | AudioInput,
+        text: str | Encoded | AudioInput | ImageInput,
         *,
         on: Placement = NUMPY,
         heads: int | None = None,
@@ -338,7 +344,7 @@ class ForwardPass:
     def __init__(
         self,
         model: Model,
-        encoded: Encoded | AudioInput,
+        encoded: Encoded | AudioInput | ImageInput,
         *,
         on: Placement = NUMPY,
         drop: Drop | None = None,

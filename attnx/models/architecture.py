@@ -21,6 +21,7 @@ from attnx.models.gguf_form import GgufForm
 from attnx.models.nn import ACTIVATIONS
 from attnx.models.stacks import Attention, Site, Stack
 from attnx.models.tokenize import Encoded
+from attnx.models.vision import ImageInput
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnx.models.gguf_summary import GgufSummary
@@ -415,7 +416,7 @@ class Architecture:
         default ``decoder_start``; mBART's is the target's last token, its language code."""
         return self.decoder_start
 
-    def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput) -> np.ndarray:
+    def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput | ImageInput) -> np.ndarray:
         """The residual stream entering layer 0 of ``stack``, ``[token, d_model]``, from a text (or, in a model with
         a stack that reads audio, from audio: ``attnx.models.audio``)."""
         if not isinstance(encoded, Encoded):
@@ -425,6 +426,11 @@ class Architecture:
     def audio(self, samples: np.ndarray) -> AudioInput:
         """Mono samples as the input of the stack that reads audio (a family with one says how)."""
         raise ModelError(f"{self.checkpoint.name}: a {self.name} model reads text, not audio")
+
+    def image(self, pixels: np.ndarray) -> ImageInput:
+        """Preprocessed pixels ``[channel, height, width]`` as the input of the stack that reads images (a vision
+        family says how: its leading tokens, its patch size)."""
+        raise ModelError(f"{self.checkpoint.name}: a {self.name} model reads text, not images")
 
     def prompt(self, *, language: str | None = None, task: str | None = None) -> list[int] | None:
         """The tokens a decoder reads before a target's own (Whisper's); None: the target shifted right behind

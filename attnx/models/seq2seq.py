@@ -28,6 +28,7 @@ from attnx.models.audio import AudioInput
 from attnx.models.nn import dense, layer_norm
 from attnx.models.stacks import Attention, AttentionKind, InputKind, Site, Stack
 from attnx.models.tokenize import Encoded
+from attnx.models.vision import ImageInput
 
 ENCODER, DECODER = "encoder", "decoder"
 LM_HEAD, LOGITS_BIAS = "lm_head.weight", "final_logits_bias"
@@ -231,7 +232,7 @@ class Seq2Seq(Stacked):
         width = self.max_length + (0 if self.sinusoidal else OFFSET)
         return self.checkpoint.rows(name, rows, (width, self.d_model)).astype(self.dtype)
 
-    def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput) -> np.ndarray:
+    def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput | ImageInput) -> np.ndarray:
         """The tokens' rows of the stack's table times the scale, plus positions, then the embeddings' LayerNorm."""
         if not isinstance(encoded, Encoded):
             return super().stack_embed(stack, encoded)  # refused: these models read text

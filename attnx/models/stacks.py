@@ -27,6 +27,7 @@ class InputKind(str, Enum):
 
     TEXT = "text"  # tokens of a text, positions 0..N-1
     AUDIO = "audio"  # log-mel features of audio (attnx/models/audio.py), positions labelled by time
+    IMAGE = "image"  # an image's patches (attnx/models/vision.py), positions labelled CLS, reg0, dist, p(row,col)
 
 
 class AttentionKind(str, Enum):

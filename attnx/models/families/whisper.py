@@ -29,6 +29,7 @@ from attnx.models.checkpoint import Checkpoint
 from attnx.models.nn import dense, layer_norm
 from attnx.models.stacks import AttentionKind, InputKind, Site, Stack
 from attnx.models.tokenize import Encoded
+from attnx.models.vision import ImageInput
 
 ENCODER, DECODER = "encoder", "decoder"
 PROJ_OUT = "proj_out.weight"
@@ -278,7 +279,7 @@ class Whisper(Stacked):
         out = w.reshape(self.d_model, reads * 3) @ cols + b[:, None]  # (d_model, frames)
         return np.asarray(self.act(out))
 
-    def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput) -> np.ndarray:
+    def stack_embed(self, stack: Stack, encoded: Encoded | AudioInput | ImageInput) -> np.ndarray:
         """The encoder's input: the convolutions on the features plus the sinusoid positions, ``[1500, d_model]``;
         the decoder's: token embeddings plus learned positions, ``[token, d_model]``."""
         if isinstance(encoded, AudioInput):
