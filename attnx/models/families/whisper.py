@@ -290,6 +290,8 @@ class Whisper(Stacked):
             h = self.conv(encoded.features.astype(self.dtype), "encoder.conv1", self.bins, 1)  # (d_model, 3000)
             h = self.conv(h, "encoder.conv2", self.d_model, 2).T  # (1500, d_model)
             return h + self.weight("encoder.embed_positions.weight", shape=(self.sources, self.d_model))
+        if not isinstance(encoded, Encoded):
+            return super().stack_embed(stack, encoded)  # refused: the decoder reads text, the encoder audio
         n = len(encoded.ids)
         tokens = self.checkpoint.rows("decoder.embed_tokens.weight", encoded.ids, (self.vocab_size, self.d_model))
         positions = self.checkpoint.rows("decoder.embed_positions.weight", range(n), (self.max_length, self.d_model))
