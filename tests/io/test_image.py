@@ -190,3 +190,35 @@ def test_without_pillow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(ImageError) as caught:
         read_image(path)
     assert str(caught.value).endswith("which is not installed: python -m pip install 'attnx[vision]'")
+
+
+def test_an_animation_gives_its_first_frame(tmp_path: Path) -> None:
+    frames = [pattern(9, 7, seed=seed) for seed in range(3)]
+    path = tmp_path / "moving.png"
+    frames[0].save(path, save_all=True, append_images=frames[1:])
+    found = read_image(path)
+    assert np.array_equal(np.asarray(found.image), np.asarray(frames[0]))
+    assert found.notes == ("the first of its 3 frames",)
+
+
+@pytest.mark.parametrize("form", ["PNG", "JPEG", "WEBP"])
+def test_damaged_files_are_read_or_one_line(form: str) -> None:
+    """Bytes changed and files cut at random: each read, or refused with an InputError, never another exception."""
+    from attnx.io.image import decode_image
+
+    rng = np.random.default_rng(7)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    whole = io.BytesIO()
+    pattern(40, 30).save(whole, format=form, **({"exif": exif.tobytes()} if form == "JPEG" else {}))
+    raw = whole.getvalue()
+    for _ in range(300):
+        damaged = bytearray(raw)
+        for _ in range(int(rng.integers(1, 6))):
+            damaged[int(rng.integers(0, len(damaged)))] = int(rng.integers(0, 256))
+        if rng.random() < 0.2:
+            damaged = damaged[: int(rng.integers(0, len(damaged)))]
+        try:
+            decode_image(bytes(damaged), "damaged", Limits())
+        except InputError as exc:
+            assert "\n" not in str(exc)

@@ -46,7 +46,15 @@ CONFIGS = {"vit": VIT, "deit": DEIT, "clip": CLIP, "bit": BIT, "siglip": SIGLIP,
            "int-size": {**VIT, "size": 48, "resample": 0},
            "no-rescale": {**SIGLIP, "do_rescale": False, "image_mean": 127.5, "image_std": 60.0},
            "no-normalize": {**VIT, "do_normalize": False},
-           "legacy": {"feature_extractor_type": "ViTFeatureExtractor", "size": 64, "resample": 4}}  # fmt: skip
+           "legacy": {"feature_extractor_type": "ViTFeatureExtractor", "size": 64, "resample": 4},
+           # As the first CLIP and DeiT checkpoints ship them: sizes as numbers (CLIP's the shortest edge, DeiT's a
+           # square).
+           "clip-legacy": {"crop_size": 224, "do_center_crop": True, "do_normalize": True, "do_resize": True,
+                           "feature_extractor_type": "CLIPFeatureExtractor", "image_mean": list(CLIP_MEAN),
+                           "image_std": list(CLIP_STD), "resample": 3, "size": 224},
+           "deit-legacy": {"crop_size": 224, "do_center_crop": True, "do_normalize": True, "do_resize": True,
+                           "feature_extractor_type": "DeiTFeatureExtractor", "image_mean": [0.485, 0.456, 0.406],
+                           "image_std": [0.229, 0.224, 0.225], "resample": 3, "size": 256}}  # fmt: skip
 SIZES = [(37, 23), (23, 37), (300, 200), (224, 224), (1, 5), (257, 256)]
 MODES = ["RGB", "L", "P", "RGBA"]
 SEEN: dict[str, float] = {}
