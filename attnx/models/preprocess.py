@@ -13,6 +13,11 @@ backend does them:
 3. rescale (``do_rescale``): times ``rescale_factor`` in float64, then float32;
 4. normalise (``do_normalize``): ``(x - mean) / std`` in float32, per channel.
 
+The image comes in as RGB: ``attnx.io.image.read_image`` converts every image as the processors' ``convert_to_rgb``
+does, whatever ``do_convert_rgb`` says. Without that conversion transformers fails on grey, palette, CMYK and alpha
+images (their channels are not 3), so the one case that differs is an RGB image with a transparent colour (a PNG's
+tRNS chunk) under a processor that does not convert (ViT's and DeiT's default): attnx composites it onto white.
+
 Any other setting that would change the pixels (``do_pad`` true, ``do_reduce_labels`` true, …) is refused by name;
 settings that change nothing (false or null, the processor's name) pass.
 """
