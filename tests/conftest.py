@@ -31,6 +31,7 @@ pytest_plugins = (
     "tests.models.decoders",
     "tests.models.encoder_decoders",
     "tests.models.whisper_checkpoints",
+    "tests.models.vision_checkpoints",
 )
 
 # The worked example of the founding tutorial ("The cat sat on mat", H = 2), as printed there

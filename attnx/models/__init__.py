@@ -32,7 +32,7 @@ from attnx.models.architecture import Architecture, ModelInfo
 from attnx.models.audio import AudioInput
 from attnx.models.checkpoint import TOKENIZER, Checkpoint
 from attnx.models.families import FAMILIES
-from attnx.models.stacks import Memory, Site, Stack
+from attnx.models.stacks import InputKind, Memory, Site, Stack
 from attnx.models.tokenize import Encoded, TextTokenizer
 from attnx.models.vision import ImageInput
 
@@ -111,6 +111,8 @@ class Model:
             ckpt = self.checkpoint
             if isinstance(ckpt, GgufCheckpoint):
                 self._build_tokenizer = lambda: TextTokenizer(ckpt.gguf, self.limits, built=ckpt.tokenizer())
+            elif not (ckpt.path / TOKENIZER).is_file() and self.stacks[0].reads is InputKind.IMAGE:
+                pass  # a vision model's folder: no tokenizer (``tokenizer`` says so where text is asked of it)
             elif not (ckpt.path / TOKENIZER).is_file() and sentencepiece_files(ckpt.path):
                 built = read_pieces(ckpt.path, self.limits)  # Marian's or T5's SentencePiece files
                 self._tokenizer = TextTokenizer(built.path, self.limits, built=built)
@@ -126,8 +128,9 @@ class Model:
         tokenizer built from its metadata the first time a text is tokenized (describing the file needs none)."""
         if self._tokenizer is None:
             build, self._build_tokenizer = self._build_tokenizer, None
-            if build is None:  # a folder's failed to read when the model opened, which then raised
-                raise ModelError(f"{self.checkpoint.name}: the model has no tokenizer")
+            if build is None:  # a vision model's folder has none (a folder's that failed to read raised at opening)
+                raise ModelError(f"{self.checkpoint.name}: a {self.architecture.name} model reads "
+                                 f"{self.stack.reads.value}s and has no tokenizer: it reads no text")  # fmt: skip
             self._tokenizer = build()
         return self._tokenizer
 
@@ -138,6 +141,8 @@ class Model:
 
         if self._tokenizer is None and isinstance(self.checkpoint, GgufCheckpoint):
             return (*self.checkpoint.tokenizer_facts(), ())
+        if self._tokenizer is None and self._build_tokenizer is None:  # a vision model's folder
+            return "none", 0, ()
         return self.tokenizer.kind, self.tokenizer.vocab_size, self.tokenizer.stored
 
     @property

@@ -29,6 +29,7 @@ Shape = tuple[int | None, ...] | None  # a tensor's shape as config.json implies
 T = TypeVar("T")
 MAX_SIZE = 1 << 40  # no size in a config is larger (a 5,000-digit integer is refused, not computed with)
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
+PREPROCESSOR = "preprocessor_config.json"  # an image or audio model's: a vision model's folder has no tokenizer
 INDEX = "model.safetensors.index.json"  # a sharded checkpoint's map from tensor name to shard file
 FILES = (CONFIG, WEIGHTS, TOKENIZER)
 INSTALL_HINT = (
@@ -91,8 +92,11 @@ class Checkpoint:
             raise ModelError(f"{self.name}: no such folder; a checkpoint folder holds {', '.join(FILES)}")
         sharded = not (self.path / WEIGHTS).is_file() and (self.path / INDEX).is_file()
         spm = sentencepiece_files(self.path) if not (self.path / TOKENIZER).is_file() else None
+        # Marian's or T5's SentencePiece files stand for a tokenizer.json; a folder with a preprocessor_config.json
+        # may have none (a vision model's: ``Model`` asks for it where the family reads text).
+        excused = spm is not None or (self.path / PREPROCESSOR).is_file()
         for name in (CONFIG, TOKENIZER) if sharded else FILES:
-            if name != TOKENIZER or spm is None:  # Marian's or T5's SentencePiece files stand for a tokenizer.json
+            if name != TOKENIZER or not excused:
                 self.file(name)
         self.config = self._read_json(self.path / CONFIG)
         self.prefix = ""

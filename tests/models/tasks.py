@@ -21,6 +21,7 @@ from attnx.models.families import FAMILIES
 from tests.models.checkpoints import BERT_SPECIALS, WORDS, bert_tokenizer, gpt2_tokenizer
 from tests.models.decoders import SIZES, VARIANTS
 from tests.models.encoder_decoders import SEQ2SEQ
+from tests.models.vision_checkpoints import save_vit
 from tests.models.whisper_checkpoints import WHISPER_SIZES
 
 TASK_CLASS = re.compile(r"\w+(?:For[A-Z]\w*|LMHeadModel|DoubleHeadsModel)")
@@ -71,10 +72,13 @@ def family_config(model_type: str, vocab_size: int) -> Any:
 
 
 def save_task(path: Path, model_type: str, class_name: str) -> Path:
-    """Save a random ``class_name`` of ``model_type`` (float32) with a tokenizer into ``path``."""
+    """Save a random ``class_name`` of ``model_type`` (float32) with a tokenizer into ``path`` (ViT's randomised, with
+    a preprocessor_config.json instead)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
 
+    if model_type == "vit":  # an image model: a preprocessor_config.json, no tokenizer
+        return save_vit(path, class_name)
     torch.manual_seed(0)
     tokenizer = bert_tokenizer() if model_type == "bert" else gpt2_tokenizer()
     size = len(BERT_SPECIALS) + len(WORDS) if model_type == "bert" else tokenizer.get_vocab_size()

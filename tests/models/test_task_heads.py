@@ -38,6 +38,7 @@ KINDS = {
     "ForCausalLM": set(),
     "ForConditionalGeneration": set(),  # T5: its LM head is read
     "ForAudioClassification": {"classification head"},  # Whisper's encoder alone, then a projector and a classifier
+    "ForImageClassification": {"classification head"},  # ViT's (its pooler not saved)
     "LMHeadModel": set(),  # GPT2LMHeadModel (its tied output layer is wte); BertLMHeadModel's is cls.predictions
 }
 POOLED = {"BertForSequenceClassification", "BertForMultipleChoice", "BertForNextSentencePrediction",
@@ -102,10 +103,11 @@ def test_task_classes_open(model_type: str, tmp_path_factory: pytest.TempPathFac
 
 
 # Encoder-decoders' task classes are compared with transformers, both stacks, in tests/models/test_t5.py,
-# test_bart.py, test_marian.py and test_whisper.py.
-SEQ2SEQ = {"t5", "mt5", "bart", "mbart", "marian", "whisper"}
+# test_bart.py, test_marian.py and test_whisper.py; ViT's (an image model) in test_vit.py.
+SEQ2SEQ = {"t5", "mt5", "bart", "mbart", "marian", "whisper", "vit"}
 # Task classes attnx refuses, each with what its one line says.
-REFUSED = {"WhisperForCausalLM": "a Whisper decoder without its encoder"}
+REFUSED = {"WhisperForCausalLM": "a Whisper decoder without its encoder",
+           "ViTForMaskedImageModeling": r"'decoder.0.bias' is not used by vit \(ViT\)"}  # fmt: skip
 
 
 @pytest.mark.parametrize("model_type", [family.name for family in FAMILIES if family.name not in SEQ2SEQ])

@@ -26,6 +26,7 @@ from attnx.models.families import (
     qwen3,
     smollm3,
     t5,
+    vit,
     whisper,
 )
 
@@ -48,4 +49,5 @@ FAMILIES: tuple[type[Architecture], ...] = (
     *whisper.FAMILIES,
     *bart.FAMILIES,
     *marian.FAMILIES,
+    *vit.FAMILIES,
 )
