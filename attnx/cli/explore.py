@@ -19,6 +19,7 @@ from attnx.cli.inputs import (
     open_checkpoint,
     open_with_text,
     parse_address,
+    read_sense,
     refuse,
     require_checkpoint,
 )
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.models.audio import AudioInput
     from attnx.models.stacks import Address
     from attnx.models.tokenize import Encoded
+    from attnx.models.vision import ImageInput
     from attnx.tui.app import ExploreApp
 
 INSTALL = "python -m pip install 'attnx[explore]'"
@@ -138,10 +140,10 @@ def explorer(
 
 def opened(
     config: str | None, checkpoint: ModelFlags, backend: EngineFlags, caps: CapFlags
-) -> tuple[Model, Encoded | AudioInput]:
+) -> tuple[Model, Encoded | AudioInput | ImageInput]:
     """``--model``'s checkpoint and what its (first) stack reads: ``--text``'s tokens, or the audio of ``--audio``
     (read within the caps before the model opens; what was done to it, said on stderr)."""
-    if checkpoint.audio is None:
+    if checkpoint.audio is None and checkpoint.image is None:
         model, words = open_with_text(config, checkpoint, backend, caps)
         try:
             return model, model.encode(words)
@@ -149,23 +151,23 @@ def opened(
             model.close()
             raise
     from attnx.cli.output import warn
-    from attnx.io.audio import read_wav
 
-    refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the model's encoder hears it")
-    path = require_checkpoint(checkpoint.model, "--audio")
+    flag = "--audio" if checkpoint.audio is not None else "--image"
+    refuse({"--text": checkpoint.text}, f"is what a text model reads; with {flag} the model's encoder reads it")
+    path = require_checkpoint(checkpoint.model, flag)
     if config is not None:
         raise UsageError("--model replaces CONFIG: give one or the other")
     limits = caps.limits()
-    wav = read_wav(checkpoint.audio, limits)
+    sense = read_sense(checkpoint, limits)
     model = open_checkpoint(path, backend, limits)
     try:
-        heard = model.encode_audio(wav.samples)
+        sensed, notes = sense(model)
     except BaseException:
         model.close()
         raise
-    for note in (*wav.notes, *heard.warnings):
+    for note in notes:
         warn(note)
-    return model, heard
+    return model, sensed
 
 
 def address_of(checkpoint: ModelFlags) -> str:
@@ -176,7 +178,7 @@ def address_of(checkpoint: ModelFlags) -> str:
 
 def model_explorer(
     model: Model,
-    source: Encoded | AudioInput,
+    source: Encoded | AudioInput | ImageInput,
     pointed: str,
     checkpoint: ModelFlags,
     on: Placement,
@@ -209,7 +211,7 @@ def model_explorer(
 
 
 def read_target(
-    model: Model, source: Encoded | AudioInput, checkpoint: ModelFlags, on: Placement, *, decoder: bool
+    model: Model, source: Encoded | AudioInput | ImageInput, checkpoint: ModelFlags, on: Placement, *, decoder: bool
 ) -> tuple[Encoded | None, range]:
     """The tokens the decoder of an encoder-decoder reads: ``--target`` (teacher-forced) or what it writes itself
     with ``--generate N`` (greedy), with the positions it wrote; None where neither is given (the explorer then

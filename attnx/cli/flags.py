@@ -259,11 +259,19 @@ AudioOpt = Annotated[
 ]  # fmt: skip
 
 
+ImageOpt = Annotated[
+    str | None,
+    typer.Option("--image", metavar="FILE", help="With --model of a vision encoder (ViT), in place of --text: the "
+                 "image it sees (PNG, JPEG, WebP), prepared as its preprocessor_config.json says."),
+]  # fmt: skip
+
+
 @flag_group(frozen=True)
 class SourceFlags(TextFlags):
-    """--model, --text or --audio: a local checkpoint and what its (first) stack reads."""
+    """--model, --text, --audio or --image: a local checkpoint and what its (first) stack reads."""
 
     audio: AudioOpt = None
+    image: ImageOpt = None
 
 
 @flag_group(frozen=True)

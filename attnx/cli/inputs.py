@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from attnx.environment import current
-from attnx.errors import ChoiceError, InputError, UsageError
+from attnx.errors import ChoiceError, InputError, ModelError, UsageError
 from attnx.limits import Limits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,9 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.models.audio import AudioInput
     from attnx.models.stacks import Address, AttentionKind
     from attnx.models.tokenize import Encoded
+    from attnx.models.vision import ImageInput
 
 ALL = "all"
 STDIN = "-"
+PREPROCESSOR = "preprocessor_config.json"
 
 
 def parse_layer(value: str | None, *, allow_all: bool = False) -> int | None:
@@ -183,18 +185,18 @@ def open_checkpoint(path: str, backend: EngineFlags, limits: Limits) -> Model:
 
 @dataclasses.dataclass(frozen=True)
 class Session:
-    """An opened checkpoint, the text it reads (or the audio it hears: ``heard``), where it runs, and the work's
-    progress bar."""
+    """An opened checkpoint, the text it reads (or the audio it hears, the image it sees: ``sensed``), where it runs,
+    and the work's progress bar."""
 
     model: Model
     text: str
     on: Placement
     progress: LayerProgress
-    heard: AudioInput | None = None
+    sensed: AudioInput | ImageInput | None = None
 
-    def source(self) -> Encoded | AudioInput:
-        """What the model's first stack reads: the audio heard, else the text's tokens."""
-        return self.heard if self.heard is not None else self.model.encode(self.text)
+    def source(self) -> Encoded | AudioInput | ImageInput:
+        """What the model's first stack reads: the audio heard or the image seen, else the text's tokens."""
+        return self.sensed if self.sensed is not None else self.model.encode(self.text)
 
 
 @contextlib.contextmanager
@@ -209,13 +211,14 @@ def model_session(
     config_name: str = "CONFIG",
 ) -> Iterator[Session]:
     """``open_with_text`` with a progress bar for ``task`` (counted in layers); the checkpoint is closed and the bar
-    taken off on leaving. With ``--audio`` (``SourceFlags``), the model hears it instead (``heard_by``)."""
-    if getattr(checkpoint, "audio", None) is not None:
+    taken off on leaving. With ``--audio`` or ``--image`` (``SourceFlags``), the model hears or sees it instead
+    (``sensed_by``)."""
+    if getattr(checkpoint, "audio", None) is not None or getattr(checkpoint, "image", None) is not None:
         with (
-            heard_by(config, checkpoint, backend, caps, quiet=quiet, config_name=config_name) as (model, heard),
+            sensed_by(config, checkpoint, backend, caps, quiet=quiet, config_name=config_name) as (model, sensed),
             progress_for(task, quiet) as progress,
         ):
-            yield Session(model, "", backend.placement(), progress, heard)
+            yield Session(model, "", backend.placement(), progress, sensed)
         return
     model, words = open_with_text(config, checkpoint, backend, caps, config_name=config_name)
     with model, progress_for(task, quiet) as progress:
@@ -223,7 +226,7 @@ def model_session(
 
 
 @contextlib.contextmanager
-def heard_by(
+def sensed_by(
     config: str | None,
     checkpoint: TextFlags,
     backend: EngineFlags,
@@ -231,23 +234,61 @@ def heard_by(
     *,
     quiet: bool,
     config_name: str,
-) -> Iterator[tuple[Model, AudioInput]]:
-    """``--model``'s checkpoint, opened, and ``--audio`` (a WAV file, read within the caps before the model opens)
-    as its encoder's input; what was done to the audio said on stderr. The model is closed on leaving."""
+) -> Iterator[tuple[Model, AudioInput | ImageInput]]:
+    """``--model``'s checkpoint, opened, and ``--audio`` or ``--image`` (read within the caps before the model opens)
+    as its encoder's input; what was done to the file said on stderr. The model is closed on leaving."""
     from attnx.cli.output import warn
-    from attnx.io.audio import read_wav
 
-    refuse({"--text": checkpoint.text}, "is what a text model reads; with --audio the model's encoder hears it")
-    path = require_checkpoint(checkpoint.model, "--audio")
+    flag = "--audio" if getattr(checkpoint, "audio", None) is not None else "--image"
+    verb = "hears" if flag == "--audio" else "sees"
+    refuse({"--text": checkpoint.text}, f"is what a text model reads; with {flag} the model's encoder {verb} it")
+    path = require_checkpoint(checkpoint.model, flag)
     if config is not None:
         raise UsageError(f"--model replaces {config_name}: give one or the other")
     limits = caps.limits()
-    wav = read_wav(getattr(checkpoint, "audio", None) or "", limits)
+    sense = read_sense(checkpoint, limits)
     with open_checkpoint(path, backend, limits) as model:
-        heard = model.encode_audio(wav.samples)
-        for note in () if quiet else (*wav.notes, *heard.warnings):
+        given, notes = sense(model)
+        for note in () if quiet else notes:
             warn(note)
-        yield model, heard
+        yield model, given
+
+
+def read_sense(
+    checkpoint: TextFlags, limits: Limits
+) -> Callable[[Model], tuple[AudioInput | ImageInput, tuple[str, ...]]]:
+    """Read ``--audio`` (a WAV file) or ``--image`` (PNG, JPEG, WebP) within the caps, now; the function that makes
+    it a model's input once the model is open (the image preprocessed as its preprocessor_config.json says), with
+    the notes on what was done to it."""
+    audio, image = getattr(checkpoint, "audio", None), getattr(checkpoint, "image", None)
+    if audio is not None and image is not None:
+        raise UsageError("--audio and --image are two inputs for two kinds of model: give one")
+    if audio is not None:
+        from attnx.io.audio import read_wav
+
+        wav = read_wav(audio, limits)
+
+        def heard(model: Model) -> tuple[AudioInput | ImageInput, tuple[str, ...]]:
+            found = model.encode_audio(wav.samples)
+            return found, (*wav.notes, *found.warnings)
+
+        return heard
+    from attnx.io.image import read_image
+
+    raw = read_image(image or "", limits)
+
+    def seen(model: Model) -> tuple[AudioInput | ImageInput, tuple[str, ...]]:
+        from attnx.models.preprocess import preprocess
+
+        optional = getattr(model.checkpoint, "optional_json", None)
+        config = None if optional is None else optional(PREPROCESSOR)
+        if config is None:
+            raise ModelError(f"{model.checkpoint.name}: no {PREPROCESSOR}: attnx prepares an image as the checkpoint's "
+                             "preprocessor config says")  # fmt: skip
+        found = model.encode_image(preprocess(raw.image, config, f"{model.checkpoint.name}/{PREPROCESSOR}"))
+        return dataclasses.replace(found, notes=raw.notes), raw.notes
+
+    return seen
 
 
 def load_input(
@@ -298,40 +339,17 @@ def load_input_with(
     random = {"--seed": described.seed, "--tokens": described.tokens, "--d-model": described.d_model}
     refuse(random, "describes random inputs; with --model the input is the model's layer")
     address = parse_address(checkpoint)
-    if checkpoint.audio is not None:
-        return settings.apply(heard_spec(config, checkpoint, address, settings, caps, backend, quiet=quiet,
-                                         queried=queried, config_name=config_name))  # fmt: skip
     with model_session(
         config, checkpoint, backend, caps, "running layers", quiet=quiet, config_name=config_name
     ) as run:
-        source = run.model.encode(run.text)
+        source = run.source()  # the text's tokens, the audio heard or the image seen
         spec = pointed_spec(run.model, source, address, checkpoint, settings, run.on, run.progress, queried)
     return settings.apply(spec)  # one way for both
 
 
-def heard_spec(
-    config: str | None,
-    checkpoint: ModelFlags,
-    address: Address,
-    settings: SettingOverrides,
-    caps: CapFlags,
-    backend: EngineFlags,
-    *,
-    quiet: bool,
-    queried: Callable[[Sequence[str]], object] | None,
-    config_name: str,
-) -> AttentionSpec:
-    """``--model``'s attention that ``address`` points at, its encoder hearing ``--audio`` (``heard_by``)."""
-    with (
-        heard_by(config, checkpoint, backend, caps, quiet=quiet, config_name=config_name) as (model, heard),
-        progress_for("running layers", quiet) as progress,
-    ):
-        return pointed_spec(model, heard, address, checkpoint, settings, backend.placement(), progress, queried)
-
-
 def pointed_spec(
     model: Model,
-    source: Encoded | AudioInput,
+    source: Encoded | AudioInput | ImageInput,
     address: Address,
     checkpoint: ModelFlags,
     settings: SettingOverrides,
@@ -378,7 +396,7 @@ def pointed_spec(
 
 def decoder_reads(
     model: Model,
-    source: Encoded | AudioInput,
+    source: Encoded | AudioInput | ImageInput,
     target: str | None,
     generate: int | None,
     language: str | None,

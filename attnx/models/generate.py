@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.core.spec import AttentionSpec
     from attnx.models import Model
     from attnx.models.audio import AudioInput
+    from attnx.models.vision import ImageInput
 
 GENERATION = "generation_config.json"
 # Keys of a generation config that change greedy tokens, each with the value that changes nothing.
@@ -116,7 +117,12 @@ def token_ids(value: object, key: str, where: str) -> tuple[int, ...]:
 
 
 def greedy(
-    model: Model, source: str | Encoded | AudioInput, steps: int, *, prompt: Sequence[int], on: Placement = NUMPY
+    model: Model,
+    source: str | Encoded | AudioInput | ImageInput,
+    steps: int,
+    *,
+    prompt: Sequence[int],
+    on: Placement = NUMPY,
 ) -> Generated:
     """Up to ``steps`` tokens written after ``prompt`` (the decoder's start token, or Whisper's prompt), each the
     largest logit given the source and the tokens before it, stopping after an end token."""
@@ -128,7 +134,7 @@ def greedy(
 
 def written(
     model: Model,
-    source: str | Encoded | AudioInput,
+    source: str | Encoded | AudioInput | ImageInput,
     steps: int,
     prompt: Sequence[int],
     on: Placement,

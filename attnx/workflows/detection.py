@@ -17,6 +17,7 @@ from attnx.models import Model, Progress
 from attnx.models.audio import AudioInput
 from attnx.models.stacks import AttentionKind, InputKind
 from attnx.models.tokenize import Encoded
+from attnx.models.vision import ImageInput
 
 
 def repeated_sequences(model: Model, *, samples: int, length: int, seed: int) -> Iterator[Encoded]:
@@ -121,7 +122,7 @@ def detect_heads(
 
 def decoder_targets(
     model: Model,
-    sources: Sequence[Encoded | AudioInput],
+    sources: Sequence[Encoded | AudioInput | ImageInput],
     targets: Sequence[str | None] | None,
     *,
     generate: int | None = None,
@@ -182,7 +183,7 @@ def detect_decoder(
     stack = stack_holding(model, kind)
     encoder = next(s for s in model.stacks if s is not stack)
     cross = kind is AttentionKind.CROSS
-    sources: list[Encoded | AudioInput] = (
+    sources: list[Encoded | AudioInput | ImageInput] = (
         list(encoded_texts(model, texts, source)) if heard is None else [heard] * len(targets or [None])
     )
     words = list(decoder_targets(model, sources, targets, generate=generate, language=language, source=source,

@@ -17,6 +17,7 @@ from attnx.errors import ChoiceError, LimitError, UsageError
 from attnx.models import ForwardPass, Model, Progress
 from attnx.models.audio import AudioInput
 from attnx.models.tokenize import Encoded
+from attnx.models.vision import ImageInput
 
 
 def check_heads(model: Model, heads: Iterable[Head]) -> tuple[Head, ...]:
@@ -38,7 +39,7 @@ def check_heads(model: Model, heads: Iterable[Head]) -> tuple[Head, ...]:
 
 def ablate(
     model: Model,
-    text: str | Encoded | AudioInput,
+    text: str | Encoded | AudioInput | ImageInput,
     heads: Iterable[Head] | None = None,
     *,
     layer: int | None = None,
@@ -112,7 +113,7 @@ def batch_size(model: Model, tokens: int) -> int:
 
 def ablations(
     model: Model,
-    encoded: Encoded | AudioInput,
+    encoded: Encoded | AudioInput | ImageInput,
     sets: Iterable[tuple[Head, ...]] | None = None,
     *,
     layers: Iterable[int] | None = None,

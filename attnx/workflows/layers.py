@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.limits import Limits
     from attnx.models import Model
     from attnx.models.audio import AudioInput
+    from attnx.models.vision import ImageInput
 
 
 def layer_spec(
@@ -50,7 +51,7 @@ def layer_spec(
 
 def site_spec(
     model: Model,
-    text: str | Encoded | AudioInput,
+    text: str | Encoded | AudioInput | ImageInput,
     address: Address,
     *,
     target: str | Encoded | None = None,
@@ -82,7 +83,7 @@ def site_spec(
 
 def layer_results(
     model: Model,
-    text: str | Encoded | AudioInput,
+    text: str | Encoded | AudioInput | ImageInput,
     *,
     on: Placement = NUMPY,
     needs: Collection[TensorName] = (WEIGHTS, SCALED, MASK),
@@ -123,12 +124,12 @@ def stack_holding(model: Model, kind: AttentionKind) -> Stack:
 def read_by(
     model: Model,
     stack: Stack,
-    text: str | Encoded | AudioInput,
+    text: str | Encoded | AudioInput | ImageInput,
     target: str | Encoded | None,
     on: Placement,
     progress: Progress | None,
     after: int,
-) -> tuple[Memory | None, str | Encoded | AudioInput, int]:
+) -> tuple[Memory | None, str | Encoded | AudioInput | ImageInput, int]:
     """What ``stack`` reads, and the steps run to make it: its own input, ``text``; or, for a decoder, the ``target``
     (its tokens) and the memory of the encoder it attends to, run over ``text`` (its layers are the steps run;
     ``progress``'s total counts ``after`` steps more). A decoder without a target is a ModelError."""
@@ -145,7 +146,7 @@ def read_by(
 
 def _memory(
     model: Model,
-    text: str | Encoded | AudioInput,
+    text: str | Encoded | AudioInput | ImageInput,
     stack: Stack,
     on: Placement,
     progress: Progress | None,
@@ -192,7 +193,7 @@ def layer_attention(model: Model, text: str, layer: int, *, on: Placement = NUMP
 
 def model_view(
     model: Model,
-    text: str | Encoded | AudioInput,
+    text: str | Encoded | AudioInput | ImageInput,
     *,
     on: Placement = NUMPY,
     progress: Progress | None = None,
@@ -232,7 +233,11 @@ def model_view(
 
 
 def rollout(
-    model: Model, text: str | Encoded | AudioInput, *, on: Placement = NUMPY, progress: Progress | None = None
+    model: Model,
+    text: str | Encoded | AudioInput | ImageInput,
+    *,
+    on: Placement = NUMPY,
+    progress: Progress | None = None,
 ) -> Rollout:
     """Attention rollout on ``text`` (or its tokens, ``model.encode(text)``) through every layer (Abnar & Zuidema,
     2020), each layer's head average used once."""
@@ -246,7 +251,7 @@ def rollout(
 
 def alignment(
     model: Model,
-    text: str | Encoded | AudioInput,
+    text: str | Encoded | AudioInput | ImageInput,
     target: str | Encoded,
     *,
     layers: Sequence[int] | None = None,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnx.models import ForwardPass, Model
     from attnx.models.audio import AudioInput
     from attnx.models.tokenize import Encoded
+    from attnx.models.vision import ImageInput
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Sites:
     def __init__(
         self,
         model: Model,
-        source: Encoded | AudioInput,
+        source: Encoded | AudioInput | ImageInput,
         target: Encoded | None = None,
         *,
         on: Placement = NUMPY,

@@ -23,6 +23,7 @@ from attnx.models import ForwardPass, Model, Progress
 from attnx.models.audio import AudioInput
 from attnx.models.stacks import AttentionKind, Memory, Stack
 from attnx.models.tokenize import Encoded
+from attnx.models.vision import ImageInput
 
 Drop = dict[tuple[int, int], tuple[int, ...]]  # (layer, which) -> heads
 
@@ -130,7 +131,7 @@ def following(ids: Sequence[int] | np.ndarray) -> np.ndarray:
 
 def ablate_target(
     model: Model,
-    source: str | Encoded | AudioInput,
+    source: str | Encoded | AudioInput | ImageInput,
     target: str | Encoded,
     heads: Iterable[HeadName] | None = None,
     *,
@@ -172,7 +173,7 @@ def ablate_target(
 
 def target_ablations(
     model: Model,
-    source: str | Encoded | AudioInput,
+    source: str | Encoded | AudioInput | ImageInput,
     words: Encoded,
     next_ids: np.ndarray,
     todo: Sequence[tuple[SiteHead, ...]],
