@@ -85,6 +85,15 @@ def test_classifier_not_read(tmp_path_factory: pytest.TempPathFactory) -> None:
         assert_close(ours, expected, "float32")
 
 
+def test_without_qkv_biases(tmp_path: Path) -> None:
+    """``qkv_bias: false``: q, k and v without biases (none saved), equal to transformers in float64."""
+    path = save_vit(tmp_path / "vit", qkv_bias=False)
+    weights, hidden, last = forward(path, "float64")
+    their_weights, their_hidden, their_last = run_vit(path, pixels(), "float64")
+    for ours, expected in zip([*weights, *hidden, last], [*their_weights, *their_hidden, their_last], strict=True):
+        assert_close(ours, expected, "float64")
+
+
 def test_a_text_model_still_needs_its_tokenizer(whisper: WhisperReference, tmp_path: Path) -> None:
     """A preprocessor_config.json excuses a missing tokenizer.json only where the model reads images: Whisper's
     folder without one is refused, naming it."""
