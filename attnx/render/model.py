@@ -18,6 +18,7 @@ from attnx.analysis.model_view import ModelView
 from attnx.core.measures import CODES, HEADS, MEASURES
 from attnx.limits import size_text
 from attnx.models.architecture import ModelInfo
+from attnx.models.stacks import InputKind
 from attnx.render.colours import ACCENT, hex_of
 from attnx.render.heads import NONE, cell, head_summary, thresholds_json
 from attnx.render.heatmap import HeatScale, cell_style
@@ -59,6 +60,9 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
     if info.sinks:
         attention.append(("sinks", "a learned logit per head joins each row's softmax (a key without a value)"))
     experts = [] if info.mixture is None else [("experts", info.mixture.describe())]
+    images = bool(info.stacks) and info.stacks[0].reads is InputKind.IMAGE  # a vision encoder: no vocabulary
+    vocabulary = [] if images else [("vocabulary", f"{info.vocab_size:,} tokens")]
+    length = "positions (CLS and patches)" if images else "tokens (special tokens included)"
     return [
         ("family", f"{info.family} ({info.design})"),
         *([("model_type", f"{info.model_type}{named}")] if info.gguf is None else gguf_names(info.gguf, info)),
@@ -66,9 +70,9 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
         *attention,
         ("d_model", f"{info.d_model} · MLP {info.d_ff} · {info.activation}{', gated' if info.gated else ''}"),
         *experts,
-        ("vocabulary", f"{info.vocab_size:,} tokens"),
+        *vocabulary,
         *[("embeddings", "tied: the output layer reuses them" if tied else "untied") for tied in tied_of(info)],
-        ("max length", f"{info.max_length} tokens (special tokens included)"),
+        ("max length", f"{info.max_length} {length}"),
         *(safetensors_rows(info) if info.gguf is None else gguf_rows(info.gguf, info)),
         *[("not read", f"{head.describe()}, after the last layer") for head in info.task_heads],
         *ignored,
@@ -78,6 +82,9 @@ def info_rows(info: ModelInfo) -> list[tuple[str, str]]:
 def stack_rows(info: ModelInfo) -> list[tuple[str, str]]:
     """``layers  6`` for a model of one stack; for several, a row per stack: its layers (and their heads where they
     are not the model's ``heads``) and their attentions."""
+    if len(info.stacks) == 1 and info.stacks[0].reads is InputKind.IMAGE:
+        stack = info.stacks[0]
+        return [(stack.name, f"{stack.layers} layer{'s' if stack.layers != 1 else ''} · self-attention over an image")]
     if len(info.stacks) < 2:
         return [("layers", str(info.layers))]
     rows = []
@@ -94,10 +101,11 @@ def stack_rows(info: ModelInfo) -> list[tuple[str, str]]:
 def safetensors_rows(info: ModelInfo) -> list[tuple[str, str]]:
     """A safetensors checkpoint's parameters (and their dtypes), weight files and tokenizer."""
     files = "model.safetensors" if info.weight_files == 1 else f"{info.weight_files} safetensors shards"
+    tokenizer = f"{info.tokenizer}, {info.tokenizer_vocab_size:,} tokens"
     return [
         ("parameters", f"{info.parameters:,} ({', '.join(info.dtypes)})"),
         ("weights", f"{files}, {size_text(info.size_bytes, decimal=True)}"),
-        ("tokenizer", f"{info.tokenizer}, {info.tokenizer_vocab_size:,} tokens"),
+        ("tokenizer", "none: it reads images" if info.tokenizer == "none" else tokenizer),
     ]
 
 

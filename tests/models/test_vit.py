@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from attnx.errors import ModelError
 from attnx.models import describe, open_model
 from attnx.models.stacks import InputKind
+from attnx.render.model import info_rows
 from tests.models.test_decoders import assert_close
 from tests.models.vision_checkpoints import VitReference, pixels, run_vit, save_vit
+from tests.models.whisper_checkpoints import WhisperReference
 
 
 def forward(path: object, dtype: str) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
@@ -62,6 +67,9 @@ def test_no_text(vit: VitReference) -> None:
     assert info.tokenizer == "none" and info.vocab_size == 0 and info.max_length == 17
     assert "4 × 4-pixel patches of 16 × 16-pixel images" in info.design
     assert [head.describe() for head in info.task_heads] == ["pooler: 2 tensors (pooler.dense.*)"]
+    rows = dict(info_rows(info))
+    assert rows["encoder"] == "2 layers · self-attention over an image" and "vocabulary" not in rows
+    assert rows["max length"] == "17 positions (CLS and patches)" and rows["tokenizer"] == "none: it reads images"
 
 
 def test_classifier_not_read(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -75,3 +83,22 @@ def test_classifier_not_read(tmp_path_factory: pytest.TempPathFactory) -> None:
     their_weights, their_hidden, their_last = run_vit(path, pixels(), "float32")
     for ours, expected in zip([*weights, *hidden, last], [*their_weights, *their_hidden, their_last], strict=True):
         assert_close(ours, expected, "float32")
+
+
+def test_without_qkv_biases(tmp_path: Path) -> None:
+    """``qkv_bias: false``: q, k and v without biases (none saved), equal to transformers in float64."""
+    path = save_vit(tmp_path / "vit", qkv_bias=False)
+    weights, hidden, last = forward(path, "float64")
+    their_weights, their_hidden, their_last = run_vit(path, pixels(), "float64")
+    for ours, expected in zip([*weights, *hidden, last], [*their_weights, *their_hidden, their_last], strict=True):
+        assert_close(ours, expected, "float64")
+
+
+def test_a_text_model_still_needs_its_tokenizer(whisper: WhisperReference, tmp_path: Path) -> None:
+    """A preprocessor_config.json excuses a missing tokenizer.json only where the model reads images: Whisper's
+    folder without one is refused, naming it."""
+    path = tmp_path / "whisper"
+    shutil.copytree(whisper.path, path)
+    (path / "tokenizer.json").unlink()
+    with pytest.raises(ModelError, match=r"tokenizer\.json: missing"):
+        open_model(path)

@@ -53,13 +53,14 @@ def run_vit(path: Path, image: np.ndarray, dtype: str) -> tuple[list[np.ndarray]
     return attentions, hidden, out.last_hidden_state[0].numpy()
 
 
-def save_vit(path: Path, class_name: str = "ViTModel") -> Path:
-    """A random tiny ``class_name`` with a preprocessor_config.json (and no tokenizer) saved in ``path``."""
+def save_vit(path: Path, class_name: str = "ViTModel", **config: Any) -> Path:
+    """A random tiny ``class_name`` (``config`` over ``VIT_SIZES``) with a preprocessor_config.json (and no
+    tokenizer) saved in ``path``."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
 
     torch.manual_seed(0)
-    model = getattr(transformers, class_name)(transformers.ViTConfig(initializer_range=0.2, **VIT_SIZES))
+    model = getattr(transformers, class_name)(transformers.ViTConfig(initializer_range=0.2, **{**VIT_SIZES, **config}))
     randomise(model)
     model.save_pretrained(path)
     (path / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR))
