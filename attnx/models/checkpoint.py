@@ -113,6 +113,8 @@ class Checkpoint:
             return path
         hint = next((why for other, why in ALTERNATIVES.get(name, ()) if (self.path / other).is_file()), None)
         held = "; " + hint if hint else f" (a checkpoint folder holds {', '.join(FILES)}, or one model's .gguf file)"
+        if name == TOKENIZER and not hint:
+            held = held[:-1] + f"; a vision model's holds {PREPROCESSOR} in place of the tokenizer)"
         raise ModelError(f"{path}: missing{held}")
 
     def optional_json(self, name: str) -> dict[str, Any] | None:
