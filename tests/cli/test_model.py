@@ -244,7 +244,8 @@ class TestUsageErrors:
         result = invoke("model", path, code=2)
         assert (
             result.stderr == f"attnx: error: {path / 'tokenizer.json'}: missing (a checkpoint folder holds "
-            "config.json, model.safetensors, tokenizer.json, or one model's .gguf file)\n"
+            "config.json, model.safetensors, tokenizer.json, or one model's .gguf file; a vision model's holds "
+            "preprocessor_config.json in place of the tokenizer)\n"
         )
 
     def test_unsupported_architecture(self, bert: Reference, tmp_path: Path) -> None:
