@@ -10,7 +10,6 @@ never resampled: a line says the rate found and how to convert the file (``ffmpe
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from attnx.errors import InputError, LimitError
-from attnx.io.output import note_read
+from attnx.io.capped import read_capped
 from attnx.limits import Limits
 from attnx.text import inert
 
@@ -56,16 +55,7 @@ def read_wav(path: str | Path, limits: Limits | None = None, *, rate: int = 1600
     """The WAV file ``path`` as mono samples at ``rate`` Hz; one AudioError (or LimitError) line for any bad file.
     The file's size is checked against ``max_bytes`` before a byte is read."""
     limits = limits or Limits.from_env()
-    name = inert(str(path))
-    try:
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            limits.check_bytes(size, name)
-            raw = file.read(limits.max_bytes + 1)
-    except OSError as exc:
-        raise AudioError(f"{name}: cannot be read: {exc.strerror or exc}") from None
-    limits.check_bytes(len(raw), name)  # a file that grew while it was read
-    note_read(path)
+    raw, name = read_capped(path, limits, AudioError)
     return parse_wav(raw, name, limits, rate=rate)
 
 

@@ -15,14 +15,13 @@ composited onto white, as the processors' ``convert_to_rgb`` does; a grey, palet
 from __future__ import annotations
 
 import io
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attnx.errors import InputError, LimitError
-from attnx.io.output import note_read
+from attnx.io.capped import read_capped
 from attnx.limits import Limits, count_text
 from attnx.text import inert
 
@@ -77,17 +76,8 @@ def read_image(path: str | Path, limits: Limits | None = None) -> RawImage:
     """The image file ``path`` as RGB (see the module's docstring); one ImageError (or LimitError) line for any bad
     file. The file's size is checked against ``max_bytes`` before a byte is read."""
     limits = limits or Limits.from_env()
-    name = inert(str(path))
     pillow()
-    try:
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            limits.check_bytes(size, name)
-            raw = file.read(limits.max_bytes + 1)
-    except OSError as exc:
-        raise ImageError(f"{name}: cannot be read: {exc.strerror or exc}") from None
-    limits.check_bytes(len(raw), name)  # a file that grew while it was read
-    note_read(path)
+    raw, name = read_capped(path, limits, ImageError)
     return decode_image(raw, name, limits)
 
 
