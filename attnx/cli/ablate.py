@@ -190,10 +190,10 @@ def decoder_ablation(
         read = target or "" if language is None else model.encode_target(target or "", language=language)
         return ablate_target(model, source, read, names, layer=layer, stack=where, kind=kind, on=run.on,
                              progress=run.progress)  # fmt: skip
-    from attnx.cli.inputs import decoder_reads
+    from attnx.workflows.layers import decoder_input
 
     run.progress.description = "writing"
-    words, written = decoder_reads(model, source, None, generate, language, run.on)
+    words, written = decoder_input(model, source, None, generate, language, run.on)
     if words is None:  # pragma: no cover - --generate is given here
         raise UsageError("give --target T or --generate N")
     run.progress.description = "ablating"

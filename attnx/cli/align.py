@@ -11,7 +11,7 @@ import typer
 from attnx.cli.errors import guarded
 from attnx.cli.flaggroup import grouped
 from attnx.cli.flags import LanguageOpt, SourceFlags
-from attnx.cli.inputs import decoder_reads, flag_worded, model_session, refuse, require_checkpoint
+from attnx.cli.inputs import flag_worded, model_session, refuse, require_checkpoint
 from attnx.cli.options import OutputFormat
 from attnx.cli.viewflags import ReportFlags
 from attnx.errors import UsageError
@@ -118,9 +118,10 @@ class Asked:
         """The cross-attention averaged over --layer and --head, the decoder reading (the prompt and) --target, or
         (the prompt and) what it writes (--generate), marked as written."""
         from attnx import workflows
+        from attnx.workflows.layers import decoder_input
 
         source = run.source()
-        sequence, written = decoder_reads(run.model, source, self.target, self.generate, self.language, run.on)
+        sequence, written = decoder_input(run.model, source, self.target, self.generate, self.language, run.on)
         with flag_worded("--{}"):  # "--head 5 does not exist: ..."
             aligned = workflows.alignment(run.model, source, sequence or "", layers=self.layer, heads=self.head,
                                           on=run.on, progress=run.progress)  # fmt: skip
@@ -131,6 +132,7 @@ class Asked:
         the prompt and what the decoder writes (--generate)."""
         from attnx import workflows
         from attnx.models.audio import AudioInput
+        from attnx.workflows.layers import decoder_input
         from attnx.workflows.timing import sequence_of
 
         heard = run.source()
@@ -139,7 +141,7 @@ class Asked:
         if self.generate is None:
             sequence, prompt = sequence_of(run.model, self.target or "", language=self.language)
             return workflows.timestamps(run.model, heard, sequence, prompt, on=run.on, progress=run.progress)
-        found, written = decoder_reads(run.model, heard, None, self.generate, self.language, run.on)
+        found, written = decoder_input(run.model, heard, None, self.generate, self.language, run.on)
         if found is None:  # pragma: no cover - --generate is given here
             raise UsageError("give --target T or --generate N")
         return workflows.timestamps(run.model, heard, found, written.start, written=written, on=run.on,

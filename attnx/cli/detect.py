@@ -142,8 +142,8 @@ def heard_detection(
     ``--texts`` (a line's text, or its "target") after the encoder heard the recording, or what it writes
     (``--generate N``): which cross-attention heads follow the audio in time."""
     from attnx import workflows
-    from attnx.cli.output import warn
-    from attnx.io.audio import read_wav
+    from attnx.cli.flags import SourceFlags
+    from attnx.cli.inputs import open_sensed
     from attnx.io.texts import read_pairs
     from attnx.models.stacks import AttentionKind
 
@@ -155,14 +155,10 @@ def heard_detection(
     if (texts is None) == (generate is None):
         raise UsageError("--audio: the decoder reads the lines of --texts FILE (each a transcript) or writes "
                          "--generate N tokens: give one of them")  # fmt: skip
-    limits = caps.limits()
-    wav = read_wav(audio, limits)
-    pairs = None if texts is None else read_pairs(texts, limits)
-    targets = None if pairs is None else [text if target is None else target for text, target in pairs]
-    with open_checkpoint(path, backend, limits) as opened, progress_for("detecting over targets", quiet) as bar:
-        heard = opened.encode_audio(wav.samples)
-        for note in () if quiet else (*wav.notes, *heard.warnings):
-            warn(note)
+    opened, heard = open_sensed(None, SourceFlags(model=path, audio=audio), backend, caps, quiet=quiet)
+    with opened, progress_for("detecting over targets", quiet) as bar:
+        pairs = None if texts is None else read_pairs(texts, caps.limits())
+        targets = None if pairs is None else [text if target is None else target for text, target in pairs]
         source = f"{audio}, heard once for every target" if targets is not None else f"{audio}"
         return workflows.detect_decoder(opened, [], targets, kind=kind, generate=generate, source=source,
                                         on=backend.placement(), progress=bar, heard=heard,

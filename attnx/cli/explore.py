@@ -13,15 +13,12 @@ from rich.console import Console
 from attnx.cli.errors import ExitCode, fail, guarded
 from attnx.cli.flags import CapFlags, EngineFlags, InputFlags, ModelFlags, grouped
 from attnx.cli.inputs import (
-    decoder_reads,
     flag_worded,
     load_input,
-    open_checkpoint,
+    open_sensed,
     open_with_text,
     parse_address,
-    read_sense,
     refuse,
-    require_checkpoint,
 )
 from attnx.cli.options import ConfigArg, NoColorOpt
 from attnx.cli.output import colour_allowed
@@ -141,8 +138,8 @@ def explorer(
 def opened(
     config: str | None, checkpoint: ModelFlags, backend: EngineFlags, caps: CapFlags
 ) -> tuple[Model, Encoded | AudioInput | ImageInput]:
-    """``--model``'s checkpoint and what its (first) stack reads: ``--text``'s tokens, or the audio of ``--audio``
-    (read within the caps before the model opens; what was done to it, said on stderr)."""
+    """``--model``'s checkpoint and what its (first) stack reads: ``--text``'s tokens, or the audio of ``--audio`` or
+    the image of ``--image`` (read within the caps before the model opens; what was done to it, said on stderr)."""
     if checkpoint.audio is None and checkpoint.image is None:
         model, words = open_with_text(config, checkpoint, backend, caps)
         try:
@@ -150,24 +147,7 @@ def opened(
         except BaseException:
             model.close()
             raise
-    from attnx.cli.output import warn
-
-    flag = "--audio" if checkpoint.audio is not None else "--image"
-    refuse({"--text": checkpoint.text}, f"is what a text model reads; with {flag} the model's encoder reads it")
-    path = require_checkpoint(checkpoint.model, flag)
-    if config is not None:
-        raise UsageError("--model replaces CONFIG: give one or the other")
-    limits = caps.limits()
-    sense = read_sense(checkpoint, limits)
-    model = open_checkpoint(path, backend, limits)
-    try:
-        sensed, notes = sense(model)
-    except BaseException:
-        model.close()
-        raise
-    for note in notes:
-        warn(note)
-    return model, sensed
+    return open_sensed(config, checkpoint, backend, caps, quiet=False)
 
 
 def address_of(checkpoint: ModelFlags) -> str:
@@ -227,4 +207,6 @@ def read_target(
     if not any(not attention.is_self for stack in model.stacks for attention in stack.attentions):
         given = "--target" if checkpoint.target is not None else "--generate"
         raise UsageError(f"{given} is for an encoder-decoder's decoder; the model reads --text alone")
-    return decoder_reads(model, source, checkpoint.target, checkpoint.generate, checkpoint.language, on)
+    from attnx.workflows.layers import decoder_input
+
+    return decoder_input(model, source, checkpoint.target, checkpoint.generate, checkpoint.language, on)

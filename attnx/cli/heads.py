@@ -111,7 +111,7 @@ def model_view(
     """`attnx heads --model DIR --text ... --layer all`: the layer × head grid, as a table or JSON; with
     ``--attention``, of that kind (a decoder's reading ``--target``, or what it writes with ``--generate N``)."""
     from attnx import workflows
-    from attnx.cli.inputs import decoder_reads
+    from attnx.workflows.layers import decoder_input
 
     refuse(input_flags, "changes one layer's input; --layer all shows the model as it is: give --layer N")
     kind = attention_kind(checkpoint.attention)
@@ -120,7 +120,7 @@ def model_view(
         decoder = kind is not None and reads_target(run.model, kind, checkpoint.attention or "")
         check_target(checkpoint, decoder=decoder, multi=len(run.model.stacks) > 1)
         run.progress.description = "writing" if decoder and checkpoint.generate is not None else "layers"
-        target, written = (decoder_reads(run.model, source, checkpoint.target, checkpoint.generate,
+        target, written = (decoder_input(run.model, source, checkpoint.target, checkpoint.generate,
                                          checkpoint.language, run.on) if decoder else (None, range(0)))  # fmt: skip
         run.progress.description = "layers"
         view = workflows.model_view(run.model, source, on=run.on, progress=run.progress, kind=kind, target=target,

@@ -235,8 +235,23 @@ def sensed_by(
     quiet: bool,
     config_name: str,
 ) -> Iterator[tuple[Model, AudioInput | ImageInput]]:
-    """``--model``'s checkpoint, opened, and ``--audio`` or ``--image`` (read within the caps before the model opens)
-    as its encoder's input; what was done to the file said on stderr. The model is closed on leaving."""
+    """``open_sensed``, the model closed on leaving."""
+    model, given = open_sensed(config, checkpoint, backend, caps, quiet=quiet, config_name=config_name)
+    with model:
+        yield model, given
+
+
+def open_sensed(
+    config: str | None,
+    checkpoint: TextFlags,
+    backend: EngineFlags,
+    caps: CapFlags,
+    *,
+    quiet: bool,
+    config_name: str = "CONFIG",
+) -> tuple[Model, AudioInput | ImageInput]:
+    """``--model``'s checkpoint, opened (the caller closes it), and ``--audio`` or ``--image`` (read within the caps
+    before the model opens) as its encoder's input; what was done to the file said on stderr."""
     from attnx.cli.output import warn
 
     flag = "--audio" if getattr(checkpoint, "audio", None) is not None else "--image"
@@ -247,11 +262,15 @@ def sensed_by(
         raise UsageError(f"--model replaces {config_name}: give one or the other")
     limits = caps.limits()
     sense = read_sense(checkpoint, limits)
-    with open_checkpoint(path, backend, limits) as model:
+    model = open_checkpoint(path, backend, limits)
+    try:
         given, notes = sense(model)
-        for note in () if quiet else notes:
-            warn(note)
-        yield model, given
+    except BaseException:
+        model.close()
+        raise
+    for note in () if quiet else notes:
+        warn(note)
+    return model, given
 
 
 def read_sense(
@@ -360,6 +379,7 @@ def pointed_spec(
     """The attention ``address`` points at in ``model`` as a spec, the encoder reading ``source``: a decoder's reads
     ``--target`` (in ``--language`` where the model asks one), after the encoder."""
     from attnx.workflows import site_spec
+    from attnx.workflows.layers import decoder_input
 
     pointed = " ".join(f"{flag} {value}" for flag, value in (("--layer", checkpoint.layer),
                        ("--attention", checkpoint.attention)) if value is not None)  # fmt: skip
@@ -383,7 +403,7 @@ def pointed_spec(
     progress.description = f"running the layers before {stack.name} layer {index}"
     if checkpoint.generate is not None:
         progress.description = "writing"
-    target, written = decoder_reads(model, source, checkpoint.target, checkpoint.generate, checkpoint.language, on)
+    target, written = decoder_input(model, source, checkpoint.target, checkpoint.generate, checkpoint.language, on)
     if queried is not None:
         queried((target or source).tokens)
     spec = site_spec(model, source, address, target=target, on=on, heads=settings.get("heads"), progress=progress)
@@ -392,27 +412,6 @@ def pointed_spec(
         source_line = f"{spec.source}, queries {written.start}-{written.stop - 1} written by the model (marked *)"
         spec = dataclasses.replace(spec, source=source_line, origin=origin)
     return spec
-
-
-def decoder_reads(
-    model: Model,
-    source: Encoded | AudioInput | ImageInput,
-    target: str | None,
-    generate: int | None,
-    language: str | None,
-    on: Placement,
-) -> tuple[Encoded | None, range]:
-    """What an encoder-decoder's decoder reads: ``--target`` teacher-forced, or the tokens it writes itself after its
-    prompt with ``--generate N`` (greedy, hearing or reading ``source``), in ``--language`` where the model asks one;
-    and the positions it wrote (empty for a target). None where neither is given."""
-    if target is not None:
-        return model.encode_target(target, language=language), range(0)
-    if generate is None:
-        return None, range(0)
-    from attnx.models.generate import greedy
-
-    found = greedy(model, source, generate, prompt=model.decoder_prompt(language=language), on=on)
-    return model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
 
 
 def parse_address(checkpoint: ModelFlags) -> Address:

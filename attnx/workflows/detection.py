@@ -134,12 +134,13 @@ def decoder_targets(
     that many tokens it writes itself greedily (transformers' ``generate(do_sample=False, num_beams=1)``), in
     ``language`` where the model asks one. A text without a target (and no ``generate``) is a ModelError naming its
     place in ``source``."""
-    from attnx.models.generate import greedy
+    from attnx.workflows.layers import decoder_input
 
     for index, encoded in enumerate(sources):
         if generate is not None:
-            found = greedy(model, encoded, generate, prompt=model.decoder_prompt(language=language), on=on)
-            yield model.tokenizer.of_ids(found.ids, found.prompt)
+            written, _ = decoder_input(model, encoded, None, generate, language, on)
+            if written is not None:
+                yield written
             continue
         target = None if targets is None else targets[index]
         if target is None:
@@ -161,7 +162,7 @@ def detect_decoder(
     source: str = "the texts",
     on: Placement = NUMPY,
     progress: Progress | None = None,
-    heard: AudioInput | None = None,
+    heard: AudioInput | ImageInput | None = None,
     language: str | None = None,
 ) -> tuple[Detection, list[TextRecord]]:
     """Head detection on an encoder-decoder's decoder: its attention of ``kind`` over each text's target (teacher-

@@ -121,6 +121,27 @@ def stack_holding(model: Model, kind: AttentionKind) -> Stack:
     raise ModelError(f"{model.checkpoint.name}: the model has no {kind.label}; it has {kinds}")
 
 
+def decoder_input(
+    model: Model,
+    source: Encoded | AudioInput | ImageInput,
+    target: str | None,
+    generate: int | None,
+    language: str | None,
+    on: Placement,
+) -> tuple[Encoded | None, range]:
+    """What an encoder-decoder's decoder reads: ``target`` teacher-forced, or up to ``generate`` tokens it writes
+    itself after its prompt (greedy, reading or hearing ``source``), in ``language`` where the model asks one; and
+    the positions it wrote (empty for a target). None where neither is given."""
+    if target is not None:
+        return model.encode_target(target, language=language), range(0)
+    if generate is None:
+        return None, range(0)
+    from attnx.models.generate import greedy
+
+    found = greedy(model, source, generate, prompt=model.decoder_prompt(language=language), on=on)
+    return model.tokenizer.of_ids(found.ids, found.prompt), range(found.prompt, len(found.ids))
+
+
 def read_by(
     model: Model,
     stack: Stack,

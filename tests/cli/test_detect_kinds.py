@@ -15,7 +15,7 @@ from attnx.errors import InputError
 from attnx.io.texts import parse_pairs, parse_texts
 from tests.cli.test_model_view_kinds import cross_measures, source_specials
 from tests.models.checkpoints import TEXT, Reference
-from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.models.encoder_decoders import TARGET, Seq2SeqReference, greedy_reference
 from tests.runner import Outcome, run_attnx
 
 CONFIG = Path(__file__).parents[2] / "configs" / "translation-pairs.jsonl"
@@ -104,14 +104,7 @@ class TestCross:
     def test_reads_what_the_decoder_writes(self, bart: Seq2SeqReference, tmp_path: Path) -> None:
         """--generate N: per text, the decoder reads what it writes greedily (transformers' tokens), scored on
         transformers' weights over them."""
-        torch = pytest.importorskip("torch")
-        transformers = pytest.importorskip("transformers")
-        reference = transformers.AutoModelForSeq2SeqLM.from_pretrained(bart.path, attn_implementation="eager",
-                                                                       dtype=torch.float64)  # fmt: skip
-        source = torch.tensor([bart.source_ids])
-        with torch.no_grad():
-            ids = reference.generate(source, max_new_tokens=4, do_sample=False, num_beams=1)
-            expected = reference(input_ids=source, decoder_input_ids=ids, output_attentions=True).cross_attentions
+        ids, expected = greedy_reference(bart, 4)
         data = detected(bart, pairs(tmp_path, {"text": TEXT}), "--attention", "cross", "--generate", "4")
         assert data["tokens"] == ids.shape[1]
         last = expected[-1][0].numpy()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.models.checkpoints import TEXT, Reference
-from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.models.encoder_decoders import TARGET, Seq2SeqReference, greedy_reference
 from tests.runner import Outcome, run_attnx
 
 
@@ -122,14 +122,7 @@ class TestCross:
     def test_reads_what_the_decoder_writes(self, bart: Seq2SeqReference) -> None:
         """--generate N: the decoder writes transformers' greedy tokens, then the view reads them; the positions it
         wrote are in JSON's ``written``, and the numbers are the measures of transformers' weights on those tokens."""
-        torch = pytest.importorskip("torch")
-        transformers = pytest.importorskip("transformers")
-        reference = transformers.AutoModelForSeq2SeqLM.from_pretrained(bart.path, attn_implementation="eager",
-                                                                       dtype=torch.float64)  # fmt: skip
-        source = torch.tensor([bart.source_ids])
-        with torch.no_grad():
-            ids = reference.generate(source, max_new_tokens=4, do_sample=False, num_beams=1)
-            expected = reference(input_ids=source, decoder_input_ids=ids, output_attentions=True).cross_attentions
+        ids, expected = greedy_reference(bart, 4)
         data = view(bart, "--attention", "cross", "--generate", "4")
         assert len(data["tokens"]) == ids.shape[1] and data["written"] == list(range(1, ids.shape[1]))
         last = expected[-1][0].numpy()

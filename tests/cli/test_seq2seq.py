@@ -11,7 +11,7 @@ import pytest
 
 from attnx.text import label
 from tests.models.checkpoints import TEXT, Reference
-from tests.models.encoder_decoders import TARGET, Seq2SeqReference
+from tests.models.encoder_decoders import TARGET, Seq2SeqReference, greedy_reference
 from tests.models.whisper_checkpoints import TARGET as SPOKEN
 from tests.models.whisper_checkpoints import WhisperReference
 from tests.runner import Outcome, run_attnx
@@ -189,11 +189,7 @@ class TestAlign:
 
     def test_aligns_what_the_decoder_writes(self, bart: Seq2SeqReference) -> None:
         """`align --generate N` aligns the tokens the decoder writes greedily: as many rows as transformers writes."""
-        torch = pytest.importorskip("torch")
-        transformers = pytest.importorskip("transformers")
-        reference = transformers.AutoModelForSeq2SeqLM.from_pretrained(bart.path, dtype=torch.float64)
-        with torch.no_grad():
-            ids = reference.generate(torch.tensor([bart.source_ids]), max_new_tokens=4, do_sample=False, num_beams=1)
+        ids, _ = greedy_reference(bart, 4)
         out = invoke("align", "--model", str(bart.path), "--text", TEXT, "--generate", "4", "--format", "json")
         data = json.loads(out.stdout)
         assert len(data["target_tokens"]) == ids.shape[1] and data["written"] == list(range(1, ids.shape[1]))
@@ -254,14 +250,7 @@ class TestGenerate:
     def test_decoder_reads_what_it_wrote(self, bart: Seq2SeqReference) -> None:
         """`--generate N`: the decoder writes transformers' greedy tokens, then its cross-attention over them equals
         transformers' on those tokens."""
-        torch = pytest.importorskip("torch")
-        transformers = pytest.importorskip("transformers")
-        reference = transformers.AutoModelForSeq2SeqLM.from_pretrained(bart.path, attn_implementation="eager",
-                                                                       dtype=torch.float64)  # fmt: skip
-        source = torch.tensor([bart.source_ids])
-        with torch.no_grad():
-            ids = reference.generate(source, max_new_tokens=5, do_sample=False, num_beams=1)
-            expected = reference(input_ids=source, decoder_input_ids=ids, output_attentions=True).cross_attentions
+        ids, expected = greedy_reference(bart, 5)
         out = invoke("run", "--model", str(bart.path), "--text", TEXT, "--generate", "5", "--layer", "dec:-1",
                      "--attention", "cross", "--format", "json")  # fmt: skip
         data = json.loads(out.stdout)

@@ -267,6 +267,34 @@ def t5(tmp_path_factory: pytest.TempPathFactory) -> Seq2SeqReference:
     return built_seq2seq("t5", tmp_path_factory)
 
 
+def assert_two_stacks(model: Any) -> None:
+    """An encoder of 2 layers (self-attention) and a decoder of 3 (causal self-attention, then cross-attention over
+    the encoder's output), as the SEQ2SEQ sizes make them."""
+    from attnx.models.stacks import AttentionKind
+
+    encoder, decoder = model.stacks
+    assert (encoder.name, encoder.layers, decoder.name, decoder.layers) == ("encoder", 2, "decoder", 3)
+    assert [a.kind for a in encoder.attentions] == [AttentionKind.SELF]
+    assert [(a.kind, a.queries, a.keys) for a in decoder.attentions] == [
+        (AttentionKind.CAUSAL_SELF, "decoder", "decoder"),
+        (AttentionKind.CROSS, "decoder", "encoder"),
+    ]
+
+
+def greedy_reference(reference: Seq2SeqReference, steps: int) -> tuple[Any, Any]:
+    """transformers' greedy tokens (``generate(do_sample=False, num_beams=1)``, float64, eager) after the reference's
+    source, ``[1, token]``, and its cross-attentions over them (per layer ``[1, head, token, source]``)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(reference.path, attn_implementation="eager",
+                                                               dtype=torch.float64)  # fmt: skip
+    source = torch.tensor([reference.source_ids])
+    with torch.no_grad():
+        ids = model.generate(source, max_new_tokens=steps, do_sample=False, num_beams=1)
+        cross = model(input_ids=source, decoder_input_ids=ids, output_attentions=True).cross_attentions
+    return ids, cross
+
+
 def both_stacks(model: Any, source: Any, target: Any, on: Any) -> dict[str, list[np.ndarray]]:
     """attnx's weights of each kind per layer (``encoder``, ``decoder``, ``cross``), each block's output per stack
     (``encoder blocks``, ``decoder blocks``), the encoder's output (``memory``) and the logits, the encoder reading

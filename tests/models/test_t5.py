@@ -9,9 +9,9 @@ from attnx.engines.placement import Placement
 from attnx.errors import ModelError
 from attnx.models import Model, open_model
 from attnx.models.families.t5 import relative_buckets
-from attnx.models.stacks import AttentionKind, Memory
+from attnx.models.stacks import Memory
 from tests.models.checkpoints import TEXT
-from tests.models.encoder_decoders import TARGET, Seq2SeqReference, assert_agrees, both_stacks
+from tests.models.encoder_decoders import TARGET, Seq2SeqReference, assert_agrees, assert_two_stacks, both_stacks
 from tests.models.test_decoders import assert_close
 
 
@@ -66,13 +66,8 @@ class TestShape:
         """T5 is an encoder (self-attention) and a decoder (causal self-attention, then cross-attention over the
         encoder); the attention commands address the encoder."""
         with open_model(t5.path) as model:
-            encoder, decoder = model.stacks
-            assert (encoder.name, encoder.layers, decoder.name, decoder.layers) == ("encoder", 2, "decoder", 3)
-            assert [a.kind for a in encoder.attentions] == [AttentionKind.SELF]
-            assert [(a.kind, a.queries, a.keys) for a in decoder.attentions] == [
-                (AttentionKind.CAUSAL_SELF, "decoder", "decoder"),
-                (AttentionKind.CROSS, "decoder", "encoder"),
-            ]
+            assert_two_stacks(model)
+            encoder = model.stacks[0]
             assert model.stack is encoder and model.layers == 2
 
     def test_decoder_reads_the_target_shifted_right(self, t5: Seq2SeqReference) -> None:
